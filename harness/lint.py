@@ -1,0 +1,180 @@
+"""Static checks the leaderboard applies to a submission file before it runs anything.
+
+The file is read and parsed, never imported: a submission that hangs or crashes on import
+must still get a lint verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+LEADERBOARD = "nvfp4_gemm"
+GPU = "NVIDIA"
+# The server answers 413 above this many bytes.
+MAX_BYTES = 1_000_000
+# The server refuses any file containing this word, in any case, wherever it appears
+# (comments and strings included), because side streams can escape the timing.
+FORBIDDEN_WORD = "stream"
+ALLOWED_IMPORT_ROOTS = frozenset({"torch", "cutlass", "cuda", "numpy"})
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    level: str
+    detail: str
+
+
+def _size(data: bytes) -> Finding:
+    if not data:
+        return Finding("size", FAIL, "the file is empty")
+    if len(data) > MAX_BYTES:
+        return Finding("size", FAIL, f"{len(data):,} bytes, over the {MAX_BYTES:,}-byte limit")
+    return Finding("size", PASS, f"{len(data):,} bytes (limit {MAX_BYTES:,})")
+
+
+def _forbidden_word(lines: list[str]) -> Finding:
+    hits = [number for number, line in enumerate(lines, 1) if FORBIDDEN_WORD in line.lower()]
+    if not hits:
+        return Finding("forbidden word", PASS, f'no "{FORBIDDEN_WORD}" in any case')
+    shown = ", ".join(map(str, hits[:20])) + (", ..." if len(hits) > 20 else "")
+    return Finding(
+        "forbidden word",
+        FAIL,
+        f'"{FORBIDDEN_WORD}" (any case) on line{"s" if len(hits) > 1 else ""} {shown}; '
+        "the leaderboard rejects the file",
+    )
+
+
+def _directives(lines: list[str]) -> dict[str, list[str]]:
+    """`#!POPCORN key value...` lines, read the way the popcorn client reads them."""
+    found: dict[str, list[str]] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "#!POPCORN":
+            key = parts[1].lower()
+            key = "gpu" if key == "gpus" else key
+            found.setdefault(key, []).extend(parts[2:])
+    return found
+
+
+def _headers(lines: list[str]) -> list[Finding]:
+    directives = _directives(lines)
+    findings = []
+    for key, expected in (("leaderboard", LEADERBOARD), ("gpu", GPU)):
+        line = f"#!POPCORN {key} {expected}"
+        values = directives.get(key)
+        if values is None:
+            findings.append(Finding(f"header {key}", FAIL, f"missing the line `{line}`"))
+        elif values != [expected]:
+            findings.append(
+                Finding(f"header {key}", FAIL, f"says {' '.join(values) or 'nothing'}; expected `{line}`")
+            )
+        else:
+            findings.append(Finding(f"header {key}", PASS, line))
+    return findings
+
+
+def _entry_point(tree: ast.Module) -> Finding:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "custom_kernel":
+            return Finding("custom_kernel", PASS, f"defined on line {node.lineno}")
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "custom_kernel" for t in targets):
+                return Finding("custom_kernel", PASS, f"assigned on line {node.lineno}")
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((alias.asname or alias.name) == "custom_kernel" for alias in node.names):
+                return Finding("custom_kernel", PASS, f"imported on line {node.lineno}")
+    return Finding("custom_kernel", FAIL, "no top-level `custom_kernel` in the file")
+
+
+def _imports(tree: ast.Module) -> Finding:
+    outside: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            # A relative import reaches a file the leaderboard never receives.
+            if node.level:
+                roots = [f"{'.' * node.level}{node.module or ''} (relative)"]
+            else:
+                roots = [node.module.split(".")[0]]
+        else:
+            continue
+        for root in roots:
+            if root not in ALLOWED_IMPORT_ROOTS and root not in sys.stdlib_module_names:
+                outside.setdefault(root, node.lineno)
+    if not outside:
+        return Finding("imports", PASS, "torch, cutlass, cuda, numpy and the standard library only")
+    listed = ", ".join(f"{name} (line {line})" for name, line in sorted(outside.items(), key=lambda i: i[1]))
+    return Finding("imports", WARN, f"outside torch/cutlass/cuda/numpy/stdlib: {listed}; the runner may lack them")
+
+
+def lint_bytes(data: bytes) -> list[Finding]:
+    findings = [_size(data)]
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return findings + [Finding("encoding", FAIL, f"not UTF-8: {error}")]
+    lines = source.splitlines()
+    findings.append(_forbidden_word(lines))
+    findings.extend(_headers(lines))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        return findings + [Finding("syntax", FAIL, f"line {error.lineno}: {error.msg}")]
+    findings.append(_entry_point(tree))
+    findings.append(_imports(tree))
+    return findings
+
+
+def lint_file(path: Path) -> list[Finding]:
+    return lint_bytes(Path(path).read_bytes())
+
+
+def failed(findings: list[Finding]) -> bool:
+    return any(f.level == FAIL for f in findings)
+
+
+_STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red"}
+
+
+def print_report(path: Path, findings: list[Finding], console: Console) -> None:
+    table = Table(title=f"lint {path}", title_justify="left")
+    table.add_column("check")
+    table.add_column("verdict")
+    table.add_column("detail", overflow="fold")
+    for f in findings:
+        table.add_row(f.check, f"[{_STYLE[f.level]}]{f.level.upper()}[/]", f.detail)
+    console.print(table)
+    failures = sum(f.level == FAIL for f in findings)
+    warnings = sum(f.level == WARN for f in findings)
+    if failures:
+        console.print(f"[bold red]LINT FAIL[/]: {failures} check(s) failed, {warnings} warning(s)")
+    else:
+        console.print(f"[green]LINT PASS[/]: {warnings} warning(s)")
+
+
+@click.command("lint")
+@click.option(
+    "--submission",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=Path("submission.py"),
+    show_default=True,
+    help="Submission file to check.",
+)
+def lint_command(submission: Path) -> None:
+    """Static checks the leaderboard applies: size, forbidden word, headers, entry point, imports."""
+    findings = lint_file(submission)
+    print_report(submission, findings, Console())
+    sys.exit(1 if failed(findings) else 0)

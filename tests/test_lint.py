@@ -1,0 +1,88 @@
+"""The static lint: each check fires on the fault it names, and only on it."""
+
+from harness.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes
+
+CLEAN = """#!POPCORN leaderboard nvfp4_gemm
+#!POPCORN gpu NVIDIA
+import functools
+import numpy as np
+import torch
+from cutlass import cute
+from cuda.bindings import driver
+
+
+def custom_kernel(data):
+    return data[-1]
+"""
+
+
+def levels(source: str | bytes) -> dict[str, str]:
+    data = source.encode() if isinstance(source, str) else source
+    return {f.check: f.level for f in lint_bytes(data)}
+
+
+def detail(source: str, check: str) -> str:
+    return next(f.detail for f in lint_bytes(source.encode()) if f.check == check)
+
+
+def test_clean_file_passes_every_check():
+    found = levels(CLEAN)
+    assert set(found) == {"size", "forbidden word", "header leaderboard", "header gpu", "custom_kernel", "imports"}
+    assert set(found.values()) == {PASS}
+    assert not failed(lint_bytes(CLEAN.encode()))
+
+
+def test_forbidden_word_in_any_case_reports_every_line():
+    source = CLEAN + "# uses the current CUDA Stream\ns = torch.cuda.current_STREAM()\n"
+    assert levels(source)["forbidden word"] == FAIL
+    text = detail(source, "forbidden word")
+    first = len(CLEAN.splitlines()) + 1
+    assert f"lines {first}, {first + 1}" in text
+
+
+def test_forbidden_word_inside_an_identifier_still_counts():
+    assert levels(CLEAN + "upstream_value = 1\n")["forbidden word"] == FAIL
+
+
+def test_missing_or_wrong_headers_fail():
+    no_headers = CLEAN.split("\n", 2)[2]
+    assert levels(no_headers)["header leaderboard"] == FAIL
+    assert levels(no_headers)["header gpu"] == FAIL
+    wrong = CLEAN.replace("nvfp4_gemm", "nvfp4_gemv").replace("gpu NVIDIA", "gpu B200")
+    assert levels(wrong)["header leaderboard"] == FAIL
+    assert "nvfp4_gemv" in detail(wrong, "header leaderboard")
+    assert "B200" in detail(wrong, "header gpu")
+
+
+def test_header_in_the_middle_of_the_file_is_accepted_like_the_client_does():
+    body = CLEAN.split("\n", 2)[2]
+    moved = body + "#!POPCORN gpus NVIDIA\n#!POPCORN leaderboard nvfp4_gemm\n"
+    assert levels(moved)["header leaderboard"] == PASS
+    assert levels(moved)["header gpu"] == PASS
+
+
+def test_custom_kernel_must_be_defined_at_top_level():
+    nested = CLEAN.replace("def custom_kernel(data):\n    return data[-1]", "class K:\n    def custom_kernel(self):\n        pass")
+    assert levels(nested)["custom_kernel"] == FAIL
+    aliased = CLEAN.replace("def custom_kernel(data):", "def _kernel(data):") + "custom_kernel = _kernel\n"
+    assert levels(aliased)["custom_kernel"] == PASS
+
+
+def test_imports_outside_the_allowed_set_warn_and_name_the_module():
+    source = CLEAN.replace("import functools", "import triton\nfrom .helpers import thing")
+    assert levels(source)["imports"] == WARN
+    text = detail(source, "imports")
+    assert "triton (line 3)" in text and ".helpers (relative)" in text
+    assert not failed(lint_bytes(source.encode()))
+
+
+def test_size_limit_is_the_servers_byte_count():
+    padding = "#" * (MAX_BYTES - len(CLEAN.encode()) - 1) + "\n"
+    assert levels(CLEAN + padding)["size"] == PASS
+    assert levels(CLEAN + padding + "#\n")["size"] == FAIL
+    assert levels("")["size"] == FAIL
+
+
+def test_syntax_error_and_bad_encoding_fail_without_importing():
+    assert levels(CLEAN + "def broken(:\n")["syntax"] == FAIL
+    assert levels(CLEAN.encode() + b"\xff\xfe")["encoding"] == FAIL
