@@ -1,0 +1,135 @@
+"""Submit to the GPU MODE leaderboard the way a careful competitor would.
+
+Order: the static lint (a rejected file wastes a submission), the official tests on the local
+GPU when there is one, then the popcorn client, whose answer is kept in results/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from harness.lint import GPU, LEADERBOARD, failed, lint_file, print_report
+
+MODES = ("test", "benchmark", "leaderboard", "profile")
+# The current client installs `popcorn` (and a `popcorn-cli` beside it); older releases only
+# the latter.
+CLIENT_NAMES = ("popcorn", "popcorn-cli")
+INSTALL_HINT = (
+    "the GPU MODE client (popcorn) is not on PATH. Install it with\n"
+    "  curl -fsSL https://raw.githubusercontent.com/gpu-mode/popcorn-cli/main/install.sh | bash\n"
+    "(or put a release binary from https://github.com/gpu-mode/popcorn-cli/releases on PATH),\n"
+    "then register once: popcorn register discord"
+)
+RESULTS_DIR = Path("results")
+
+
+def find_client() -> str | None:
+    for name in CLIENT_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def supports_no_tui(client: str) -> bool:
+    """Releases before December 2025 have no --no-tui and would refuse the flag."""
+    try:
+        help_text = subprocess.run(
+            [client, "submit", "--help"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--no-tui" in help_text
+
+
+def client_command(client: str, submission: Path, mode: str, output: Path, no_tui: bool) -> list[str]:
+    command = [client, "submit", "--leaderboard", LEADERBOARD, "--gpu", GPU, "--mode", mode]
+    if no_tui:
+        command.append("--no-tui")
+    return command + ["--output", str(output), str(submission)]
+
+
+def default_output(mode: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return RESULTS_DIR / f"popcorn-{mode}-{stamp}.json"
+
+
+def local_gpu() -> str | None:
+    """Name of the local CUDA device, or None when torch sees none."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def run_local_test(submission: Path, console: Console) -> int:
+    gpu = local_gpu()
+    if gpu is None:
+        console.print(
+            "[yellow]local test skipped[/]: no CUDA device visible to torch here; "
+            "the server runs the tests on its own GPU"
+        )
+        return 0
+    console.print(f"[bold]local test[/] on {gpu}")
+    return subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(submission)]).returncode
+
+
+@click.command("submit")
+@click.option(
+    "--submission",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=Path("submission.py"),
+    show_default=True,
+)
+@click.option("--mode", type=click.Choice(MODES), default="leaderboard", show_default=True, help="Server-side mode.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to keep the server's answer [default: results/popcorn-MODE-TIME.json].",
+)
+@click.option("--skip-local-test", is_flag=True, help="Do not run `test` on the local GPU first.")
+def submit_command(submission: Path, mode: str, output: Path | None, skip_local_test: bool) -> None:
+    """Lint, test on the local GPU if any, then submit with the GPU MODE client."""
+    # Soft wrap keeps commands and URLs on one line, so they can be copied.
+    console = Console(soft_wrap=True)
+
+    findings = lint_file(submission)
+    print_report(submission, findings, console)
+    if failed(findings):
+        console.print("[bold red]not submitted[/]: fix the lint failures first")
+        raise SystemExit(1)
+
+    if skip_local_test:
+        console.print("[yellow]local test skipped[/]: --skip-local-test")
+    elif (status := run_local_test(submission, console)) != 0:
+        console.print(f"[bold red]not submitted[/]: the local test failed (exit status {status})")
+        raise SystemExit(status)
+
+    client = find_client()
+    if client is None:
+        console.print(f"[bold red]not submitted[/]: {INSTALL_HINT}")
+        raise SystemExit(127)
+    if "POPCORN_API_URL" not in os.environ:
+        console.print(
+            "[yellow]POPCORN_API_URL is not set[/]: the client needs it; the installer adds it to "
+            "your shell profile, or get it with /get-api-url on the GPU MODE Discord"
+        )
+
+    output = output or default_output(mode)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = client_command(client, submission, mode, output, supports_no_tui(client))
+    console.print("[bold]submitting[/]: " + " ".join(command))
+    status = subprocess.run(command).returncode
+    if status != 0:
+        console.print(f"[bold red]the client failed[/] (exit status {status})")
+        raise SystemExit(status)
+    if output.exists():
+        console.print(f"server's answer kept in {output}")
