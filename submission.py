@@ -345,22 +345,66 @@ class Sm100BlockScaledGemm:
     def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
         return sm100_config(problem, num_sms)
 
+    POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
+                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
+
     @classmethod
-    def compile(cls, config: Sm100Config, arch: str = "sm_100a", extra_options: str = "",
+    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
                 tvm_ffi: bool = HAVE_TVM_FFI):
+        """Compile `config` for any problem size (sizes are runtime arguments); returns the
+        compiled function and the kernel object that traced it."""
         kernel = cls(config)
-        pointers = [fake_pointer(t) for t in (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN,
-                                               cutlass.Float8E4M3FN, cutlass.Float8E4M3FN,
-                                               cutlass.Float16, cutlass.Float32, cutlass.Int32)]
+        pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
         sizes = [cutlass.Int32(1)] * 5
-        return cute.compile(kernel, *pointers, *sizes,
-                            options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
+        compiled = cute.compile(kernel, *pointers, *sizes,
+                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
+        return compiled, kernel
 
     @classmethod
     def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
         config = cls.config_for(problem)
-        cls.compile(config, arch, extra_options, tvm_ffi=False)
-        return CompileFacts(config.describe(), config.smem_bytes, config.tmem_columns)
+        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
+        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
+
+    @classmethod
+    def launch_plan(cls, problem: Problem, device: torch.device) -> tuple:
+        """Everything a call needs besides the operand addresses, built once per shape and
+        device: the compiled kernel, the split-K workspace and the scalar arguments."""
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        config = cls.config_for(problem, num_sms)
+        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
+                                   lambda: cls.compile(config)[0])
+        tiles = (problem.n // SM100_TILE_N) * (problem.m // config.tile_m) * problem.l
+        if config.split_k > 1:
+            partials = torch.empty(config.split_k * problem.l * problem.m * problem.n,
+                                   dtype=torch.float32, device=device)
+            # Zeroed once; the last arrival of every tile puts its counter back to zero.
+            semaphores = torch.zeros(len(cls.EPILOGUE_WARPS) * tiles, dtype=torch.int32, device=device)
+        else:
+            partials = torch.empty(1, dtype=torch.float32, device=device)
+            semaphores = torch.empty(1, dtype=torch.int32, device=device)
+        workspace_args = (pointer_arg(cutlass.Float32, partials.data_ptr()),
+                          pointer_arg(cutlass.Int32, semaphores.data_ptr()))
+        num_ctas = min(tiles * config.split_k, num_sms)
+        scalars = (problem.m, problem.n, problem.k, problem.l, num_ctas)
+        # The workspace tensors ride along so that they live as long as the plan.
+        return compiled, workspace_args, scalars, (partials, semaphores)
+
+    @classmethod
+    def run(cls, data, problem: Problem):
+        a, b, _, _, sfa_permuted, sfb_permuted, c = data
+        key = (problem, c.device.index)
+        plan = _SM100_PLANS.get(key)
+        if plan is None:
+            plan = _SM100_PLANS[key] = cls.launch_plan(problem, c.device)
+        compiled, workspace_args, scalars, _ = plan
+        compiled(pointer_arg(cutlass.Float4E2M1FN, a.data_ptr()),
+                 pointer_arg(cutlass.Float4E2M1FN, b.data_ptr()),
+                 pointer_arg(cutlass.Float8E4M3FN, sfa_permuted.data_ptr()),
+                 pointer_arg(cutlass.Float8E4M3FN, sfb_permuted.data_ptr()),
+                 pointer_arg(cutlass.Float16, c.data_ptr()),
+                 *workspace_args, *scalars)
+        return c
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -436,6 +480,7 @@ class Sm100BlockScaledGemm:
             sSFA: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfa_smem_layout)], 1024]
 
         self.shared_storage = SharedStorage
+        self.launch_smem_bytes = SharedStorage.size_in_bytes()
         self.kernel(tiled_mma, tiled_mma_sfa, one_cta, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
                     tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
                     self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
@@ -688,6 +733,7 @@ class Sm100BlockScaledGemm:
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
 
 
+_SM100_PLANS: dict[tuple, tuple] = {}
 KERNELS_BY_ARCH["sm_100a"] = Sm100BlockScaledGemm
 
 # ===== end of Blackwell path =====
@@ -697,16 +743,28 @@ KERNELS_BY_ARCH["sm_100a"] = Sm100BlockScaledGemm
 # ===== end of Hopper path =====
 
 
+_ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
+_KERNEL_BY_DEVICE: dict[int, type] = {}
+
+
+def kernel_for_device(device: torch.device) -> type:
+    """The kernel class for a device's compute capability (looked up once per device)."""
+    kernel = _KERNEL_BY_DEVICE.get(device.index)
+    if kernel is None:
+        major, minor = torch.cuda.get_device_capability(device)
+        arch = _ARCH_BY_MAJOR.get(major)
+        if arch is None:
+            raise RuntimeError(
+                f"no kernel for compute capability {major}.{minor}: this submission runs on "
+                "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
+        kernel = KERNELS_BY_ARCH.get(arch)
+        if kernel is None:
+            raise NotImplementedError(
+                f"compute capability {major}.{minor} needs the {arch} path, which is not in this file yet")
+        _KERNEL_BY_DEVICE[device.index] = kernel
+    return kernel
+
+
 def custom_kernel(data):
     problem = validate_inputs(data)
-    major, minor = torch.cuda.get_device_capability(data[0].device)
-    if major == 10:
-        raise NotImplementedError("the sm_100a kernel is not in this file yet")
-    if major == 9:
-        raise NotImplementedError(
-            "the Hopper (sm_90a) path is not in this file yet; compute capability 9.x is unsupported"
-        )
-    raise RuntimeError(
-        f"no kernel for compute capability {major}.{minor}: this submission runs on "
-        "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)"
-    )
+    return kernel_for_device(data[6].device).run(data, problem)
