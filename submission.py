@@ -37,6 +37,7 @@ SF_VEC_SIZE = 16  # one e4m3 scale per 16 consecutive K elements
 MN_ALIGN = 128  # the scale-factor atom covers 128 rows; tiles are 128 rows
 K_ALIGN = 256  # one K tile of fp4 operands: 128 bytes = one 128B swizzle row
 SF_ATOM_BYTES = 32 * 4 * 4  # (32, 4) rows x 4 scale columns per atom
+GMEM_ALIGN = 16  # bytes; TMA needs 16-byte aligned bases (torch allocations are 256-byte aligned)
 
 
 class Problem(NamedTuple):
@@ -44,16 +45,6 @@ class Problem(NamedTuple):
     n: int
     k: int
     l: int
-
-
-def _expected_strides(shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[int, ...]:
-    """Compact strides for `shape` where `order` lists the dims from fastest to slowest."""
-    strides = [0] * len(shape)
-    step = 1
-    for dim in order:
-        strides[dim] = step
-        step *= shape[dim]
-    return tuple(strides)
 
 
 def _strides_match(t: torch.Tensor, expected: tuple[int, ...]) -> bool:
@@ -81,69 +72,76 @@ def scale_offset(row: int, k_block: int, batch: int, mn: int, k: int, l: int) ->
     return sum(c * s for c, s in zip(coords, permuted_scale_strides(mn, k, l)))
 
 
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
+_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
+_FP4, _FP8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+_DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
+_RANKS = (3, 3, 3, 3, 6, 6, 3)
+_LAYOUT_NAMES = {
+    "a": "K-major (strides (K/2, 1, M*K/2))",
+    "b": "K-major (strides (K/2, 1, N*K/2))",
+    "c": "N-contiguous (strides (N, 1, M*N))",
+    "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
+    "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout",
+}
 
 
 def validate_inputs(data) -> Problem:
     """Check everything the kernels assume, before anything touches a GPU.
 
     Raises ValueError naming the first broken constraint. The device is checked last, so that
-    a bad input built on the CPU reports its real fault rather than "not on CUDA".
+    a bad input built on the CPU reports its real fault rather than "not on CUDA". Messages are
+    built only on failure: this runs on every call and its time counts in the score.
     """
-    _check(isinstance(data, (tuple, list)) and len(data) == 7,
-           "data must be the 7-tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)")
-    a, b, sfa, sfb, sfa_perm, sfb_perm, c = data
-    names = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
-    for name, t in zip(names, data):
-        _check(isinstance(t, torch.Tensor), f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    fp4, fp8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
-    for name, t, dtype in (("a", a, fp4), ("b", b, fp4), ("sfa", sfa, fp8), ("sfb", sfb, fp8),
-                           ("sfa_permuted", sfa_perm, fp8), ("sfb_permuted", sfb_perm, fp8),
-                           ("c", c, torch.float16)):
-        _check(t.dtype == dtype, f"{name} must have dtype {dtype}, got {t.dtype}")
-    for name, t, rank in (("a", a, 3), ("b", b, 3), ("sfa", sfa, 3), ("sfb", sfb, 3),
-                          ("sfa_permuted", sfa_perm, 6), ("sfb_permuted", sfb_perm, 6), ("c", c, 3)):
-        _check(t.dim() == rank, f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
+    if not isinstance(data, (tuple, list)) or len(data) != 7:
+        raise ValueError("data must be the 7-tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)")
+    for name, t, dtype, rank in zip(_NAMES, data, _DTYPES, _RANKS):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype != dtype:
+            raise ValueError(f"{name} must have dtype {dtype}, got {t.dtype}")
+        if t.dim() != rank:
+            raise ValueError(f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
 
+    a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
     m, half_k, l = a.shape
     n = b.shape[0]
     k = 2 * half_k
-    _check(l >= 1, f"L (a.shape[2]) must be >= 1, got {l}")
-    _check(m % MN_ALIGN == 0 and m > 0, f"M must be a positive multiple of {MN_ALIGN}, got M={m}")
-    _check(n % MN_ALIGN == 0 and n > 0, f"N must be a positive multiple of {MN_ALIGN}, got N={n}")
-    _check(k % K_ALIGN == 0 and k > 0, f"K must be a positive multiple of {K_ALIGN}, got K={k}")
-    expected = {
-        "a": (m, k // 2, l), "b": (n, k // 2, l),
-        "sfa": (m, k // SF_VEC_SIZE, l), "sfb": (n, k // SF_VEC_SIZE, l),
-        "sfa_permuted": permuted_scale_shape(m, k, l), "sfb_permuted": permuted_scale_shape(n, k, l),
-        "c": (m, n, l),
-    }
-    for name, t in zip(names, data):
-        _check(tuple(t.shape) == expected[name],
-               f"{name} must have shape {expected[name]} for M={m}, N={n}, K={k}, L={l}; "
-               f"got {tuple(t.shape)} (M, N, K, L must agree across all tensors)")
+    if l < 1:
+        raise ValueError(f"L (a.shape[2]) must be >= 1, got {l}")
+    if m <= 0 or m % MN_ALIGN:
+        raise ValueError(f"M must be a positive multiple of {MN_ALIGN}, got M={m}")
+    if n <= 0 or n % MN_ALIGN:
+        raise ValueError(f"N must be a positive multiple of {MN_ALIGN}, got N={n}")
+    if k <= 0 or k % K_ALIGN:
+        raise ValueError(f"K must be a positive multiple of {K_ALIGN}, got K={k}")
+    expected_shapes = ((m, half_k, l), (n, half_k, l), (m, k // SF_VEC_SIZE, l), (n, k // SF_VEC_SIZE, l),
+                       permuted_scale_shape(m, k, l), permuted_scale_shape(n, k, l), (m, n, l))
+    for name, t, shape in zip(_NAMES, data, expected_shapes):
+        if t.shape != shape:
+            raise ValueError(f"{name} must have shape {shape} for M={m}, N={n}, K={k}, L={l}; got "
+                             f"{tuple(t.shape)} (M, N, K, L must agree across all tensors)")
 
     # The kernels address A, B and C with compact, batch-outermost layouts and read the
-    # permuted scales in place as the tensor cores' atoms.
-    layouts = {
-        "a": (_expected_strides(a.shape, (1, 0, 2)), "K-major (strides (K/2, 1, M*K/2))"),
-        "b": (_expected_strides(b.shape, (1, 0, 2)), "K-major (strides (K/2, 1, N*K/2))"),
-        "c": (_expected_strides(c.shape, (1, 0, 2)), "N-contiguous (strides (N, 1, M*N))"),
-        "sfa_permuted": (permuted_scale_strides(m, k, l), "the (32, 4, rest_m, 4, rest_k, L) atom layout"),
-        "sfb_permuted": (permuted_scale_strides(n, k, l), "the (32, 4, rest_n, 4, rest_k, L) atom layout"),
-    }
-    for name, (strides, what) in layouts.items():
-        t = data[names.index(name)]
-        _check(_strides_match(t, strides),
-               f"{name} must be laid out as {what}; expected strides {strides}, got {t.stride()}")
+    # permuted scales in place as the tensor cores' scale atoms.
+    for name, t, strides in (("a", a, (half_k, 1, m * half_k)), ("b", b, (half_k, 1, n * half_k)),
+                             ("c", c, (n, 1, m * n)),
+                             ("sfa_permuted", sfa_permuted, permuted_scale_strides(m, k, l)),
+                             ("sfb_permuted", sfb_permuted, permuted_scale_strides(n, k, l))):
+        if t.stride() != strides and not _strides_match(t, strides):
+            raise ValueError(f"{name} must be laid out as {_LAYOUT_NAMES[name]}; expected strides "
+                             f"{strides}, got {t.stride()}")
+        if t.data_ptr() % GMEM_ALIGN:
+            raise ValueError(f"{name} must start at a {GMEM_ALIGN}-byte aligned address (TMA needs it), "
+                             f"got {t.data_ptr():#x}")
 
     # Last: the device, so that a CPU-built bad input reported its real fault above.
-    for name, t in zip(names, data):
-        _check(t.is_cuda, f"{name} must be on a CUDA device, got {t.device}")
-    _check(len({t.device for t in data}) == 1,
-           "all tensors must be on the same CUDA device, got " + ", ".join(str(t.device) for t in data))
+    for name, t in zip(_NAMES, data):
+        if not t.is_cuda:
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+    device = a.device
+    for name, t in zip(_NAMES, data):
+        if t.device != device:
+            raise ValueError(f"all tensors must be on one CUDA device: {name} is on {t.device}, a on {device}")
     return Problem(m, n, k, l)
 
 
@@ -171,7 +169,6 @@ def tile_coords(linear, tiles_m, splits, tiles_n):
 # ----- call path: compile once per configuration, launch with little host work -----
 
 HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
-GMEM_ALIGN = 16  # bytes; TMA needs 16-byte aligned bases, torch allocations are 256-byte aligned
 
 
 def compile_options(arch: str | None = None, *, tvm_ffi: bool = HAVE_TVM_FFI, extra: str = "") -> str:
