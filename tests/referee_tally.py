@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 
 
+MAX_NAMED_SKIPS = 3  # more are counted only; `pytest -rs` lists every skip with its reason
+
+
 class RefereeTally:
     plugin_name = "referee-tally"
 
@@ -31,7 +34,7 @@ class RefereeTally:
             skipped = [case for case in self.skipped.get(kind, {}) if case not in tried]
             terminalreporter.write_line(
                 f"{kind}: {len(tried)} tried, {len(skipped)} skipped"
-                + (f" ({', '.join(skipped)})" if skipped else "")
+                + (f" ({', '.join(skipped)})" if 0 < len(skipped) <= MAX_NAMED_SKIPS else "")
             )
 
 

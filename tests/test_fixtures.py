@@ -1,0 +1,185 @@
+"""The harness's own test suite: every deliberately broken submission gets its verdict.
+
+Each run goes through the command line in a subprocess, as a user would run it, and is judged
+by its exit status, its per-case status and its message. Every verdict runs on the CPU (CI) and
+on CUDA where there is a GPU; the CPU variants are left to CI on a GPU machine, whose time is
+scarcer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from referee_tally import referee_tally
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+BROKEN = sorted(FIXTURES.glob("broken_*.py"))
+CONTROL = FIXTURES / "torch_submission.py"
+HAS_CUDA = torch.cuda.is_available()
+
+EXIT_PASS, EXIT_LINT_FAIL, EXIT_CASE_FAIL = 0, 1, 112
+# Small shapes keep a CPU run quick; L = 2 exercises the batch dimension.
+TEST_CASE = "m: 128; n: 256; k: 512; l: 2; seed: 1111"
+SECOND_TEST_CASE = "m: 256; n: 128; k: 256; l: 1; seed: 7"
+BENCHMARK_CASE = "m: 128; n: 256; k: 256; l: 1; seed: 1111"
+HANG_TIMEOUT_S = 5
+SUBPROCESS_LIMIT_S = 600
+
+
+@dataclass(frozen=True)
+class Expected:
+    fixture: str
+    mode: str  # harness command
+    exit_status: int
+    status: str  # the case's status word in the report
+    message: str | None = None  # regex the report must contain
+    official: bool = False
+    cases: tuple[str, ...] = (TEST_CASE,)
+    timeout_s: float | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.fixture}-{self.mode}" + ("-official" if self.official else "")
+
+
+VERDICTS = [
+    Expected("torch_submission", "test", EXIT_PASS, "pass"),
+    Expected("broken_wrong_values", "test", EXIT_CASE_FAIL, "fail",
+             r"mismatch found! custom implementation doesn't match reference: Number of mismatched elements: \d+ ERROR AT"),
+    Expected("broken_wrong_dtype", "test", EXIT_CASE_FAIL, "fail",
+             r"custom_kernel returned a torch\.float32 tensor of shape \(128, 256, 2\) on \S+, "
+             r"expected a torch\.float16 tensor of shape \(128, 256, 2\)"),
+    # The competition's own checks let it through; --official reproduces them, hole included.
+    Expected("broken_wrong_dtype", "test", EXIT_PASS, "pass", official=True),
+    Expected("broken_mutates_input", "test", EXIT_CASE_FAIL, "fail", r"custom_kernel modified its input\(s\): b"),
+    # n = 256: columns 240..255 are never written and keep the NaN poison.
+    Expected("broken_unwritten", "test", EXIT_CASE_FAIL, "fail", r"ERROR AT \(0, 240, 0\): nan"),
+    Expected("broken_caches_outputs", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"call \d+ returned the same values as call \d+ although the inputs differ \(cached result\)",
+             cases=(BENCHMARK_CASE,)),
+    Expected("broken_caches_by_address", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"recheck on fresh inputs: input \d+: mismatch found!.*: nan", cases=(BENCHMARK_CASE,)),
+    Expected("broken_caches_by_address", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,)),
+    # Two cases: the first one's timeout must not stop the second from being run.
+    Expected("broken_hangs", "test", EXIT_CASE_FAIL, "timeout",
+             rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed",
+             cases=(TEST_CASE, SECOND_TEST_CASE), timeout_s=HANG_TIMEOUT_S),
+    Expected("broken_raises", "test", EXIT_CASE_FAIL, "error", r"RuntimeError: illegal tile configuration 96x80 for this shape"),
+    Expected("broken_aborts", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGABRT"),
+    Expected("broken_segfaults", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGSEGV"),
+]
+
+DEVICES = ("cpu", "cuda")
+
+
+def skip_reason(device: str) -> str | None:
+    if device == "cuda" and not HAS_CUDA:
+        return "no CUDA device: the GPU variants of the fixture verdicts need one"
+    if device == "cpu" and HAS_CUDA:
+        return "CUDA present: verdicts are judged on the GPU here; CI runs the CPU variants"
+    return None
+
+
+def flatten(report: str) -> str:
+    """The report without panel borders and line wrapping, so messages match as one line."""
+    return " ".join(re.sub(r"[│╭╮╰╯─┃━┏┓┗┛┡┩└┘┌┐]", " ", report).split())
+
+
+def harness(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("POPCORN_FD", None)
+    env.pop("POPCORN_SEED", None)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S,
+    )
+
+
+def submission_path(fixture: str) -> Path:
+    path = FIXTURES / f"{fixture}.py"
+    assert path.exists(), f"fixture {path} is missing"
+    return path
+
+
+@pytest.fixture
+def tally(request):
+    return referee_tally(request.config)
+
+
+def test_every_broken_fixture_has_a_verdict():
+    judged = {expected.fixture for expected in VERDICTS} | {"broken_uses_side_stream"}
+    assert {path.stem for path in BROKEN} <= judged
+    assert len(BROKEN) >= 8
+
+
+@pytest.mark.parametrize("path", BROKEN + [CONTROL], ids=lambda path: path.stem)
+def test_lint_verdict(path, tally):
+    result = harness("lint", "--submission", str(path))
+    report = flatten(result.stdout)
+    if path.stem == "broken_uses_side_stream":
+        assert result.returncode == EXIT_LINT_FAIL, report
+        assert re.search(r'forbidden word FAIL "stream" \(any case\) on lines 3, 18, 19', report), report
+        assert "LINT FAIL" in report
+    else:
+        assert result.returncode == EXIT_PASS, report
+        assert "LINT PASS" in report
+    if path != CONTROL:
+        tally.record("broken submissions", path.stem)
+    tally.record("fixture verdicts", f"{path.stem} lint")
+
+
+def case_statuses(report: str, expected: Expected) -> dict[int, str]:
+    """Case index -> status word, from the per-case lines (test) or failure panels (benchmark)."""
+    if expected.mode == "test":
+        found = re.findall(r"test (\d+) \S+ (pass|fail|error|crash|timeout) [\d.]+ s", report)
+    else:
+        found = [
+            (index, status)
+            for case in expected.cases
+            for index, status in re.findall(rf"{expected.mode} (\d+) {re.escape(case)}: (\w+)", report)
+        ]
+    return {int(index): status for index, status in found}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("expected", VERDICTS, ids=lambda expected: expected.id)
+def test_run_verdict(expected, device, tally, tmp_path):
+    label = f"{expected.id} on {device}"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", label)
+        pytest.skip(reason)
+    tests_file = tmp_path / "cases.txt"
+    tests_file.write_text("\n".join(expected.cases) + "\n")
+    args = [expected.mode, "--submission", str(submission_path(expected.fixture)), "--device", device]
+    if expected.mode != "test":
+        args.append("--no-record")
+    if expected.official:
+        args.append("--official")
+    if expected.timeout_s:
+        args += ["--timeout", str(expected.timeout_s)]
+    result = harness(*args, str(tests_file))
+    report = flatten(result.stdout + result.stderr)
+
+    assert result.returncode == expected.exit_status, report
+    assert f"check: {'pass' if expected.exit_status == EXIT_PASS else 'fail'}" in report, report
+    statuses = case_statuses(report, expected)
+    if expected.status == "pass":
+        assert set(statuses.values()) <= {"pass"}, report
+    else:
+        # Every case gets the verdict: one broken case does not stop the run.
+        assert statuses == {index: expected.status for index in range(len(expected.cases))}, report
+    if expected.message:
+        assert re.search(expected.message, report), report
+    if expected.fixture.startswith("broken_"):
+        tally.record("broken submissions", expected.fixture)
+    tally.record("fixture verdicts", label)
