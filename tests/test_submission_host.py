@@ -1,0 +1,179 @@
+"""Host-side parts of submission.py that run without a GPU: per-shape configuration, split-K
+ranges, the persistent tile schedule, the scale-factor layout (against reference.py and against
+CuTe's own layout), and input validation."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+
+import submission as sub
+from harness import shapes
+from reference import generate_input
+
+OFFICIAL = sorted({sub.Problem(*case.mnkl) for name in ("tests", "benchmarks")
+                   for case in shapes.official_cases(name)})
+BENCHMARKS = [sub.Problem(*case.mnkl) for case in shapes.official_cases("benchmarks")]
+
+
+# ----- configuration -----
+
+def test_benchmark_shapes_get_the_measured_configurations():
+    expected = {
+        (128, 7168, 16384, 1): (128, 2, 6),
+        (128, 4096, 7168, 1): (64, 2, 8),
+        (128, 7168, 2048, 1): (64, 1, 8),
+    }
+    assert {tuple(p) for p in BENCHMARKS} == set(expected)
+    for problem in BENCHMARKS:
+        config = sub.sm100_config(problem)
+        assert (config.tile_m, config.split_k, config.stages) == expected[tuple(problem)]
+
+
+@pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
+def test_every_official_shape_gets_a_configuration_that_fits(problem):
+    config = sub.sm100_config(problem)
+    assert config.tile_m in (64, 128) and problem.m % config.tile_m == 0
+    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m)
+    assert config.smem_bytes <= sub.SM100_SMEM_BYTES
+    assert config.tmem_columns <= sub.SM100_TMEM_COLUMNS
+    k_tiles = problem.k // sub.SM100_TILE_K
+    assert 1 <= config.split_k <= k_tiles
+
+
+def test_general_rule_fills_the_machine_without_oversubscribing_it():
+    # 128 x 1536: 12 column tiles -> 64-row tiles (24 units) -> split K while units fit the SMs.
+    config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
+    assert (config.tile_m, config.split_k) == (64, 2)  # 28 K tiles: split 4 would leave 7 each
+    config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
+    assert (config.tile_m, config.split_k) == (128, 1)  # 648 tiles: already several per SM
+    config = sub.sm100_config(sub.Problem(128, 256, 256, 1))
+    assert config.split_k == 1  # one K tile cannot be split
+
+
+def test_tensor_memory_budget_counts_accumulators_and_scales():
+    assert sub.Sm100Config(128, 1, 6).tmem_columns == 512  # 2 x 128 + 16 + 16 = 288 -> 512
+    assert sub.Sm100Config(64, 1, 8).tmem_columns == 256  # 2 x 64 + 16 + 16 = 160 -> 256
+
+
+def test_stage_bytes_match_the_tiles():
+    # B tile 128 x 256 fp4, A tile 64 x 256 fp4, scales for 128 + 128 rows x 16 columns.
+    assert sub.Sm100Config.stage_bytes(64) == 16384 + 8192 + 2048 + 2048
+    assert sub.Sm100Config.stage_bytes(128) == 16384 + 16384 + 2048 + 2048
+
+
+# ----- split-K and the tile schedule -----
+
+@pytest.mark.parametrize("splits", [1, 2, 3, 4])
+def test_split_k_ranges_cover_k_exactly_once(splits):
+    for k_tiles in range(splits, 80):
+        ranges = [sub.split_k_range(s, k_tiles, splits) for s in range(splits)]
+        covered = [t for begin, end in ranges for t in range(begin, end)]
+        assert covered == list(range(k_tiles))
+        assert all(end > begin for begin, end in ranges)  # no split idles
+        sizes = [end - begin for begin, end in ranges]
+        assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("problem", OFFICIAL + [sub.Problem(256, 384, 4096, 3)],
+                         ids=lambda p: "x".join(map(str, p)))
+def test_persistent_schedule_covers_every_output_tile_once_per_split(problem):
+    config = sub.sm100_config(problem)
+    tiles_m = problem.m // config.tile_m
+    tiles_n = problem.n // sub.SM100_TILE_N
+    units = tiles_m * tiles_n * config.split_k * problem.l
+    num_ctas = min(units, sub.SM100_NUM_SMS)
+    seen = []
+    for cta in range(num_ctas):  # the kernel's loop: cutlass.range(cta, units, num_ctas)
+        seen += [sub.tile_coords(unit, tiles_m, config.split_k, tiles_n)
+                 for unit in range(cta, units, num_ctas)]
+    expected = set(itertools.product(range(tiles_m), range(config.split_k), range(tiles_n), range(problem.l)))
+    assert len(seen) == len(expected) and set(seen) == expected
+
+
+def test_units_sharing_b_rows_are_scheduled_together():
+    # Consecutive units walk the M tiles and splits of one N tile before moving on.
+    coords = [sub.tile_coords(u, 2, 2, 3) for u in range(4)]
+    assert {n for _, _, n, _ in coords} == {0}
+
+
+# ----- scale-factor layout -----
+
+def test_scale_offsets_match_reference_permuted_tensors():
+    m, n, k, l = 256, 384, 1024, 2
+    _, _, sfa, sfb, sfa_permuted, sfb_permuted, _ = generate_input(m, n, k, l, seed=7, device="cpu")
+    for plain, permuted, mn in ((sfa, sfa_permuted, m), (sfb, sfb_permuted, n)):
+        assert permuted.stride() == sub.permuted_scale_strides(mn, k, l)
+        flat = permuted.view(torch.uint8).as_strided((permuted.numel(),), (1,), permuted.storage_offset())
+        plain_bytes = plain.view(torch.uint8)
+        rows, k_blocks = torch.meshgrid(torch.arange(mn), torch.arange(k // 16), indexing="ij")
+        for batch in range(l):
+            offsets = torch.tensor([[sub.scale_offset(r, kb, batch, mn, k, l) for kb in range(k // 16)]
+                                    for r in range(mn)])
+            assert torch.equal(flat[offsets], plain_bytes[rows, k_blocks, batch])
+        # Not vacuous: the scales vary.
+        assert plain_bytes.unique().numel() > 1
+
+
+def test_scale_offsets_match_cute_blockscaled_layout():
+    """The layout the kernels read the scales with (cutlass.utils.blockscaled_layout), evaluated
+    by CuTe at trace time, against the host mapping used by validation and tests."""
+    import cutlass.cute as cute
+    import cutlass.utils.blockscaled_layout as blockscaled_layout
+
+    mn, k, l = 256, 1024, 2
+    rng = random.Random(3)
+    points = [(rng.randrange(mn), rng.randrange(k // 16), rng.randrange(l)) for _ in range(200)]
+    found = {}
+
+    @cute.jit
+    def probe():
+        layout = blockscaled_layout.tile_atom_to_shape_SF((mn, k, l), sub.SF_VEC_SIZE)
+        for row, k_block, batch in points:
+            found[(row, k_block, batch)] = cute.crd2idx((row, k_block * sub.SF_VEC_SIZE, batch), layout)
+
+    cute.compile(probe)
+    assert len(found) == len(set(points))
+    for (row, k_block, batch), offset in found.items():
+        assert offset == sub.scale_offset(row, k_block, batch, mn, k, l), (row, k_block, batch)
+
+
+# ----- validation -----
+
+def _valid(m=128, n=256, k=512, l=2):
+    return list(generate_input(m, n, k, l, seed=11, device="cpu"))
+
+
+def test_valid_cpu_input_fails_only_on_the_device():
+    with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
+        sub.validate_inputs(_valid())
+
+
+def _replace(index, value):
+    data = _valid()
+    data[index] = value(data)
+    return data
+
+
+@pytest.mark.parametrize("data, message", [
+    (lambda: _valid()[:6], r"7-tuple"),
+    (lambda: _replace(0, lambda d: d[0].view(torch.uint8)), r"^a must have dtype torch.float4_e2m1fn_x2"),
+    (lambda: _replace(6, lambda d: d[6].float()), r"^c must have dtype torch.float16"),
+    (lambda: _replace(4, lambda d: d[4].view(torch.uint8)), r"^sfa_permuted must have dtype"),
+    (lambda: _valid(m=192), r"^M must be a positive multiple of 128, got M=192"),
+    (lambda: _valid(n=320), r"^N must be a positive multiple of 128, got N=320"),
+    (lambda: _valid(k=384), r"^K must be a positive multiple of 256, got K=384"),
+    (lambda: _replace(1, lambda d: d[1][:, :, :1]), r"^b must have shape \(256, 256, 2\) .* L must agree"),
+    (lambda: _replace(6, lambda d: d[6].transpose(0, 1).contiguous().transpose(0, 1)),
+     r"^c must be laid out as N-contiguous"),
+    (lambda: _replace(0, lambda d: d[0].contiguous()), r"^a must be laid out as K-major"),
+    (lambda: _replace(5, lambda d: d[5].contiguous()), r"^sfb_permuted must be laid out as the \(32, 4, rest_n"),
+    (lambda: _replace(2, lambda d: d[2][:, :16]), r"^sfa must have shape \(128, 32, 2\)"),
+], ids=["arity", "a dtype", "c dtype", "scale dtype", "M", "N", "K", "L mismatch", "c strides",
+        "a strides", "sfb_permuted strides", "sfa shape"])
+def test_validation_names_the_broken_constraint(data, message):
+    with pytest.raises(ValueError, match=message):
+        sub.validate_inputs(data())
