@@ -1,0 +1,102 @@
+"""The compile checker (harness/compile.py): it passes the real kernels and fails kernels that
+lack what it checks for. Compiles with fake pointers, so it needs no GPU."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import cutlass
+import cutlass.cute as cute
+import submission as sub
+from harness import compile as checker
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSION = ROOT / "submission.py"
+
+
+def _run(arch: str, tmp_path: Path) -> tuple[int, str]:
+    console = Console(record=True, width=250)
+    status = checker.run_check(SUBMISSION, arch, tmp_path / "sass", console)
+    return status, console.export_text()
+
+
+def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
+    status, report = _run("sm_100a", tmp_path)
+    assert status == 0, report
+    rows = [line for line in report.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+", line)]
+    assert len(rows) == len(checker.official_problems(sub.Problem)) == 13
+    assert all("PASS" in row for row in rows)
+    sass_files = list((tmp_path / "sass").glob("sm_100a_*.sass"))
+    assert sass_files, "the SASS of each configuration is kept on request"
+    sass = sass_files[0].read_text()
+    assert re.search(checker.RULES["sm_100a"].required["UTCOMMA.4X"], sass)
+
+
+def test_sm90a_check_runs_the_hopper_kernel_or_says_it_is_missing(tmp_path):
+    status, report = _run("sm_90a", tmp_path)
+    if "sm_90a" in sub.KERNELS_BY_ARCH:
+        assert status == 0, report
+        assert "COMPILE CHECK PASS (sm_90a)" in report
+    else:
+        assert status == checker.EXIT_PATH_MISSING
+        assert "the Hopper path (sm_90a) is not present" in report
+
+
+class _PlainKernel:
+    """A kernel with none of the instructions the sm_100a rules require (a plain store)."""
+
+    smem_bytes = 1024
+
+    @classmethod
+    def config_for(cls, problem):
+        return "plain"
+
+    @classmethod
+    def compile_for_check(cls, problem, arch, extra_options):
+        @cute.kernel
+        def store_one(out: cute.Tensor):
+            tidx, _, _ = cute.arch.thread_idx()
+            out[tidx] = cutlass.Float16(1.0)
+
+        @cute.jit
+        def launch(out_ptr: cute.Pointer):
+            store_one(cute.make_tensor(out_ptr, cute.make_layout(128))).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+        cute.compile(launch, sub.fake_pointer(cutlass.Float16),
+                     options=sub.compile_options(arch, tvm_ffi=False, extra=extra_options))
+        return sub.CompileFacts("plain store", cls.smem_bytes, tmem_columns=600)
+
+
+def test_checker_fails_a_kernel_without_the_required_instructions():
+    result = checker.check_config(_PlainKernel, sub.Problem(128, 128, 256, 1), "sm_100a",
+                                  checker.RULES["sm_100a"], sass_dir=None)
+    assert "no UTCOMMA.4X" in result.failures
+    assert "no UTCCP" in result.failures
+    assert "no UTMALDG" in result.failures
+    assert any("tensor memory columns 600" in f for f in result.failures)
+
+
+def test_checker_fails_shared_memory_over_the_limit(monkeypatch):
+    monkeypatch.setattr(_PlainKernel, "smem_bytes", checker.SMEM_LIMIT_BYTES + 1)
+    result = checker.check_config(_PlainKernel, sub.Problem(128, 128, 256, 1), "sm_90a",
+                                  checker.RULES["sm_90a"], sass_dir=None)
+    assert any(f.startswith("shared memory") for f in result.failures)
+
+
+@pytest.mark.parametrize("line, spills", [
+    ("        /*0100*/                   STL [R1+0x4], R2 ;", 1),
+    ("        /*0100*/                   LDL.64 R2, [R1] ;", 1),
+    ("        /*0100*/                   STG.E [R2.64], R4 ;", 0),
+    ("        /*0100*/                   UTCOMMA.4X gdesc[UR4], gdesc[UR6], tmem[UR8] ;", 0),
+])
+def test_local_memory_instructions_are_counted(line, spills):
+    assert checker.count_instructions(line, checker.RULES["sm_100a"].forbidden)["STL/LDL"] == spills
+
+
+def test_resource_usage_is_read_from_cuobjdump_output():
+    text = " Function kernel_x:\n  REG:112 STACK:0 SHARED:1024 LOCAL:8 CONSTANT[0]:1764 TEXTURE:0\n"
+    assert checker.resource_usage(text) == (112, 1024, 8)
