@@ -3,15 +3,39 @@
 """NVFP4 block-scaled GEMM for the GPU MODE `nvfp4_gemm` leaderboard.
 
 C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written
-as fp16 into `c`. Two device paths share one host side:
+as fp16 into `c`. `custom_kernel` validates its inputs, then dispatches on the device:
 
-- compute capability 10.x (B200, sm_100a): a persistent, warp-specialized CuTeDSL kernel on the
-  block-scaled tensor-core MMA (tcgen05, e2m1 operands, e4m3 scales in tensor memory);
-- compute capability 9.x (H100/H200, sm_90a): the Hopper path in its own section below.
+- compute capability 10.x (B200, sm_100a): `Sm100BlockScaledGemm`, a persistent,
+  warp-specialized CuTeDSL kernel on the block-scaled tensor-core MMA (tcgen05, e2m1 operands,
+  e4m3 scales copied to tensor memory with tcgen05.cp);
+- compute capability 9.x (H100/H200, sm_90a): the Hopper path, in its own section below.
 
-Shared host side (used by both paths): `validate_inputs`, the compiled-kernel cache, the call
-path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe pointers otherwise), split-K and
-tile-scheduler bookkeeping, and the scale-factor layout helpers.
+Shared host side: `validate_inputs`, the per-arch kernel registry `KERNELS_BY_ARCH`, the
+compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
+pointers otherwise), split-K and tile-schedule arithmetic, and the scale-layout helpers. Each
+kernel class offers `run(data, problem)`, `config_for(problem)` and `compile_for_check(...)`
+(used by `python -m harness compile`, which checks the SASS of every official shape).
+
+B200 design. The operands are swapped so that N is the MMA's M (fp4 MMAs have no M = 64 and M
+is 128 in every benchmark): each work unit is 128 columns x tile_m rows of c over one K range.
+Warp 5 loads B, A and both scale tiles with TMA into `stages` shared-memory buffers; warp 4
+copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into one of two TMEM
+accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
+column of c, so a warp's stores are 64 contiguous bytes). With split-K every split stores an
+fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
+
+Per-shape configuration on a B200 (148 SMs) and the speed-of-light model of the competition
+(7.68 TB/s, FP4 at 1.5 GHz; every benchmark is memory-bound; the split-K partials add the
+workspace bytes shown, which mostly stay in the 126 MB L2):
+
+  shape M x N x K      tile N x M x K   split  stages  units  K tiles/unit  DRAM MB  +partials  SOL us
+  128 x 7168 x 16384   128 x 128 x 256    2      6      112        32        69.07    11.01     8.99
+  128 x 4096 x 7168    128 x  64 x 256    2      8      128        14        18.08     6.29     2.35
+  128 x 7168 x 2048    128 x  64 x 256    1      8      112         8        10.24     0.00     1.33
+
+The first-placed entry measured 18.3 / 8.29 / 6.54 us with these tiles (fp32 output); the aim
+of this design is the SOL column plus pipeline fill, below 9 us geomean. It has not been run
+on a B200: only compiled for sm_100a and checked in its SASS.
 """
 
 from __future__ import annotations
