@@ -1,0 +1,220 @@
+"""History of benchmark runs from results/: per device, the runs side by side, shape by shape.
+
+A run is the set of rows one benchmark or leaderboard command appended (same time, commit,
+submission, mode and device). Times from different devices are never set against each other:
+each device gets its own table, and "change" is always against the previous run on that device.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import click
+import pandas
+from rich.console import Console
+from rich.table import Table
+
+from harness.results import RESULTS_CSV
+from harness.shapes import GEMM_KEYS, Case
+from harness.stats import geomean
+
+RUN_KEYS = ["time", "commit", "submission_sha256", "mode", "device"]
+DEFAULT_LAST_RUNS = 6
+# A change within this fraction is shown without colour: run-to-run noise of event timing.
+NOISE_FRACTION = 0.01
+
+
+def shape_label(row) -> str:
+    return Case(spec="", args={key: int(row[key]) for key in GEMM_KEYS}).label
+
+
+def load_history(path: Path = RESULTS_CSV) -> pandas.DataFrame:
+    """All rows, with `shape` and a chronological `run` number (0 = oldest) added."""
+    table = pandas.read_csv(path)
+    table["shape"] = table.apply(shape_label, axis=1)
+    table["when"] = pandas.to_datetime(table["time"], utc=True)
+    runs = table.groupby(RUN_KEYS, sort=False, dropna=False)["when"].first().sort_values(kind="stable")
+    order = {key: number for number, key in enumerate(runs.index)}
+    table["run"] = [order[key] for key in table[RUN_KEYS].itertuples(index=False, name=None)]
+    return table.sort_values(["run"], kind="stable").reset_index(drop=True)
+
+
+def _passed_mean(rows: pandas.DataFrame) -> pandas.Series:
+    return rows["mean_ns"].where(rows["status"] == "pass")
+
+
+class DeviceHistory:
+    """One device's runs: mean and % SOL per (shape, run), and each mean's change against the
+    same shape's mean in the previous run on this device that measured it."""
+
+    def __init__(self, rows: pandas.DataFrame, last: int | None = None):
+        self.device = rows["device"].iloc[0]
+        self.rows = rows
+        all_runs = sorted(rows["run"].unique())
+        self.shapes = list(dict.fromkeys(rows["shape"]))  # the order the runs measured them in
+        indexed = rows.assign(passed_mean=_passed_mean(rows)).set_index(["shape", "run"])
+
+        def grid(column):
+            return indexed[column].unstack("run").reindex(index=self.shapes, columns=all_runs)
+
+        self.mean, self.pct_sol, self.status = grid("passed_mean"), grid("pct_sol"), grid("status")
+        # Changes over the whole history, so the oldest run shown still has its predecessor.
+        self.change = self.mean / self.mean.ffill(axis=1).shift(1, axis=1) - 1
+        self.runs = all_runs
+        self.score, self.score_change = self._scores()
+        if last is not None:
+            self.runs = all_runs[-last:]
+            self.shapes = [shape for shape in self.shapes if self.status.loc[shape, self.runs].notna().any()]
+            self.mean, self.pct_sol, self.status, self.change = (
+                frame.loc[self.shapes, self.runs] for frame in (self.mean, self.pct_sol, self.status, self.change)
+            )
+
+    def _scores(self) -> tuple[dict, dict]:
+        """Geomean of the means for runs where every shape passed; its change only against the
+        previous scored run over the very same shapes (other sets are not comparable)."""
+        score, change, previous = {}, {}, None
+        for run in self.runs:
+            measured = self.mean[run].dropna()
+            ran = self.status[run].dropna()
+            if measured.empty or len(measured) != len(ran):
+                continue
+            score[run] = geomean(measured.tolist())
+            shapes = tuple(measured.index)
+            if previous is not None and previous[0] == shapes:
+                change[run] = score[run] / previous[1] - 1
+            previous = (shapes, score[run])
+        return score, change
+
+    def run_info(self, run) -> pandas.Series:
+        return self.rows[self.rows["run"] == run].iloc[0]
+
+    def run_label(self, run, separator: str = "\n") -> str:
+        info = self.run_info(run)
+        when = pandas.Timestamp(info["when"]).strftime("%m-%d %H:%M")
+        parts = [f"#{run} {when}", str(info["commit"])[:12], f"{info['mode']} {str(info['submission_sha256'])[:8]}"]
+        return separator.join(parts)
+
+
+def histories(table: pandas.DataFrame, last: int | None = None) -> list[DeviceHistory]:
+    return [DeviceHistory(rows, last) for _, rows in table.groupby("device", sort=False)]
+
+
+def _change_text(change: float) -> str:
+    if change is None or math.isnan(change):
+        return ""
+    text = f"{100 * change:+.1f}%"
+    if abs(change) < NOISE_FRACTION:
+        return f"[dim]{text}[/dim]"
+    return f"[green]{text}[/green]" if change < 0 else f"[red]{text}[/red]"
+
+
+def _cell(history: DeviceHistory, shape: str, run) -> str:
+    status = history.status.at[shape, run]
+    if isinstance(status, float) and math.isnan(status):
+        return "[dim]-[/dim]"
+    if status != "pass":
+        return f"[bold red]{status}[/bold red]"
+    mean = history.mean.at[shape, run]
+    pct = history.pct_sol.at[shape, run]
+    lines = [f"{mean / 1e3:.3f} µs", f"{pct:.1f}% SOL" if not math.isnan(pct) else "[dim]no SOL[/dim]"]
+    change = _change_text(history.change.at[shape, run])
+    return "\n".join(lines + ([change] if change else []))
+
+
+def history_table(history: DeviceHistory) -> Table:
+    table = Table(title=f"{history.device}", title_justify="left", show_lines=True)
+    table.add_column("shape", style="bold", no_wrap=True)
+    for run in history.runs:
+        table.add_column(history.run_label(run), justify="right")
+    for shape in history.shapes:
+        table.add_row(shape, *(_cell(history, shape, run) for run in history.runs))
+    scores = []
+    for run in history.runs:
+        if run not in history.score:
+            scores.append("[dim]-[/dim]")
+            continue
+        change = _change_text(history.score_change.get(run, math.nan))
+        scores.append(f"{history.score[run] / 1e3:.3f} µs" + (f"\n{change}" if change else ""))
+    table.add_row("geomean", *scores)
+    return table
+
+
+def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
+    """% of SOL per shape, one bar per run, one panel per device. Returns devices left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plotted = [h for h in shown if h.pct_sol.notna().any().any()]
+    skipped = [h.device for h in shown if h not in plotted]
+    if not plotted:
+        return skipped
+    figure, axes = plt.subplots(
+        len(plotted), 1, figsize=(max(11.0, 1.6 * max(len(h.shapes) for h in plotted) + 6), 4.5 * len(plotted)),
+        squeeze=False,
+    )
+    for axis, history in zip(axes[:, 0], plotted):
+        width = 0.8 / len(history.runs)
+        for slot, run in enumerate(history.runs):
+            passed = history.status[run] == "pass"
+            values = history.pct_sol[run].where(passed)
+            positions = [i - 0.4 + width * (slot + 0.5) for i in range(len(history.shapes))]
+            bars = axis.bar(positions, values.fillna(0).tolist(), width, label=history.run_label(run, "  "))
+            if len(history.runs) <= 4:
+                axis.bar_label(bars, labels=[f"{v:.0f}" if not math.isnan(v) else "" for v in values], fontsize=7, padding=2)
+            for position, status in zip(positions, history.status[run]):
+                if isinstance(status, str) and status != "pass":
+                    axis.text(position, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="firebrick")
+        ceilings = ", ".join(sorted(history.rows["ceilings"].dropna().astype(str).unique())) or "none"
+        axis.set_title(f"{history.device}: % of speed-of-light per shape (ceilings: {ceilings})", fontsize=10)
+        axis.set_xticks(range(len(history.shapes)), history.shapes, rotation=15, ha="right")
+        axis.set_ylabel("% of SOL")
+        axis.grid(axis="y", alpha=0.3)
+        axis.set_axisbelow(True)
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="run  time (UTC)  commit  mode submission", title_fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return skipped
+
+
+@click.command("compare")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=RESULTS_CSV,
+              show_default="results/runs.csv", help="CSV the benchmark and leaderboard commands append to.")
+@click.option("--device", "device_filter", default=None, help="Only devices whose name contains this text.")
+@click.option("--mode", type=click.Choice(["benchmark", "leaderboard"]), default=None, help="Only runs of this mode.")
+@click.option("--last", "last_runs", type=click.IntRange(min=1), default=DEFAULT_LAST_RUNS, show_default=True,
+              help="Runs shown per device (changes still count the older ones).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw % of SOL per shape and run into this PNG.")
+def compare_command(results_path: Path, device_filter: str | None, mode: str | None, last_runs: int, plot_path: Path | None) -> None:
+    """Runs side by side per device: mean, % SOL, change against the previous run there."""
+    console = Console()
+    if not results_path.exists():
+        console.print(f"no results in {results_path} yet: `make bench` appends a run there")
+        sys.exit(1)
+    table = load_history(results_path)
+    if mode:
+        table = table[table["mode"] == mode]
+    if device_filter:
+        table = table[table["device"].str.contains(device_filter, case=False, regex=False)]
+    if table.empty:
+        console.print("no runs match the filters")
+        sys.exit(1)
+    shown = histories(table, last_runs)
+    for history in shown:
+        console.print(history_table(history))
+    console.print(
+        "[dim]each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
+        "device (green faster, red slower, dim within 1%); geomean: the ranking score, over runs where every "
+        "shape passed[/dim]"
+    )
+    if plot_path:
+        skipped = plot_histories(shown, plot_path)
+        if skipped:
+            console.print(f"not plotted (no SOL figures): {', '.join(skipped)}")
+        if len(skipped) < len(shown):
+            console.print(f"plot written to {plot_path}")

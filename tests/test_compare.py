@@ -1,0 +1,120 @@
+"""`compare` on a history written by harness.results itself, so both agree on the schema."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.compare import compare_command, histories, load_history
+from harness.jobs import CaseResult
+from harness.results import append_rows, rows_for_run
+from harness.shapes import parse_cases
+from harness.sol import DEVICES
+from harness.stats import Stats
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = parse_cases("m: 128; n: 7168; k: 16384; l: 1; seed: 1111\nm: 128; n: 4096; k: 7168; l: 1; seed: 1111\n")
+BIG, SMALL = "128x7168x16384", "128x4096x7168"
+H100, B200 = "NVIDIA H100 80GB HBM3", "NVIDIA B200"
+
+
+def record_run(path: Path, device: str, means_ns, time: str, mode="benchmark", failed: dict | None = None) -> None:
+    results = []
+    for index, mean in enumerate(means_ns):
+        status = (failed or {}).get(index, "pass")
+        stats = Stats(runs=100, mean=mean, std=mean / 100, err=mean / 1000, best=mean * 0.98, worst=mean * 1.1)
+        result = CaseResult(status, stats=stats if status == "pass" else None, host_ns=2000.0)
+        result.device_name = device
+        results.append(result)
+    ceilings = DEVICES["B200" if "B200" in device else "H100"]
+    rows = rows_for_run(CASES, results, mode, ROOT / "reference.py", ceilings, "table", None)
+    append_rows([{**row, "time": time} for row in rows], path)
+
+
+@pytest.fixture
+def history_csv(tmp_path):
+    path = tmp_path / "runs.csv"
+    record_run(path, H100, [120e3, 60e3], "2026-11-20T10:00:00+00:00")
+    record_run(path, B200, [20e3, 6e3], "2026-11-20T11:00:00+00:00", mode="leaderboard")
+    record_run(path, H100, [100e3, 66e3], "2026-11-21T10:00:00+00:00")
+    record_run(path, H100, [90e3, 0], "2026-11-22T10:00:00+00:00", failed={1: "timeout"})
+    record_run(path, H100, [90e3, 55e3], "2026-11-22T11:00:00+00:00")
+    return path
+
+
+def by_device(path: Path, last=None):
+    return {history.device: history for history in histories(load_history(path), last)}
+
+
+def test_runs_are_grouped_per_device_and_changes_never_cross_devices(history_csv):
+    found = by_device(history_csv)
+    h100, b200 = found[H100], found[B200]
+    assert len(h100.runs) == 4 and len(b200.runs) == 1
+    assert h100.shapes == [BIG, SMALL]
+    # The H100 run after the B200 run compares with the earlier H100 run, 120 -> 100 us.
+    assert h100.change.loc[BIG].tolist()[1] == pytest.approx(100 / 120 - 1)
+    assert b200.change.loc[BIG].isna().all()
+
+
+def test_change_skips_a_run_where_the_shape_did_not_pass(history_csv):
+    h100 = by_device(history_csv)[H100]
+    assert h100.status.loc[SMALL].tolist() == ["pass", "pass", "timeout", "pass"]
+    assert h100.change.loc[SMALL].tolist()[3] == pytest.approx(55 / 66 - 1)
+
+
+def test_score_only_for_complete_runs_and_its_change_against_the_last_complete_one(history_csv):
+    h100 = by_device(history_csv)[H100]
+    first, second, broken, fourth = h100.runs
+    assert broken not in h100.score
+    assert h100.score[first] == pytest.approx((120e3 * 60e3) ** 0.5)
+    assert h100.score_change[fourth] == pytest.approx(((90e3 * 55e3) / (100e3 * 66e3)) ** 0.5 - 1)
+
+
+def test_pct_sol_comes_from_the_recorded_rows(history_csv):
+    h100 = by_device(history_csv)[H100]
+    sol_ns = DEVICES["H100"].sol_seconds(128, 7168, 16384, 1) * 1e9
+    assert h100.pct_sol.loc[BIG].iloc[0] == pytest.approx(100 * sol_ns / 120e3)
+
+
+def test_last_keeps_changes_against_runs_no_longer_shown(history_csv):
+    h100 = by_device(history_csv, last=1)[H100]
+    assert len(h100.runs) == 1
+    assert h100.change.loc[BIG].iloc[0] == pytest.approx(0.0)
+    assert h100.change.loc[SMALL].iloc[0] == pytest.approx(55 / 66 - 1)
+
+
+def run_compare(*args):
+    return CliRunner().invoke(compare_command, list(args), env={"COLUMNS": "250"})
+
+
+def test_command_prints_one_table_per_device(history_csv):
+    result = run_compare("--results", str(history_csv))
+    assert result.exit_code == 0, result.output
+    assert result.output.index(H100) < result.output.index(B200)
+    assert "-16.7%" in result.output  # 120 -> 100 us on the H100
+    assert "timeout" in result.output
+    assert "leaderboard" in result.output
+
+
+def test_filters(history_csv):
+    result = run_compare("--results", str(history_csv), "--device", "b200")
+    assert result.exit_code == 0 and B200 in result.output and H100 not in result.output
+    result = run_compare("--results", str(history_csv), "--mode", "leaderboard", "--device", "h100")
+    assert result.exit_code == 1 and "no runs match" in result.output
+
+
+def test_plot_writes_a_png_with_a_panel_per_device(history_csv, tmp_path):
+    import matplotlib.image
+
+    png = tmp_path / "history.png"
+    result = run_compare("--results", str(history_csv), "--plot", str(png))
+    assert result.exit_code == 0, result.output
+    assert f"plot written to {png}" in result.output
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert height > 800 and width > 1000  # two panels stacked
+
+
+def test_missing_results_say_how_to_make_them(tmp_path):
+    result = run_compare("--results", str(tmp_path / "none.csv"))
+    assert result.exit_code == 1
+    assert "make bench" in result.output
