@@ -13,6 +13,7 @@ The kernel side of the contract (see submission.py): `KERNELS_BY_ARCH[arch]` is 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -85,6 +86,15 @@ def find_tool(name: str) -> str:
         f"{name} not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
 
 
+def _cuobjdump(cuobjdump: str, flag: str, cubin: Path) -> str:
+    # `-sass` runs nvdisasm, which the wheels install beside cuobjdump.
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(find_tool("nvdisasm")).parent), os.environ.get("PATH", "")])}
+    done = subprocess.run([cuobjdump, flag, str(cubin)], capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise click.ClickException(f"cuobjdump {flag} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
 def load_submission(path: Path):
     spec = importlib.util.spec_from_file_location("submission_under_check", path)
     module = importlib.util.module_from_spec(spec)
@@ -114,8 +124,8 @@ def check_config(kernel_class, problem, arch: str, rules: ArchRules, sass_dir: P
         cubins = sorted(Path(dump_dir).glob("*.cubin"))
         if len(cubins) != 1:
             raise click.ClickException(f"expected one cubin for {facts.config}, found {len(cubins)}")
-        sass = subprocess.run([cuobjdump, "-sass", str(cubins[0])], check=True, capture_output=True, text=True).stdout
-        usage = subprocess.run([cuobjdump, "-res-usage", str(cubins[0])], check=True, capture_output=True, text=True).stdout
+        sass = _cuobjdump(cuobjdump, "-sass", cubins[0])
+        usage = _cuobjdump(cuobjdump, "-res-usage", cubins[0])
     if sass_dir is not None:
         sass_dir.mkdir(parents=True, exist_ok=True)
         name = re.sub(r"[^A-Za-z0-9]+", "_", facts.config).strip("_")
