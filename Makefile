@@ -1,0 +1,39 @@
+# Each target is one harness command; see README.md. Override e.g. `make bench SUBMISSION=path`.
+PYTHON ?= python
+SUBMISSION ?= submission.py
+ARGS ?=
+
+.PHONY: setup test check bench leaderboard profile sol task-yml
+
+# Installs the project and its test extras. An installed torch is kept (a CUDA build stays a
+# CUDA build); where there is none, the default (CUDA) wheel goes onto a machine with an NVIDIA
+# driver and the CPU build elsewhere.
+setup:
+	$(PYTHON) -c "import torch" 2>/dev/null || \
+	  if command -v nvidia-smi >/dev/null; then $(PYTHON) -m pip install torch; \
+	  else $(PYTHON) -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu; fi
+	$(PYTHON) -m pip install -e ".[test]"
+
+# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device).
+test:
+	$(PYTHON) -m pytest -q -rs
+
+# The official tests: every check, each case in its own process.
+check:
+	$(PYTHON) -m harness test --submission $(SUBMISSION) $(ARGS)
+
+# The official benchmarks: stats, host time per call, speed-of-light, geomean; rows in results/.
+bench:
+	$(PYTHON) -m harness benchmark --submission $(SUBMISSION) $(ARGS)
+
+leaderboard:
+	$(PYTHON) -m harness leaderboard --submission $(SUBMISSION) $(ARGS)
+
+profile:
+	$(PYTHON) -m harness profile --submission $(SUBMISSION) $(ARGS)
+
+sol:
+	$(PYTHON) -m harness sol --gpu B200
+
+task-yml:
+	$(PYTHON) -m harness task-yml

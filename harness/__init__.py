@@ -1,0 +1,1 @@
+"""Local stand-in for the GPU MODE evaluation of nvfp4_gemm, with speed-of-light reporting."""

@@ -1,0 +1,165 @@
+"""`python -m harness <command>`: the local stand-in for the competition's evaluation.
+
+Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule, error, crash,
+timeout); 113 the tests file cannot be read or parsed; 114 no CUDA device for a GPU run;
+2 bad command line.
+"""
+
+import os
+import sys
+
+import click
+
+from harness import runner, shapes, sol, taskfile
+from harness import compare, lint, submit
+from harness.compile import compile_command
+from harness.popcorn import PopcornLog
+from harness.report import Reporter
+from harness.stats import geomean
+
+EXIT_BAD_TESTS_FILE = 113
+EXIT_NO_GPU = 114
+
+DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}
+
+
+def _load(tests_file, default_set: str, secret_seed: int | None):
+    try:
+        cases = shapes.load_cases(tests_file) if tests_file else shapes.official_cases(default_set)
+    except shapes.ShapeFileError as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_BAD_TESTS_FILE)
+    return shapes.apply_secret_seed(cases, secret_seed)
+
+
+def _secret_seed() -> int | None:
+    """POPCORN_SEED, read once and removed from the environment before any worker starts."""
+    value = os.environ.pop("POPCORN_SEED", None)
+    return int(value) if value else None
+
+
+def _require_device(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            click.echo("no CUDA device: GPU modes need one (`--device cpu` runs the CPU-capable checks)", err=True)
+            sys.exit(EXIT_NO_GPU)
+
+
+def run_options(function):
+    decorators = [
+        click.argument("tests_file", required=False, type=click.Path(dir_okay=False)),
+        click.option("--submission", default="submission.py", show_default=True, type=click.Path(exists=True, dir_okay=False), help="File defining custom_kernel."),
+        click.option("--device", default="cuda", show_default=True, help="Where inputs live: cuda, cuda:N, or cpu (no timing events)."),
+        click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
+        click.option("--max-repeats", type=click.IntRange(min=3), default=None, help="Cap on timed rounds per case (quick runs); the competition's caps otherwise."),
+        click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, max_repeats, **extra) -> None:
+    secret = _secret_seed()
+    cases = _load(tests_file, default_set, secret)
+    _require_device(device)
+    options = runner.RunOptions(
+        submission=submission, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
+        global_seed=secret if secret is not None else 42, max_repeats=max_repeats, **extra,
+    )
+    popcorn = PopcornLog.from_environment()
+    reporter = Reporter(popcorn)
+    try:
+        if mode == "test":
+            status = runner.run_tests(cases, options, reporter)
+        elif mode == "profile":
+            status = runner.run_profile(cases, options, reporter)
+        else:
+            status = runner.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard")
+    finally:
+        popcorn.close()
+    sys.exit(status)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli():
+    """Judge an nvfp4_gemm submission like the GPU MODE competition, and time it against speed-of-light."""
+
+
+@cli.command()
+@run_options
+def test(tests_file, **options):
+    """Check custom_kernel on the official tests (or TESTS_FILE)."""
+    _run("test", tests_file, "tests", **options)
+
+
+ceilings_option = click.option("--ceilings", type=click.Choice(["table", "measured"]), default="table", show_default=True, help="SOL from the devices table, or from a copy and a bf16 matmul measured now.")
+no_record_option = click.option("--no-record", is_flag=True, help="Do not append rows to results/.")
+
+
+@cli.command()
+@run_options
+@ceilings_option
+@click.option("--baselines", is_flag=True, help="Also time cuBLAS bf16 and torch dequantize+matmul on the same inputs.")
+@no_record_option
+def benchmark(tests_file, ceilings, baselines, no_record, **options):
+    """Time the official benchmarks (or TESTS_FILE): stats, SOL, geomean."""
+    _run("benchmark", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", baselines=baselines, record=not no_record, **options)
+
+
+@cli.command()
+@run_options
+@ceilings_option
+@no_record_option
+def leaderboard(tests_file, ceilings, no_record, **options):
+    """Benchmark with every timed output rechecked and a recheck on fresh inputs."""
+    _run("leaderboard", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", record=not no_record, **options)
+
+
+@cli.command()
+@run_options
+@click.option("--ncu", is_flag=True, help="One bare call per shape in an NVTX range `custom_kernel`, for ncu/nsys around this command.")
+def profile(tests_file, ncu, **options):
+    """Profile one call per benchmark shape with the torch profiler."""
+    _run("profile", tests_file, "benchmarks", ncu=ncu, **options)
+
+
+@cli.command("sol")
+@click.argument("tests_file", required=False, type=click.Path(dir_okay=False))
+@click.option("--gpu", type=click.Choice(sorted(sol.DEVICES)), default="B200", show_default=True)
+def sol_command(tests_file, gpu):
+    """Speed-of-light per benchmark shape (or TESTS_FILE) on a GPU from the devices table."""
+    cases = _load(tests_file, "benchmarks", None)
+    ceilings = sol.DEVICES[gpu]
+    click.echo(f"{gpu}: {ceilings.peak_flops / 1e12:.0f} TFLOP/s, {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source})")
+    click.echo(f"{'M':>6} {'N':>6} {'K':>6} {'L':>2} {'SOL[us]':>9}  bound")
+    times = []
+    for case in cases:
+        seconds = ceilings.sol_seconds(*case.mnkl)
+        times.append(seconds)
+        click.echo(f"{case.args['m']:>6} {case.args['n']:>6} {case.args['k']:>6} {case.args['l']:>2} {seconds * 1e6:>9.3f}  {ceilings.bound(*case.mnkl)}")
+    click.echo(f"geomean {geomean(times) * 1e6:.3f} us")
+
+
+@cli.command("task-yml")
+@click.option("--check", is_flag=True, help="Only report whether task.yml matches shapes/ (exit 1 if stale).")
+def task_yml(check):
+    """Write task.yml from shapes/ (its single source)."""
+    if check:
+        current = taskfile.is_current()
+        click.echo("task.yml is current" if current else "task.yml is stale: run `python -m harness task-yml`")
+        sys.exit(0 if current else 1)
+    click.echo(f"wrote {taskfile.write()}")
+
+
+cli.add_command(benchmark, name="bench")
+cli.add_command(lint.lint_command)
+cli.add_command(submit.submit_command)
+cli.add_command(compare.compare_command)
+cli.add_command(compile_command)
+
+
+def main():
+    cli()

@@ -1,0 +1,76 @@
+"""What the harness asks of a worker process, and what comes back."""
+
+import dataclasses
+
+from harness.shapes import Case
+from harness.stats import Stats
+
+# Case statuses, in the words the reports use.
+PASS = "pass"
+FAIL = "fail"  # the submission ran and its output or behaviour broke a rule
+ERROR = "error"  # the submission raised (including CUDA errors surfacing as exceptions)
+CRASH = "crash"  # the worker process died without reporting (segfault, abort, os._exit)
+TIMEOUT = "timeout"  # the case ran past its time limit and its process was killed
+NOT_RUN = "not run"  # an earlier failure in the shared official-style worker stopped the run
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """Which verdicts apply. `strict` adds ours to the competition's; off reproduces its eval."""
+
+    strict: bool = True
+
+    @property
+    def poison_output(self) -> bool:
+        return self.strict
+
+    @property
+    def check_dtype_and_shape(self) -> bool:
+        return self.strict
+
+    @property
+    def check_inputs_unchanged(self) -> bool:
+        return self.strict
+
+    @property
+    def recheck_every_output(self) -> bool:
+        return self.strict
+
+    @property
+    def recheck_fresh_inputs(self) -> bool:
+        return self.strict
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    kind: str  # "test", "benchmark", "profile" or "ceilings"
+    case: Case | None
+    submission: str
+    device: str = "cuda"
+    rules: Rules = Rules()
+    global_seed: int = 42
+    warmup: tuple[int, float] | None = None  # (max_repeats, max_time_ns) before the measured run
+    run: tuple[int, float] | None = None
+    recheck: bool = False  # check outputs of every timed round (leaderboard)
+    baselines: bool = False
+    ncu: bool = False  # profile: one bare call in an NVTX range, for a profiler wrapped around us
+    inputs_per_case: int = 50
+
+
+@dataclasses.dataclass
+class CaseResult:
+    status: str
+    message: str = ""
+    stats: Stats | None = None
+    host_ns: float | None = None  # host time of one custom_kernel call, back to back, no sync
+    baselines: dict = dataclasses.field(default_factory=dict)  # name -> Stats
+    report: str = ""  # profile table
+    flush: str = ""  # the L2 flush used
+    device_name: str = ""
+    ceilings: dict = dataclasses.field(default_factory=dict)  # measured: peak_flops, bandwidth
+    output: str = ""  # what the worker printed
+    wall_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS

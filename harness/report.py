@@ -1,0 +1,177 @@
+"""What people read (rich tables, progress) and what machines read (POPCORN_FD lines)."""
+
+import contextlib
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.popcorn import PopcornLog
+from harness.stats import geomean
+
+STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crash": "red", "timeout": "yellow", "not run": "dim"}
+STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
+
+
+def us(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e3:.3f}"
+
+
+class Reporter:
+    def __init__(self, popcorn: PopcornLog, console: Console | None = None):
+        self.popcorn = popcorn
+        # With POPCORN_FD set, stdout may be the verdict channel (POPCORN_FD=1): people get stderr.
+        stream = sys.stderr if popcorn.active else sys.stdout
+        # Tables stay readable when piped to a file or a log (rich would assume 80 columns).
+        self.console = console or Console(file=stream, highlight=False, width=None if stream.isatty() else 132)
+        self._test_rows = []
+        self._failures = []
+
+    # -- shared ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def case_progress(self, label: str):
+        if not self.console.is_terminal:
+            yield lambda text: None
+            return
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, transient=True)
+        task = progress.add_task(label)
+
+        def on_progress(text):
+            if text:
+                progress.update(task, description=f"{label} [dim]{escape(text)}[/dim]")
+
+        with progress:
+            yield on_progress
+
+    def case_started(self, kind: str, index: int, case) -> None:
+        self.popcorn.log(f"{kind}.{index}.spec", case.spec)
+
+    def _header(self, what: str, cases, options) -> None:
+        rules = "competition verdicts only, one shared worker" if options.official else "all verdicts, one process per case"
+        self.console.print(f"[bold]{what}[/bold] {escape(options.submission)} on {options.device} ({len(cases)} cases, {rules})")
+
+    def _show_failure(self, title: str, result) -> None:
+        body = escape(result.message or result.status)
+        if result.output.strip():
+            body += "\n[dim]--- worker output ---[/dim]\n" + escape(result.output.rstrip())
+        self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
+
+    def _verdict(self, passed: bool, summary: str) -> None:
+        self.popcorn.log("check", "pass" if passed else "fail")
+        style = "bold green" if passed else "bold red"
+        self.console.print(f"[{style}]check: {'pass' if passed else 'fail'}[/{style}] {summary}")
+
+    # -- test --------------------------------------------------------------------------------
+    def begin_tests(self, cases, options) -> None:
+        self._header("test", cases, options)
+        self.popcorn.log("test-count", len(cases))
+
+    def test_result(self, index: int, case, result) -> None:
+        self.popcorn.log(f"test.{index}.status", "pass" if result.passed else "fail")
+        if not result.passed:
+            self.popcorn.log(f"test.{index}.error", f"{result.status}: {result.message}")
+            self._show_failure(f"test {index} {case.spec}: {result.status}", result)
+        self._test_rows.append((index, case, result))
+        style = STATUS_STYLE.get(result.status, "red")
+        self.console.print(f"  test {index:2d} {case.label:>18}  [{style}]{result.status:7}[/{style}] {result.wall_s:6.1f} s")
+
+    def end_tests(self, passed: bool) -> None:
+        failed = [row for row in self._test_rows if not row[2].passed]
+        self._verdict(passed, f"{len(self._test_rows) - len(failed)} of {len(self._test_rows)} tests passed")
+
+    # -- benchmark / leaderboard -------------------------------------------------------------
+    def begin_benchmarks(self, cases, options, mode: str) -> None:
+        self._header(mode, cases, options)
+        self.popcorn.log("benchmark-count", len(cases))
+
+    def ceilings_measured(self, result) -> None:
+        if result.passed:
+            measured = result.ceilings
+            self.console.print(f"measured ceilings on {result.device_name}: {measured['bandwidth'] / 1e12:.2f} TB/s copy, {measured['peak_flops'] / 1e12:.0f} TFLOP/s bf16")
+        else:
+            self._show_failure("measuring ceilings", result)
+
+    def benchmark_result(self, index: int, case, result) -> None:
+        if result.passed:
+            for field in STATS_FIELDS:
+                self.popcorn.log(f"benchmark.{index}.{field}", getattr(result.stats, field))
+            s = result.stats
+            self.console.print(f"  {case.label:>18}  mean {us(s.mean)} us  ± {us(s.err)}  ({s.runs} rounds, {result.wall_s:.1f} s)")
+        else:
+            self.popcorn.log(f"benchmark.{index}.status", "fail")
+            self.popcorn.log(f"benchmark.{index}.error", f"{result.status}: {result.message}")
+            self._show_failure(f"benchmark {index} {case.spec}: {result.status}", result)
+
+    def end_benchmarks(self, cases, results, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
+        """`ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
+        passed = all(result.passed for result in results)
+        device = next((r.device_name for r in results if r.device_name), "?")
+        table = Table(title=f"{mode} on {device}", title_justify="left")
+        for column in ("shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call", "SOL µs", "% SOL", "bound"):
+            table.add_column(column, justify="left" if column in ("shape", "bound") else "right")
+        for case, result in zip(cases, results):
+            if not result.passed:
+                style = STATUS_STYLE.get(result.status, "red")
+                table.add_row(case.label, f"[{style}]{result.status}[/{style}]", *[""] * 8)
+                continue
+            s = result.stats
+            sol_ns = ceilings.sol_seconds(*case.mnkl) * 1e9 if ceilings else None
+            table.add_row(
+                case.label, str(s.runs), us(s.mean), us(s.err), us(s.best), us(s.worst), us(result.host_ns),
+                us(sol_ns), f"{100 * sol_ns / s.mean:.1f}" if sol_ns else "-", ceilings.bound(*case.mnkl) if ceilings else "-",
+            )
+        if passed:
+            means = [result.stats.mean for result in results]
+            row = ["geomean", "", us(geomean(means)), *[""] * 4]
+            if ceilings:
+                sol_geo = geomean(ceilings.sol_seconds(*case.mnkl) * 1e9 for case in cases)
+                row += [us(sol_geo), f"{100 * sol_geo / geomean(means):.1f}", ""]
+            else:
+                row += ["-", "-", ""]
+            table.add_row(*row, style="bold")
+        self.console.print(table)
+        if ceilings:
+            self.console.print(f"[dim]SOL = max(flops / {ceilings.peak_flops / 1e12:.0f} TFLOP/s, bytes / {ceilings.bandwidth / 1e12:.2f} TB/s) ({ceilings_note}: {escape(ceilings.source)})[/dim]")
+        else:
+            self.console.print(f"[dim]{escape(ceilings_note)}[/dim]")
+        flush = next((r.flush for r in results if r.flush), "")
+        if flush:
+            self.console.print(f"[dim]L2 flush: {flush}[/dim]")
+        self._baselines_table(cases, results, floor)
+        score = f"score (geomean of means) {us(geomean(r.stats.mean for r in results))} µs" if passed else f"{sum(not r.passed for r in results)} of {len(results)} cases failed"
+        self._verdict(passed, score)
+
+    def _baselines_table(self, cases, results, floor) -> None:
+        rows = [(case, result) for case, result in zip(cases, results) if result.passed and result.baselines]
+        if not rows:
+            return
+        table = Table(title="baselines (same inputs, same timing loop)", title_justify="left")
+        for column in ("shape", "submission µs", "cuBLAS bf16 µs", "torch dequant+mm µs", "exact-path floor µs", "sub / cuBLAS", "sub / floor"):
+            table.add_column(column, justify="left" if column == "shape" else "right")
+        for case, result in rows:
+            floor_ns = floor.sol_seconds(*case.mnkl) * 1e9 if floor else None
+            cublas = result.baselines["cublas_bf16"].mean
+            table.add_row(
+                case.label, us(result.stats.mean), us(cublas), us(result.baselines["torch_dequant_matmul"].mean),
+                us(floor_ns), f"{result.stats.mean / cublas:.2f}", f"{result.stats.mean / floor_ns:.2f}" if floor_ns else "-",
+            )
+        self.console.print(table)
+        self.console.print("[dim]cuBLAS bf16: operands dequantized beforehand (not timed). Exact-path floor: max(flops / measured bf16 peak, fp4 bytes / measured copy bandwidth).[/dim]")
+
+    # -- profile -----------------------------------------------------------------------------
+    def profile_result(self, index: int, case, result) -> None:
+        if result.passed:
+            self.popcorn.log_report(f"benchmark.{index}.report", result.report)
+            if result.report:
+                self.console.print(f"[bold]{case.spec}[/bold]")
+                self.console.print(result.report, markup=False)
+        else:
+            self.popcorn.log(f"benchmark.{index}.status", "fail")
+            self.popcorn.log(f"benchmark.{index}.error", f"{result.status}: {result.message}")
+            self._show_failure(f"profile {index} {case.spec}: {result.status}", result)
+
+    def end_profile(self, passed: bool) -> None:
+        self._verdict(passed, "profiled" if passed else "a case failed")

@@ -1,0 +1,66 @@
+"""results/: one CSV row per benchmarked shape and run, appended through pandas."""
+
+import datetime
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pandas
+
+RESULTS_CSV = Path(__file__).resolve().parent.parent / "results" / "runs.csv"
+
+
+def git_commit(repo: Path = RESULTS_CSV.parent.parent) -> str:
+    """HEAD's short hash, with `-dirty` when the working tree differs from it."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def file_sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def rows_for_run(cases, results, mode: str, submission: str, ceilings, ceilings_note: str, floor) -> list[dict]:
+    """One row per case; stats are empty for a case that did not pass."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    common = {
+        "time": stamp,
+        "commit": git_commit(),
+        "submission": str(submission),
+        "submission_sha256": file_sha256(submission),
+        "mode": mode,
+        "ceilings": ceilings_note if ceilings else "",
+        "peak_flops": ceilings.peak_flops if ceilings else None,
+        "bandwidth": ceilings.bandwidth if ceilings else None,
+    }
+    rows = []
+    for case, result in zip(cases, results):
+        m, n, k, l = case.mnkl
+        row = {**common, "device": result.device_name, "m": m, "n": n, "k": k, "l": l, "seed": case.args.get("seed"), "status": result.status}
+        if result.passed:
+            s = result.stats
+            sol_ns = ceilings.sol_seconds(m, n, k, l) * 1e9 if ceilings else None
+            row.update(runs=s.runs, mean_ns=s.mean, std_ns=s.std, err_ns=s.err, best_ns=s.best, worst_ns=s.worst, host_ns=result.host_ns)
+            row.update(sol_ns=sol_ns, pct_sol=100 * sol_ns / s.mean if sol_ns else None)
+            if result.baselines:
+                row.update(
+                    cublas_bf16_ns=result.baselines["cublas_bf16"].mean,
+                    torch_dequant_matmul_ns=result.baselines["torch_dequant_matmul"].mean,
+                    exact_floor_ns=floor.sol_seconds(m, n, k, l) * 1e9 if floor else None,
+                )
+        rows.append(row)
+    return rows
+
+
+def append_rows(rows: list[dict], path: Path = RESULTS_CSV) -> Path:
+    """Append to the CSV; columns new to this run are added, older rows keep them empty."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = pandas.DataFrame(rows)
+    table = pandas.concat([pandas.read_csv(path), new], ignore_index=True) if path.exists() else new
+    table.to_csv(path, index=False)
+    return path

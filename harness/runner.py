@@ -1,0 +1,144 @@
+"""The modes: test, benchmark, leaderboard, profile. Each case runs in a worker process."""
+
+import dataclasses
+import tempfile
+
+from harness import sol
+from harness import stats as timing_rules
+from harness.isolation import WorkerProcess
+from harness.jobs import NOT_RUN, PASS, CaseResult, Job, Rules
+from harness.report import Reporter
+from harness.results import append_rows, rows_for_run
+from harness.shapes import Case
+
+EXIT_PASS = 0
+EXIT_FAIL = 112  # the competition's status for a failed check
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    submission: str
+    device: str = "cuda"
+    official: bool = False  # one shared worker and only the competition's verdicts
+    timeout_s: float = 300.0
+    global_seed: int = 42
+    baselines: bool = False
+    measure_ceilings: bool = False
+    ncu: bool = False
+    record: bool = True  # append benchmark rows to results/ (never for CPU runs)
+    max_repeats: int | None = None  # cap on timed rounds, for quick runs
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(strict=not self.official)
+
+    def job(self, kind: str, case: Case | None, **fields) -> Job:
+        return Job(kind=kind, case=case, submission=self.submission, device=self.device, rules=self.rules, global_seed=self.global_seed, **fields)
+
+
+class Executor:
+    """Runs jobs in a fresh process each, or (official) in one shared process like the competition."""
+
+    def __init__(self, options: RunOptions, reporter: Reporter):
+        self._options = options
+        self._reporter = reporter
+        self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
+        self._shared = WorkerProcess(self._logs.name) if options.official else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._shared is not None:
+            self._shared.close()
+        self._logs.cleanup()
+
+    def run(self, job: Job, label: str) -> CaseResult:
+        worker = self._shared or WorkerProcess(self._logs.name)
+        try:
+            with self._reporter.case_progress(label) as on_progress:
+                result = worker.run(job, self._options.timeout_s, on_progress)
+        finally:
+            if self._shared is None:
+                worker.close()
+        if self._shared is not None and result.status != PASS:
+            self._shared.kill()  # a failed or broken worker is not reused
+        return result
+
+
+def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
+    reporter.begin_tests(cases, options)
+    passed = True
+    with Executor(options, reporter) as executor:
+        for index, case in enumerate(cases):
+            reporter.case_started("test", index, case)
+            result = executor.run(options.job("test", case), f"test {index}: {case.label}")
+            reporter.test_result(index, case, result)
+            passed &= result.passed
+    reporter.end_tests(passed)
+    return EXIT_PASS if passed else EXIT_FAIL
+
+
+def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
+    """(warm-up jobs, measured jobs) following the competition's schedule for the mode."""
+    warmup = timing_rules.LEADERBOARD_WARMUP if leaderboard else timing_rules.BENCHMARK_WARMUP
+    run = timing_rules.LEADERBOARD_RUN if leaderboard else timing_rules.BENCHMARK_RUN
+    if options.max_repeats:
+        warmup, run = ((min(repeats, options.max_repeats), time_ns) for repeats, time_ns in (warmup, run))
+    if options.official:
+        warm_cases = cases if leaderboard else cases[:1]
+        warmups = [options.job("benchmark", case, run=warmup) for case in warm_cases]
+        measured = [options.job("benchmark", case, run=run, recheck=leaderboard) for case in cases]
+        return warmups, measured
+    # A fresh process per case: each warms up its own shape right before it is measured.
+    measured = [
+        options.job("benchmark", case, warmup=warmup, run=run, recheck=leaderboard, baselines=options.baselines)
+        for case in cases
+    ]
+    return [], measured
+
+
+def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, leaderboard: bool) -> int:
+    mode = "leaderboard" if leaderboard else "benchmark"
+    reporter.begin_benchmarks(cases, options, mode)
+    warmups, measured = _benchmark_jobs(cases, options, leaderboard)
+    results = []
+    with Executor(options, reporter) as executor:
+        measured_ceilings = None
+        if options.measure_ceilings or options.baselines:
+            measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")
+            reporter.ceilings_measured(measured_ceilings)
+        for job in warmups:
+            executor.run(job, f"warm-up {job.case.label}")
+        stop = False
+        for index, (case, job) in enumerate(zip(cases, measured)):
+            reporter.case_started("benchmark", index, case)
+            if stop:
+                result = CaseResult(NOT_RUN, "not run: an earlier case failed (the competition stops there)")
+            else:
+                result = executor.run(job, f"{mode} {index}: {case.label}")
+            reporter.benchmark_result(index, case, result)
+            results.append(result)
+            stop = options.official and leaderboard and not result.passed
+    device_name = next((result.device_name for result in results if result.device_name), "")
+    measured = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
+    ceilings, note = sol.ceilings_for(device_name, measured if options.measure_ceilings else None)
+    floor = sol.Ceilings(device_name, measured["peak_flops"], measured["bandwidth"], measured["source"]) if measured else None
+    reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
+    if options.record and device_name and device_name != "cpu":
+        path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor))
+        reporter.console.print(f"[dim]appended {len(results)} rows to {path}[/dim]")
+    return EXIT_PASS if all(result.passed for result in results) else EXIT_FAIL
+
+
+def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
+    reporter.begin_benchmarks(cases, options, "profile")
+    passed = True
+    with Executor(options, reporter) as executor:
+        for index, case in enumerate(cases):
+            reporter.case_started("benchmark", index, case)
+            result = executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")
+            reporter.profile_result(index, case, result)
+            passed &= result.passed
+    reporter.end_profile(passed)
+    return EXIT_PASS if passed else EXIT_FAIL

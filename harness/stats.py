@@ -1,0 +1,75 @@
+"""Timing statistics and the competition's stopping rule."""
+
+import dataclasses
+import math
+import time
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """Per-call durations in ns over `runs` rounds; std uses n - 1, err = std / sqrt(runs)."""
+
+    runs: int
+    mean: float
+    std: float
+    err: float
+    best: float
+    worst: float
+
+
+def calculate_stats(durations_ns: list[float]) -> Stats:
+    runs = len(durations_ns)
+    if runs < 2:
+        raise ValueError(f"need at least 2 durations for a standard deviation, got {runs}")
+    mean = sum(durations_ns) / runs
+    std = math.sqrt(sum((x - mean) ** 2 for x in durations_ns) / (runs - 1))
+    return Stats(runs=runs, mean=mean, std=std, err=std / math.sqrt(runs), best=float(min(durations_ns)), worst=float(max(durations_ns)))
+
+
+def geomean(values) -> float:
+    values = list(values)
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"geometric mean needs positive values, got {values}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+MIN_ROUNDS = 3
+MIN_TOTAL_NS = 1e8  # 100 ms of wall time before the rule may stop
+TARGET_RELATIVE_ERR = 1e-3
+WALL_LIMIT_NS = 120e9
+
+
+@dataclasses.dataclass(frozen=True)
+class StoppingRule:
+    """Stop after >= 3 rounds and >= 100 ms once err/mean < 0.1%, or mean*runs > max_time, or 120 s wall.
+
+    `clock` returns ns and is injectable so the rule can be tested without waiting.
+    """
+
+    max_repeats: int
+    max_time_ns: float
+    clock: Callable[[], int] = time.perf_counter_ns
+
+    def start(self) -> int:
+        return self.clock()
+
+    def should_stop(self, durations_ns: list[float], started_ns: int) -> bool:
+        if len(durations_ns) >= self.max_repeats:
+            return True
+        elapsed = self.clock() - started_ns
+        if len(durations_ns) < MIN_ROUNDS or elapsed <= MIN_TOTAL_NS:
+            return False
+        stats = calculate_stats(durations_ns)
+        return (
+            stats.err / stats.mean < TARGET_RELATIVE_ERR
+            or stats.mean * stats.runs > self.max_time_ns
+            or elapsed > WALL_LIMIT_NS
+        )
+
+
+# The competition's settings: (max_repeats, max_time_ns) for warm-up and measured runs.
+BENCHMARK_WARMUP = (200, 1e8)
+BENCHMARK_RUN = (200, 10e9)
+LEADERBOARD_WARMUP = (1000, 5e8)
+LEADERBOARD_RUN = (1000, 30e9)

@@ -1,0 +1,93 @@
+"""Checks on one custom_kernel call: output type, values, untouched inputs, no shared or stale outputs."""
+
+import torch
+
+from reference import check_against
+
+INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
+OUTPUT_INDEX = INPUT_NAMES.index("c")
+
+
+def clone_data(data):
+    return tuple(tensor.clone() for tensor in data)
+
+
+def poison_output(data) -> None:
+    """NaN in every element of c, so elements the kernel never writes cannot pass."""
+    data[OUTPUT_INDEX].fill_(float("nan"))
+
+
+def bits(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.view(torch.uint8) if tensor.element_size() == 1 else tensor.view(torch.int16)
+
+
+def changed_inputs(before, after) -> list[str]:
+    """Names of inputs (c excluded: it is the output buffer) whose bits differ after the call."""
+    return [
+        name
+        for name, old, new in zip(INPUT_NAMES, before, after)
+        if name != "c" and not torch.equal(bits(old), bits(new))
+    ]
+
+
+def describe_output(output) -> str:
+    if isinstance(output, torch.Tensor):
+        return f"a {output.dtype} tensor of shape {tuple(output.shape)} on {output.device}"
+    return f"a {type(output).__name__}"
+
+
+def output_type_problem(output, c: torch.Tensor) -> str | None:
+    """Why the output cannot stand for c (wrong type, dtype, shape or device), or None."""
+    if not isinstance(output, torch.Tensor):
+        return f"custom_kernel returned {describe_output(output)}, expected a torch.float16 tensor of shape {tuple(c.shape)}"
+    if output.dtype != c.dtype or output.shape != c.shape or output.device != c.device:
+        return f"custom_kernel returned {describe_output(output)}, expected {describe_output(c)}"
+    return None
+
+
+def check_call(expected: torch.Tensor, output, c: torch.Tensor, strict: bool) -> tuple[bool, str]:
+    """One output against its reference; strict adds the dtype/shape/device verdict."""
+    if strict:
+        problem = output_type_problem(output, c)
+        if problem:
+            return False, problem
+    elif not isinstance(output, torch.Tensor):
+        return False, f"custom_kernel returned {describe_output(output)}"
+    return check_against(expected, output)
+
+
+def shared_outputs(outputs) -> str | None:
+    """Outputs of calls on different inputs that share memory: a reused buffer or a cache."""
+    seen = {}
+    for index, output in enumerate(outputs):
+        if not isinstance(output, torch.Tensor) or output.numel() == 0:
+            continue
+        pointer = output.data_ptr()
+        if pointer in seen:
+            return f"outputs of calls {seen[pointer]} and {index} on different inputs share memory (cached or reused output buffer)"
+        seen[pointer] = index
+    return None
+
+
+def repeated_outputs(outputs, expected) -> str | None:
+    """An output equal to the previous call's where the references differ: a stale result."""
+    for index in range(1, len(outputs)):
+        previous, current = outputs[index - 1], outputs[index]
+        if not (isinstance(previous, torch.Tensor) and isinstance(current, torch.Tensor)):
+            continue
+        if previous.shape == current.shape and torch.equal(previous, current) and not torch.equal(expected[index - 1], expected[index]):
+            return f"call {index} returned the same values as call {index - 1} although the inputs differ (cached result)"
+    return None
+
+
+def check_calls(expected, outputs, cs, strict: bool) -> tuple[bool, str]:
+    """All outputs of a batch of calls; the first failure is reported with its call index."""
+    if strict:
+        problem = shared_outputs(outputs) or repeated_outputs(outputs, expected)
+        if problem:
+            return False, problem
+    for index, (reference, output, c) in enumerate(zip(expected, outputs, cs)):
+        good, message = check_call(reference, output, c, strict)
+        if not good:
+            return False, f"input {index}: {message}" if len(outputs) > 1 else message
+    return True, ""
