@@ -84,8 +84,18 @@ def _headers(lines: list[str]) -> list[Finding]:
     return findings
 
 
+def _module_level(statements: list[ast.stmt]):
+    """Statements that run at import time: the module body and the blocks of its if/try/with."""
+    for node in statements:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "handlers", "finalbody"):
+                for child in getattr(node, block, []):
+                    yield from _module_level(child.body if isinstance(child, ast.ExceptHandler) else [child])
+
+
 def _entry_point(tree: ast.Module) -> Finding:
-    for node in tree.body:
+    for node in _module_level(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "custom_kernel":
             return Finding("custom_kernel", PASS, f"defined on line {node.lineno}")
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -95,7 +105,7 @@ def _entry_point(tree: ast.Module) -> Finding:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if any((alias.asname or alias.name) == "custom_kernel" for alias in node.names):
                 return Finding("custom_kernel", PASS, f"imported on line {node.lineno}")
-    return Finding("custom_kernel", FAIL, "no top-level `custom_kernel` in the file")
+    return Finding("custom_kernel", FAIL, "no module-level `custom_kernel` in the file")
 
 
 def _imports(tree: ast.Module) -> Finding:

@@ -66,6 +66,8 @@ def test_custom_kernel_must_be_defined_at_top_level():
     assert levels(nested)["custom_kernel"] == FAIL
     aliased = CLEAN.replace("def custom_kernel(data):", "def _kernel(data):") + "custom_kernel = _kernel\n"
     assert levels(aliased)["custom_kernel"] == PASS
+    guarded = CLEAN.replace("def custom_kernel(data):\n    return data[-1]", "try:\n    import x\nexcept ImportError:\n    def custom_kernel(data):\n        return data[-1]")
+    assert levels(guarded)["custom_kernel"] == PASS
 
 
 def test_imports_outside_the_allowed_set_warn_and_name_the_module():
