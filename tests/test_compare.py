@@ -104,6 +104,7 @@ def test_filters(history_csv):
 
 
 def test_plot_writes_a_png_with_a_panel_per_device(history_csv, tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib draws --plot (pip install '.[plot]')")
     import matplotlib.image
 
     png = tmp_path / "history.png"
