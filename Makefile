@@ -3,7 +3,7 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test check bench leaderboard profile sol task-yml
+.PHONY: setup test check bench leaderboard profile sol task-yml lint compare submit
 
 # Installs the project and its test extras. An installed torch is kept (a CUDA build stays a
 # CUDA build); where there is none, the default (CUDA) wheel goes onto a machine with an NVIDIA
@@ -37,3 +37,17 @@ sol:
 
 task-yml:
 	$(PYTHON) -m harness task-yml
+
+# Static checks the leaderboard applies to the file: size, the word "stream", headers, imports.
+lint:
+	$(PYTHON) -m harness lint --submission $(SUBMISSION)
+
+# Runs from results/ side by side, per device; `make compare PLOT=results/history.png` also plots.
+compare:
+	$(PYTHON) -m harness compare $(if $(PLOT),--plot $(PLOT)) $(ARGS)
+
+# Lint, `test` on the local GPU if there is one, then the GPU MODE client (popcorn).
+# MODE=test|benchmark|leaderboard|profile; the server's answer is kept in results/.
+MODE ?= leaderboard
+submit:
+	$(PYTHON) -m harness submit --submission $(SUBMISSION) --mode $(MODE) $(ARGS)
