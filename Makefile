@@ -3,7 +3,7 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test check bench leaderboard profile sol task-yml lint compare submit
+.PHONY: setup test check bench leaderboard profile sol task-yml compile lint compare submit
 
 # Installs the project and its test extras. An installed torch is kept (a CUDA build stays a
 # CUDA build); where there is none, the default (CUDA) wheel goes onto a machine with an NVIDIA
@@ -37,6 +37,11 @@ sol:
 
 task-yml:
 	$(PYTHON) -m harness task-yml
+
+# Compile the kernels for every official shape without a GPU and check their SASS.
+COMPILE_ARCHS ?= sm_100a
+compile:
+	for arch in $(COMPILE_ARCHS); do $(PYTHON) -m harness compile --arch $$arch --submission $(SUBMISSION) || exit 1; done
 
 # Static checks the leaderboard applies to the file: size, the word "stream", headers, imports.
 lint:
