@@ -38,6 +38,9 @@ def load_history(path: Path = RESULTS_CSV) -> pandas.DataFrame:
     runs = table.groupby(RUN_KEYS, sort=False, dropna=False)["when"].first().sort_values(kind="stable")
     order = {key: number for number, key in enumerate(runs.index)}
     table["run"] = [order[key] for key in table[RUN_KEYS].itertuples(index=False, name=None)]
+    # A sweep may time one shape at several seeds; the seed then tells its rows apart.
+    repeated = table.duplicated(["run", "shape"], keep=False)
+    table.loc[repeated, "shape"] += " seed " + table.loc[repeated, "seed"].astype(str)
     return table.sort_values(["run"], kind="stable").reset_index(drop=True)
 
 

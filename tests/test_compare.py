@@ -83,6 +83,17 @@ def test_last_keeps_changes_against_runs_no_longer_shown(history_csv):
     assert h100.change.loc[SMALL].iloc[0] == pytest.approx(55 / 66 - 1)
 
 
+def test_one_shape_at_two_seeds_in_a_run_gets_two_rows(tmp_path):
+    path = tmp_path / "runs.csv"
+    record_run(path, H100, [120e3, 60e3], "2026-11-20T10:00:00+00:00")
+    table = load_history(path)
+    table.loc[1, ["n", "k", "seed"]] = [7168, 16384, 2222]
+    table.drop(columns=["shape", "when", "run"]).to_csv(path, index=False)
+    h100 = by_device(path)[H100]
+    assert h100.shapes == [f"{BIG} seed 1111", f"{BIG} seed 2222"]
+    assert h100.mean.iloc[:, 0].tolist() == [120e3, 60e3]
+
+
 def run_compare(*args):
     return CliRunner().invoke(compare_command, list(args), env={"COLUMNS": "250"})
 
