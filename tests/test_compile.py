@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from rich.console import Console
 
 import cutlass
@@ -100,3 +101,18 @@ def test_local_memory_instructions_are_counted(line, spills):
 def test_resource_usage_is_read_from_cuobjdump_output():
     text = " Function kernel_x:\n  REG:112 STACK:0 SHARED:1024 LOCAL:8 CONSTANT[0]:1764 TEXTURE:0\n"
     assert checker.resource_usage(text) == (112, 1024, 8)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="launches with made-up addresses: only safe where no GPU can run it")
+@pytest.mark.parametrize("tvm_ffi", [True, False] if sub.HAVE_TVM_FFI else [False],
+                         ids=lambda on: "tvm-ffi" if on else "cute-pointers")
+def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
+    """The arguments `run` passes get through the compiled function's argument conversion and
+    fail only at the CUDA runtime, for want of a device; one argument short fails before it."""
+    compiled, _ = sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(64, 1, 8), "sm_100a", tvm_ffi=tvm_ffi)
+    pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
+                for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
+    with pytest.raises(Exception, match=r"(?i)cuda"):
+        compiled(*pointers, 128, 7168, 2048, 1, 112)
+    with pytest.raises(Exception, match="num_ctas"):
+        compiled(*pointers, 128, 7168, 2048, 1)
