@@ -1,0 +1,62 @@
+import pytest
+import yaml
+
+from harness import taskfile
+from harness.shapes import ShapeFileError, apply_secret_seed, combine_seeds, official_cases, parse_cases
+
+ISSUE_TESTS = [
+    (128, 256, 256), (128, 1536, 7168), (128, 3072, 1536), (256, 7168, 256), (256, 7168, 2048),
+    (2304, 4608, 7168), (384, 7168, 2304), (512, 512, 7168), (512, 4096, 512), (512, 1536, 7168),
+]
+ISSUE_BENCHMARKS = [(128, 7168, 16384), (128, 4096, 7168), (128, 7168, 2048)]
+
+
+def test_official_sets_are_the_competitions():
+    for name, shapes in (("tests", ISSUE_TESTS), ("benchmarks", ISSUE_BENCHMARKS)):
+        cases = official_cases(name)
+        assert [case.mnkl for case in cases] == [(*shape, 1) for shape in shapes]
+        assert {case.args["seed"] for case in cases} == {1111}
+
+
+def test_parser_reads_the_official_format():
+    (case,) = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1111")
+    assert case.args == {"m": 128, "n": 256, "k": 256, "l": 1, "seed": 1111}
+    assert case.spec == "m: 128; n: 256; k: 256; l: 1; seed: 1111"
+    assert case.label == "128x256x256"
+
+
+def test_parser_skips_comments_and_blank_lines_and_keeps_words():
+    cases = parse_cases("# sweep\n\nm: 256; n: 512; k: 1024; l: 2; seed: -5; tag: big\n")
+    assert cases[0].args == {"m": 256, "n": 512, "k": 1024, "l": 2, "seed": -5, "tag": "big"}
+    assert cases[0].label == "256x512x1024x2"
+
+
+@pytest.mark.parametrize("text", ["m: 128; n: 256; k: 256; l: 1.5", "m 128; n: 256; k: 256; l: 1", "m: 128; n: 256; k: 256", "# only a comment\n"])
+def test_parser_rejects_bad_lines(text):
+    with pytest.raises(ShapeFileError):
+        parse_cases(text)
+
+
+def test_seed_combining_is_the_competitions_pairing():
+    assert combine_seeds(1111, 0) == 1111 + 1111 * 1112 // 2
+    assert combine_seeds(3, 4) == 3 + 7 * 8 // 2
+    secret = 987654321
+    (case,) = apply_secret_seed(parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1111"), secret)
+    assert case.args["seed"] == 1111 + (1111 + secret) * (1112 + secret) // 2
+    assert case.spec.endswith("seed: 1111")  # reported as written, like the official eval
+    assert apply_secret_seed(official_cases("tests"), None) == official_cases("tests")
+
+
+def test_task_yml_is_generated_from_shapes():
+    assert taskfile.is_current(), "task.yml is stale: run `python -m harness task-yml`"
+    task = yaml.safe_load(taskfile.TASK_YML.read_text())
+    assert task["tests"] == [case.args for case in official_cases("tests")]
+    assert task["benchmarks"] == [case.args for case in official_cases("benchmarks")]
+    assert task["ranking_by"] == "geom"
+    assert {"files", "lang", "description", "config"} <= set(task)
+
+
+def test_task_yml_staleness_is_detected(tmp_path):
+    stale = tmp_path / "task.yml"
+    stale.write_text(taskfile.render().replace("7168", "7169", 1))
+    assert not taskfile.is_current(stale)
