@@ -348,6 +348,10 @@ class Sm100BlockScaledGemm:
     MMA_WARP = 4
     TMA_WARP = 5
     THREADS = 32 * 6
+    # Pointer arguments of the compiled kernel: a, b, sfa_permuted, sfb_permuted, c, split-K
+    # partials, split-K arrival counters.
+    POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
+                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
     def __init__(self, config: Sm100Config):
         self.config = config
@@ -365,9 +369,6 @@ class Sm100BlockScaledGemm:
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
         return sm100_config(problem, num_sms)
-
-    POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
-                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
@@ -488,6 +489,8 @@ class Sm100BlockScaledGemm:
         self.epi_tile = sm100_utils.compute_epilogue_tile_shape(
             self.mma_tiler, False, utils.LayoutEnum.COL_MAJOR, cutlass.Float16)
 
+        # Each pipeline takes its first barrier and uses the full and empty barriers as one
+        # array, so every full/empty pair is declared adjacently.
         @cute.struct
         class SharedStorage:
             smem_full: cute.struct.MemRange[cutlass.Int64, stages]
