@@ -1,0 +1,94 @@
+"""The harness standing in for the competition's eval.py: POPCORN_FD lines, seeds, exit statuses."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_SUBMISSION = ROOT / "tests" / "fixtures" / "torch_submission.py"
+CASES = "m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 256; n: 128; k: 512; l: 2; seed: 7\n"
+
+
+def run_with_fd(tmp_path, *args, env_extra=None):
+    """Run the CLI with POPCORN_FD on a pipe, as the competition's runner does; return (status, lines)."""
+    read_end, write_end = os.pipe()
+    env = {key: value for key, value in os.environ.items() if key != "POPCORN_SEED"}
+    env.update(POPCORN_FD=str(write_end), **(env_extra or {}))
+    process = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, pass_fds=(write_end,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        lines = reader.read().splitlines()
+    _, stderr = process.communicate(timeout=600)
+    return process.returncode, lines, stderr
+
+
+@pytest.fixture
+def cases_file(tmp_path):
+    path = tmp_path / "tests.txt"
+    path.write_text(CASES)
+    return path
+
+
+def test_test_mode_writes_the_official_lines(tmp_path, cases_file):
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(TORCH_SUBMISSION))
+    assert status == 0
+    assert lines == [
+        "test-count: 2",
+        "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111",
+        "test.0.status: pass",
+        "test.1.spec: m: 256; n: 128; k: 512; l: 2; seed: 7",
+        "test.1.status: pass",
+        "check: pass",
+    ]
+
+
+def test_a_failing_test_writes_status_error_and_check_fail(tmp_path, cases_file):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def custom_kernel(data):\n    c = data[-1]\n    c.fill_(1.0)\n    return c\n")
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(wrong))
+    assert status == 112
+    assert "test.0.status: fail" in lines and lines[-1] == "check: fail"
+    error = next(line for line in lines if line.startswith("test.0.error: "))
+    assert "fail: mismatch found! custom implementation doesn't match reference: Number of mismatched elements:" in error
+
+
+def test_benchmark_mode_writes_stats_lines(tmp_path):
+    cases = tmp_path / "bench.txt"
+    cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
+    status, lines, _ = run_with_fd(tmp_path, "benchmark", str(cases), "--device", "cpu", "--max-repeats", "3", "--submission", str(TORCH_SUBMISSION))
+    assert status == 0
+    keys = [line.split(":", 1)[0] for line in lines]
+    assert keys == ["benchmark-count", "benchmark.0.spec"] + [f"benchmark.0.{field}" for field in ("runs", "mean", "std", "err", "best", "worst")] + ["check"]
+    values = dict(line.split(": ", 1) for line in lines)
+    assert values["benchmark.0.runs"] == "3" and float(values["benchmark.0.mean"]) > 0
+
+
+def test_secret_seed_never_reaches_the_submission(tmp_path, cases_file):
+    peeking = tmp_path / "peeking.py"
+    peeking.write_text(
+        "import os\n"
+        "def custom_kernel(data):\n"
+        "    assert 'POPCORN_SEED' not in os.environ, 'the submission can read the secret seed'\n"
+        "    from reference import ref_kernel\n"
+        "    return ref_kernel(data)\n"
+    )
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(peeking), env_extra={"POPCORN_SEED": "123456789"})
+    assert status == 0, lines
+    assert lines[-1] == "check: pass"
+
+
+def test_bad_tests_file_exits_113(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("m: 128; n: 256; k = 256\n")
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(bad), "--device", "cpu"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 113 and "invalid test case" in result.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: the no-GPU exit cannot be observed")
+def test_gpu_mode_without_cuda_exits_114():
+    result = subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(TORCH_SUBMISSION)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 114 and "no CUDA device" in result.stderr

@@ -1,0 +1,37 @@
+import pandas
+import pytest
+
+from harness.jobs import FAIL, PASS, CaseResult
+from harness.results import append_rows, rows_for_run
+from harness.shapes import parse_cases
+from harness.sol import DEVICES
+from harness.stats import calculate_stats
+
+CASES = parse_cases("m: 128; n: 7168; k: 16384; l: 1; seed: 1111\nm: 128; n: 4096; k: 7168; l: 1; seed: 1111\n")
+
+
+def results():
+    passed = CaseResult(PASS, stats=calculate_stats([20000.0, 22000.0, 21000.0]), host_ns=9000.0, device_name="NVIDIA B200")
+    failed = CaseResult(FAIL, "mismatch", device_name="NVIDIA B200")
+    return [passed, failed]
+
+
+def test_rows_carry_stats_sol_and_provenance(tmp_path):
+    submission = tmp_path / "submission.py"
+    submission.write_text("def custom_kernel(data):\n    return data[-1]\n")
+    rows = rows_for_run(CASES, results(), "benchmark", str(submission), DEVICES["B200"], "table", None)
+    first, second = rows
+    assert first["mean_ns"] == 21000.0 and first["runs"] == 3 and first["host_ns"] == 9000.0
+    assert first["sol_ns"] == pytest.approx(8994, abs=0.5)
+    assert first["pct_sol"] == pytest.approx(100 * first["sol_ns"] / 21000.0)
+    assert len(first["submission_sha256"]) == 64 and first["device"] == "NVIDIA B200"
+    assert second["status"] == "fail" and "mean_ns" not in second
+
+
+def test_append_keeps_old_rows_and_adds_new_columns(tmp_path):
+    path = tmp_path / "runs.csv"
+    append_rows([{"time": "t0", "mean_ns": 1.0}], path)
+    append_rows([{"time": "t1", "mean_ns": 2.0, "cublas_bf16_ns": 3.0}], path)
+    table = pandas.read_csv(path)
+    assert list(table["time"]) == ["t0", "t1"]
+    assert table["cublas_bf16_ns"].isna().tolist() == [True, False]
