@@ -260,6 +260,7 @@ SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
 SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
 SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
 SM100_ACC_STAGES = 2
+SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -486,8 +487,8 @@ class Sm100BlockScaledGemm:
                                + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout))
                                + cute.size_in_bytes(fp8, one_stage(self.sfa_smem_layout)))
 
-        self.epi_tile = sm100_utils.compute_epilogue_tile_shape(
-            self.mma_tiler, False, utils.LayoutEnum.COL_MAJOR, cutlass.Float16)
+        # Epilogue subtiles of 128 rows x 32 columns of the accumulator.
+        self.epi_tile = (SM100_TILE_N, SM100_EPILOGUE_COLUMNS)
 
         # Each pipeline takes its first barrier and uses the full and empty barriers as one
         # array, so every full/empty pair is declared adjacently.
@@ -748,8 +749,10 @@ class Sm100BlockScaledGemm:
     def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
         """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching
         per-thread view of an output tensor (c or the split-K partials)."""
-        load_op = sm100_utils.get_tmem_load_op(
-            self.mma_tiler, utils.LayoutEnum.COL_MAJOR, cutlass.Float16, cutlass.Float32, epi_tile, False)
+        # 32 lanes x 32 bits: thread i of warp w holds accumulator row 32w + i, which is column
+        # n0 + 32w + i of c, so for each row of c a warp stores 32 consecutive fp16 (64 bytes).
+        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)),
+                                      cutlass.Float32)
         acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)
         tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
         thr_copy = tiled_copy.get_slice(tidx)
