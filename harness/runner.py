@@ -105,7 +105,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     results = []
     with Executor(options, reporter) as executor:
         measured_ceilings = None
-        if options.measure_ceilings or options.baselines:
+        if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
             measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")
             reporter.ceilings_measured(measured_ceilings)
         for job in warmups:
