@@ -44,19 +44,33 @@ def replaced(**by_index) -> Callable[[], list]:
     return build
 
 
+def relaid(t: torch.Tensor, relayout: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """`relayout` applied to the bytes of a one-byte dtype (not every device copies fp4/fp8 as
+    such), the result viewed back as the original dtype."""
+    if t.element_size() != 1:
+        return relayout(t)
+    return relayout(t.view(torch.uint8)).view(t.dtype)
+
+
 def misaligned(t: torch.Tensor) -> torch.Tensor:
     """Same shape, strides and values, but the first element one element past a 16-byte
     boundary, where TMA cannot start a copy."""
-    nbytes = t.numel() * t.element_size()
-    storage = torch.empty(nbytes + 16, dtype=torch.uint8, device=t.device)
-    shift = t.element_size()
-    moved = storage[shift : shift + nbytes].view(t.dtype).as_strided(t.shape, t.stride())
-    return moved.copy_(t)
+
+    def shifted(source: torch.Tensor) -> torch.Tensor:
+        storage = torch.empty(source.numel() + 16, dtype=source.dtype, device=source.device)
+        return storage[1 : 1 + source.numel()].as_strided(source.shape, source.stride()).copy_(source)
+
+    return relaid(t, shifted)
+
+
+def compact(t: torch.Tensor) -> torch.Tensor:
+    """Same shape and values in a row-major compact layout, what `.contiguous()` gives."""
+    return relaid(t, lambda source: source.contiguous())
 
 
 def column_major(t: torch.Tensor) -> torch.Tensor:
     """Same shape and values, first two dimensions stored transposed."""
-    return t.transpose(0, 1).contiguous().transpose(0, 1)
+    return relaid(t, lambda source: source.transpose(0, 1).contiguous().transpose(0, 1))
 
 
 @dataclass(frozen=True)
@@ -125,11 +139,11 @@ CASES = [
              r"a must be laid out as K-major"),
     BadInput("a as a view into a wider buffer", replaced(i0=lambda d: valid(k=2 * K)[A][:, : K // 2, :]),
              r"a must be laid out as K-major.*expected strides \(256, 1, 32768\), got \(512, 1, 65536\)"),
-    BadInput("b made .contiguous() (batch innermost)", replaced(i1=lambda d: d[B].contiguous()),
+    BadInput("b made .contiguous() (batch innermost)", replaced(i1=lambda d: compact(d[B])),
              r"b must be laid out as K-major"),
     BadInput("c column-major", replaced(i6=lambda d: column_major(d[C])),
              r"c must be laid out as N-contiguous"),
-    BadInput("sfa_permuted made .contiguous()", replaced(i4=lambda d: d[SFA_P].contiguous()),
+    BadInput("sfa_permuted made .contiguous()", replaced(i4=lambda d: compact(d[SFA_P])),
              r"sfa_permuted must be laid out as the \(32, 4, rest_m, 4, rest_k, L\) atom layout"),
     BadInput("a one element past a 16-byte boundary", replaced(i0=lambda d: misaligned(d[A])),
              r"a must start at a 16-byte aligned address"),
