@@ -315,7 +315,7 @@ SM100_BENCHMARK_CONFIGS = {
     Problem(128, 4096, 7168, 1): Sm100Config(tile_m=64, split_k=2, stages=8),
     Problem(128, 7168, 2048, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
 }
-SM100_MIN_K_TILES_PER_SPLIT = 8  # below this the pipeline never fills
+SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
 
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:

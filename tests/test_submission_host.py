@@ -47,7 +47,9 @@ def test_every_official_shape_gets_a_configuration_that_fits(problem):
 def test_general_rule_fills_the_machine_without_oversubscribing_it():
     # 128 x 1536: 12 column tiles -> 64-row tiles (24 units) -> split K while units fit the SMs.
     config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
-    assert (config.tile_m, config.split_k) == (64, 2)  # 28 K tiles: split 4 would leave 7 each
+    assert (config.tile_m, config.split_k) == (64, 4)  # 96 units of 7 K tiles each
+    config = sub.sm100_config(sub.Problem(128, 3072, 1536, 1))
+    assert (config.tile_m, config.split_k) == (64, 1)  # 6 K tiles: too few to split
     config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
     assert (config.tile_m, config.split_k) == (128, 1)  # 648 tiles: already several per SM
     config = sub.sm100_config(sub.Problem(128, 256, 256, 1))
