@@ -246,8 +246,9 @@ class CompileFacts:
     tmem_columns: int | None  # tensor-memory columns allocated (None where the arch has none)
 
 
-# Kernel class per target arch; each offers `config_for(problem)` and
-# `compile_for_check(problem, arch, extra_options) -> CompileFacts`.
+# Kernel class per target arch; each offers `run(data, problem) -> c` (the call),
+# `config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`
+# (the compile checker, harness/compile.py).
 KERNELS_BY_ARCH: dict[str, type] = {}
 
 
