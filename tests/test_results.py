@@ -35,3 +35,12 @@ def test_append_keeps_old_rows_and_adds_new_columns(tmp_path):
     table = pandas.read_csv(path)
     assert list(table["time"]) == ["t0", "t1"]
     assert table["cublas_bf16_ns"].isna().tolist() == [True, False]
+
+
+def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
+    from harness.results import git_commit
+
+    monkeypatch.setenv("HARNESS_COMMIT", "abc123")
+    assert git_commit() == "abc123"
+    monkeypatch.delenv("HARNESS_COMMIT")
+    assert git_commit() != "abc123"
