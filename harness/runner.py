@@ -1,6 +1,7 @@
 """The modes: test, benchmark, leaderboard, profile. Each case runs in a worker process."""
 
 import dataclasses
+import os
 import tempfile
 
 from harness import sol
@@ -127,7 +128,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
     if options.record and device_name and device_name != "cpu":
         path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor))
-        reporter.console.print(f"[dim]appended {len(results)} rows to {path}[/dim]")
+        reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")
     return EXIT_PASS if all(result.passed for result in results) else EXIT_FAIL
 
 
