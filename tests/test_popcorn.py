@@ -92,3 +92,16 @@ def test_bad_tests_file_exits_113(tmp_path):
 def test_gpu_mode_without_cuda_exits_114():
     result = subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(TORCH_SUBMISSION)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 114 and "no CUDA device" in result.stderr
+
+
+def test_profile_mode_writes_a_base64_report(tmp_path):
+    import base64
+
+    cases = tmp_path / "profile.txt"
+    cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
+    status, lines, _ = run_with_fd(tmp_path, "profile", str(cases), "--device", "cpu", "--submission", str(TORCH_SUBMISSION))
+    assert status == 0
+    values = dict(line.split(": ", 1) for line in lines)
+    assert values["benchmark-count"] == "1" and values["check"] == "pass"
+    report = base64.b64decode(values["benchmark.0.report"], altchars=b"+*").decode()
+    assert "aten::mm" in report  # the submission's matmul shows in the profile table
