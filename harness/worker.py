@@ -71,7 +71,10 @@ def serve(connection, log_path: str, repo_root: str) -> None:
         if job is None:
             return
         started = time.perf_counter()
-        progress = lambda text: connection.send(("progress", text))  # noqa: E731
+
+        def progress(text: str) -> None:
+            connection.send(("progress", text))
+
         try:
             if not seeded:
                 _set_seed(job.global_seed)
