@@ -39,7 +39,7 @@ task-yml:
 	$(PYTHON) -m harness task-yml
 
 # Compile the kernels for every official shape without a GPU and check their SASS.
-COMPILE_ARCHS ?= sm_100a
+COMPILE_ARCHS ?= sm_100a sm_90a
 compile:
 	for arch in $(COMPILE_ARCHS); do $(PYTHON) -m harness compile --arch $$arch --submission $(SUBMISSION) || exit 1; done
 

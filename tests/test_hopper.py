@@ -1,0 +1,100 @@
+"""The Hopper (sm_90a) path of submission.py: its decode arithmetic and work split on the CPU,
+its results against the reference on an H100/H200."""
+
+import numpy as np
+import pytest
+import torch
+
+import reference
+import submission
+from harness.shapes import official_cases
+from submission import HopperNvfp4Gemm, Problem, split_k_range
+
+E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
+
+
+def _e2m1_value(code: int) -> float:
+    value = E2M1[code & 7]
+    return -value if code & 8 else value
+
+
+def _fp16x2(bits: np.ndarray) -> np.ndarray:
+    return bits.astype(np.uint32).view(np.float16).astype(np.float64).reshape(-1, 2)
+
+
+def _finite_e4m3_codes() -> np.ndarray:
+    codes = np.arange(256, dtype=np.uint8)
+    values = torch.from_numpy(codes).view(torch.float8_e4m3fn).float().numpy()
+    return codes[np.isfinite(values)], values[np.isfinite(values)]
+
+
+def test_e2m1_pair_bits_decode_every_code_exactly():
+    # Words holding every code at every nibble position, both halves of each pair.
+    words = np.array([0x76543210, 0xFEDCBA98, 0x89ABCDEF, 0x01234567, 0x3C5A96F0], dtype=np.uint32)
+    for i in range(4):
+        decoded = _fp16x2(submission.sm90_e2m1_pair_bits(words, i))
+        for word, (low, high) in zip(words.tolist(), decoded):
+            assert low == _e2m1_value((word >> (4 * i)) & 15) * 2.0**-14
+            assert high == _e2m1_value((word >> (4 * (i + 4))) & 15) * 2.0**-14
+
+
+def test_decoded_operands_are_exact_for_every_code_and_scale():
+    """The kernel's operand is fp16(e2m1 bits) * fp16(scale * 2**7), one fp16 multiply (numpy
+    rounds to nearest even like mul.rn.f16x2): it must equal code * scale * 2**-7 exactly."""
+    codes, scales = _finite_e4m3_codes()
+    scale_bits = submission.sm90_e4m3_bits(codes.astype(np.uint32))
+    scale_f16 = scale_bits.astype(np.uint16).view(np.float16)
+    fix = np.float16(2.0**15)
+    assert (np.uint32(submission.SM90_SCALE_FIX_F16X2) & 0xFFFF) == np.float16(2.0**15).view(np.uint16)
+    scaled = scale_f16 * fix  # scale * 2**7, exact
+    np.testing.assert_array_equal(scaled.astype(np.float64), scales * 2.0**7)
+    all_codes = np.arange(16, dtype=np.uint32)
+    element_bits = submission.sm90_e2m1_pair_bits(all_codes, 0) & 0xFFFF
+    elements = element_bits.astype(np.uint16).view(np.float16)
+    products = elements[:, None] * scaled[None, :]  # fp16 x fp16 -> fp16, rounded
+    expected = np.array([_e2m1_value(c) for c in range(16)])[:, None] * scales[None, :] * 2.0**-7
+    np.testing.assert_array_equal(products.astype(np.float64), expected)
+    assert submission.SM90_ACC_RESCALE == 2.0 ** (2 * submission.SM90_OPERAND_EXPONENT)
+
+
+OFFICIAL = [Problem(*(case.args[key] for key in "mnkl")) for name in ("tests", "benchmarks")
+            for case in official_cases(name)]
+
+
+@pytest.mark.parametrize("problem", OFFICIAL + [Problem(256, 384, 512, 3), Problem(128, 640, 2048, 1)],
+                         ids=lambda p: "x".join(map(str, p)))
+@pytest.mark.parametrize("num_sms", [132, 114, 78])
+def test_split_k_keeps_one_wave_and_covers_k_once(problem, num_sms):
+    config = HopperNvfp4Gemm.config_for(problem, num_sms)
+    assert config.tile_n in (128, 256) and problem.n % config.tile_n == 0
+    tiles = (problem.m // HopperNvfp4Gemm.TILE_M) * (problem.n // config.tile_n) * problem.l
+    assert config.splits >= 1
+    if config.splits > 1:
+        assert tiles * config.splits <= num_sms
+    pairs = problem.k // (2 * HopperNvfp4Gemm.TILE_K)
+    ranges = [split_k_range(s, pairs, config.splits) for s in range(config.splits)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == pairs
+    assert all(stop - start >= 2 or pairs < 4 for start, stop in ranges)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+def _hopper_device():
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.skipif(_hopper_device() is not True,
+                    reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
+@pytest.mark.parametrize("problem", OFFICIAL + [Problem(256, 384, 512, 3), Problem(128, 640, 2048, 1)],
+                         ids=lambda p: "x".join(map(str, p)))
+def test_hopper_kernel_matches_reference(problem):
+    for seed in (4321, 8765):
+        data = reference.generate_input(*problem, seed=seed)
+        expected = reference.ref_kernel(data)
+        for _ in range(2):  # the second call finds the split-K counters reset by the first
+            data[6].fill_(float("nan"))
+            out = submission.custom_kernel(data)
+            torch.cuda.synchronize()
+            ok, message = reference.check_against(expected, out)
+            assert ok, message
