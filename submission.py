@@ -1011,9 +1011,11 @@ class HopperNvfp4Gemm:
 
         tiles = (m // self.TILE_M) * (n // self.tile_n)
         acc_per_thread = self.tile_n * self.TILE_M // self.threads
-        # One fp32 partial per (output tile, split), in the threads' fragment order.
+        # One fp32 partial per (output tile, split): each thread's fragment in 16-byte groups,
+        # the threads' groups side by side, so that stores and loads are 128-bit and coalesced.
         mPartials = cute.make_tensor(partial_ptr, cute.make_layout(
-            (self.threads, acc_per_thread, tiles * l * splits), stride=(1, self.threads, self.threads * acc_per_thread)))
+            (4, self.threads, acc_per_thread // 4, tiles * l * splits),
+            stride=(1, 4, 4 * self.threads, self.threads * acc_per_thread)))
         mCounters = cute.make_tensor(counter_ptr, cute.make_layout(tiles * l))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
@@ -1213,8 +1215,9 @@ class HopperNvfp4Gemm:
         """Split-K: store this split's partial; the last CTA to arrive on the tile adds all
         partials in split order, writes c and resets the tile's counter."""
         tile_unit = batch * cute.arch.grid_dim()[0] + tile_idx
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            mPartials[(tidx, i, tile_unit * splits + split)] = acc[i]
+        groups = cute.make_tensor(acc.iterator, cute.make_layout((4, cute.size(acc) // 4)))
+        for g in cutlass.range_constexpr(cute.size(acc) // 4):
+            cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, tile_unit * splits + split)])
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier(barrier_id=1, number_of_threads=self.threads)
         arrival = storage.arrival.get_tensor(cute.make_layout(1))
@@ -1224,9 +1227,11 @@ class HopperNvfp4Gemm:
         if arrival[0] == splits - 1:
             cute.arch.fence_acq_rel_gpu()
             acc.fill(0.0)
+            part = cute.make_rmem_tensor(cute.make_layout((4, cute.size(acc) // 4)), cutlass.Float32)
             for s in cutlass.range(splits, unroll=1):
-                for i in cutlass.range_constexpr(cute.size(acc)):
-                    acc[i] = acc[i] + mPartials[(tidx, i, tile_unit * splits + s)]
+                for g in cutlass.range_constexpr(cute.size(acc) // 4):
+                    cute.autovec_copy(mPartials[(None, tidx, g, tile_unit * splits + s)], part[(None, g)])
+                groups.store(groups.load() + part.load())
             tCgC.store((acc.load() * SM90_ACC_RESCALE).to(cutlass.Float16))
             if tidx == 0:
                 mCounters[tile_unit] = cutlass.Int32(0)
