@@ -13,6 +13,7 @@ import click
 from harness import runner, shapes, sol, taskfile
 from harness import compare, lint, submit
 from harness.compile import compile_command
+from harness.options import submission_option
 from harness.popcorn import PopcornLog
 from harness.report import Reporter
 from harness.stats import geomean
@@ -50,7 +51,7 @@ def _require_device(device: str) -> None:
 def run_options(function):
     decorators = [
         click.argument("tests_file", required=False, type=click.Path(dir_okay=False)),
-        click.option("--submission", default="submission.py", show_default=True, type=click.Path(exists=True, dir_okay=False), help="File defining custom_kernel."),
+        submission_option,
         click.option("--device", default="cuda", show_default=True, help="Where inputs live: cuda, cuda:N, or cpu (no timing events)."),
         click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
         click.option("--max-repeats", type=click.IntRange(min=3), default=None, help="Cap on timed rounds per case (quick runs); the competition's caps otherwise."),

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import shapes
+from harness.options import submission_option
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
 SMEM_LIMIT_BYTES = 232_448
@@ -198,8 +199,7 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
 
 @click.command("compile")
 @click.option("--arch", type=click.Choice(sorted(RULES)), required=True, help="Target to compile and check.")
-@click.option("--submission", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=Path("submission.py"), show_default=True)
+@submission_option
 @click.option("--keep-sass", "sass_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write each configuration's SASS into this folder.")
 def compile_command(arch: str, submission: Path, sass_dir: Path | None) -> None:

@@ -15,6 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from harness.options import submission_option
+
 LEADERBOARD = "nvfp4_gemm"
 GPU = "NVIDIA"
 # The server answers 413 above this many bytes.
@@ -176,13 +178,7 @@ def print_report(path: Path, findings: list[Finding], console: Console) -> None:
 
 
 @click.command("lint")
-@click.option(
-    "--submission",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=Path("submission.py"),
-    show_default=True,
-    help="Submission file to check.",
-)
+@submission_option
 def lint_command(submission: Path) -> None:
     """Static checks the leaderboard applies: size, forbidden word, headers, entry point, imports."""
     findings = lint_file(submission)

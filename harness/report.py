@@ -51,7 +51,7 @@ class Reporter:
 
     def _header(self, what: str, cases, options) -> None:
         rules = "competition verdicts only, one shared worker" if options.official else "all verdicts, one process per case"
-        self.console.print(f"[bold]{what}[/bold] {escape(options.submission)} on {options.device} ({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
+        self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} on {options.device} ({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
     def _show_failure(self, title: str, result) -> None:
         body = escape(result.message or result.status)

@@ -3,6 +3,7 @@
 import dataclasses
 import os
 import tempfile
+from pathlib import Path
 
 from harness import sol
 from harness import stats as timing_rules
@@ -18,7 +19,7 @@ EXIT_FAIL = 112  # the competition's status for a failed check
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-    submission: str
+    submission: Path
     device: str = "cuda"
     official: bool = False  # one shared worker and only the competition's verdicts
     timeout_s: float = 300.0

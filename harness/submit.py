@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 
 from harness.lint import GPU, LEADERBOARD, failed, lint_file, print_report
+from harness.options import submission_option
 
 MODES = ("test", "benchmark", "leaderboard", "profile")
 # The current client installs `popcorn` (and a `popcorn-cli` beside it); older releases only
@@ -82,12 +83,7 @@ def run_local_test(submission: Path, console: Console) -> int:
 
 
 @click.command("submit")
-@click.option(
-    "--submission",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=Path("submission.py"),
-    show_default=True,
-)
+@submission_option
 @click.option("--mode", type=click.Choice(MODES), default="leaderboard", show_default=True, help="Server-side mode.")
 @click.option(
     "--output",

@@ -34,7 +34,7 @@ def _set_seed(seed: int) -> None:
         pass
 
 
-def load_custom_kernel(submission: str):
+def load_custom_kernel(submission: Path):
     """Import the file as the module `submission`, with its folder importable like on the server."""
     import importlib.util
 

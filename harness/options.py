@@ -1,0 +1,13 @@
+"""Command-line options that several harness commands share."""
+
+from pathlib import Path
+
+import click
+
+submission_option = click.option(
+    "--submission",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=Path("submission.py"),
+    show_default=True,
+    help="File defining custom_kernel.",
+)
