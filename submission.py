@@ -13,7 +13,7 @@ as fp16 into `c`. `custom_kernel` validates its inputs, then dispatches on the d
 Shared host side: `validate_inputs`, the per-arch kernel registry `KERNELS_BY_ARCH`, the
 compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
 pointers otherwise), split-K and tile-schedule arithmetic, and the scale-layout helpers. Each
-kernel class offers `run(data, problem)`, `config_for(problem)` and `compile_for_check(...)`
+kernel class offers `launch_plan(problem, device)`, `config_for(problem)` and `compile_for_check(...)`
 (used by `python -m harness compile`, which checks the SASS of every official shape).
 
 B200 design. The operands are swapped so that N is the MMA's M (fp4 MMAs have no M = 64 and M
@@ -158,14 +158,15 @@ def validate_inputs(data) -> Problem:
             raise ValueError(f"{name} must start at a {GMEM_ALIGN}-byte aligned address (TMA needs it), "
                              f"got {t.data_ptr():#x}")
 
-    # Last: the device, so that a CPU-built bad input reported its real fault above.
+    # Last: the device, so that a CPU-built bad input reported its real fault above. Device
+    # indices are compared as ints (get_device() is -1 off CUDA): no torch.device per call.
+    device = a.get_device()
     for name, t in zip(_NAMES, data):
-        if not t.is_cuda:
+        index = t.get_device()
+        if index < 0 or not t.is_cuda:
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-    device = a.device
-    for name, t in zip(_NAMES, data):
-        if t.device != device:
-            raise ValueError(f"all tensors must be on one CUDA device: {name} is on {t.device}, a on {device}")
+        if index != device:
+            raise ValueError(f"all tensors must be on one CUDA device: {name} is on {t.device}, a on {a.device}")
     return Problem(m, n, k, l)
 
 
@@ -246,9 +247,44 @@ class CompileFacts:
     tmem_columns: int | None  # tensor-memory columns allocated (None where the arch has none)
 
 
-# Kernel class per target arch; each offers `run(data, problem) -> c` (the call),
-# `config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`
-# (the compile checker, harness/compile.py).
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a call needs besides the operand addresses, built once per problem and device,
+    so that a call is one dictionary lookup and one compiled call."""
+
+    kernel: Callable  # the compiled kernel
+    operand_types: tuple  # CuTe element types of a, b, sfa_permuted, sfb_permuted, c
+    trailing_args: tuple  # the split-K workspace pointers, then the scalar arguments
+    workspace: tuple  # the tensors behind the workspace pointers: alive as long as the plan
+
+    def launch(self, data):
+        a, b, _, _, sfa_permuted, sfb_permuted, c = data
+        a_type, b_type, sfa_type, sfb_type, c_type = self.operand_types
+        self.kernel(pointer_arg(a_type, a.data_ptr()), pointer_arg(b_type, b.data_ptr()),
+                    pointer_arg(sfa_type, sfa_permuted.data_ptr()),
+                    pointer_arg(sfb_type, sfb_permuted.data_ptr()),
+                    pointer_arg(c_type, c.data_ptr()), *self.trailing_args)
+        return c
+
+
+def split_k_workspace(problem: Problem, splits: int, counters: int, device: torch.device) -> tuple:
+    """The fp32 partials of every split and the arrival counters of a last-arrival split-K
+    reduction, with the kernel's pointer arguments to them. The counters are zeroed once and
+    every last arrival puts its counter back to zero, so no call needs a memset. Without
+    split-K the kernel never touches them and one element each stands in."""
+    if splits > 1:
+        partials = torch.empty(splits * problem.l * problem.m * problem.n, dtype=torch.float32, device=device)
+        arrivals = torch.zeros(counters, dtype=torch.int32, device=device)
+    else:
+        partials = torch.empty(1, dtype=torch.float32, device=device)
+        arrivals = torch.empty(1, dtype=torch.int32, device=device)
+    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, arrivals.data_ptr()))
+    return args, (partials, arrivals)
+
+
+# Kernel class per target arch; each offers `launch_plan(problem, device) -> LaunchPlan` (the
+# call path), `config_for(problem)` and `compile_for_check(problem, arch, extra_options) ->
+# CompileFacts` (the compile checker, harness/compile.py).
 KERNELS_BY_ARCH: dict[str, type] = {}
 
 
@@ -391,44 +427,18 @@ class Sm100BlockScaledGemm:
         return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
 
     @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device) -> tuple:
-        """Everything a call needs besides the operand addresses, built once per shape and
-        device: the compiled kernel, the split-K workspace and the scalar arguments."""
+    def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         config = cls.config_for(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
                                    lambda: cls.compile(config)[0])
         tiles = (problem.n // SM100_TILE_N) * (problem.m // config.tile_m) * problem.l
-        if config.split_k > 1:
-            partials = torch.empty(config.split_k * problem.l * problem.m * problem.n,
-                                   dtype=torch.float32, device=device)
-            # Zeroed once; the last arrival of every tile puts its counter back to zero.
-            semaphores = torch.zeros(len(cls.EPILOGUE_WARPS) * tiles, dtype=torch.int32, device=device)
-        else:
-            partials = torch.empty(1, dtype=torch.float32, device=device)
-            semaphores = torch.empty(1, dtype=torch.int32, device=device)
-        workspace_args = (pointer_arg(cutlass.Float32, partials.data_ptr()),
-                          pointer_arg(cutlass.Int32, semaphores.data_ptr()))
+        # Arrivals are counted per epilogue warp and tile (see the epilogue).
+        workspace_args, workspace = split_k_workspace(problem, config.split_k,
+                                                      len(cls.EPILOGUE_WARPS) * tiles, device)
         num_ctas = min(tiles * config.split_k, num_sms)
         scalars = (problem.m, problem.n, problem.k, problem.l, num_ctas)
-        # The workspace tensors ride along so that they live as long as the plan.
-        return compiled, workspace_args, scalars, (partials, semaphores)
-
-    @classmethod
-    def run(cls, data, problem: Problem):
-        a, b, _, _, sfa_permuted, sfb_permuted, c = data
-        key = (problem, c.device.index)
-        plan = _SM100_PLANS.get(key)
-        if plan is None:
-            plan = _SM100_PLANS[key] = cls.launch_plan(problem, c.device)
-        compiled, workspace_args, scalars, _ = plan
-        compiled(pointer_arg(cutlass.Float4E2M1FN, a.data_ptr()),
-                 pointer_arg(cutlass.Float4E2M1FN, b.data_ptr()),
-                 pointer_arg(cutlass.Float8E4M3FN, sfa_permuted.data_ptr()),
-                 pointer_arg(cutlass.Float8E4M3FN, sfb_permuted.data_ptr()),
-                 pointer_arg(cutlass.Float16, c.data_ptr()),
-                 *workspace_args, *scalars)
-        return c
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -761,7 +771,6 @@ class Sm100BlockScaledGemm:
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
 
 
-_SM100_PLANS: dict[tuple, tuple] = {}
 KERNELS_BY_ARCH["sm_100a"] = Sm100BlockScaledGemm
 
 # ===== end of Blackwell path =====
@@ -924,40 +933,13 @@ class HopperNvfp4Gemm:
         return CompileFacts(config.describe(), kernel.launch_smem_bytes, None)
 
     @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device) -> tuple:
-        """Everything a call needs besides the operand addresses, built once per shape and
-        device: the compiled kernel, the split-K workspace and the scalar arguments."""
+    def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
         config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count)
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n) * problem.l
-        if config.splits > 1:
-            partials = torch.empty(config.splits * problem.l * problem.m * problem.n, dtype=torch.float32, device=device)
-            # Zeroed once; the last arrival on every tile puts its counter back to zero.
-            counters = torch.zeros(tiles, dtype=torch.int32, device=device)
-        else:
-            partials = torch.empty(1, dtype=torch.float32, device=device)
-            counters = torch.empty(1, dtype=torch.int32, device=device)
-        workspace_args = (pointer_arg(cutlass.Float32, partials.data_ptr()),
-                          pointer_arg(cutlass.Int32, counters.data_ptr()))
+        workspace_args, workspace = split_k_workspace(problem, config.splits, tiles, device)
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits)
-        # The workspace tensors ride along so that they live as long as the plan.
-        return compiled, workspace_args, scalars, (partials, counters)
-
-    @classmethod
-    def run(cls, data, problem: Problem):
-        a, b, _, _, sfa_permuted, sfb_permuted, c = data
-        key = (problem, c.device.index)
-        plan = _SM90_PLANS.get(key)
-        if plan is None:
-            plan = _SM90_PLANS[key] = cls.launch_plan(problem, c.device)
-        compiled, workspace_args, scalars, _ = plan
-        compiled(pointer_arg(cutlass.Uint8, a.data_ptr()),
-                 pointer_arg(cutlass.Uint8, b.data_ptr()),
-                 pointer_arg(cutlass.Uint8, sfa_permuted.data_ptr()),
-                 pointer_arg(cutlass.Uint8, sfb_permuted.data_ptr()),
-                 pointer_arg(cutlass.Float16, c.data_ptr()),
-                 *workspace_args, *scalars)
-        return c
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -1237,34 +1219,37 @@ class HopperNvfp4Gemm:
                 mCounters[tile_unit] = cutlass.Int32(0)
 
 
-_SM90_PLANS: dict[tuple, tuple] = {}
 KERNELS_BY_ARCH["sm_90a"] = HopperNvfp4Gemm
 
 # ===== end of Hopper path =====
 
 
 _ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
-_KERNEL_BY_DEVICE: dict[int, type] = {}
 
 
 def kernel_for_device(device: torch.device) -> type:
-    """The kernel class for a device's compute capability (looked up once per device)."""
-    kernel = _KERNEL_BY_DEVICE.get(device.index)
+    """The kernel class for a device's compute capability."""
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = _ARCH_BY_MAJOR.get(major)
+    if arch is None:
+        raise RuntimeError(
+            f"no kernel for compute capability {major}.{minor}: this submission runs on "
+            "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
+    kernel = KERNELS_BY_ARCH.get(arch)
     if kernel is None:
-        major, minor = torch.cuda.get_device_capability(device)
-        arch = _ARCH_BY_MAJOR.get(major)
-        if arch is None:
-            raise RuntimeError(
-                f"no kernel for compute capability {major}.{minor}: this submission runs on "
-                "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
-        kernel = KERNELS_BY_ARCH.get(arch)
-        if kernel is None:
-            raise NotImplementedError(
-                f"compute capability {major}.{minor} needs the {arch} path, which is not in this file yet")
-        _KERNEL_BY_DEVICE[device.index] = kernel
+        raise NotImplementedError(
+            f"compute capability {major}.{minor} needs the {arch} path, which is not in this file yet")
     return kernel
+
+
+_PLANS: dict[tuple, LaunchPlan] = {}
 
 
 def custom_kernel(data):
     problem = validate_inputs(data)
-    return kernel_for_device(data[6].device).run(data, problem)
+    c = data[6]
+    key = (problem, c.get_device())
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = kernel_for_device(c.device).launch_plan(problem, c.device)
+    return plan.launch(data)
