@@ -190,6 +190,23 @@ def test_bad_input_is_refused_naming_the_constraint(case, submission, tally):
     tally.record(KIND, case.name)
 
 
+@pytest.mark.parametrize("case", [case for case in CASES if "device" not in case.message],
+                         ids=lambda case: case.name)
+def test_fast_path_accepts_no_bad_layout(case, submission):
+    """Valid calls skip the full check through a fast path; on every device it must refuse
+    what the full check refuses (the device itself is judged by the GPU run of the matrix)."""
+    try:
+        accepted = submission._accept_layout_fast(case.build())
+    except (AttributeError, IndexError, TypeError, ValueError):
+        accepted = None
+    assert accepted is None
+
+
+def test_fast_path_accepts_the_official_inputs(submission):
+    """The competition's inputs must not fall through to the slow full check."""
+    assert submission._accept_layout_fast(valid()) == (M, N, K, L)
+
+
 def test_valid_input_is_refused_for_nothing_but_the_device(submission):
     """The control: the matrix's base input has no fault other than, on a CPU, its device."""
     data = valid()
