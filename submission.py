@@ -352,7 +352,6 @@ KERNELS_BY_ARCH: dict[str, type] = {}
 # ===== Blackwell path (sm_100a) =====
 
 SM100_SMEM_BYTES = 232_448  # shared memory one block may use on sm_100
-SM100_TMEM_COLUMNS = 512
 SM100_NUM_SMS = 148  # B200; the live count is read from the device at call time
 SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
 SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
@@ -832,7 +831,7 @@ class Sm100BlockScaledGemm:
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
 
 
-KERNELS_BY_ARCH["sm_100a"] = Sm100BlockScaledGemm
+KERNELS_BY_ARCH[Sm100BlockScaledGemm.ARCH] = Sm100BlockScaledGemm
 
 # ===== end of Blackwell path =====
 
@@ -1280,7 +1279,7 @@ class HopperNvfp4Gemm:
                 mCounters[tile_unit] = cutlass.Int32(0)
 
 
-KERNELS_BY_ARCH["sm_90a"] = HopperNvfp4Gemm
+KERNELS_BY_ARCH[HopperNvfp4Gemm.ARCH] = HopperNvfp4Gemm
 
 # ===== end of Hopper path =====
 

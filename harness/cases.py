@@ -47,7 +47,7 @@ def run_test(job: Job, kernel, progress) -> CaseResult:
     if problem:
         return CaseResult(FAIL, problem)
     progress("checking")
-    good, message = check_call(ref_kernel(data), output, handed_in[OUTPUT_INDEX], job.rules.strict)
+    good, message = check_call(ref_kernel(data), output, handed_in[OUTPUT_INDEX], job.rules.check_dtype_and_shape)
     return CaseResult(PASS if good else FAIL, message)
 
 

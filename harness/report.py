@@ -28,7 +28,6 @@ class Reporter:
         # Tables stay readable when piped to a file or a log (rich would assume 80 columns).
         self.console = console or Console(file=stream, highlight=False, width=None if stream.isatty() else 132)
         self._test_rows = []
-        self._failures = []
 
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager

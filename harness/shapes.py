@@ -80,7 +80,3 @@ def apply_secret_seed(cases: list[Case], secret: int | None) -> list[Case]:
     if secret is None:
         return list(cases)
     return [case.with_seed(combine_seeds(case.args["seed"], secret)) if "seed" in case.args else case for case in cases]
-
-
-def format_case(args: dict) -> str:
-    return "; ".join(f"{key}: {value}" for key, value in args.items())

@@ -12,6 +12,7 @@ import torch
 
 import submission as sub
 from harness import shapes
+from harness.compile import TMEM_COLUMNS
 from reference import generate_input
 
 OFFICIAL = sorted({sub.Problem(*case.mnkl) for name in ("tests", "benchmarks")
@@ -39,7 +40,7 @@ def test_every_official_shape_gets_a_configuration_that_fits(problem):
     assert config.tile_m in (64, 128) and problem.m % config.tile_m == 0
     assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m)
     assert config.smem_bytes <= sub.SM100_SMEM_BYTES
-    assert config.tmem_columns <= sub.SM100_TMEM_COLUMNS
+    assert config.tmem_columns <= TMEM_COLUMNS
     k_tiles = problem.k // sub.SM100_TILE_K
     assert 1 <= config.split_k <= k_tiles
 
