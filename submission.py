@@ -884,16 +884,6 @@ def _sm90_mul_f16x2(a, b, *, loc=None, ip=None) -> cutlass.Uint32:
 
 
 @cutlass.dsl_user_op
-def _sm90_atomic_add_gpu(address, value, *, loc=None, ip=None) -> cutlass.Int32:
-    """atom.add, acquire-release at GPU scope; returns the previous value."""
-    return cutlass.Int32(llvm.inline_asm(
-        cutlass.Int32.mlir_type,
-        [cutlass.Int64(address).ir_value(loc=loc, ip=ip), cutlass.Int32(value).ir_value(loc=loc, ip=ip)],
-        "atom.add.acq_rel.gpu.s32 $0, [$1], $2;", "=r,l,r",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
-
-
-@cutlass.dsl_user_op
 def _sm90_pin_f32(value, *, loc=None, ip=None) -> cutlass.Float32:
     """Pass a value through an empty volatile asm. The accumulators come from asynchronous MMAs
     whose completion the compiler does not see: pinned after the wgmma wait, reads of them
@@ -1264,7 +1254,7 @@ class HopperNvfp4Gemm:
         cute.arch.barrier(barrier_id=1, number_of_threads=self.threads)
         arrival = storage.arrival.get_tensor(cute.make_layout(1))
         if tidx == 0:
-            arrival[0] = _sm90_atomic_add_gpu((mCounters.iterator + tile_unit).toint(), cutlass.Int32(1))
+            arrival[0] = cute.arch.atomic_add(mCounters.iterator + tile_unit, cutlass.Int32(1), sem="acq_rel", scope="gpu")
         cute.arch.barrier(barrier_id=1, number_of_threads=self.threads)
         if arrival[0] == splits - 1:
             cute.arch.fence_acq_rel_gpu()
