@@ -113,10 +113,11 @@ _LAYOUT_NAMES = {
 def validate_inputs(data) -> Problem:
     """Check everything the kernels assume, before anything touches a GPU.
 
-    Raises ValueError naming the first broken constraint. This runs on every call and its time
-    counts in the score, so a valid input takes `_accept_fast` (whole-tuple comparisons against
-    layouts worked out once per problem size); anything it does not accept goes through
-    `_check_inputs`, which accepts exactly the same inputs and says what is wrong.
+    Raises ValueError naming the first broken constraint. This runs on every call, where host
+    time shows wherever launches are not queued behind other GPU work, so a valid input takes
+    `_accept_fast` (whole-tuple comparisons against layouts worked out once per problem size);
+    anything it does not accept goes through `_check_inputs`, which accepts exactly the same
+    inputs and says what is wrong.
     """
     try:
         problem = _accept_fast(data)
