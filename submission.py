@@ -101,6 +101,7 @@ _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 _FP4, _FP8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
 _DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
 _RANKS = (3, 3, 3, 3, 6, 6, 3)
+_STRIDED_NAMES = ("a", "b", "c", "sfa_permuted", "sfb_permuted")
 _LAYOUT_NAMES = {
     "a": "K-major (strides (K/2, 1, M*K/2))",
     "b": "K-major (strides (K/2, 1, N*K/2))",
@@ -128,7 +129,8 @@ def validate_inputs(data) -> Problem:
 
 @functools.lru_cache(maxsize=64)
 def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[tuple, tuple]:
-    """The shapes of all seven tensors, and the strides of a, b, c and the permuted scales."""
+    """The shapes of all seven tensors, and the strides of a, b, c, sfa_permuted and
+    sfb_permuted (in that order: `_STRIDED_NAMES`)."""
     half_k, sf_k = k // 2, k // SF_VEC_SIZE
     shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l),
               permuted_scale_shape(m, k, l), permuted_scale_shape(n, k, l), (m, n, l))
@@ -200,8 +202,7 @@ def _check_inputs(data) -> Problem:
         raise ValueError(f"N must be a positive multiple of {MN_ALIGN}, got N={n}")
     if k <= 0 or k % K_ALIGN:
         raise ValueError(f"K must be a positive multiple of {K_ALIGN}, got K={k}")
-    expected_shapes = ((m, half_k, l), (n, half_k, l), (m, k // SF_VEC_SIZE, l), (n, k // SF_VEC_SIZE, l),
-                       permuted_scale_shape(m, k, l), permuted_scale_shape(n, k, l), (m, n, l))
+    expected_shapes, expected_strides = _expected_layouts(m, n, k, l)
     for name, t, shape in zip(_NAMES, data, expected_shapes):
         if t.shape != shape:
             raise ValueError(f"{name} must have shape {shape} for M={m}, N={n}, K={k}, L={l}; got "
@@ -209,10 +210,7 @@ def _check_inputs(data) -> Problem:
 
     # The kernels address A, B and C with compact, batch-outermost layouts and read the
     # permuted scales in place as the tensor cores' scale atoms.
-    for name, t, strides in (("a", a, (half_k, 1, m * half_k)), ("b", b, (half_k, 1, n * half_k)),
-                             ("c", c, (n, 1, m * n)),
-                             ("sfa_permuted", sfa_permuted, permuted_scale_strides(m, k, l)),
-                             ("sfb_permuted", sfb_permuted, permuted_scale_strides(n, k, l))):
+    for name, t, strides in zip(_STRIDED_NAMES, (a, b, c, sfa_permuted, sfb_permuted), expected_strides):
         if t.stride() != strides and not _strides_match(t, strides):
             raise ValueError(f"{name} must be laid out as {_LAYOUT_NAMES[name]}; expected strides "
                              f"{strides}, got {t.stride()}")
@@ -220,8 +218,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must start at a {GMEM_ALIGN}-byte aligned address (TMA needs it), "
                              f"got {t.data_ptr():#x}")
 
-    # Last: the device, so that a CPU-built bad input reported its real fault above. Device
-    # indices are compared as ints (get_device() is -1 off CUDA): no torch.device per call.
+    # Last: the device, so that a CPU-built bad input reported its real fault above.
     device = a.get_device()
     for name, t in zip(_NAMES, data):
         index = t.get_device()

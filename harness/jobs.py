@@ -1,6 +1,7 @@
 """What the harness asks of a worker process, and what comes back."""
 
 import dataclasses
+from pathlib import Path
 
 from harness.shapes import Case
 from harness.stats import Stats
@@ -45,7 +46,7 @@ class Rules:
 class Job:
     kind: str  # "test", "benchmark", "profile" or "ceilings"
     case: Case | None
-    submission: str
+    submission: Path
     device: str = "cuda"
     rules: Rules = Rules()
     global_seed: int = 42

@@ -31,7 +31,7 @@ def file_sha256(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def rows_for_run(cases, results, mode: str, submission: str, ceilings, ceilings_note: str, floor) -> list[dict]:
+def rows_for_run(cases, results, mode: str, submission: Path, ceilings, ceilings_note: str, floor) -> list[dict]:
     """One row per case; stats are empty for a case that did not pass."""
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     common = {
