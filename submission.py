@@ -836,7 +836,7 @@ KERNELS_BY_ARCH[Sm100BlockScaledGemm.ARCH] = Sm100BlockScaledGemm
 
 # ===== Hopper path (sm_90a) =====
 #
-# Hopper has no FP4 tensor cores, but every e2m1 x e4m3 product is exact in fp16, so this kernel
+# Hopper has no FP4 tensor cores, but every e2m1 x e4m3 product is exact in fp16, so this path
 # decodes both operands and their scales on chip and multiplies in fp16 with fp32 accumulation:
 # as in the reference, the only roundings are the fp32 sums and the final fp16 store.
 
@@ -845,12 +845,11 @@ from cutlass._mlir.dialects import llvm  # noqa: E402
 from cutlass.cute.nvgpu import warpgroup  # noqa: E402
 
 SM90_NUM_SMS = 132  # H100 SXM and H200; the live count is read from the device at call time
-# Decoded operands are exact fp16 values scaled by 2**-7 each (`sm90_e2m1_pair_bits` gives the
-# code * 2**-14, the scale is brought to scale * 2**7), so the accumulators hold the product
-# scaled by 2**-14 and the epilogue undoes that exactly.
-SM90_OPERAND_EXPONENT = 7
+# Decoded operands are exact fp16 values scaled by 2**-14 (`sm90_e2m1_pair_bits` gives the code
+# * 2**-14, times the scale in fp16), so the accumulators hold the product scaled by 2**-28 and
+# the epilogue undoes that exactly.
+SM90_OPERAND_EXPONENT = 14
 SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
-SM90_SCALE_FIX_F16X2 = 0x78007800  # fp16x2 (2**15, 2**15): scale * 2**-8 -> scale * 2**7
 
 
 def sm90_e2m1_pair_bits(word, i):
@@ -865,20 +864,24 @@ def sm90_e2m1_pair_bits(word, i):
     return ((codes << 9) & 0x0E000E00) | ((codes << 12) & 0x80008000)
 
 
-def sm90_e4m3_bits(code):
-    """e4m3 bits -> the fp16 bits of scale * 2**-8, exact for subnormals too: the 4-bit
-    exponent and 3-bit mantissa drop into fp16's fields, whose exponent bias is 8 larger."""
-    return ((code & 0x7F) << 7) | ((code & 0x80) << 8)
+def _sm90_asm_u32(asm: str, constraints: str, *args, loc=None, ip=None) -> cutlass.Uint32:
+    return cutlass.Uint32(llvm.inline_asm(
+        cutlass.Uint32.mlir_type, [cutlass.Uint32(a).ir_value(loc=loc, ip=ip) for a in args], asm, constraints,
+        has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
 
 
 @cutlass.dsl_user_op
 def _sm90_mul_f16x2(a, b, *, loc=None, ip=None) -> cutlass.Uint32:
     """Packed fp16x2 multiply on bit patterns: round to nearest, subnormals kept."""
-    return cutlass.Uint32(llvm.inline_asm(
-        cutlass.Uint32.mlir_type,
-        [cutlass.Uint32(a).ir_value(loc=loc, ip=ip), cutlass.Uint32(b).ir_value(loc=loc, ip=ip)],
-        "mul.rn.f16x2 $0, $1, $2;", "=r,r,r",
-        has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return _sm90_asm_u32("mul.rn.f16x2 $0, $1, $2;", "=r,r,r", a, b, loc=loc, ip=ip)
+
+
+@cutlass.dsl_user_op
+def _sm90_e4m3x2_to_f16x2(pair, *, loc=None, ip=None) -> cutlass.Uint32:
+    """The two e4m3 codes in the low 16 bits of `pair` -> fp16x2, one hardware conversion, exact
+    (every e4m3 value is an fp16 value, subnormals included)."""
+    return _sm90_asm_u32("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $1; cvt.rn.f16x2.e4m3x2 $0, lo; }",
+                         "=r,r", pair, loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
@@ -893,16 +896,55 @@ def _sm90_pin_f32(value, *, loc=None, ip=None) -> cutlass.Float32:
 
 @cute.jit
 def _sm90_scale_f16x2(code: cutlass.Uint32) -> cutlass.Uint32:
-    """e4m3 scale byte -> fp16x2 (scale * 2**7, twice), exactly (the largest, 448 * 2**7, is
-    below fp16's 65504)."""
-    bits = sm90_e4m3_bits(code)
-    return _sm90_mul_f16x2(bits | (bits << 16), cutlass.Uint32(SM90_SCALE_FIX_F16X2))
+    """The e4m3 scale in the low byte of `code` -> fp16x2 (scale, scale)."""
+    return _sm90_e4m3x2_to_f16x2((code & 0xFF) * 0x101)
 
 
 @cute.jit
 def _sm90_decode_pair(word: cutlass.Uint32, i, scale2: cutlass.Uint32) -> cutlass.Uint32:
-    """Nibbles i and i + 4 of `word` times the scale: the exact fp16x2 operand * 2**-7."""
+    """Nibbles i and i + 4 of `word` times the scale: the exact fp16x2 operand * 2**-14."""
     return _sm90_mul_f16x2(sm90_e2m1_pair_bits(word, i), scale2)
+
+
+class HopperOperandDecode:
+    """A * SFA -> fp16 operands (times 2**-14) in the GEMM's K order, once per call.
+
+    Every output tile of the GEMM multiplies the same 128 rows of A, so decoding A once here and
+    loading it with TMA takes a third of the decode work, and every CTA-wide barrier, out of the
+    GEMM's main loop. K order inside each 64-wide K tile (`HopperNvfp4Gemm` explains why): MMA
+    position 16i + 8h + 2t + e holds logical element 16t + 8h + i + 4e, i.e. 8-element chunk
+    (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
+    """
+
+    THREADS = 128  # one thread per row of a 128-row, 64-wide K tile
+    TILE_K = 64
+
+    @cute.jit
+    def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
+               m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
+        self.kernel(mWords, mScaleWords, mDecoded).launch(
+            grid=(m // self.THREADS, k // self.TILE_K, l), block=(self.THREADS, 1, 1))
+
+    @cute.kernel
+    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        row_tile, k_tile, batch = cute.arch.block_idx()
+        row = row_tile * self.THREADS + tidx
+        # The row's 32 packed bytes of this K tile, and its 4 scales (one 32-bit word of the
+        # permuted layout).
+        words = cute.make_rmem_tensor((8,), cutlass.Uint32)
+        cute.autovec_copy(cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,)), words)
+        scale_word = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
+        scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
+        for t in cutlass.range_constexpr(4):
+            scales[t] = _sm90_scale_f16x2(scale_word >> (8 * t))
+        chunks = cute.make_rmem_tensor((8, 4), cutlass.Uint32)  # (chunk 2i + h, pair of block t)
+        for i in cutlass.range_constexpr(4):
+            for h in cutlass.range_constexpr(2):
+                for t in cutlass.range_constexpr(4):
+                    chunks[(2 * i + h, t)] = _sm90_decode_pair(words[2 * t + h], i, scales[t])
+        out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
+        cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out)
 
 
 @dataclass(frozen=True)
@@ -917,34 +959,34 @@ class Sm90Config:
 class HopperNvfp4Gemm:
     """C = (A * SFA) (B * SFB)^T on sm_90a with exact fp16 operands decoded on chip.
 
-    The large operand B (N x K) is the MMA's M side and A (M x K) its N side, so that N, not the
-    small M, fills wgmma's 64-row instruction. Per K tile of 64, TMA brings the packed e2m1 rows
-    and the 512-byte scale atoms (read in place from the permuted scale tensors) into a
-    multi-stage buffer (`stages`). Every warpgroup decodes its 64 rows of B straight into
-    wgmma's register operand and a share of A into a 128B-swizzled fp16 tile (three buffers, so
-    that decoding the next K tile overlaps the tensor cores on the current one), then issues
-    wgmma with fp32 accumulators. K is split over CTAs where the tile grid alone would leave SMs
-    idle; each split stores an fp32 partial and the last CTA to arrive on a tile adds them in
-    split order (deterministic) and writes fp16 into c; it also resets the tile's counter, so no
-    call needs a memset.
+    A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
+    (small: M is 128 in every benchmark), then this GEMM. The large operand B (N x K) is the
+    MMA's M side and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
+    Per K tile of 64, TMA brings B's packed e2m1 rows, B's 512-byte scale atoms (read in place
+    from `sfb_permuted`) and the decoded A tile (128B-swizzled fp16) into a multi-stage buffer
+    (`stages`). Each warpgroup decodes its 64 rows of B straight into wgmma's register operand
+    and issues wgmma with fp32 accumulators; the warpgroups share nothing but the stages, so one
+    decodes while another's MMAs run. K is split over CTAs where the tile grid alone would leave
+    SMs idle; each split stores an fp32 partial and the last CTA to arrive on a tile adds them
+    in split order (deterministic) and writes fp16 into c; it also resets the tile's counter, so
+    no call needs a memset.
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
     element 16t + 8h + i + 4e: the thread's 16 elements are then one scale block (8 contiguous
     packed bytes, one 64-bit load), and each fp16 pair (e = 0, 1) is nibbles i and i + 4 of the
-    packed word h, which is what `sm90_e2m1_pair_bits` produces. A is written to shared memory
-    in the same order, so the sum over K is unchanged.
+    packed word h, which is what `sm90_e2m1_pair_bits` produces. A is decoded in the same order,
+    so the sum over K is unchanged.
     """
 
     ARCH = "sm_90a"
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
-    TILE_K = 64  # K elements per pipeline stage: 32 packed bytes per row
-    DECODED_BUFFERS = 3
+    TILE_K = 64  # K elements per pipeline stage: 32 packed bytes per row of B
     STAGES = 8
-    # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, split-K partials,
-    # split-K arrival counters.
+    # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
+    # partials, split-K arrival counters.
     POINTER_TYPES = (cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Float16,
-                     cutlass.Float32, cutlass.Int32)
+                     cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
@@ -957,8 +999,8 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS) -> Sm90Config:
-        """256 rows of B per CTA where N allows (A's decode is shared by more MMA work), and K
-        split so that the tile grid covers the SMs, keeping >= 2 pairs of K tiles per split."""
+        """256 rows of B per CTA where N allows (fewer, larger MMAs per K tile), and K split so
+        that the tile grid covers the SMs, keeping >= 2 pairs of K tiles per split."""
         tile_n = 256 if problem.n % 256 == 0 else 128
         tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
         k_pairs = problem.k // (2 * cls.TILE_K)
@@ -985,9 +1027,12 @@ class HopperNvfp4Gemm:
         config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count)
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n) * problem.l
-        workspace_args, workspace = split_k_workspace(problem, config.splits, tiles, device)
+        decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
+        split_args, split_workspace = split_k_workspace(problem, config.splits, tiles, device)
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace)
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5],
+                          (pointer_arg(cutlass.Float16, decoded_a.data_ptr()), *split_args, *scalars),
+                          (decoded_a, *split_workspace))
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -995,19 +1040,14 @@ class HopperNvfp4Gemm:
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32,
             (self.warpgroups, 1, 1), tiler_mn=(64, self.TILE_M), a_source=warpgroup.OperandSource.RMEM)
-        self.dec_a_layout = sm90_utils.make_smem_layout_b(
-            utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.DECODED_BUFFERS)
-
-        def packed_layout(rows):
-            per_stage = rows * self.packed_bytes_per_row
-            return cute.make_layout((rows, self.packed_bytes_per_row, self.STAGES),
-                                    stride=(self.packed_bytes_per_row, 1, per_stage))
-
-        self.packed_a_layout = packed_layout(self.TILE_M)
-        self.packed_b_layout = packed_layout(self.tile_n)
-        self.sfa_layout = blockscaled_layout.make_smem_layout_sf((self.TILE_M, self.TILE_K), SF_VEC_SIZE, self.STAGES)
+        self.a_layout = sm90_utils.make_smem_layout_b(
+            utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.STAGES)
+        per_stage = self.tile_n * self.packed_bytes_per_row
+        self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.STAGES),
+                                                stride=(self.packed_bytes_per_row, 1, per_stage))
         self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.tile_n, self.TILE_K), SF_VEC_SIZE, self.STAGES)
-        self.stage_bytes = (self.TILE_M + self.tile_n) * (self.packed_bytes_per_row + SF_ATOM_BYTES // 128)
+        self.stage_bytes = (per_stage + self.tile_n // 128 * SF_ATOM_BYTES
+                            + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
 
         # Field types built as values: this file postpones annotations, and cute.struct would
         # receive them as strings.
@@ -1017,24 +1057,37 @@ class HopperNvfp4Gemm:
         fields = {
             "stage_barriers": cute.struct.MemRange[cutlass.Int64, self.STAGES * 2],
             "arrival": cute.struct.MemRange[cutlass.Int32, 1],
-            "packed_a": buffer(cutlass.Uint8, self.packed_a_layout, 128),
             "packed_b": buffer(cutlass.Uint8, self.packed_b_layout, 128),
-            "sf_a": buffer(cutlass.Uint8, self.sfa_layout, 128),
             "sf_b": buffer(cutlass.Uint8, self.sfb_layout, 128),
-            "dec_a": buffer(cutlass.Float16, self.dec_a_layout, 1024),
+            "a": buffer(cutlass.Float16, self.a_layout, 1024),
         }
         self.shared_storage = cute.struct(type("Sm90SharedStorage", (), {"__annotations__": fields}))
         self.launch_smem_bytes = self.shared_storage.size_in_bytes()
 
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
-                 sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
-                 counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
+                 sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, decoded_a_ptr: cute.Pointer,
+                 partial_ptr: cute.Pointer, counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32):
         self._setup()
+        k = cute.assume(k, divby=K_ALIGN)
         half_k = k // 2
-        # Packed operands as bytes: (rows, K/2, L), K-major, batch outermost.
-        mA = cute.make_tensor(a_ptr, cute.make_layout((m, half_k, l), stride=(half_k, 1, m * half_k)))
+
+        # A's packed bytes as 32-bit words and its scales as one word per (row, K tile): the 4
+        # scales of a row's K tile of 64 are contiguous in the permuted layout.
+        words_per_row = k // 8
+        mAWords = cute.make_tensor(cute.recast_ptr(a_ptr, dtype=cutlass.Uint32), cute.make_layout(
+            (m, words_per_row, l), stride=(words_per_row, 1, m * words_per_row)))
+        atom_words = SF_ATOM_BYTES // 4
+        rest_k = k // self.TILE_K
+        rest_m = m // 128
+        mSFAWords = cute.make_tensor(cute.recast_ptr(sfa_ptr, dtype=cutlass.Uint32), cute.make_layout(
+            ((32, 4, rest_m), rest_k, l),
+            stride=((4, 1, rest_k * atom_words), atom_words, rest_m * rest_k * atom_words)))
+        mDecodedA = cute.make_tensor(decoded_a_ptr, cute.make_layout((m, k, l), stride=(k, 1, m * k)))
+        HopperOperandDecode().launch(mAWords, mSFAWords, mDecodedA, m, k, l)
+
+        # Packed B as bytes: (rows, K/2, L), K-major, batch outermost.
         mB = cute.make_tensor(b_ptr, cute.make_layout((n, half_k, l), stride=(half_k, 1, n * half_k)))
         # c seen as (N, M, L): the MMA's M runs along N, c's contiguous dimension.
         mC = cute.make_tensor(c_ptr, cute.make_layout((n, m, l), stride=(1, n, m * n)))
@@ -1049,25 +1102,24 @@ class HopperNvfp4Gemm:
         mCounters = cute.make_tensor(counter_ptr, cute.make_layout(tiles * l))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(self.packed_a_layout, (None, None, 0)),
-            (self.TILE_M, self.packed_bytes_per_row))
+            cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(self.a_layout, (None, None, 0)),
+            (self.TILE_M, self.TILE_K))
         tma_b, tma_mB = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mB, cute.slice_(self.packed_b_layout, (None, None, 0)),
             (self.tile_n, self.packed_bytes_per_row))
-        tma_sfa, tma_mSFA = self._scale_atom_tma(sfa_ptr, m, k, l)
         tma_sfb, tma_mSFB = self._scale_atom_tma(sfb_ptr, n, k, l)
 
         self.kernel(
-            tma_a, tma_mA, tma_b, tma_mB, tma_sfa, tma_mSFA, tma_sfb, tma_mSFB, mC, mPartials, mCounters,
-            self.tiled_mma, self.packed_a_layout, self.packed_b_layout, self.sfa_layout, self.sfb_layout,
-            self.dec_a_layout, m // self.TILE_M, k // self.TILE_K, splits,
+            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, mCounters,
+            self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout,
+            m // self.TILE_M, k // self.TILE_K, splits,
         ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1))
 
     @cute.jit
     def _scale_atom_tma(self, sf_ptr: cute.Pointer, rows: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
         """TMA over whole scale atoms. The scales of 128 rows x 64 K are one 512-byte atom of
         the permuted layout, contiguous in memory: TMA copies atoms as bytes (one box), and the
-        kernel indexes them in shared memory through the blockscaled layout (`sf*_layout`)."""
+        kernel indexes them in shared memory through the blockscaled layout (`sfb_layout`)."""
         rest_k = k // (SF_VEC_SIZE * 4)
         rest_rows = rows // 128
         atoms = cute.make_tensor(sf_ptr, cute.make_layout(
@@ -1081,10 +1133,9 @@ class HopperNvfp4Gemm:
 
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
-               tma_sfa: cute.CopyAtom, mSFA: cute.Tensor, tma_sfb: cute.CopyAtom, mSFB: cute.Tensor,
-               mC: cute.Tensor, mPartials: cute.Tensor, mCounters: cute.Tensor, tiled_mma: cute.TiledMma,
-               packed_a_layout: cute.Layout, packed_b_layout: cute.Layout, sfa_layout: cute.Layout,
-               sfb_layout: cute.Layout, dec_a_layout: cute.ComposedLayout, tiles_m: cutlass.Int32,
+               tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
+               mCounters: cute.Tensor, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
+               packed_b_layout: cute.Layout, sfb_layout: cute.Layout, tiles_m: cutlass.Int32,
                k_tiles: cutlass.Int32, splits: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
         tile_idx, split, batch = cute.arch.block_idx()
@@ -1097,7 +1148,7 @@ class HopperNvfp4Gemm:
         k_count = 2 * (pair_stop - pair_start)
 
         if warp_idx == 0:
-            for atom in (tma_a, tma_b, tma_sfa, tma_sfb):
+            for atom in (tma_a, tma_b, tma_sfb):
                 cpasync.prefetch_descriptor(atom)
 
         storage = utils.SmemAllocator().allocate(self.shared_storage)
@@ -1109,42 +1160,38 @@ class HopperNvfp4Gemm:
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
-        sPackedA = storage.packed_a.get_tensor(packed_a_layout)
+        sA = storage.a.get_tensor(a_layout.outer, swizzle=a_layout.inner)
         sPackedB = storage.packed_b.get_tensor(packed_b_layout)
-        sSFA = storage.sf_a.get_tensor(sfa_layout)
         sSFB = storage.sf_b.get_tensor(sfb_layout)
-        sDecA = storage.dec_a.get_tensor(dec_a_layout.outer, swizzle=dec_a_layout.inner)
 
-        # ---- TMA: this CTA's packed rows and scale atoms, one K tile per stage ----
-        gA = cute.local_tile(mA, (self.TILE_M, self.packed_bytes_per_row), (m_tile, None, batch))
+        # ---- TMA: decoded A, B's packed rows and scale atoms, one K tile per stage ----
+        gA = cute.local_tile(mA, (self.TILE_M, self.TILE_K), (m_tile, None, batch))
         gB = cute.local_tile(mB, (self.tile_n, self.packed_bytes_per_row), (n_tile, None, batch))
         one_cta = cute.make_layout(1)
-        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sPackedA, 0, 2),
+        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 2),
                                            cute.group_modes(gA, 0, 2))
         tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sPackedB, 0, 2),
                                            cute.group_modes(gB, 0, 2))
         scale_copies = []
-        for tma_sf, mSF, sSF, sf_layout, first_atom, atoms in (
-                (tma_sfa, mSFA, sSFA, sfa_layout, m_tile, self.TILE_M // 128),
-                (tma_sfb, mSFB, sSFB, sfb_layout, n_tile, self.tile_n // 128)):
-            stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(sf_layout, (None, None, 0))))
-            for atom in cutlass.range_constexpr(atoms):
-                s_atoms = cute.make_tensor(sSF.iterator + atom * SF_ATOM_BYTES,
-                                           cute.make_layout((SF_ATOM_BYTES, self.STAGES), stride=(1, stage_bytes)))
-                g_atoms = mSF[(None, None, first_atom * atoms + atom, batch)]
-                scale_copies.append((tma_sf, cpasync.tma_partition(tma_sf, 0, one_cta, s_atoms, g_atoms)))
+        sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(sfb_layout, (None, None, 0))))
+        for atom in cutlass.range_constexpr(self.tile_n // 128):
+            s_atoms = cute.make_tensor(sSFB.iterator + atom * SF_ATOM_BYTES,
+                                       cute.make_layout((SF_ATOM_BYTES, self.STAGES), stride=(1, sf_stage_bytes)))
+            g_atoms = mSFB[(None, None, n_tile * (self.tile_n // 128) + atom, batch)]
+            scale_copies.append(cpasync.tma_partition(tma_sfb, 0, one_cta, s_atoms, g_atoms))
 
         producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.STAGES)
         consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
+        retired = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
         if warp_idx == 0:
             for _ in cutlass.range(cutlass.min(self.STAGES, k_count), unroll=1):
-                self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, scale_copies)
+                self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
+                                 tma_sfb, scale_copies)
                 producer.advance()
 
-        # ---- MMA: B from registers (per thread), decoded A from shared memory (per warpgroup) ----
-        warp_group = cute.arch.make_warp_uniform(tidx // 128)
+        # ---- MMA: B decoded into registers (per thread), A from shared memory ----
         thr_mma = tiled_mma.get_slice(tidx)
-        tCrA = tiled_mma.make_fragment_B(tiled_mma.get_slice(warp_group * 128).partition_B(sDecA))
+        tCrA = tiled_mma.make_fragment_B(thr_mma.partition_B(sA))
         # This thread's first B row in the (tile_n, TILE_K) tile and its place in the quad.
         tCcB = thr_mma.partition_A(cute.make_identity_tensor((self.tile_n, self.TILE_K)))
         b_row = tCcB[0][0]
@@ -1159,29 +1206,25 @@ class HopperNvfp4Gemm:
 
         for kt_pair in cutlass.range(k_count // 2, unroll=1):
             for f in cutlass.range_constexpr(2):
-                kt = 2 * kt_pair + f
                 stages.consumer_wait(consumer)
-                buffer = kt % self.DECODED_BUFFERS
                 self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_row, quad, fragments[f])
-                self._decode_a_rows(sPackedA, sSFA, sDecA, consumer.index, buffer, tidx)
-                stages.consumer_release(consumer)
-                consumer.advance()
-                # wgmma reads shared memory through the async proxy
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.barrier(barrier_id=1, number_of_threads=self.threads)
-
-                if warp_idx == 0 and producer.count < k_count:
-                    self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, scale_copies)
-                    producer.advance()
-
                 warpgroup.fence()
                 for kb in cutlass.range_constexpr(mma_k_blocks):
-                    cute.gemm(tiled_mma, acc, fragments[f][(None, None, kb)], tCrA[(None, None, kb, buffer)], acc)
+                    cute.gemm(tiled_mma, acc, fragments[f][(None, None, kb)], tCrA[(None, None, kb, consumer.index)], acc)
                 warpgroup.commit_group()
-                # One MMA group stays in flight. The fragment decoded next was read by the group
-                # retired here; with three A buffers, the buffer decoded next was last read by a
-                # group that every warpgroup retired before the barrier above.
+                consumer.advance()
+                # One MMA group stays in flight. The group retired here read the other fragment,
+                # decoded next, and the previous stage, which goes back to TMA.
                 warpgroup.wait_group(1)
+                if f == 1 or kt_pair > 0:
+                    stages.consumer_release(retired)
+                    retired.advance()
+                    # Refill the stage retired one step earlier: every warp has released it by
+                    # now, so the TMA warp rarely waits on the slowest one.
+                    if warp_idx == 0 and producer.count < cutlass.min(k_count, retired.count + self.STAGES - 1):
+                        self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
+                                         tma_sfb, scale_copies)
+                        producer.advance()
         warpgroup.wait_group(0)
         for i in cutlass.range_constexpr(cute.size(acc)):
             acc[i] = _sm90_pin_f32(acc[i])
@@ -1193,14 +1236,14 @@ class HopperNvfp4Gemm:
             self._reduce_splits(acc, tCgC, mPartials, mCounters, storage, tidx, tile_idx, split, batch, splits)
 
     @cute.jit
-    def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, scale_copies):
+    def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
         stages.producer_acquire(producer)
         barrier = stages.producer_get_barrier(producer)
         k_tile = k_start + producer.count
         cute.copy(tma_a, tAgA[(None, k_tile)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
         cute.copy(tma_b, tBgB[(None, k_tile)], tBsB[(None, producer.index)], tma_bar_ptr=barrier)
-        for tma_sf, (s_atoms, g_atoms) in scale_copies:
-            cute.copy(tma_sf, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
+        for s_atoms, g_atoms in scale_copies:
+            cute.copy(tma_sfb, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
         stages.producer_commit(producer)
 
     @cute.jit
@@ -1216,29 +1259,6 @@ class HopperNvfp4Gemm:
             for h in cutlass.range_constexpr(2):
                 for i in cutlass.range_constexpr(4):
                     frag[((0, r8, h), 0, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
-
-    @cute.jit
-    def _decode_a_rows(self, sPacked, sSF, sDec, stage, buffer, tidx):
-        """This thread's share of A's 128 rows -> fp16 in the K order above, as 16-byte chunks
-        (k16 step i, word h): chunk (i, h) of a row is pair i of its words h, 2 + h, 4 + h, 6 + h."""
-        threads_per_row = self.threads // self.TILE_M
-        steps_per_thread = 8 // threads_per_row  # of the row's 4 k16 steps x 2 words
-        row = tidx // threads_per_row
-        h = tidx % 2
-        i_first = (tidx % threads_per_row) // 2 * steps_per_thread
-        packed_words = cute.recast_tensor(sPacked[(None, None, stage)], cutlass.Uint32)
-        words = cute.make_rmem_tensor((4,), cutlass.Uint32)
-        scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
-        for c in cutlass.range_constexpr(4):
-            words[c] = packed_words[(row, 2 * c + h)]
-            scales[c] = _sm90_scale_f16x2(cutlass.Uint32(sSF[(row, 16 * c, stage)]))
-        dst = sDec[(None, None, buffer)]
-        chunk = cute.make_rmem_tensor((4,), cutlass.Uint32)
-        for j in cutlass.range_constexpr(steps_per_thread):
-            i = i_first + j
-            for c in cutlass.range_constexpr(4):
-                chunk[c] = _sm90_decode_pair(words[c], i, scales[c])
-            cute.autovec_copy(cute.recast_tensor(chunk, cutlass.Float16), cute.local_tile(dst, (1, 8), (row, 2 * i + h)))
 
     @cute.jit
     def _reduce_splits(self, acc, tCgC, mPartials, mCounters, storage, tidx, tile_idx, split, batch, splits):

@@ -109,11 +109,13 @@ def count_instructions(sass: str, patterns: dict[str, str]) -> dict[str, int]:
 
 
 def resource_usage(text: str) -> tuple[int, int, int]:
-    """(registers, static shared bytes, local bytes) of the kernel in `cuobjdump -res-usage`."""
-    usage = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", text)
-    if usage is None:
+    """(registers, static shared bytes, local bytes) in `cuobjdump -res-usage`: the largest of
+    each over the kernels in the cubin (a call may launch more than one)."""
+    usages = [tuple(int(v) for v in match.groups())
+              for match in re.finditer(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", text)]
+    if not usages:
         raise click.ClickException(f"no resource usage in cuobjdump output:\n{text}")
-    return tuple(int(value) for value in usage.groups())
+    return tuple(max(column) for column in zip(*usages))
 
 
 def check_config(kernel_class, problem, arch: str, rules: ArchRules, sass_dir: Path | None) -> ConfigResult:

@@ -103,6 +103,12 @@ def test_resource_usage_is_read_from_cuobjdump_output():
     assert checker.resource_usage(text) == (112, 1024, 8)
 
 
+def test_resource_usage_takes_the_largest_over_the_cubins_kernels():
+    text = (" Function kernel_decode:\n  REG:32 STACK:0 SHARED:0 LOCAL:16 CONSTANT[0]:624\n"
+            " Function kernel_gemm:\n  REG:128 STACK:0 SHARED:1024 LOCAL:0 CONSTANT[0]:1184\n")
+    assert checker.resource_usage(text) == (128, 1024, 16)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="launches with made-up addresses: only safe where no GPU can run it")
 @pytest.mark.parametrize("tvm_ffi", [True, False] if sub.HAVE_TVM_FFI else [False],
                          ids=lambda on: "tvm-ffi" if on else "cute-pointers")

@@ -39,21 +39,19 @@ def test_e2m1_pair_bits_decode_every_code_exactly():
 
 
 def test_decoded_operands_are_exact_for_every_code_and_scale():
-    """The kernel's operand is fp16(e2m1 bits) * fp16(scale * 2**7), one fp16 multiply (numpy
-    rounds to nearest even like mul.rn.f16x2): it must equal code * scale * 2**-7 exactly."""
+    """The kernel's operand is fp16(e2m1 bits) * fp16(scale), one fp16 multiply (numpy rounds
+    to nearest even like mul.rn.f16x2; e4m3 -> fp16 is exact, as the hardware conversion is): it
+    must equal code * scale * 2**-14 exactly, subnormal results included."""
     codes, scales = _finite_e4m3_codes()
-    scale_bits = submission.sm90_e4m3_bits(codes.astype(np.uint32))
-    scale_f16 = scale_bits.astype(np.uint16).view(np.float16)
-    fix = np.float16(2.0**15)
-    assert (np.uint32(submission.SM90_SCALE_FIX_F16X2) & 0xFFFF) == np.float16(2.0**15).view(np.uint16)
-    scaled = scale_f16 * fix  # scale * 2**7, exact
-    np.testing.assert_array_equal(scaled.astype(np.float64), scales * 2.0**7)
+    scale_f16 = torch.from_numpy(codes).view(torch.float8_e4m3fn).to(torch.float16).numpy()
+    np.testing.assert_array_equal(scale_f16.astype(np.float64), scales)
     all_codes = np.arange(16, dtype=np.uint32)
     element_bits = submission.sm90_e2m1_pair_bits(all_codes, 0) & 0xFFFF
     elements = element_bits.astype(np.uint16).view(np.float16)
-    products = elements[:, None] * scaled[None, :]  # fp16 x fp16 -> fp16, rounded
-    expected = np.array([_e2m1_value(c) for c in range(16)])[:, None] * scales[None, :] * 2.0**-7
+    products = elements[:, None] * scale_f16[None, :]  # fp16 x fp16 -> fp16, rounded
+    expected = np.array([_e2m1_value(c) for c in range(16)])[:, None] * scales[None, :] * 2.0**-14
     np.testing.assert_array_equal(products.astype(np.float64), expected)
+    assert np.abs(expected[expected != 0]).min() == 2.0**-24  # the smallest fp16 subnormal
     assert submission.SM90_ACC_RESCALE == 2.0 ** (2 * submission.SM90_OPERAND_EXPONENT)
 
 
