@@ -938,11 +938,12 @@ class HopperOperandDecode:
         scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
         for t in cutlass.range_constexpr(4):
             scales[t] = _sm90_scale_f16x2(scale_word >> (8 * t))
-        chunks = cute.make_rmem_tensor((8, 4), cutlass.Uint32)  # (chunk 2i + h, pair of block t)
+        # (pair t, chunk 2i + h), column-major: each chunk's four pairs are 16 contiguous bytes.
+        chunks = cute.make_rmem_tensor((4, 8), cutlass.Uint32)
         for i in cutlass.range_constexpr(4):
             for h in cutlass.range_constexpr(2):
                 for t in cutlass.range_constexpr(4):
-                    chunks[(2 * i + h, t)] = _sm90_decode_pair(words[2 * t + h], i, scales[t])
+                    chunks[(t, 2 * i + h)] = _sm90_decode_pair(words[2 * t + h], i, scales[t])
         out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
         cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out)
 
