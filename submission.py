@@ -916,20 +916,29 @@ class HopperOperandDecode:
     (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
     """
 
-    THREADS = 128  # one thread per row of a 128-row, 64-wide K tile
+    THREADS = 128
     TILE_K = 64
 
     @cute.jit
     def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
-        self.kernel(mWords, mScaleWords, mDecoded).launch(
-            grid=(m // self.THREADS, k // self.TILE_K, l), block=(self.THREADS, 1, 1))
+        k_tiles = k // self.TILE_K
+        self.kernel(mWords, mScaleWords, mDecoded, k_tiles).launch(
+            grid=(m * k_tiles // self.THREADS, l, 1), block=(self.THREADS, 1, 1))
 
     @cute.kernel
-    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor):
+    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
+               k_tiles: cutlass.Int32):
+        # The GEMM (launched as this kernel's programmatic dependent) may start now: it loads B
+        # while this runs and waits for this grid before it loads any decoded A.
+        cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
-        row_tile, k_tile, batch = cute.arch.block_idx()
-        row = row_tile * self.THREADS + tidx
+        block, batch, _ = cute.arch.block_idx()
+        # One thread per (row, K tile of 64), K tiles fastest: a warp reads 1 KB and writes 4 KB
+        # of contiguous memory.
+        unit = block * self.THREADS + tidx
+        row = unit // k_tiles
+        k_tile = unit % k_tiles
         # The row's 32 packed bytes of this K tile, and its 4 scales (one 32-bit word of the
         # permuted layout).
         words = cute.make_rmem_tensor((8,), cutlass.Uint32)
@@ -1114,7 +1123,7 @@ class HopperNvfp4Gemm:
             tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, mCounters,
             self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout,
             m // self.TILE_M, k // self.TILE_K, splits,
-        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1))
+        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), use_pdl=True)
 
     @cute.jit
     def _scale_atom_tma(self, sf_ptr: cute.Pointer, rows: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
@@ -1185,10 +1194,17 @@ class HopperNvfp4Gemm:
         consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
         retired = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
         if warp_idx == 0:
+            # B does not depend on the decode kernel: fill the first stages with it, then wait
+            # for that grid (this kernel is its programmatic dependent) before loading A.
+            a_loads = producer.clone()
             for _ in cutlass.range(cutlass.min(self.STAGES, k_count), unroll=1):
-                self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
-                                 tma_sfb, scale_copies)
+                stages.producer_acquire(producer)
+                self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                 producer.advance()
+            cute.arch.griddepcontrol_wait()
+            for _ in cutlass.range(cutlass.min(self.STAGES, k_count), unroll=1):
+                self._load_a(stages, a_loads, k_start, tma_a, tAgA, tAsA)
+                a_loads.advance()
 
         # ---- MMA: B decoded into registers (per thread), A from shared memory ----
         thr_mma = tiled_mma.get_slice(tidx)
@@ -1223,8 +1239,9 @@ class HopperNvfp4Gemm:
                     # Refill the stage retired one step earlier: every warp has released it by
                     # now, so the TMA warp rarely waits on the slowest one.
                     if warp_idx == 0 and producer.count < cutlass.min(k_count, retired.count + self.STAGES - 1):
-                        self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
-                                         tma_sfb, scale_copies)
+                        stages.producer_acquire(producer)
+                        self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
+                        self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
                         producer.advance()
         warpgroup.wait_group(0)
         for i in cutlass.range_constexpr(cute.size(acc)):
@@ -1237,15 +1254,20 @@ class HopperNvfp4Gemm:
             self._reduce_splits(acc, tCgC, mPartials, mCounters, storage, tidx, tile_idx, split, batch, splits)
 
     @cute.jit
-    def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
-        stages.producer_acquire(producer)
+    def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
+        """B's packed rows and scale atoms of K tile `producer.count` into its (acquired) stage."""
         barrier = stages.producer_get_barrier(producer)
         k_tile = k_start + producer.count
-        cute.copy(tma_a, tAgA[(None, k_tile)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
         cute.copy(tma_b, tBgB[(None, k_tile)], tBsB[(None, producer.index)], tma_bar_ptr=barrier)
         for s_atoms, g_atoms in scale_copies:
             cute.copy(tma_sfb, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
-        stages.producer_commit(producer)
+
+    @cute.jit
+    def _load_a(self, stages, producer, k_start, tma_a, tAgA, tAsA):
+        """The decoded A tile of K tile `producer.count` into its stage; the stage's barrier
+        expects it with B's bytes (`stage_bytes`)."""
+        barrier = stages.producer_get_barrier(producer)
+        cute.copy(tma_a, tAgA[(None, k_start + producer.count)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
 
     @cute.jit
     def _decode_b_fragment(self, sPacked, sSF, stage, b_row, quad, fragment):
