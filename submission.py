@@ -326,17 +326,19 @@ class LaunchPlan:
         return c
 
 
+def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
+    """fp32 partial sums of every split of every output tile (one element where unsplit)."""
+    size = splits * problem.l * problem.m * problem.n if splits > 1 else 1
+    return torch.empty(size, dtype=torch.float32, device=device)
+
+
 def split_k_workspace(problem: Problem, splits: int, counters: int, device: torch.device) -> tuple:
     """The fp32 partials of every split and the arrival counters of a last-arrival split-K
     reduction, with the kernel's pointer arguments to them. The counters are zeroed once and
     every last arrival puts its counter back to zero, so no call needs a memset. Without
     split-K the kernel never touches them and one element each stands in."""
-    if splits > 1:
-        partials = torch.empty(splits * problem.l * problem.m * problem.n, dtype=torch.float32, device=device)
-        arrivals = torch.zeros(counters, dtype=torch.int32, device=device)
-    else:
-        partials = torch.empty(1, dtype=torch.float32, device=device)
-        arrivals = torch.empty(1, dtype=torch.int32, device=device)
+    partials = split_k_partials(problem, splits, device)
+    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int32, device=device)
     args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, arrivals.data_ptr()))
     return args, (partials, arrivals)
 
@@ -993,10 +995,12 @@ class HopperNvfp4Gemm:
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
     TILE_K = 64  # K elements per pipeline stage: 32 packed bytes per row of B
     STAGES = 8
+    # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
+    MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
-    # partials, split-K arrival counters.
+    # partials.
     POINTER_TYPES = (cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Float16,
-                     cutlass.Float16, cutlass.Float32, cutlass.Int32)
+                     cutlass.Float16, cutlass.Float32)
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
@@ -1009,12 +1013,17 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS) -> Sm90Config:
-        """256 rows of B per CTA where N allows (fewer, larger MMAs per K tile), and K split so
-        that the tile grid covers the SMs, keeping >= 2 pairs of K tiles per split."""
-        tile_n = 256 if problem.n % 256 == 0 else 128
-        tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
+        """The tile width and split count that put the most CTAs on the SMs in one wave, the
+        wider tile (fewer, larger MMAs per K tile) on a tie. K is split at most `MAX_SPLITS`
+        ways (the splits of a tile form one cluster) and keeps >= 2 pairs of K tiles per split."""
         k_pairs = problem.k // (2 * cls.TILE_K)
-        return Sm90Config(tile_n, max(1, min(num_sms // tiles, k_pairs // 2)))
+        configs = []
+        for tile_n in (256, 128):
+            if problem.n % tile_n == 0:
+                tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
+                splits = max(1, min(num_sms // tiles, k_pairs // 2, cls.MAX_SPLITS))
+                configs.append((min(tiles * splits, num_sms), tile_n, Sm90Config(tile_n, splits)))
+        return max(configs, key=lambda c: c[:2])[2]
 
     @classmethod
     def compile(cls, tile_n: int, arch: str | None = None, extra_options: str = "", tvm_ffi: bool = HAVE_TVM_FFI):
@@ -1038,11 +1047,11 @@ class HopperNvfp4Gemm:
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n) * problem.l
         decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
-        split_args, split_workspace = split_k_workspace(problem, config.splits, tiles, device)
+        partials = split_k_partials(problem, config.splits, device)
+        workspace_args = (pointer_arg(cutlass.Float16, decoded_a.data_ptr()),
+                          pointer_arg(cutlass.Float32, partials.data_ptr()))
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5],
-                          (pointer_arg(cutlass.Float16, decoded_a.data_ptr()), *split_args, *scalars),
-                          (decoded_a, *split_workspace))
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, (decoded_a, partials))
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -1066,7 +1075,6 @@ class HopperNvfp4Gemm:
 
         fields = {
             "stage_barriers": cute.struct.MemRange[cutlass.Int64, self.STAGES * 2],
-            "arrival": cute.struct.MemRange[cutlass.Int32, 1],
             "packed_b": buffer(cutlass.Uint8, self.packed_b_layout, 128),
             "sf_b": buffer(cutlass.Uint8, self.sfb_layout, 128),
             "a": buffer(cutlass.Float16, self.a_layout, 1024),
@@ -1077,7 +1085,7 @@ class HopperNvfp4Gemm:
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, decoded_a_ptr: cute.Pointer,
-                 partial_ptr: cute.Pointer, counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
+                 partial_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32):
         self._setup()
         k = cute.assume(k, divby=K_ALIGN)
@@ -1109,7 +1117,6 @@ class HopperNvfp4Gemm:
         mPartials = cute.make_tensor(partial_ptr, cute.make_layout(
             (4, self.threads, acc_per_thread // 4, tiles * l * splits),
             stride=(1, 4, 4 * self.threads, self.threads * acc_per_thread)))
-        mCounters = cute.make_tensor(counter_ptr, cute.make_layout(tiles * l))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(self.a_layout, (None, None, 0)),
@@ -1120,10 +1127,10 @@ class HopperNvfp4Gemm:
         tma_sfb, tma_mSFB = self._scale_atom_tma(sfb_ptr, n, k, l)
 
         self.kernel(
-            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, mCounters,
+            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials,
             self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout,
             m // self.TILE_M, k // self.TILE_K, splits,
-        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), use_pdl=True)
+        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, splits, 1), use_pdl=True)
 
     @cute.jit
     def _scale_atom_tma(self, sf_ptr: cute.Pointer, rows: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
@@ -1144,7 +1151,7 @@ class HopperNvfp4Gemm:
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
-               mCounters: cute.Tensor, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
+               tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
                packed_b_layout: cute.Layout, sfb_layout: cute.Layout, tiles_m: cutlass.Int32,
                k_tiles: cutlass.Int32, splits: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
@@ -1251,7 +1258,7 @@ class HopperNvfp4Gemm:
         if splits == 1:
             tCgC.store((acc.load() * SM90_ACC_RESCALE).to(cutlass.Float16))
         else:
-            self._reduce_splits(acc, tCgC, mPartials, mCounters, storage, tidx, tile_idx, split, batch, splits)
+            self._reduce_splits(acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits)
 
     @cute.jit
     def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
@@ -1284,30 +1291,30 @@ class HopperNvfp4Gemm:
                     frag[((0, r8, h), 0, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
-    def _reduce_splits(self, acc, tCgC, mPartials, mCounters, storage, tidx, tile_idx, split, batch, splits):
-        """Split-K: store this split's partial; the last CTA to arrive on the tile adds all
-        partials in split order, writes c and resets the tile's counter."""
+    def _reduce_splits(self, acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits):
+        """Split-K within the tile's cluster (its splits): every split stores its fp32 partial,
+        then each adds up its share of the tile's accumulator groups over all splits, in split
+        order (deterministic), and writes them into c. The cluster barrier is the only wait:
+        a cluster's CTAs are resident together, so none waits on a CTA not yet running."""
         tile_unit = batch * cute.arch.grid_dim()[0] + tile_idx
-        groups = cute.make_tensor(acc.iterator, cute.make_layout((4, cute.size(acc) // 4)))
-        for g in cutlass.range_constexpr(cute.size(acc) // 4):
+        num_groups = cute.size(acc) // 4
+        groups = cute.make_tensor(acc.iterator, cute.make_layout((4, num_groups)))
+        for g in cutlass.range_constexpr(num_groups):
             cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, tile_unit * splits + split)])
-        cute.arch.fence_acq_rel_gpu()
-        cute.arch.barrier(barrier_id=1, number_of_threads=self.threads)
-        arrival = storage.arrival.get_tensor(cute.make_layout(1))
-        if tidx == 0:
-            arrival[0] = cute.arch.atomic_add(mCounters.iterator + tile_unit, cutlass.Int32(1), sem="acq_rel", scope="gpu")
-        cute.arch.barrier(barrier_id=1, number_of_threads=self.threads)
-        if arrival[0] == splits - 1:
-            cute.arch.fence_acq_rel_gpu()
-            acc.fill(0.0)
-            part = cute.make_rmem_tensor(cute.make_layout((4, cute.size(acc) // 4)), cutlass.Float32)
-            for s in cutlass.range(splits, unroll=1):
-                for g in cutlass.range_constexpr(cute.size(acc) // 4):
-                    cute.autovec_copy(mPartials[(None, tidx, g, tile_unit * splits + s)], part[(None, g)])
-                groups.store(groups.load() + part.load())
-            tCgC.store((acc.load() * SM90_ACC_RESCALE).to(cutlass.Float16))
-            if tidx == 0:
-                mCounters[tile_unit] = cutlass.Int32(0)
+        # Release this CTA's stores to the cluster, acquire the others'.
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        first, stop = split_k_range(split, num_groups, splits)
+        total = cute.make_rmem_tensor((4,), cutlass.Float32)
+        part = cute.make_rmem_tensor((4,), cutlass.Float32)
+        for g in cutlass.range_constexpr(num_groups):
+            if first <= g and g < stop:
+                total.fill(0.0)
+                for s in cutlass.range(splits, unroll=1):
+                    cute.autovec_copy(mPartials[(None, tidx, g, tile_unit * splits + s)], part)
+                    total.store(total.load() + part.load())
+                for j in cutlass.range_constexpr(4):
+                    tCgC[4 * g + j] = (total[j] * SM90_ACC_RESCALE).to(cutlass.Float16)
 
 
 KERNELS_BY_ARCH[HopperNvfp4Gemm.ARCH] = HopperNvfp4Gemm

@@ -66,7 +66,7 @@ def test_split_k_keeps_one_wave_and_covers_k_once(problem, num_sms):
     config = HopperNvfp4Gemm.config_for(problem, num_sms)
     assert config.tile_n in (128, 256) and problem.n % config.tile_n == 0
     tiles = (problem.m // HopperNvfp4Gemm.TILE_M) * (problem.n // config.tile_n) * problem.l
-    assert config.splits >= 1
+    assert 1 <= config.splits <= HopperNvfp4Gemm.MAX_SPLITS
     if config.splits > 1:
         assert tiles * config.splits <= num_sms
     pairs = problem.k // (2 * HopperNvfp4Gemm.TILE_K)
