@@ -1012,18 +1012,36 @@ class HopperNvfp4Gemm:
     # ----- host side: configuration, compilation, the per-call path -----
 
     @classmethod
-    def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS) -> Sm90Config:
-        """The tile width and split count that put the most CTAs on the SMs in one wave, the
-        wider tile (fewer, larger MMAs per K tile) on a tie. K is split at most `MAX_SPLITS`
-        ways (the splits of a tile form one cluster) and keeps >= 2 pairs of K tiles per split."""
+    def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
+                   cluster_capacity: Callable[[int], int] | None = None) -> Sm90Config:
+        """The tile width and split count of least modelled time (`estimated_us`). A split tile
+        is one cluster of `splits` CTAs, each filling an SM, and all of them must run in one
+        wave (`cluster_capacity(size)`: clusters of that size the device runs at once, queried
+        at call time; SMs // size without a device). Each split keeps >= 2 pairs of K tiles."""
+        capacity = cluster_capacity or (lambda size: num_sms // size)
         k_pairs = problem.k // (2 * cls.TILE_K)
-        configs = []
+        candidates = []
         for tile_n in (256, 128):
-            if problem.n % tile_n == 0:
-                tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
-                splits = max(1, min(num_sms // tiles, k_pairs // 2, cls.MAX_SPLITS))
-                configs.append((min(tiles * splits, num_sms), tile_n, Sm90Config(tile_n, splits)))
-        return max(configs, key=lambda c: c[:2])[2]
+            if problem.n % tile_n:
+                continue
+            tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
+            for splits in range(1, max(1, min(cls.MAX_SPLITS, k_pairs // 2)) + 1):
+                if splits == 1 or tiles <= capacity(splits):
+                    waves = -(-tiles // capacity(1)) if splits == 1 else 1
+                    config = Sm90Config(tile_n, splits)
+                    candidates.append((waves * cls.estimated_us(config, k_pairs), -tile_n, splits, config))
+        return min(candidates)[3]
+
+    # Per CTA, measured on an H100 (benchmark shapes, commit a331839): the main loop per K tile
+    # of 64, and storing a split's fp32 partial plus the cluster's reduction of it.
+    K_TILE_US = {256: 0.92, 128: 0.51}
+    SPLIT_K_US = {256: 7.5, 128: 3.75}
+
+    @classmethod
+    def estimated_us(cls, config: Sm90Config, k_pairs: int) -> float:
+        k_tiles = 2 * -(-k_pairs // config.splits)
+        reduction = cls.SPLIT_K_US[config.tile_n] if config.splits > 1 else 0.0
+        return k_tiles * cls.K_TILE_US[config.tile_n] + reduction
 
     @classmethod
     def compile(cls, tile_n: int, arch: str | None = None, extra_options: str = "", tvm_ffi: bool = HAVE_TVM_FFI):
@@ -1043,7 +1061,9 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
-        config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count)
+        hardware = utils.HardwareInfo(device.index if device.index is not None else torch.cuda.current_device())
+        config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
+                                functools.lru_cache(hardware.get_max_active_clusters))
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n) * problem.l
         decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
@@ -1292,26 +1312,31 @@ class HopperNvfp4Gemm:
 
     @cute.jit
     def _reduce_splits(self, acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits):
-        """Split-K within the tile's cluster (its splits): every split stores its fp32 partial,
-        then each adds up its share of the tile's accumulator groups over all splits, in split
-        order (deterministic), and writes them into c. The cluster barrier is the only wait:
+        """Split-K within the tile's cluster (its splits): each split owns a share of the tile's
+        accumulator groups, stores its fp32 partial of the others' shares, then adds up its own
+        share over all splits, in split order (deterministic), and writes it into c. The cluster barrier is the only wait:
         a cluster's CTAs are resident together, so none waits on a CTA not yet running."""
         tile_unit = batch * cute.arch.grid_dim()[0] + tile_idx
         num_groups = cute.size(acc) // 4
         groups = cute.make_tensor(acc.iterator, cute.make_layout((4, num_groups)))
+        first, stop = split_k_range(split, num_groups, splits)
+        # Only the groups that other splits add up go through memory.
         for g in cutlass.range_constexpr(num_groups):
-            cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, tile_unit * splits + split)])
+            if g < first or g >= stop:
+                cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, tile_unit * splits + split)])
         # Release this CTA's stores to the cluster, acquire the others'.
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
-        first, stop = split_k_range(split, num_groups, splits)
         total = cute.make_rmem_tensor((4,), cutlass.Float32)
         part = cute.make_rmem_tensor((4,), cutlass.Float32)
         for g in cutlass.range_constexpr(num_groups):
             if first <= g and g < stop:
                 total.fill(0.0)
                 for s in cutlass.range(splits, unroll=1):
-                    cute.autovec_copy(mPartials[(None, tidx, g, tile_unit * splits + s)], part)
+                    if s == split:
+                        part.store(groups[(None, g)].load())
+                    else:
+                        cute.autovec_copy(mPartials[(None, tidx, g, tile_unit * splits + s)], part)
                     total.store(total.load() + part.load())
                 for j in cutlass.range_constexpr(4):
                     tCgC[4 * g + j] = (total[j] * SM90_ACC_RESCALE).to(cutlass.Float16)

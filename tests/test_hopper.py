@@ -76,6 +76,18 @@ def test_split_k_keeps_one_wave_and_covers_k_once(problem, num_sms):
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
 
 
+@pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
+def test_split_tiles_fit_the_devices_clusters_in_one_wave(problem):
+    """A device that runs only 30 clusters of 4 (a GPC with 14 SMs holds three): no split
+    config may need more clusters at once than that; with no room for clusters, K is not split."""
+    capacity = {1: 132, 2: 66, 3: 42, 4: 30}
+    config = HopperNvfp4Gemm.config_for(problem, 132, capacity.__getitem__)
+    tiles = (problem.m // HopperNvfp4Gemm.TILE_M) * (problem.n // config.tile_n) * problem.l
+    if config.splits > 1:
+        assert tiles <= capacity[config.splits]
+    assert HopperNvfp4Gemm.config_for(problem, 132, lambda size: 0 if size > 1 else 132).splits == 1
+
+
 def _hopper_device():
     if not torch.cuda.is_available():
         return None
