@@ -1061,12 +1061,13 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
-        hardware = utils.HardwareInfo(device.index if device.index is not None else torch.cuda.current_device())
+        # Allocated first: it also makes the device's context current in this thread, which the
+        # cluster occupancy query (driver API) needs.
+        decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
+        hardware = utils.HardwareInfo(decoded_a.device.index)
         config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
                                 functools.lru_cache(hardware.get_max_active_clusters))
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
-        tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n) * problem.l
-        decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
         partials = split_k_partials(problem, config.splits, device)
         workspace_args = (pointer_arg(cutlass.Float16, decoded_a.data_ptr()),
                           pointer_arg(cutlass.Float32, partials.data_ptr()))
