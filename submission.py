@@ -851,6 +851,7 @@ SM90_NUM_SMS = 132  # H100 SXM and H200; the live count is read from the device 
 # * 2**-14, times the scale in fp16), so the accumulators hold the product scaled by 2**-28 and
 # the epilogue undoes that exactly.
 SM90_OPERAND_EXPONENT = 14
+SM90_TILE_K = 64  # K elements per K tile: the GEMM's pipeline stage and the unit of the K order
 SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
 
 
@@ -919,7 +920,7 @@ class HopperOperandDecode:
     """
 
     THREADS = 128
-    TILE_K = 64
+    TILE_K = SM90_TILE_K
 
     @cute.jit
     def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
@@ -959,6 +960,13 @@ class HopperOperandDecode:
         cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out)
 
 
+@functools.lru_cache(maxsize=None)
+def _sm90_cluster_capacity(device_index: int, cluster_size: int) -> int:
+    """Clusters of `cluster_size` CTAs, each filling an SM, that the device runs at once. Each
+    query compiles and loads a probe kernel, so it is asked once per device and size."""
+    return utils.HardwareInfo(device_index).get_max_active_clusters(cluster_size)
+
+
 @dataclass(frozen=True)
 class Sm90Config:
     tile_n: int  # rows of B (columns of c) per CTA: 64 per warpgroup
@@ -979,9 +987,8 @@ class HopperNvfp4Gemm:
     (`stages`). Each warpgroup decodes its 64 rows of B straight into wgmma's register operand
     and issues wgmma with fp32 accumulators; the warpgroups share nothing but the stages, so one
     decodes while another's MMAs run. K is split over CTAs where the tile grid alone would leave
-    SMs idle; each split stores an fp32 partial and the last CTA to arrive on a tile adds them
-    in split order (deterministic) and writes fp16 into c; it also resets the tile's counter, so
-    no call needs a memset.
+    SMs idle; the splits of a tile form one cluster and reduce their fp32 partials among
+    themselves (`_reduce_splits`), deterministically and with no counters to reset.
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
@@ -993,7 +1000,7 @@ class HopperNvfp4Gemm:
 
     ARCH = "sm_90a"
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
-    TILE_K = 64  # K elements per pipeline stage: 32 packed bytes per row of B
+    TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
     STAGES = 8
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
@@ -1064,9 +1071,8 @@ class HopperNvfp4Gemm:
         # Allocated first: it also makes the device's context current in this thread, which the
         # cluster occupancy query (driver API) needs.
         decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
-        hardware = utils.HardwareInfo(decoded_a.device.index)
         config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
-                                functools.lru_cache(hardware.get_max_active_clusters))
+                                functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         partials = split_k_partials(problem, config.splits, device)
         workspace_args = (pointer_arg(cutlass.Float16, decoded_a.data_ptr()),
@@ -1315,8 +1321,9 @@ class HopperNvfp4Gemm:
     def _reduce_splits(self, acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits):
         """Split-K within the tile's cluster (its splits): each split owns a share of the tile's
         accumulator groups, stores its fp32 partial of the others' shares, then adds up its own
-        share over all splits, in split order (deterministic), and writes it into c. The cluster barrier is the only wait:
-        a cluster's CTAs are resident together, so none waits on a CTA not yet running."""
+        share over all splits, in split order (deterministic), and writes it into c. The cluster
+        barrier is the only wait: a cluster's CTAs are resident together, so none waits on a CTA
+        not yet running."""
         tile_unit = batch * cute.arch.grid_dim()[0] + tile_idx
         num_groups = cute.size(acc) // 4
         groups = cute.make_tensor(acc.iterator, cute.make_layout((4, num_groups)))

@@ -102,7 +102,7 @@ def test_hopper_kernel_matches_reference(problem):
     for seed in (4321, 8765):
         data = reference.generate_input(*problem, seed=seed)
         expected = reference.ref_kernel(data)
-        for _ in range(2):  # the second call finds the split-K counters reset by the first
+        for _ in range(2):  # the second call reuses the plan's workspace (decoded A, partials)
             data[6].fill_(float("nan"))
             out = submission.custom_kernel(data)
             torch.cuda.synchronize()
