@@ -111,69 +111,87 @@ _LAYOUT_NAMES = {
 }
 
 
-def validate_inputs(data) -> Problem:
+class Call(NamedTuple):
+    """What a launch needs of a valid input."""
+
+    problem: Problem
+    device: int  # CUDA device index
+    addresses: tuple[int, ...]  # of a, b, sfa_permuted, sfb_permuted, c (`operand_addresses`)
+
+
+def operand_addresses(data) -> tuple[int, ...]:
+    """The addresses of the tensors the kernels read and write: a, b, sfa_permuted,
+    sfb_permuted (sfa and sfb are the same scales in another layout) and c."""
+    a, b, _, _, sfa_permuted, sfb_permuted, c = data
+    return a.data_ptr(), b.data_ptr(), sfa_permuted.data_ptr(), sfb_permuted.data_ptr(), c.data_ptr()
+
+
+def validate_inputs(data) -> Call:
     """Check everything the kernels assume, before anything touches a GPU.
 
     Raises ValueError naming the first broken constraint. This runs on every call, where host
     time shows wherever launches are not queued behind other GPU work, so a valid input takes
-    `_accept_fast` (whole-tuple comparisons against layouts worked out once per problem size);
-    anything it does not accept goes through `_check_inputs`, which accepts exactly the same
-    inputs and says what is wrong.
+    `_accept_fast` (whole-tuple comparisons against layouts worked out once per problem size,
+    each tensor attribute read once); anything it does not accept goes through `_check_inputs`,
+    which accepts exactly the same inputs and says what is wrong.
     """
     try:
-        problem = _accept_fast(data)
+        call = _accept_fast(data)
     except (AttributeError, IndexError, TypeError, ValueError):  # not seven tensors: the full check says why
-        problem = None
-    return problem if problem is not None else _check_inputs(data)
+        call = None
+    if call is None:
+        call = Call(_check_inputs(data), data[6].get_device(), operand_addresses(data))
+    return call
 
 
 @functools.lru_cache(maxsize=64)
-def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[tuple, tuple]:
-    """The shapes of all seven tensors, and the strides of a, b, c, sfa_permuted and
-    sfb_permuted (in that order: `_STRIDED_NAMES`)."""
+def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, tuple]:
+    """The problem, the shapes of all seven tensors, and the strides of a, b, c, sfa_permuted
+    and sfb_permuted (in that order: `_STRIDED_NAMES`). Cached: a call builds none of them."""
     half_k, sf_k = k // 2, k // SF_VEC_SIZE
     shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l),
               permuted_scale_shape(m, k, l), permuted_scale_shape(n, k, l), (m, n, l))
     strides = ((half_k, 1, m * half_k), (half_k, 1, n * half_k), (n, 1, m * n),
                permuted_scale_strides(m, k, l), permuted_scale_strides(n, k, l))
-    return shapes, strides
+    return Problem(m, n, k, l), shapes, strides
 
 
-def _accept_fast(data) -> Problem | None:
-    """`Problem` for an input that is valid with exactly the compact strides, None otherwise
+def _accept_fast(data) -> Call | None:
+    """The `Call` for an input that is valid with exactly the compact strides, None otherwise
     (then `_check_inputs` decides, e.g. for a legal stride on a dimension of extent 1)."""
-    problem = _accept_layout_fast(data)
-    if problem is None:
+    accepted = _accept_layout_fast(data)
+    if accepted is None:
         return None
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    if not (c.is_cuda and a.is_cuda and b.is_cuda and sfa.is_cuda and sfb.is_cuda
-            and sfa_permuted.is_cuda and sfb_permuted.is_cuda):
-        return None
+    # get_device() is -1 off CUDA: one CUDA tensor and six on the same index are seven on it.
     device = c.get_device()
-    if (a.get_device(), b.get_device(), sfa.get_device(), sfb.get_device(), sfa_permuted.get_device(),
-            sfb_permuted.get_device()) != (device,) * 6:
+    if (not c.is_cuda or (a.get_device(), b.get_device(), sfa.get_device(), sfb.get_device(),
+                          sfa_permuted.get_device(), sfb_permuted.get_device()) != (device,) * 6):
         return None
-    return problem
+    return Call(accepted[0], device, accepted[1])
 
 
-def _accept_layout_fast(data) -> Problem | None:
-    """The device-independent part of `_accept_fast`: dtypes, shapes, strides, alignment."""
+def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
+    """The device-independent part of `_accept_fast`: dtypes, shapes, strides, alignment.
+    Returns the problem and the operand addresses."""
     if not isinstance(data, (tuple, list)):
         return None
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
     if (a.dtype, b.dtype, sfa.dtype, sfb.dtype, sfa_permuted.dtype, sfb_permuted.dtype, c.dtype) != _DTYPES:
         return None
-    m, half_k, l = a.shape
-    n, k = b.shape[0], 2 * half_k
+    shapes = (a.shape, b.shape, sfa.shape, sfb.shape, sfa_permuted.shape, sfb_permuted.shape, c.shape)
+    m, half_k, l = shapes[0]
+    n, k = shapes[1][0], 2 * half_k
     if m <= 0 or n <= 0 or k <= 0 or l <= 0 or m % MN_ALIGN or n % MN_ALIGN or k % K_ALIGN:
         return None
-    shapes, strides = _expected_layouts(m, n, k, l)
-    if ((a.shape, b.shape, sfa.shape, sfb.shape, sfa_permuted.shape, sfb_permuted.shape, c.shape) != shapes
-            or (a.stride(), b.stride(), c.stride(), sfa_permuted.stride(), sfb_permuted.stride()) != strides
-            or (a.data_ptr() | b.data_ptr() | c.data_ptr() | sfa_permuted.data_ptr()
-                | sfb_permuted.data_ptr()) % GMEM_ALIGN):
+    problem, expected_shapes, expected_strides = _expected_layouts(m, n, k, l)
+    if (shapes != expected_shapes
+            or (a.stride(), b.stride(), c.stride(), sfa_permuted.stride(), sfb_permuted.stride()) != expected_strides):
         return None
-    return Problem(m, n, k, l)
+    addresses = operand_addresses(data)
+    if (addresses[0] | addresses[1] | addresses[2] | addresses[3] | addresses[4]) % GMEM_ALIGN:
+        return None
+    return problem, addresses
 
 
 def _check_inputs(data) -> Problem:
@@ -202,7 +220,7 @@ def _check_inputs(data) -> Problem:
         raise ValueError(f"N must be a positive multiple of {MN_ALIGN}, got N={n}")
     if k <= 0 or k % K_ALIGN:
         raise ValueError(f"K must be a positive multiple of {K_ALIGN}, got K={k}")
-    expected_shapes, expected_strides = _expected_layouts(m, n, k, l)
+    problem, expected_shapes, expected_strides = _expected_layouts(m, n, k, l)
     for name, t, shape in zip(_NAMES, data, expected_shapes):
         if t.shape != shape:
             raise ValueError(f"{name} must have shape {shape} for M={m}, N={n}, K={k}, L={l}; got "
@@ -226,7 +244,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
         if index != device:
             raise ValueError(f"all tensors must be on one CUDA device: {name} is on {t.device}, a on {a.device}")
-    return Problem(m, n, k, l)
+    return problem
 
 
 # ----- work decomposition shared by the kernels (the same code runs on the host in tests) -----
@@ -316,14 +334,12 @@ class LaunchPlan:
     trailing_args: tuple  # the split-K workspace pointers, then the scalar arguments
     workspace: tuple  # the tensors behind the workspace pointers: alive as long as the plan
 
-    def launch(self, data):
-        a, b, _, _, sfa_permuted, sfb_permuted, c = data
-        a_type, b_type, sfa_type, sfb_type, c_type = self.operand_types
-        self.kernel(pointer_arg(a_type, a.data_ptr()), pointer_arg(b_type, b.data_ptr()),
-                    pointer_arg(sfa_type, sfa_permuted.data_ptr()),
-                    pointer_arg(sfb_type, sfb_permuted.data_ptr()),
-                    pointer_arg(c_type, c.data_ptr()), *self.trailing_args)
-        return c
+    def launch(self, addresses: tuple[int, ...]) -> None:
+        """Run the kernel on the operands at `addresses` (`operand_addresses`)."""
+        if HAVE_TVM_FFI:
+            self.kernel(*addresses, *self.trailing_args)
+        else:
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self.trailing_args)
 
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
@@ -1377,10 +1393,11 @@ _PLANS: dict[tuple, LaunchPlan] = {}
 
 
 def custom_kernel(data):
-    problem = validate_inputs(data)
-    c = data[6]
-    key = (problem, c.get_device())
+    call = validate_inputs(data)
+    key = call[:2]  # (problem, device)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = kernel_for_device(c.device).launch_plan(problem, c.device)
-    return plan.launch(data)
+        device = data[6].device
+        plan = _PLANS[key] = kernel_for_device(device).launch_plan(call.problem, device)
+    plan.launch(call.addresses)
+    return data[6]

@@ -204,14 +204,17 @@ def test_fast_path_accepts_no_bad_layout(case, submission):
 
 def test_fast_path_accepts_the_official_inputs(submission):
     """The competition's inputs must not fall through to the slow full check."""
-    assert submission._accept_layout_fast(valid()) == (M, N, K, L)
+    data = valid()
+    problem, addresses = submission._accept_layout_fast(data)
+    assert problem == (M, N, K, L)
+    assert addresses == submission.operand_addresses(data)
 
 
 def test_valid_input_is_refused_for_nothing_but_the_device(submission):
     """The control: the matrix's base input has no fault other than, on a CPU, its device."""
     data = valid()
     if HAS_CUDA:
-        assert submission.validate_inputs(data) == (M, N, K, L)
+        assert submission.validate_inputs(data).problem == (M, N, K, L)
     else:
         with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
             submission.validate_inputs(data)
