@@ -1083,12 +1083,15 @@ class HopperNvfp4Gemm:
         return CompileFacts(config.describe(), kernel.launch_smem_bytes, None)
 
     @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
+    def launch_plan(cls, problem: Problem, device: torch.device, config: Sm90Config | None = None) -> LaunchPlan:
+        """The plan for `problem` on `device`, with `config_for`'s configuration unless one is
+        given (tests and measurements pin one)."""
         # Allocated first: it also makes the device's context current in this thread, which the
         # cluster occupancy query (driver API) needs.
         decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
-        config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
-                                functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
+        if config is None:
+            config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
+                                    functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         partials = split_k_partials(problem, config.splits, device)
         workspace_args = (pointer_arg(cutlass.Float16, decoded_a.data_ptr()),

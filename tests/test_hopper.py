@@ -8,7 +8,7 @@ import torch
 import reference
 import submission
 from harness.shapes import official_cases
-from submission import HopperNvfp4Gemm, Problem, split_k_range
+from submission import HopperNvfp4Gemm, Problem, Sm90Config, split_k_range
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
 
@@ -108,3 +108,23 @@ def test_hopper_kernel_matches_reference(problem):
             torch.cuda.synchronize()
             ok, message = reference.check_against(expected, out)
             assert ok, message
+
+
+@pytest.mark.skipif(_hopper_device() is not True,
+                    reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
+@pytest.mark.parametrize("config", [Sm90Config(tile_n, splits) for tile_n in (128, 256)
+                                    for splits in range(1, HopperNvfp4Gemm.MAX_SPLITS + 1)],
+                         ids=lambda config: f"tile{config.tile_n}-splits{config.splits}")
+def test_every_tile_width_and_split_count_matches_reference(config):
+    """Every tile width and split count, whichever `config_for` would pick: each split owns a
+    share of the accumulator groups (uneven for 3 splits) and adds the others' partials to it;
+    several tiles and batches, so partials of different tiles must not mix."""
+    problem = Problem(256, 768 if config.tile_n == 128 else 512, 2048, 2)
+    plan = HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config)
+    data = reference.generate_input(*problem, seed=1234 + config.splits)
+    expected = reference.ref_kernel(data)
+    data[6].fill_(float("nan"))
+    plan.launch(submission.operand_addresses(data))
+    torch.cuda.synchronize()
+    ok, message = reference.check_against(expected, data[6])
+    assert ok, message
