@@ -943,13 +943,17 @@ class HopperOperandDecode:
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
         k_tiles = k // self.TILE_K
         self.kernel(mWords, mScaleWords, mDecoded, k_tiles).launch(
-            grid=(m * k_tiles // self.THREADS, l, 1), block=(self.THREADS, 1, 1))
+            grid=(m * k_tiles // self.THREADS, l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
 
     @cute.kernel
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
                k_tiles: cutlass.Int32):
-        # The GEMM (launched as this kernel's programmatic dependent) may start now: it loads B
-        # while this runs and waits for this grid before it loads any decoded A.
+        # Launched as the programmatic dependent of the grid before it in the stream (usually the
+        # previous call's GEMM, which lets it launch as its CTAs finish): that grid may still read
+        # the workspace this writes, or have written these inputs, so wait for all of it first.
+        cute.arch.griddepcontrol_wait()
+        # The GEMM (this kernel's programmatic dependent) may start now: it loads B while this
+        # runs and waits for this grid before it loads any decoded A.
         cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         block, batch, _ = cute.arch.block_idx()
@@ -996,7 +1000,10 @@ class HopperNvfp4Gemm:
     """C = (A * SFA) (B * SFB)^T on sm_90a with exact fp16 operands decoded on chip.
 
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
-    (small: M is 128 in every benchmark), then this GEMM. The large operand B (N x K) is the
+    (small: M is 128 in every benchmark), then this GEMM. Both are programmatic dependent
+    launches: the GEMM loads B while the decode runs, and the next call's decode launches as
+    this GEMM's CTAs finish; each waits (griddepcontrol.wait) before it reads what the grid
+    before it wrote. The large operand B (N x K) is the
     MMA's M side and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
     Per K tile of 64, TMA brings B's packed e2m1 rows, B's 512-byte scale atoms (read in place
     from `sfb_permuted`) and the decoded A tile (128B-swizzled fp16) into a multi-stage buffer
@@ -1305,6 +1312,10 @@ class HopperNvfp4Gemm:
             tCgC.store((acc.load() * SM90_ACC_RESCALE).to(cutlass.Float16))
         else:
             self._reduce_splits(acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits)
+        # The next call's decode kernel may launch as this grid's CTAs finish (it waits for all of
+        # this grid before touching memory). Not earlier: launched while this grid still holds the
+        # SMs, its CTAs crowd onto the few idle ones and decode slowly (measured on an H100).
+        cute.arch.griddepcontrol_launch_dependents()
 
     @cute.jit
     def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
