@@ -64,10 +64,23 @@ def rows_for_run(cases, results, mode: str, submission: Path, ceilings, ceilings
 
 
 def append_rows(rows: list[dict], path: Path = RESULTS_CSV) -> Path:
-    """Append to the CSV; columns new to this run are added, older rows keep them empty."""
+    """Append to the CSV; columns new to this run are added, older rows keep them empty.
+
+    Earlier rows are never re-serialized: read back as text, they are written out exactly as
+    they were (a round trip through floats would rewrite their digits and turn counts into
+    "3.0"), and only the header changes when a column is new.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = pandas.DataFrame(rows)
-    table = pandas.concat([pandas.read_csv(path), new], ignore_index=True) if path.exists() else new
-    table.to_csv(path, index=False)
+    if not path.exists():
+        new.to_csv(path, index=False)
+        return path
+    old = pandas.read_csv(path, dtype=str, keep_default_na=False)
+    columns = list(old.columns) + [column for column in new.columns if column not in old.columns]
+    if columns == list(old.columns):
+        new.reindex(columns=columns).to_csv(path, mode="a", header=False, index=False)
+    else:
+        text = old.reindex(columns=columns, fill_value="").to_csv(index=False)
+        path.write_text(text + new.reindex(columns=columns).to_csv(index=False, header=False))
     return path

@@ -37,6 +37,20 @@ def test_append_keeps_old_rows_and_adds_new_columns(tmp_path):
     assert table["cublas_bf16_ns"].isna().tolist() == [True, False]
 
 
+def test_append_leaves_earlier_rows_byte_for_byte(tmp_path):
+    """Counts stay counts and float digits stay as written, through appends with the same
+    columns and with new ones."""
+    path = tmp_path / "runs.csv"
+    path.write_text("time,runs,mean_ns\nt0,3,185.39588240154572\nt1,,0.1\n")
+    before = path.read_text()
+    append_rows([{"time": "t2", "runs": 5, "mean_ns": 2.5}], path)
+    assert path.read_text() == before + "t2,5,2.5\n"
+    append_rows([{"time": "t3", "runs": 7, "mean_ns": 1.0, "host_ns": 9.0}], path)
+    lines = path.read_text().splitlines()
+    assert lines == ["time,runs,mean_ns,host_ns", "t0,3,185.39588240154572,", "t1,,0.1,", "t2,5,2.5,",
+                     "t3,7,1.0,9.0"]
+
+
 def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
     from harness.results import git_commit
 
