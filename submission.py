@@ -863,6 +863,9 @@ from cutlass._mlir.dialects import llvm  # noqa: E402
 from cutlass.cute.nvgpu import warpgroup  # noqa: E402
 
 SM90_NUM_SMS = 132  # H100 SXM and H200; the live count is read from the device at call time
+# Clusters of 1-4 CTAs, each filling an SM, that an H100 SXM and an H200 run at once (what
+# get_max_active_clusters reports on both): the configuration where there is no device to ask.
+SM90_CLUSTER_CAPACITY = {1: 132, 2: 66, 3: 39, 4: 30}
 # Decoded operands are exact fp16 values scaled by 2**-14 (`sm90_e2m1_pair_bits` gives the code
 # * 2**-14, times the scale in fp16), so the accumulators hold the product scaled by 2**-28 and
 # the epilogue undoes that exactly.
@@ -991,9 +994,15 @@ def _sm90_cluster_capacity(device_index: int, cluster_size: int) -> int:
 class Sm90Config:
     tile_n: int  # rows of B (columns of c) per CTA: 64 per warpgroup
     splits: int  # CTAs per output tile along K (a runtime argument: one compile serves all)
+    # Where the splits add up: in the tile's cluster, or, where the device cannot hold every
+    # tile's cluster at once, in `HopperSplitKReduction` (a runtime argument too).
+    in_cluster: bool = True
 
     def describe(self) -> str:
-        return f"tile {self.tile_n}x{HopperNvfp4Gemm.TILE_M}x{HopperNvfp4Gemm.TILE_K}, split-K {self.splits}"
+        tile = f"tile {self.tile_n}x{HopperNvfp4Gemm.TILE_M}x{HopperNvfp4Gemm.TILE_K}, split-K {self.splits}"
+        if self.splits == 1:
+            return tile
+        return tile + (" in a cluster" if self.in_cluster else " + reduction kernel")
 
 
 class HopperNvfp4Gemm:
@@ -1010,8 +1019,10 @@ class HopperNvfp4Gemm:
     (`stages`). Each warpgroup decodes its 64 rows of B straight into wgmma's register operand
     and issues wgmma with fp32 accumulators; the warpgroups share nothing but the stages, so one
     decodes while another's MMAs run. K is split over CTAs where the tile grid alone would leave
-    SMs idle; the splits of a tile form one cluster and reduce their fp32 partials among
-    themselves (`_reduce_splits`), deterministically and with no counters to reset.
+    SMs idle. Where the device runs every tile's cluster at once, the splits of a tile form one
+    cluster and reduce their fp32 partials among themselves (`_reduce_splits`); elsewhere every
+    split stores its partial and a third kernel, `HopperSplitKReduction`, adds them up. Both
+    add in split order (deterministic) and need no counters to reset.
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
@@ -1028,7 +1039,8 @@ class HopperNvfp4Gemm:
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
-    # partials.
+    # partials. Then M, N, K, L, the split count and the cluster size (the split count, or 1
+    # where a reduction kernel adds the splits).
     POINTER_TYPES = (cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Float16,
                      cutlass.Float16, cutlass.Float32)
 
@@ -1044,11 +1056,14 @@ class HopperNvfp4Gemm:
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
                    cluster_capacity: Callable[[int], int] | None = None) -> Sm90Config:
-        """The tile width and split count of least modelled time (`estimated_us`). A split tile
-        is one cluster of `splits` CTAs, each filling an SM, and all of them must run in one
-        wave (`cluster_capacity(size)`: clusters of that size the device runs at once, queried
-        at call time; SMs // size without a device). Each split keeps >= 2 pairs of K tiles."""
-        capacity = cluster_capacity or (lambda size: num_sms // size)
+        """The tile width and split count of least modelled time (`estimated_us`), each split
+        keeping >= 2 pairs of K tiles. A split config runs in one wave, each CTA filling an SM:
+        its tiles' clusters of `splits` CTAs where the device holds them all at once
+        (`cluster_capacity(size)`, queried at call time; without a device, an H100's or H200's
+        `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs and the
+        reduction kernel, where tiles x splits fit on the SMs."""
+        capacity = cluster_capacity or (SM90_CLUSTER_CAPACITY.__getitem__ if num_sms == SM90_NUM_SMS
+                                        else lambda size: num_sms // size)
         k_pairs = problem.k // (2 * cls.TILE_K)
         candidates = []
         for tile_n in (256, 128):
@@ -1056,21 +1071,34 @@ class HopperNvfp4Gemm:
                 continue
             tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
             for splits in range(1, max(1, min(cls.MAX_SPLITS, k_pairs // 2)) + 1):
-                if splits == 1 or tiles <= capacity(splits):
-                    waves = -(-tiles // capacity(1)) if splits == 1 else 1
-                    config = Sm90Config(tile_n, splits)
-                    candidates.append((waves * cls.estimated_us(config, k_pairs), -tile_n, splits, config))
+                if splits == 1:
+                    config, waves = Sm90Config(tile_n, 1), -(-tiles // num_sms)
+                elif tiles <= capacity(splits):
+                    config, waves = Sm90Config(tile_n, splits), 1
+                elif tiles * splits <= num_sms:
+                    config, waves = Sm90Config(tile_n, splits, in_cluster=False), 1
+                else:
+                    continue
+                candidates.append((waves * cls.estimated_us(config, k_pairs), -tile_n, splits, config))
         return min(candidates)[3]
 
     # Per CTA, measured on an H100 (benchmark shapes, commit a331839): the main loop per K tile
-    # of 64, and storing a split's fp32 partial plus the cluster's reduction of it.
+    # of 64, and storing a split's fp32 partial plus the cluster's reduction of it. What the
+    # reduction kernel costs beyond the cluster's: the mean over the benchmark shapes' split
+    # configs that can run both ways, on an H200
+    # (results/logs/2026-11-22-h200-hopper-split-k-reduction.log).
     K_TILE_US = {256: 0.92, 128: 0.51}
     SPLIT_K_US = {256: 7.5, 128: 3.75}
+    REDUCTION_KERNEL_EXTRA_US = {256: 1.1, 128: 0.1}
 
     @classmethod
     def estimated_us(cls, config: Sm90Config, k_pairs: int) -> float:
         k_tiles = 2 * -(-k_pairs // config.splits)
-        reduction = cls.SPLIT_K_US[config.tile_n] if config.splits > 1 else 0.0
+        reduction = 0.0
+        if config.splits > 1:
+            reduction = cls.SPLIT_K_US[config.tile_n]
+            if not config.in_cluster:
+                reduction += cls.REDUCTION_KERNEL_EXTRA_US[config.tile_n]
         return k_tiles * cls.K_TILE_US[config.tile_n] + reduction
 
     @classmethod
@@ -1079,7 +1107,7 @@ class HopperNvfp4Gemm:
         the compiled function and the kernel object that traced it."""
         kernel = cls(tile_n)
         pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
-        compiled = cute.compile(kernel, *pointers, *[cutlass.Int32(1)] * 5,
+        compiled = cute.compile(kernel, *pointers, *[cutlass.Int32(1)] * 6,
                                 options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
         return compiled, kernel
 
@@ -1103,7 +1131,8 @@ class HopperNvfp4Gemm:
         partials = split_k_partials(problem, config.splits, device)
         workspace_args = (pointer_arg(cutlass.Float16, decoded_a.data_ptr()),
                           pointer_arg(cutlass.Float32, partials.data_ptr()))
-        scalars = (problem.m, problem.n, problem.k, problem.l, config.splits)
+        scalars = (problem.m, problem.n, problem.k, problem.l, config.splits,
+                   config.splits if config.in_cluster else 1)
         return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, (decoded_a, partials))
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
@@ -1139,7 +1168,7 @@ class HopperNvfp4Gemm:
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, decoded_a_ptr: cute.Pointer,
                  partial_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32):
+                 k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
         self._setup()
         k = cute.assume(k, divby=K_ALIGN)
         half_k = k // 2
@@ -1164,12 +1193,8 @@ class HopperNvfp4Gemm:
         mC = cute.make_tensor(c_ptr, cute.make_layout((n, m, l), stride=(1, n, m * n)))
 
         tiles = (m // self.TILE_M) * (n // self.tile_n)
-        acc_per_thread = self.tile_n * self.TILE_M // self.threads
-        # One fp32 partial per (output tile, split): each thread's fragment in 16-byte groups,
-        # the threads' groups side by side, so that stores and loads are 128-bit and coalesced.
-        mPartials = cute.make_tensor(partial_ptr, cute.make_layout(
-            (4, self.threads, acc_per_thread // 4, tiles * l * splits),
-            stride=(1, 4, 4 * self.threads, self.threads * acc_per_thread)))
+        mPartials = cute.make_tensor(partial_ptr, split_k_partial_layout(
+            self.threads, self.tile_n * self.TILE_M // self.threads, tiles * l * splits))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(self.a_layout, (None, None, 0)),
@@ -1182,8 +1207,10 @@ class HopperNvfp4Gemm:
         self.kernel(
             tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials,
             self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout,
-            m // self.TILE_M, k // self.TILE_K, splits,
-        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, splits, 1), use_pdl=True)
+            m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
+        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1), use_pdl=True)
+        if splits > cluster_size:
+            HopperSplitKReduction(self.tile_n).launch(self.tiled_mma, mC, mPartials, m // self.TILE_M, splits, tiles, l)
 
     @cute.jit
     def _scale_atom_tma(self, sf_ptr: cute.Pointer, rows: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
@@ -1206,7 +1233,7 @@ class HopperNvfp4Gemm:
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
                tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
                packed_b_layout: cute.Layout, sfb_layout: cute.Layout, tiles_m: cutlass.Int32,
-               k_tiles: cutlass.Int32, splits: cutlass.Int32):
+               k_tiles: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
         tile_idx, split, batch = cute.arch.block_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -1283,7 +1310,9 @@ class HopperNvfp4Gemm:
 
         for kt_pair in cutlass.range(k_count // 2, unroll=1):
             for f in cutlass.range_constexpr(2):
-                stages.consumer_wait(consumer)
+                # A peek first: the blocking wait's retry loop then sits on a cold path, and
+                # ptxas keeps it out of the loop body (inline, it made the loop ~10 % slower).
+                stages.consumer_wait(consumer, stages.consumer_try_wait(consumer))
                 self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_row, quad, fragments[f])
                 warpgroup.fence()
                 for kb in cutlass.range_constexpr(mma_k_blocks):
@@ -1299,7 +1328,7 @@ class HopperNvfp4Gemm:
                     # Refill the stage retired one step earlier: every warp has released it by
                     # now, so the TMA warp rarely waits on the slowest one.
                     if warp_idx == 0 and producer.count < cutlass.min(k_count, retired.count + self.STAGES - 1):
-                        stages.producer_acquire(producer)
+                        stages.producer_acquire(producer, stages.producer_try_acquire(producer))
                         self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                         self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
                         producer.advance()
@@ -1310,8 +1339,10 @@ class HopperNvfp4Gemm:
         # ---- epilogue ----
         if splits == 1:
             tCgC.store((acc.load() * SM90_ACC_RESCALE).to(cutlass.Float16))
-        else:
+        elif cluster_size == splits:
             self._reduce_splits(acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits)
+        else:  # HopperSplitKReduction adds the splits up
+            self._store_partial(acc, mPartials, tidx, tile_idx, split, batch, splits, 0, 0)
         # The next call's decode kernel may launch as this grid's CTAs finish (it waits for all of
         # this grid before touching memory). Not earlier: launched while this grid still holds the
         # SMs, its CTAs crowd onto the few idle ones and decode slowly (measured on an H100).
@@ -1348,6 +1379,16 @@ class HopperNvfp4Gemm:
                     frag[((0, r8, h), 0, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
+    def _store_partial(self, acc, mPartials, tidx, tile_idx, split, batch, splits, keep_first, keep_stop):
+        """This split's fp32 partial of the tile, but for the accumulator groups [keep_first,
+        keep_stop) that it keeps in registers. Layout: `split_k_partial_layout`."""
+        slot = (batch * cute.arch.grid_dim()[0] + tile_idx) * splits + split
+        groups = cute.make_tensor(acc.iterator, cute.make_layout((4, cute.size(acc) // 4)))
+        for g in cutlass.range_constexpr(cute.size(acc) // 4):
+            if g < keep_first or g >= keep_stop:
+                cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, slot)])
+
+    @cute.jit
     def _reduce_splits(self, acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits):
         """Split-K within the tile's cluster (its splits): each split owns a share of the tile's
         accumulator groups, stores its fp32 partial of the others' shares, then adds up its own
@@ -1359,9 +1400,7 @@ class HopperNvfp4Gemm:
         groups = cute.make_tensor(acc.iterator, cute.make_layout((4, num_groups)))
         first, stop = split_k_range(split, num_groups, splits)
         # Only the groups that other splits add up go through memory.
-        for g in cutlass.range_constexpr(num_groups):
-            if g < first or g >= stop:
-                cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, tile_unit * splits + split)])
+        self._store_partial(acc, mPartials, tidx, tile_idx, split, batch, splits, first, stop)
         # Release this CTA's stores to the cluster, acquire the others'.
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
@@ -1378,6 +1417,66 @@ class HopperNvfp4Gemm:
                     total.store(total.load() + part.load())
                 for j in cutlass.range_constexpr(4):
                     tCgC[4 * g + j] = (total[j] * SM90_ACC_RESCALE).to(cutlass.Float16)
+
+
+def split_k_partial_layout(threads: int, acc_per_thread: int, slots) -> cute.Layout:
+    """fp32 partials of `slots` (output tile, split) pairs: each GEMM thread's accumulator
+    fragment in 16-byte groups, the threads' groups side by side, so that every store and load
+    is 128-bit and coalesced. Mode 1 is the GEMM thread, mode 2 the group, mode 3 the slot."""
+    return cute.make_layout((4, threads, acc_per_thread // 4, slots),
+                            stride=(1, 4, 4 * threads, threads * acc_per_thread))
+
+
+class HopperSplitKReduction:
+    """Adds up the fp32 partials of `HopperNvfp4Gemm`'s splits where they could not run as
+    clusters, and writes fp16 c; launched after the GEMM as its programmatic dependent.
+
+    One CTA per (output tile, part of the tile's accumulator groups), with the GEMM's thread
+    count: thread t reads what GEMM thread t stored, so its 128-bit loads are coalesced and the
+    GEMM's accumulator layout (`tiled_mma`) says where each value goes in c.
+    """
+
+    PARTS = 4  # CTAs per output tile
+
+    def __init__(self, tile_n: int):
+        self.tile_n = tile_n
+        self.threads = 128 * (tile_n // 64)
+
+    @cute.jit
+    def launch(self, tiled_mma: cute.TiledMma, mC: cute.Tensor, mPartials: cute.Tensor,
+               tiles_m: cutlass.Int32, splits: cutlass.Int32, tiles: cutlass.Int32, l: cutlass.Int32):
+        self.kernel(tiled_mma, mC, mPartials, tiles_m, splits).launch(
+            grid=(tiles, self.PARTS, l), block=(self.threads, 1, 1), use_pdl=True)
+
+    @cute.kernel
+    def kernel(self, tiled_mma: cute.TiledMma, mC: cute.Tensor, mPartials: cute.Tensor,
+               tiles_m: cutlass.Int32, splits: cutlass.Int32):
+        # The GEMM (this kernel's primary) wrote the partials.
+        cute.arch.griddepcontrol_wait()
+        tidx, _, _ = cute.arch.thread_idx()
+        tile_idx, part, batch = cute.arch.block_idx()
+        tile = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M), (tile_idx // tiles_m, tile_idx % tiles_m, batch))
+        tCgC = tiled_mma.get_slice(tidx).partition_C(tile)
+        first_slot = (batch * cute.arch.grid_dim()[0] + tile_idx) * splits
+        groups_per_part = cute.size(tCgC) // 4 // self.PARTS
+        # Every load is issued before any add, so that all are in flight at once: one per
+        # possible split, those past the last real split repeating its address (cache hits).
+        loaded = [[cute.make_rmem_tensor((4,), cutlass.Float32) for _ in range(HopperNvfp4Gemm.MAX_SPLITS)]
+                  for _ in range(groups_per_part)]
+        for i in cutlass.range_constexpr(groups_per_part):
+            for s in cutlass.range_constexpr(HopperNvfp4Gemm.MAX_SPLITS):
+                slot = first_slot + cutlass.min(s, splits - 1)
+                cute.autovec_copy(mPartials[(None, tidx, part * groups_per_part + i, slot)], loaded[i][s])
+        for i in cutlass.range_constexpr(groups_per_part):
+            total = loaded[i][0].load()
+            for s in cutlass.range_constexpr(1, HopperNvfp4Gemm.MAX_SPLITS):
+                if s < splits:
+                    total = total + loaded[i][s].load()
+            values = (total * SM90_ACC_RESCALE).to(cutlass.Float16)
+            for j in cutlass.range_constexpr(4):
+                tCgC[4 * (part * groups_per_part + i) + j] = values[j]
+        # The next call's decode kernel may launch as this grid's CTAs finish.
+        cute.arch.griddepcontrol_launch_dependents()
 
 
 KERNELS_BY_ARCH[HopperNvfp4Gemm.ARCH] = HopperNvfp4Gemm
