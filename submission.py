@@ -1009,11 +1009,12 @@ class HopperNvfp4Gemm:
     """C = (A * SFA) (B * SFB)^T on sm_90a with exact fp16 operands decoded on chip.
 
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
-    (small: M is 128 in every benchmark), then this GEMM. Both are programmatic dependent
-    launches: the GEMM loads B while the decode runs, and the next call's decode launches as
-    this GEMM's CTAs finish; each waits (griddepcontrol.wait) before it reads what the grid
-    before it wrote. The large operand B (N x K) is the
-    MMA's M side and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
+    (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
+    see below). All are programmatic dependent launches: the GEMM loads B while the decode runs,
+    and the next call's decode launches as the last grid's CTAs finish; each waits
+    (griddepcontrol.wait) before it reads what the grid before it wrote. The large operand B
+    (N x K) is the MMA's M side and A its N side, so that N, not the small M, fills wgmma's
+    64-row instruction.
     Per K tile of 64, TMA brings B's packed e2m1 rows, B's 512-byte scale atoms (read in place
     from `sfb_permuted`) and the decoded A tile (128B-swizzled fp16) into a multi-stage buffer
     (`stages`). Each warpgroup decodes its 64 rows of B straight into wgmma's register operand
