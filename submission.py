@@ -866,24 +866,29 @@ SM90_NUM_SMS = 132  # H100 SXM and H200; the live count is read from the device 
 # Clusters of 1-4 CTAs, each filling an SM, that an H100 SXM and an H200 run at once (what
 # get_max_active_clusters reports on both): the configuration where there is no device to ask.
 SM90_CLUSTER_CAPACITY = {1: 132, 2: 66, 3: 39, 4: 30}
-# Decoded operands are exact fp16 values scaled by 2**-14 (`sm90_e2m1_pair_bits` gives the code
-# * 2**-14, times the scale in fp16), so the accumulators hold the product scaled by 2**-28 and
-# the epilogue undoes that exactly.
-SM90_OPERAND_EXPONENT = 14
+# Decoded operands are exact fp16 values scaled by 2**-6 (`sm90_e2m1_as_e4m3` gives the code
+# * 2**-6 as an e4m3 byte, converted to fp16 and times the scale), so the accumulators hold the
+# product scaled by 2**-12 and the epilogue undoes that exactly.
+SM90_OPERAND_EXPONENT = 6
 SM90_TILE_K = 64  # K elements per K tile: the GEMM's pipeline stage and the unit of the K order
 SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
+# The codes of a packed word (index = nibble, low first) in decoded pair i, halves e = 0, 1.
+SM90_PAIR_CODES = tuple((4 * (i % 2) + i // 2, 4 * (i % 2) + i // 2 + 2) for i in range(4))
 
 
-def sm90_e2m1_pair_bits(word, i):
-    """Nibbles i and i + 4 of `word` (eight e2m1 codes, low nibble first) -> the fp16x2 bits of
-    code value * 2**-14 each. Runs on cutlass integers in the kernel and on numpy uint32 in tests.
+def sm90_e2m1_as_e4m3(word, high):
+    """Four of the eight e2m1 codes of `word` (low nibble first) as e4m3 bytes of value
+    code value * 2**-6: byte b holds code 2b (high = 0, the low nibbles) or 2b + 1 (high = 1).
+    Runs on cutlass integers in the kernel and on numpy uint32 in tests.
 
-    An e2m1 code's magnitude bits shifted to fp16 bits [11:9] read as the value * 2**-14 (0.5
-    lands on the subnormal 2**-15) and its sign goes to bit 15; nibbles i and i + 4 lie 16 bits
-    apart, so one shift places both halves of the pair.
+    A code's sign goes to bit 7 and its three magnitude bits (exponent e1 e0, mantissa m) to
+    bits 4..2, e4m3's low exponent bits and top mantissa bit: the e2m1 exponent is read with
+    e4m3's bias of 7 instead of 1, and the e2m1 subnormal 0.5 lands on the e4m3 subnormal 2**-7.
+    Seven integer operations for four codes, then one hardware conversion per two.
     """
-    codes = word >> (4 * i)
-    return ((codes << 9) & 0x0E000E00) | ((codes << 12) & 0x80008000)
+    if high:
+        return ((word >> 2) & 0x1C1C1C1C) | (word & 0x80808080)
+    return ((word << 2) & 0x1C1C1C1C) | ((word << 4) & 0x80808080)
 
 
 def _sm90_asm_u32(asm: str, constraints: str, *args, loc=None, ip=None) -> cutlass.Uint32:
@@ -899,11 +904,11 @@ def _sm90_mul_f16x2(a, b, *, loc=None, ip=None) -> cutlass.Uint32:
 
 
 @cutlass.dsl_user_op
-def _sm90_e4m3x2_to_f16x2(pair, *, loc=None, ip=None) -> cutlass.Uint32:
-    """The two e4m3 codes in the low 16 bits of `pair` -> fp16x2, one hardware conversion, exact
-    (every e4m3 value is an fp16 value, subnormals included)."""
-    return _sm90_asm_u32("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $1; cvt.rn.f16x2.e4m3x2 $0, lo; }",
-                         "=r,r", pair, loc=loc, ip=ip)
+def _sm90_e4m3x2_to_f16x2(codes, half: int = 0, *, loc=None, ip=None) -> cutlass.Uint32:
+    """The two e4m3 codes in the low (half = 0) or high (half = 1) 16 bits of `codes` -> fp16x2,
+    one hardware conversion, exact (every e4m3 value is an fp16 value, subnormals included)."""
+    return _sm90_asm_u32("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $1; cvt.rn.f16x2.e4m3x2 $0, %s; }"
+                         % ("hi" if half else "lo"), "=r,r", codes, loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
@@ -924,18 +929,19 @@ def _sm90_scale_f16x2(code: cutlass.Uint32) -> cutlass.Uint32:
 
 @cute.jit
 def _sm90_decode_pair(word: cutlass.Uint32, i, scale2: cutlass.Uint32) -> cutlass.Uint32:
-    """Nibbles i and i + 4 of `word` times the scale: the exact fp16x2 operand * 2**-14."""
-    return _sm90_mul_f16x2(sm90_e2m1_pair_bits(word, i), scale2)
+    """Pair i (0-3) of `word`'s codes times the scale: the exact fp16x2 operand * 2**-6. Pair i
+    holds codes 4 (i % 2) + i // 2 and that + 2 (`SM90_PAIR_CODES`), bytes of one e4m3 word."""
+    return _sm90_mul_f16x2(_sm90_e4m3x2_to_f16x2(sm90_e2m1_as_e4m3(word, i // 2), i % 2), scale2)
 
 
 class HopperOperandDecode:
-    """A * SFA -> fp16 operands (times 2**-14) in the GEMM's K order, once per call.
+    """A * SFA -> fp16 operands (times 2**-6) in the GEMM's K order, once per call.
 
     Every output tile of the GEMM multiplies the same 128 rows of A, so decoding A once here and
     loading it with TMA takes a third of the decode work, and every CTA-wide barrier, out of the
     GEMM's main loop. K order inside each 64-wide K tile (`HopperNvfp4Gemm` explains why): MMA
-    position 16i + 8h + 2t + e holds logical element 16t + 8h + i + 4e, i.e. 8-element chunk
-    (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
+    position 16i + 8h + 2t + e holds logical element 16t + 8h + SM90_PAIR_CODES[i][e], i.e.
+    8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
     """
 
     THREADS = 128
@@ -1027,10 +1033,10 @@ class HopperNvfp4Gemm:
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
-    element 16t + 8h + i + 4e: the thread's 16 elements are then one scale block (8 contiguous
-    packed bytes, one 64-bit load), and each fp16 pair (e = 0, 1) is nibbles i and i + 4 of the
-    packed word h, which is what `sm90_e2m1_pair_bits` produces. A is decoded in the same order,
-    so the sum over K is unchanged.
+    element 16t + 8h + SM90_PAIR_CODES[i][e]: the thread's 16 elements are then one scale block
+    (8 contiguous packed bytes, one 64-bit load), and each fp16 pair is pair i of the packed
+    word h as `_sm90_decode_pair` decodes it. A is decoded in the same order, so the sum over K
+    is unchanged.
     """
 
     ARCH = "sm_90a"

@@ -18,8 +18,10 @@ def _e2m1_value(code: int) -> float:
     return -value if code & 8 else value
 
 
-def _fp16x2(bits: np.ndarray) -> np.ndarray:
-    return bits.astype(np.uint32).view(np.float16).astype(np.float64).reshape(-1, 2)
+def _e4m3_values(bits: np.ndarray) -> np.ndarray:
+    """uint32 words of four e4m3 bytes -> their values, (words, 4), byte 0 first."""
+    as_bytes = torch.from_numpy(bits.astype(np.uint32).view(np.uint8).copy())
+    return as_bytes.view(torch.float8_e4m3fn).double().numpy().reshape(-1, 4)
 
 
 def _finite_e4m3_codes() -> np.ndarray:
@@ -28,30 +30,42 @@ def _finite_e4m3_codes() -> np.ndarray:
     return codes[np.isfinite(values)], values[np.isfinite(values)]
 
 
-def test_e2m1_pair_bits_decode_every_code_exactly():
-    # Words holding every code at every nibble position, both halves of each pair.
+def test_e2m1_codes_become_e4m3_bytes_of_the_same_value_times_2_pow_minus_6():
+    # Words holding every code at every nibble position.
     words = np.array([0x76543210, 0xFEDCBA98, 0x89ABCDEF, 0x01234567, 0x3C5A96F0], dtype=np.uint32)
-    for i in range(4):
-        decoded = _fp16x2(submission.sm90_e2m1_pair_bits(words, i))
-        for word, (low, high) in zip(words.tolist(), decoded):
-            assert low == _e2m1_value((word >> (4 * i)) & 15) * 2.0**-14
-            assert high == _e2m1_value((word >> (4 * (i + 4))) & 15) * 2.0**-14
+    for high in (0, 1):
+        decoded = _e4m3_values(submission.sm90_e2m1_as_e4m3(words, high))
+        for word, values in zip(words.tolist(), decoded):
+            for byte, value in enumerate(values):
+                assert value == _e2m1_value((word >> (4 * (2 * byte + high))) & 15) * 2.0**-6
+
+
+def test_pairs_cover_each_word_once():
+    """Pair i as the kernels decode it (half i % 2 of the e4m3 word of the low, i < 2, or high
+    nibbles) holds the codes `SM90_PAIR_CODES[i]`, and the four pairs hold each code once: the
+    K order of both operands rests on it."""
+    codes = [code for pair in submission.SM90_PAIR_CODES for code in pair]
+    assert sorted(codes) == list(range(8))
+    words = np.array([0x76543210, 0xFEDCBA98, 0x3C5A96F0], dtype=np.uint32)
+    for i, pair_codes in enumerate(submission.SM90_PAIR_CODES):
+        halves = _e4m3_values(submission.sm90_e2m1_as_e4m3(words, i // 2))[:, 2 * (i % 2):2 * (i % 2) + 2]
+        for word, values in zip(words.tolist(), halves):
+            assert list(values) == [_e2m1_value((word >> (4 * c)) & 15) * 2.0**-6 for c in pair_codes]
 
 
 def test_decoded_operands_are_exact_for_every_code_and_scale():
-    """The kernel's operand is fp16(e2m1 bits) * fp16(scale), one fp16 multiply (numpy rounds
+    """The kernel's operand is fp16(e4m3 byte) * fp16(scale), one fp16 multiply (numpy rounds
     to nearest even like mul.rn.f16x2; e4m3 -> fp16 is exact, as the hardware conversion is): it
-    must equal code * scale * 2**-14 exactly, subnormal results included."""
+    must equal code * scale * 2**-6 exactly, subnormal results included."""
     codes, scales = _finite_e4m3_codes()
     scale_f16 = torch.from_numpy(codes).view(torch.float8_e4m3fn).to(torch.float16).numpy()
     np.testing.assert_array_equal(scale_f16.astype(np.float64), scales)
-    all_codes = np.arange(16, dtype=np.uint32)
-    element_bits = submission.sm90_e2m1_pair_bits(all_codes, 0) & 0xFFFF
-    elements = element_bits.astype(np.uint16).view(np.float16)
+    all_codes = np.arange(16, dtype=np.uint32)  # one code per word, in the low nibble
+    elements = _e4m3_values(submission.sm90_e2m1_as_e4m3(all_codes, 0))[:, 0].astype(np.float16)
     products = elements[:, None] * scale_f16[None, :]  # fp16 x fp16 -> fp16, rounded
-    expected = np.array([_e2m1_value(c) for c in range(16)])[:, None] * scales[None, :] * 2.0**-14
+    expected = np.array([_e2m1_value(c) for c in range(16)])[:, None] * scales[None, :] * 2.0**-6
     np.testing.assert_array_equal(products.astype(np.float64), expected)
-    assert np.abs(expected[expected != 0]).min() == 2.0**-24  # the smallest fp16 subnormal
+    assert np.abs(expected[expected != 0]).min() == 2.0**-16  # an fp16 subnormal
     assert submission.SM90_ACC_RESCALE == 2.0 ** (2 * submission.SM90_OPERAND_EXPONENT)
 
 
