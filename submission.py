@@ -1462,7 +1462,8 @@ class HopperSplitKReduction:
         cute.arch.griddepcontrol_wait()
         tidx, _, _ = cute.arch.thread_idx()
         tile_idx, part, batch = cute.arch.block_idx()
-        tile = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M), (tile_idx // tiles_m, tile_idx % tiles_m, batch))
+        tile = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M),
+                               (tile_idx // tiles_m, tile_idx % tiles_m, batch))
         tCgC = tiled_mma.get_slice(tidx).partition_C(tile)
         first_slot = (batch * cute.arch.grid_dim()[0] + tile_idx) * splits
         groups_per_part = cute.size(tCgC) // 4 // self.PARTS
