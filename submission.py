@@ -1389,7 +1389,7 @@ class HopperNvfp4Gemm:
     def _store_partial(self, acc, mPartials, tidx, tile_idx, split, batch, splits, keep_first, keep_stop):
         """This split's fp32 partial of the tile, but for the accumulator groups [keep_first,
         keep_stop) that it keeps in registers. Layout: `split_k_partial_layout`."""
-        slot = (batch * cute.arch.grid_dim()[0] + tile_idx) * splits + split
+        slot = split_k_slot(tile_idx, batch, splits, split)
         groups = cute.make_tensor(acc.iterator, cute.make_layout((4, cute.size(acc) // 4)))
         for g in cutlass.range_constexpr(cute.size(acc) // 4):
             if g < keep_first or g >= keep_stop:
@@ -1402,7 +1402,6 @@ class HopperNvfp4Gemm:
         share over all splits, in split order (deterministic), and writes it into c. The cluster
         barrier is the only wait: a cluster's CTAs are resident together, so none waits on a CTA
         not yet running."""
-        tile_unit = batch * cute.arch.grid_dim()[0] + tile_idx
         num_groups = cute.size(acc) // 4
         groups = cute.make_tensor(acc.iterator, cute.make_layout((4, num_groups)))
         first, stop = split_k_range(split, num_groups, splits)
@@ -1420,7 +1419,7 @@ class HopperNvfp4Gemm:
                     if s == split:
                         part.store(groups[(None, g)].load())
                     else:
-                        cute.autovec_copy(mPartials[(None, tidx, g, tile_unit * splits + s)], part)
+                        cute.autovec_copy(mPartials[(None, tidx, g, split_k_slot(tile_idx, batch, splits, s))], part)
                     total.store(total.load() + part.load())
                 for j in cutlass.range_constexpr(4):
                     tCgC[4 * g + j] = (total[j] * SM90_ACC_RESCALE).to(cutlass.Float16)
@@ -1429,9 +1428,17 @@ class HopperNvfp4Gemm:
 def split_k_partial_layout(threads: int, acc_per_thread: int, slots) -> cute.Layout:
     """fp32 partials of `slots` (output tile, split) pairs: each GEMM thread's accumulator
     fragment in 16-byte groups, the threads' groups side by side, so that every store and load
-    is 128-bit and coalesced. Mode 1 is the GEMM thread, mode 2 the group, mode 3 the slot."""
+    is 128-bit and coalesced. Mode 1 is the GEMM thread, mode 2 the group, mode 3 the slot
+    (`split_k_slot`)."""
     return cute.make_layout((4, threads, acc_per_thread // 4, slots),
                             stride=(1, 4, 4 * threads, threads * acc_per_thread))
+
+
+@cute.jit
+def split_k_slot(tile_idx, batch, splits, split):
+    """The partials slot of one split of one output tile, in a grid whose x runs over the
+    tiles of a batch (the GEMM's and the reduction kernel's): a tile's splits side by side."""
+    return (batch * cute.arch.grid_dim()[0] + tile_idx) * splits + split
 
 
 class HopperSplitKReduction:
@@ -1447,13 +1454,12 @@ class HopperSplitKReduction:
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
-        self.threads = 128 * (tile_n // 64)
 
     @cute.jit
     def launch(self, tiled_mma: cute.TiledMma, mC: cute.Tensor, mPartials: cute.Tensor,
                tiles_m: cutlass.Int32, splits: cutlass.Int32, tiles: cutlass.Int32, l: cutlass.Int32):
         self.kernel(tiled_mma, mC, mPartials, tiles_m, splits).launch(
-            grid=(tiles, self.PARTS, l), block=(self.threads, 1, 1), use_pdl=True)
+            grid=(tiles, self.PARTS, l), block=(cute.size(tiled_mma), 1, 1), use_pdl=True)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, mC: cute.Tensor, mPartials: cute.Tensor,
@@ -1465,7 +1471,6 @@ class HopperSplitKReduction:
         tile = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M),
                                (tile_idx // tiles_m, tile_idx % tiles_m, batch))
         tCgC = tiled_mma.get_slice(tidx).partition_C(tile)
-        first_slot = (batch * cute.arch.grid_dim()[0] + tile_idx) * splits
         groups_per_part = cute.size(tCgC) // 4 // self.PARTS
         # Every load is issued before any add, so that all are in flight at once: one per
         # possible split, those past the last real split repeating its address (cache hits).
@@ -1473,7 +1478,7 @@ class HopperSplitKReduction:
                   for _ in range(groups_per_part)]
         for i in cutlass.range_constexpr(groups_per_part):
             for s in cutlass.range_constexpr(HopperNvfp4Gemm.MAX_SPLITS):
-                slot = first_slot + cutlass.min(s, splits - 1)
+                slot = split_k_slot(tile_idx, batch, splits, cutlass.min(s, splits - 1))
                 cute.autovec_copy(mPartials[(None, tidx, part * groups_per_part + i, slot)], loaded[i][s])
         for i in cutlass.range_constexpr(groups_per_part):
             total = loaded[i][0].load()
