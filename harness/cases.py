@@ -19,7 +19,7 @@ def _generate(job: Job, seed: int):
     return generate_input(args["m"], args["n"], args["k"], args["l"], args["seed"], device=job.device)
 
 
-def _benchmark_seeds(job: Job, start: int, count: int) -> list[int]:
+def _benchmark_seeds(start: int, count: int) -> list[int]:
     return [start + SEED_STEP * (i + 1) for i in range(count)]
 
 
@@ -70,7 +70,7 @@ def _fresh_recheck(kernel, data_list, job: Job, next_seed: int) -> str | None:
     A kernel that keys a cache on tensor addresses, shapes or call counts returns stale output.
     """
     device = torch.device(job.device)
-    seeds = _benchmark_seeds(job, next_seed, len(data_list))
+    seeds = _benchmark_seeds(next_seed, len(data_list))
     expected = []
     for data, seed in zip(data_list, seeds):
         fresh = _generate(job, seed)
@@ -100,7 +100,7 @@ def _round_checker(expected, data_list, job: Job):
 
 def run_benchmark(job: Job, kernel, progress) -> CaseResult:
     device = torch.device(job.device)
-    seeds = _benchmark_seeds(job, job.case.args["seed"], job.inputs_per_case)
+    seeds = _benchmark_seeds(job.case.args["seed"], job.inputs_per_case)
     progress("generating inputs")
     data_list = [_generate(job, seed) for seed in seeds]
     check_copy = [clone_data(data) for data in data_list]

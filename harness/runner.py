@@ -123,9 +123,10 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
             results.append(result)
             stop = options.official and leaderboard and not result.passed
     device_name = next((result.device_name for result in results if result.device_name), "")
-    measured = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
-    ceilings, note = sol.ceilings_for(device_name, measured if options.measure_ceilings else None)
-    floor = sol.Ceilings(device_name, measured["peak_flops"], measured["bandwidth"], measured["source"]) if measured else None
+    measured_values = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
+    ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
+    floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
+             if measured_values else None)
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
     if options.record and device_name and device_name != "cpu":
         path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor))
