@@ -98,6 +98,33 @@ def test_local_memory_instructions_are_counted(line, spills):
     assert checker.count_instructions(line, checker.RULES["sm_100a"].forbidden)["STL/LDL"] == spills
 
 
+def _sass(*instructions: str) -> str:
+    """Instructions as cuobjdump prints them: address, text, encoding, then an encoding line."""
+    lines = []
+    for i, text in enumerate(instructions):
+        lines.append(f"        /*{16 * i:04x}*/                   {text} ;   /* 0x000000000000000{i % 10} */")
+        lines.append("                                                        /* 0x000fe20000000000 */")
+    return "\n".join(lines)
+
+
+_HGMMA = "HGMMA.64x128x16.F32 R24, R88, gdesc[UR8], R24"
+
+
+@pytest.mark.parametrize("instructions, serialized", [
+    # ptxas short of registers: a wait for every MMA between each two HGMMAs.
+    ([_HGMMA + ", gsb0", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "WARPGROUP.ARRIVE", _HGMMA + ", gsb0",
+      "WARPGROUP.DEPBAR.LE gsb0, 0x0", "MOV R2, R3", "WARPGROUP.ARRIVE", _HGMMA + ", gsb0"], 2),
+    # Pipelined: one group of four, one group left in flight.
+    ([_HGMMA, _HGMMA, _HGMMA, _HGMMA + ", gsb0", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "WARPGROUP.ARRIVE", _HGMMA], 0),
+    # Waiting for the whole group, then work before the next one: not serialized.
+    ([_HGMMA, _HGMMA + ", gsb0", "WARPGROUP.DEPBAR.LE gsb0, 0x0"] + ["LOP3.LUT R4, R5, 0x3, RZ, 0xc0, !PT"] * 8
+     + ["WARPGROUP.ARRIVE", _HGMMA], 0),
+])
+def test_serialized_wgmma_is_counted(instructions, serialized):
+    counts = checker.count_instructions(_sass(*instructions), checker.RULES["sm_90a"].forbidden)
+    assert counts["serialized HGMMA"] == serialized
+
+
 def test_resource_usage_is_read_from_cuobjdump_output():
     text = " Function kernel_x:\n  REG:112 STACK:0 SHARED:1024 LOCAL:8 CONSTANT[0]:1764 TEXTURE:0\n"
     assert checker.resource_usage(text) == (112, 1024, 8)
