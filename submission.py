@@ -1021,15 +1021,17 @@ class HopperNvfp4Gemm:
     (griddepcontrol.wait) before it reads what the grid before it wrote. The large operand B
     (N x K) is the MMA's M side and A its N side, so that N, not the small M, fills wgmma's
     64-row instruction.
-    Per K tile of 64, TMA brings B's packed e2m1 rows, B's 512-byte scale atoms (read in place
-    from `sfb_permuted`) and the decoded A tile (128B-swizzled fp16) into a multi-stage buffer
-    (`stages`). Each warpgroup decodes its 64 rows of B straight into wgmma's register operand
-    and issues wgmma with fp32 accumulators; the warpgroups share nothing but the stages, so one
-    decodes while another's MMAs run. K is split over CTAs where the tile grid alone would leave
-    SMs idle. Where the device runs every tile's cluster at once, the splits of a tile form one
-    cluster and reduce their fp32 partials among themselves (`_reduce_splits`); elsewhere every
-    split stores its partial and a third kernel, `HopperSplitKReduction`, adds them up. Both
-    add in split order (deterministic) and need no counters to reset.
+    Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
+    512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled
+    fp16) into a multi-stage buffer (`stages`), and hands most of its registers to the two MMA
+    warpgroups (setmaxnreg). Each MMA warpgroup decodes its half of the tile's B rows (64 rows
+    per MMA block, `mma_blocks` blocks) straight into wgmma's register operand and issues wgmma
+    with fp32 accumulators, decoding the next K tile while the last one's MMAs run; the MMA
+    warpgroups share nothing but the stages. K is split over CTAs where the tile grid alone would
+    leave SMs idle. Where the device runs every tile's cluster at once, the splits of a tile form
+    one cluster and reduce their fp32 partials among themselves (`_reduce_splits`); elsewhere
+    every split stores its partial and a third kernel, `HopperSplitKReduction`, adds them up.
+    Both add in split order (deterministic) and need no counters to reset.
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
@@ -1043,6 +1045,8 @@ class HopperNvfp4Gemm:
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
     TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
     STAGES = 8
+    MMA_WARPGROUPS = 2
+    TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
@@ -1053,8 +1057,15 @@ class HopperNvfp4Gemm:
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
-        self.warpgroups = tile_n // 64
-        self.threads = 128 * self.warpgroups
+        self.mma_blocks = tile_n // (64 * self.MMA_WARPGROUPS)  # 64-row MMA blocks per MMA warpgroup
+        self.mma_threads = 128 * self.MMA_WARPGROUPS
+        self.mma_warps = self.mma_threads // 32  # the TMA warpgroup's warps come after them
+        self.threads = self.mma_threads + 128
+        # ptxas gives a kernel that uses setmaxnreg the most registers its block size allows;
+        # setmaxnreg only moves registers within that allocation (asking for more never returns).
+        launch_registers = 65536 // self.threads // 8 * 8
+        self.mma_registers = min(256, ((self.MMA_WARPGROUPS + 1) * launch_registers - self.TMA_REGISTERS)
+                                 // self.MMA_WARPGROUPS // 8 * 8)
         self.packed_bytes_per_row = self.TILE_K // 2
         self.mma_tiler = (tile_n, self.TILE_M, self.TILE_K)
 
@@ -1089,21 +1100,22 @@ class HopperNvfp4Gemm:
                 candidates.append((waves * cls.estimated_us(config, k_pairs), -tile_n, splits, config))
         return min(candidates)[3]
 
-    # Per CTA, measured on an H100 (benchmark shapes, commit a331839): the main loop per K tile
-    # of 64, and storing a split's fp32 partial plus the cluster's reduction of it. What the
-    # reduction kernel costs beyond the cluster's: the mean over the benchmark shapes' split
-    # configs that can run both ways, on an H200
-    # (results/logs/2026-11-22-h200-hopper-split-k-reduction.log).
-    K_TILE_US = {256: 0.92, 128: 0.51}
-    SPLIT_K_US = {256: 7.5, 128: 3.75}
-    REDUCTION_KERNEL_EXTRA_US = {256: 1.1, 128: 0.1}
+    # Fitted to every tile x split config timed on the benchmark shapes on an H100
+    # (results/logs/2026-11-22-h100-hopper-warp-specialized.log): the main loop per K tile of 64
+    # (slope over the unsplit configs), and what splitting adds beyond its shorter main loop,
+    # per split count, reduced in clusters (base + per split); and what the reduction kernel
+    # adds beyond the cluster's (mean over the configs that ran both ways, about +-1.5 us apart).
+    K_TILE_US = {256: 0.59, 128: 0.34}
+    SPLIT_K_BASE_US = {256: 2.2, 128: 0.8}
+    SPLIT_K_PER_SPLIT_US = {256: 2.1, 128: 1.9}
+    REDUCTION_KERNEL_EXTRA_US = {256: -0.7, 128: 0.7}
 
     @classmethod
     def estimated_us(cls, config: Sm90Config, k_pairs: int) -> float:
         k_tiles = 2 * -(-k_pairs // config.splits)
         reduction = 0.0
         if config.splits > 1:
-            reduction = cls.SPLIT_K_US[config.tile_n]
+            reduction = cls.SPLIT_K_BASE_US[config.tile_n] + config.splits * cls.SPLIT_K_PER_SPLIT_US[config.tile_n]
             if not config.in_cluster:
                 reduction += cls.REDUCTION_KERNEL_EXTRA_US[config.tile_n]
         return k_tiles * cls.K_TILE_US[config.tile_n] + reduction
@@ -1147,7 +1159,7 @@ class HopperNvfp4Gemm:
     def _setup(self):
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32,
-            (self.warpgroups, 1, 1), tiler_mn=(64, self.TILE_M), a_source=warpgroup.OperandSource.RMEM)
+            (self.MMA_WARPGROUPS, 1, 1), tiler_mn=(64, self.TILE_M), a_source=warpgroup.OperandSource.RMEM)
         self.a_layout = sm90_utils.make_smem_layout_b(
             utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.STAGES)
         per_stage = self.tile_n * self.packed_bytes_per_row
@@ -1201,7 +1213,7 @@ class HopperNvfp4Gemm:
 
         tiles = (m // self.TILE_M) * (n // self.tile_n)
         mPartials = cute.make_tensor(partial_ptr, split_k_partial_layout(
-            self.threads, self.tile_n * self.TILE_M // self.threads, tiles * l * splits))
+            self.mma_threads, self.tile_n * self.TILE_M // self.mma_threads, tiles * l * splits))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(self.a_layout, (None, None, 0)),
@@ -1251,7 +1263,8 @@ class HopperNvfp4Gemm:
         k_start = 2 * pair_start
         k_count = 2 * (pair_stop - pair_start)
 
-        if warp_idx == 0:
+        tma_warp = warp_idx == self.mma_warps
+        if tma_warp:
             for atom in (tma_a, tma_b, tma_sfb):
                 cpasync.prefetch_descriptor(atom)
 
@@ -1260,7 +1273,7 @@ class HopperNvfp4Gemm:
             barrier_storage=storage.stage_barriers.data_ptr(),
             num_stages=self.STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads // 32),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.mma_warps),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -1284,28 +1297,47 @@ class HopperNvfp4Gemm:
             g_atoms = mSFB[(None, None, n_tile * (self.tile_n // 128) + atom, batch)]
             scale_copies.append(cpasync.tma_partition(tma_sfb, 0, one_cta, s_atoms, g_atoms))
 
-        producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.STAGES)
-        consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
-        retired = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
-        if warp_idx == 0:
-            # B does not depend on the decode kernel: fill the first stages with it, then wait
-            # for that grid (this kernel is its programmatic dependent) before loading A.
-            a_loads = producer.clone()
-            for _ in cutlass.range(cutlass.min(self.STAGES, k_count), unroll=1):
-                stages.producer_acquire(producer)
-                self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
-                producer.advance()
-            cute.arch.griddepcontrol_wait()
-            for _ in cutlass.range(cutlass.min(self.STAGES, k_count), unroll=1):
-                self._load_a(stages, a_loads, k_start, tma_a, tAgA, tAsA)
-                a_loads.advance()
+        if warp_idx >= self.mma_warps:
+            cute.arch.setmaxregister_decrease(self.TMA_REGISTERS)
+            if tma_warp:
+                producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.STAGES)
+                # B does not depend on the decode kernel: fill the first stages with it, then
+                # wait for that grid (this kernel is its programmatic dependent) before loading A.
+                a_loads = producer.clone()
+                first_fill = cutlass.min(self.STAGES, k_count)
+                for _ in cutlass.range(first_fill, unroll=1):
+                    stages.producer_acquire(producer)
+                    self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
+                    producer.advance()
+                cute.arch.griddepcontrol_wait()
+                for _ in cutlass.range(first_fill, unroll=1):
+                    self._load_a(stages, a_loads, k_start, tma_a, tAgA, tAsA)
+                    a_loads.advance()
+                for _ in cutlass.range(k_count - first_fill, unroll=1):
+                    stages.producer_acquire(producer)
+                    self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
+                    self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
+                    producer.advance()
+            if splits > 1 and cluster_size == splits:
+                # The cluster barrier of `_reduce_splits` counts every thread of the cluster.
+                cute.arch.cluster_arrive()
+                cute.arch.cluster_wait()
+        else:
+            cute.arch.setmaxregister_increase(self.mma_registers)
+            self._mma_and_epilogue(sA, sPackedB, sSFB, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
+                                   split, batch, m_tile, n_tile, k_count, splits, cluster_size)
 
-        # ---- MMA: B decoded into registers (per thread), A from shared memory ----
+    @cute.jit
+    def _mma_and_epilogue(self, sA, sPackedB, sSFB, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
+                          split, batch, m_tile, n_tile, k_count, splits, cluster_size):
+        """The MMA warpgroups: B decoded into registers (per thread), A from shared memory, fp32
+        accumulators; then c, or this split's share of the split-K reduction."""
         thr_mma = tiled_mma.get_slice(tidx)
         tCrA = tiled_mma.make_fragment_B(thr_mma.partition_B(sA))
-        # This thread's first B row in the (tile_n, TILE_K) tile and its place in the quad.
+        # This thread's first B row of each MMA block in the (tile_n, TILE_K) tile, and its
+        # place in the quad.
         tCcB = thr_mma.partition_A(cute.make_identity_tensor((self.tile_n, self.TILE_K)))
-        b_row = tCcB[0][0]
+        b_rows = [tCcB[(0, block, 0)][0] for block in range(self.mma_blocks)]
         quad = tCcB[0][1] // 2
         fragments = [cute.make_rmem_tensor(tiled_mma.partition_shape_A((self.tile_n, self.TILE_K)), cutlass.Float16)
                      for _ in range(2)]
@@ -1315,12 +1347,14 @@ class HopperNvfp4Gemm:
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         mma_k_blocks = cute.size(tCrA, mode=[2])
 
+        consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
+        retired = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
         for kt_pair in cutlass.range(k_count // 2, unroll=1):
             for f in cutlass.range_constexpr(2):
                 # A peek first: the blocking wait's retry loop then sits on a cold path, and
                 # ptxas keeps it out of the loop body (inline, it made the loop ~10 % slower).
                 stages.consumer_wait(consumer, stages.consumer_try_wait(consumer))
-                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_row, quad, fragments[f])
+                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_rows, quad, fragments[f])
                 warpgroup.fence()
                 for kb in cutlass.range_constexpr(mma_k_blocks):
                     cute.gemm(tiled_mma, acc, fragments[f][(None, None, kb)], tCrA[(None, None, kb, consumer.index)], acc)
@@ -1332,13 +1366,6 @@ class HopperNvfp4Gemm:
                 if f == 1 or kt_pair > 0:
                     stages.consumer_release(retired)
                     retired.advance()
-                    # Refill the stage retired one step earlier: every warp has released it by
-                    # now, so the TMA warp rarely waits on the slowest one.
-                    if warp_idx == 0 and producer.count < cutlass.min(k_count, retired.count + self.STAGES - 1):
-                        stages.producer_acquire(producer, stages.producer_try_acquire(producer))
-                        self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
-                        self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
-                        producer.advance()
         warpgroup.wait_group(0)
         for i in cutlass.range_constexpr(cute.size(acc)):
             acc[i] = _sm90_pin_f32(acc[i])
@@ -1372,18 +1399,20 @@ class HopperNvfp4Gemm:
         cute.copy(tma_a, tAgA[(None, k_start + producer.count)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
 
     @cute.jit
-    def _decode_b_fragment(self, sPacked, sSF, stage, b_row, quad, fragment):
-        """Rows b_row and b_row + 8: 8 packed bytes and one scale each -> wgmma's A fragment."""
+    def _decode_b_fragment(self, sPacked, sSF, stage, b_rows, quad, fragment):
+        """Rows b_row and b_row + 8 of each MMA block: 8 packed bytes and one scale each ->
+        wgmma's A fragment."""
         packed_words = cute.recast_tensor(sPacked[(None, None, stage)], cutlass.Uint32)
-        frag = cute.recast_tensor(fragment, cutlass.Uint32)  # ((1, row + 8, h), 1, k16 step i)
-        words = [cute.make_rmem_tensor((1, 2), cutlass.Uint32) for _ in range(2)]
-        for r8 in cutlass.range_constexpr(2):
-            cute.autovec_copy(cute.local_tile(packed_words, (1, 2), (b_row + 8 * r8, quad)), words[r8])
-        for r8 in cutlass.range_constexpr(2):
-            scale2 = _sm90_scale_f16x2(cutlass.Uint32(sSF[(b_row + 8 * r8, 16 * quad, stage)]))
-            for h in cutlass.range_constexpr(2):
-                for i in cutlass.range_constexpr(4):
-                    frag[((0, r8, h), 0, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
+        frag = cute.recast_tensor(fragment, cutlass.Uint32)  # ((1, row + 8, h), MMA block, k16 step i)
+        for block, b_row in enumerate(b_rows):
+            words = [cute.make_rmem_tensor((1, 2), cutlass.Uint32) for _ in range(2)]
+            for r8 in cutlass.range_constexpr(2):
+                cute.autovec_copy(cute.local_tile(packed_words, (1, 2), (b_row + 8 * r8, quad)), words[r8])
+            for r8 in cutlass.range_constexpr(2):
+                scale2 = _sm90_scale_f16x2(cutlass.Uint32(sSF[(b_row + 8 * r8, 16 * quad, stage)]))
+                for h in cutlass.range_constexpr(2):
+                    for i in cutlass.range_constexpr(4):
+                        frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
     def _store_partial(self, acc, mPartials, tidx, tile_idx, split, batch, splits, keep_first, keep_stop):
@@ -1445,7 +1474,7 @@ class HopperSplitKReduction:
     """Adds up the fp32 partials of `HopperNvfp4Gemm`'s splits where they could not run as
     clusters, and writes fp16 c; launched after the GEMM as its programmatic dependent.
 
-    One CTA per (output tile, part of the tile's accumulator groups), with the GEMM's thread
+    One CTA per (output tile, part of the tile's accumulator groups), with the GEMM's MMA thread
     count: thread t reads what GEMM thread t stored, so its 128-bit loads are coalesced and the
     GEMM's accumulator layout (`tiled_mma`) says where each value goes in c.
     """
