@@ -1029,9 +1029,10 @@ class HopperNvfp4Gemm:
     with fp32 accumulators, decoding the next K tile while the last one's MMAs run; the MMA
     warpgroups share nothing but the stages. K is split over CTAs where the tile grid alone would
     leave SMs idle. Where the device runs every tile's cluster at once, the splits of a tile form
-    one cluster and reduce their fp32 partials among themselves (`_reduce_splits`); elsewhere
-    every split stores its partial and a third kernel, `HopperSplitKReduction`, adds them up.
-    Both add in split order (deterministic) and need no counters to reset.
+    one cluster and add up their fp32 tiles through distributed shared memory
+    (`_reduce_in_cluster`, which also writes c for unsplit tiles); elsewhere every split stores
+    its partial and a third kernel, `HopperSplitKReduction`, adds them up. Both add in split
+    order (deterministic) and need no counters to reset.
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
@@ -1101,14 +1102,15 @@ class HopperNvfp4Gemm:
         return min(candidates)[3]
 
     # Fitted to every tile x split config timed on the benchmark shapes on an H100
-    # (results/logs/2026-11-22-h100-hopper-warp-specialized.log): the main loop per K tile of 64
-    # (slope over the unsplit configs), and what splitting adds beyond its shorter main loop,
-    # per split count, reduced in clusters (base + per split); and what the reduction kernel
-    # adds beyond the cluster's (mean over the configs that ran both ways, about +-1.5 us apart).
-    K_TILE_US = {256: 0.59, 128: 0.34}
-    SPLIT_K_BASE_US = {256: 2.2, 128: 0.8}
-    SPLIT_K_PER_SPLIT_US = {256: 2.1, 128: 1.9}
-    REDUCTION_KERNEL_EXTRA_US = {256: -0.7, 128: 0.7}
+    # (results/logs/2026-11-22-h100-hopper-warp-specialized-dsmem-epilogue.log): the main loop
+    # per K tile of 64 (slope over the unsplit configs), and what splitting adds beyond its
+    # shorter main loop, as one least-squares fit over the split configs: base + per split x
+    # splits, plus the reduction kernel's extra where it adds the splits (residuals about
+    # 1.3 / 1.9 us rms).
+    K_TILE_US = {256: 0.59, 128: 0.33}
+    SPLIT_K_BASE_US = {256: -3.6, 128: 1.7}
+    SPLIT_K_PER_SPLIT_US = {256: 3.1, 128: 0.74}
+    REDUCTION_KERNEL_EXTRA_US = {256: 0.8, 128: 1.6}
 
     @classmethod
     def estimated_us(cls, config: Sm90Config, k_pairs: int) -> float:
@@ -1168,17 +1170,20 @@ class HopperNvfp4Gemm:
         self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.tile_n, self.TILE_K), SF_VEC_SIZE, self.STAGES)
         self.stage_bytes = (per_stage + self.tile_n // 128 * SF_ATOM_BYTES
                             + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
+        # The stages' bytes: A (1024-byte aligned for its swizzle), then packed B, then B's scales.
+        self.packed_b_offset = cute.cosize(self.a_layout) * cutlass.Float16.width // 8
+        self.sfb_offset = self.packed_b_offset + cute.cosize(self.packed_b_layout)
+        # The epilogue's fp32 tile (B row, A row) overlays the stages once every MMA is done. B rows
+        # are contiguous (runs of 8 become one 16-byte store to c); each A row is padded by 4 words
+        # so that a warp's accumulator stores, 8 B rows x 4 A rows apart by 2, hit 32 banks.
+        self.epilogue_layout = cute.make_layout((self.tile_n, self.TILE_M), stride=(1, self.tile_n + 4))
+        stages_bytes = max(self.sfb_offset + cute.cosize(self.sfb_layout), cute.cosize(self.epilogue_layout) * 4)
 
         # Field types built as values: this file postpones annotations, and cute.struct would
         # receive them as strings.
-        def buffer(dtype, layout, align):
-            return cute.struct.Align[cute.struct.MemRange[dtype, cute.cosize(layout)], align]
-
         fields = {
             "stage_barriers": cute.struct.MemRange[cutlass.Int64, self.STAGES * 2],
-            "packed_b": buffer(cutlass.Uint8, self.packed_b_layout, 128),
-            "sf_b": buffer(cutlass.Uint8, self.sfb_layout, 128),
-            "a": buffer(cutlass.Float16, self.a_layout, 1024),
+            "stages": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, stages_bytes], 1024],
         }
         self.shared_storage = cute.struct(type("Sm90SharedStorage", (), {"__annotations__": fields}))
         self.launch_smem_bytes = self.shared_storage.size_in_bytes()
@@ -1190,6 +1195,7 @@ class HopperNvfp4Gemm:
                  k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
         self._setup()
         k = cute.assume(k, divby=K_ALIGN)
+        n = cute.assume(n, divby=MN_ALIGN)  # c's rows start 16-byte aligned: 128-bit stores
         half_k = k // 2
 
         # A's packed bytes as 32-bit words and its scales as one word per (row, K tile): the 4
@@ -1225,7 +1231,7 @@ class HopperNvfp4Gemm:
 
         self.kernel(
             tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials,
-            self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout,
+            self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout, self.epilogue_layout,
             m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
         ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1), use_pdl=True)
         if splits > cluster_size:
@@ -1251,7 +1257,8 @@ class HopperNvfp4Gemm:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
                tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
-               packed_b_layout: cute.Layout, sfb_layout: cute.Layout, tiles_m: cutlass.Int32,
+               packed_b_layout: cute.Layout, sfb_layout: cute.Layout, epilogue_layout: cute.Layout,
+               tiles_m: cutlass.Int32,
                k_tiles: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
         tile_idx, split, batch = cute.arch.block_idx()
@@ -1277,9 +1284,11 @@ class HopperNvfp4Gemm:
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
-        sA = storage.a.get_tensor(a_layout.outer, swizzle=a_layout.inner)
-        sPackedB = storage.packed_b.get_tensor(packed_b_layout)
-        sSFB = storage.sf_b.get_tensor(sfb_layout)
+        stage_bytes = storage.stages.data_ptr()
+        sA = cute.make_tensor(cute.recast_ptr(stage_bytes, a_layout.inner, dtype=cutlass.Float16), a_layout.outer)
+        sPackedB = cute.make_tensor(stage_bytes + self.packed_b_offset, packed_b_layout)
+        sSFB = cute.make_tensor(stage_bytes + self.sfb_offset, sfb_layout)
+        sTile = cute.make_tensor(cute.recast_ptr(stage_bytes, dtype=cutlass.Float32), epilogue_layout)
 
         # ---- TMA: decoded A, B's packed rows and scale atoms, one K tile per stage ----
         gA = cute.local_tile(mA, (self.TILE_M, self.TILE_K), (m_tile, None, batch))
@@ -1318,17 +1327,18 @@ class HopperNvfp4Gemm:
                     self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                     self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
                     producer.advance()
-            if splits > 1 and cluster_size == splits:
-                # The cluster barrier of `_reduce_splits` counts every thread of the cluster.
-                cute.arch.cluster_arrive()
-                cute.arch.cluster_wait()
+            if cluster_size == splits:
+                # The cluster barriers of `_reduce_in_cluster` count every thread of the cluster.
+                for _ in cutlass.range_constexpr(2):
+                    cute.arch.cluster_arrive()
+                    cute.arch.cluster_wait()
         else:
             cute.arch.setmaxregister_increase(self.mma_registers)
-            self._mma_and_epilogue(sA, sPackedB, sSFB, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
+            self._mma_and_epilogue(sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
                                    split, batch, m_tile, n_tile, k_count, splits, cluster_size)
 
     @cute.jit
-    def _mma_and_epilogue(self, sA, sPackedB, sSFB, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
+    def _mma_and_epilogue(self, sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
                           split, batch, m_tile, n_tile, k_count, splits, cluster_size):
         """The MMA warpgroups: B decoded into registers (per thread), A from shared memory, fp32
         accumulators; then c, or this split's share of the split-K reduction."""
@@ -1341,8 +1351,8 @@ class HopperNvfp4Gemm:
         quad = tCcB[0][1] // 2
         fragments = [cute.make_rmem_tensor(tiled_mma.partition_shape_A((self.tile_n, self.TILE_K)), cutlass.Float16)
                      for _ in range(2)]
-        tCgC = thr_mma.partition_C(cute.local_tile(mC, (self.tile_n, self.TILE_M), (n_tile, m_tile, batch)))
-        acc = cute.make_rmem_tensor(tCgC.shape, cutlass.Float32)
+        gC = cute.local_tile(mC, (self.tile_n, self.TILE_M), (n_tile, m_tile, batch))
+        acc = cute.make_rmem_tensor(thr_mma.partition_C(gC).shape, cutlass.Float32)
         acc.fill(0.0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         mma_k_blocks = cute.size(tCrA, mode=[2])
@@ -1371,12 +1381,10 @@ class HopperNvfp4Gemm:
             acc[i] = _sm90_pin_f32(acc[i])
 
         # ---- epilogue ----
-        if splits == 1:
-            tCgC.store((acc.load() * SM90_ACC_RESCALE).to(cutlass.Float16))
-        elif cluster_size == splits:
-            self._reduce_splits(acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits)
+        if cluster_size == splits:  # one split, or the tile's splits in one cluster
+            self._reduce_in_cluster(acc, thr_mma, sTile, gC, tidx, split, splits)
         else:  # HopperSplitKReduction adds the splits up
-            self._store_partial(acc, mPartials, tidx, tile_idx, split, batch, splits, 0, 0)
+            self._store_partial(acc, mPartials, tidx, tile_idx, split, batch, splits)
         # The next call's decode kernel may launch as this grid's CTAs finish (it waits for all of
         # this grid before touching memory). Not earlier: launched while this grid still holds the
         # SMs, its CTAs crowd onto the few idle ones and decode slowly (measured on an H100).
@@ -1415,43 +1423,57 @@ class HopperNvfp4Gemm:
                         frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
-    def _store_partial(self, acc, mPartials, tidx, tile_idx, split, batch, splits, keep_first, keep_stop):
-        """This split's fp32 partial of the tile, but for the accumulator groups [keep_first,
-        keep_stop) that it keeps in registers. Layout: `split_k_partial_layout`."""
+    def _store_partial(self, acc, mPartials, tidx, tile_idx, split, batch, splits):
+        """This split's fp32 partial of the tile, for `HopperSplitKReduction`. Layout:
+        `split_k_partial_layout`."""
         slot = split_k_slot(tile_idx, batch, splits, split)
         groups = cute.make_tensor(acc.iterator, cute.make_layout((4, cute.size(acc) // 4)))
         for g in cutlass.range_constexpr(cute.size(acc) // 4):
-            if g < keep_first or g >= keep_stop:
-                cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, slot)])
+            cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, slot)])
 
     @cute.jit
-    def _reduce_splits(self, acc, tCgC, mPartials, tidx, tile_idx, split, batch, splits):
-        """Split-K within the tile's cluster (its splits): each split owns a share of the tile's
-        accumulator groups, stores its fp32 partial of the others' shares, then adds up its own
-        share over all splits, in split order (deterministic), and writes it into c. The cluster
-        barrier is the only wait: a cluster's CTAs are resident together, so none waits on a CTA
-        not yet running."""
-        num_groups = cute.size(acc) // 4
-        groups = cute.make_tensor(acc.iterator, cute.make_layout((4, num_groups)))
-        first, stop = split_k_range(split, num_groups, splits)
-        # Only the groups that other splits add up go through memory.
-        self._store_partial(acc, mPartials, tidx, tile_idx, split, batch, splits, first, stop)
-        # Release this CTA's stores to the cluster, acquire the others'.
+    def _reduce_in_cluster(self, acc, thr_mma, sTile, gC, tidx, split, splits):
+        """c from the fp32 tiles of the tile's splits, which run as one cluster (CTA rank =
+        split; one split is a cluster of one). Each CTA puts its tile into its own shared memory;
+        after a cluster barrier each adds up a slab of c's rows over the splits' tiles, read
+        through distributed shared memory in split order (deterministic), and stores each run of
+        8 columns with one 16-byte store: a warp writes 512 contiguous bytes."""
+        # Every TMA load has landed (each MMA warp waited for every stage), but the other MMA
+        # warpgroup may still be reading its last stage, which the tile overlays.
+        cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+        tCsTile = thr_mma.partition_C(sTile)
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            tCsTile[i] = acc[i]
+        # Release this CTA's tile to the cluster, acquire the others'.
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
-        total = cute.make_rmem_tensor((4,), cutlass.Float32)
-        part = cute.make_rmem_tensor((4,), cutlass.Float32)
-        for g in cutlass.range_constexpr(num_groups):
-            if first <= g and g < stop:
-                total.fill(0.0)
-                for s in cutlass.range(splits, unroll=1):
-                    if s == split:
-                        part.store(groups[(None, g)].load())
-                    else:
-                        cute.autovec_copy(mPartials[(None, tidx, g, split_k_slot(tile_idx, batch, splits, s))], part)
-                    total.store(total.load() + part.load())
-                for j in cutlass.range_constexpr(4):
-                    tCgC[4 * g + j] = (total[j] * SM90_ACC_RESCALE).to(cutlass.Float16)
+        row_start, row_stop = split_k_range(split, self.TILE_M, splits)
+        runs_per_row = self.tile_n // 8
+        # Ranks past the last split repeat it; their loads are skipped. This CTA's own tile is
+        # read as local shared memory: distributed shared memory is the slower path.
+        local_tile = cute.flat_divide(sTile, (8,))
+        split_tiles = [cute.flat_divide(cute.make_tensor(cute.arch.map_dsmem_ptr(sTile.iterator, cutlass.min(s, splits - 1)),
+                                                         sTile.layout), (8,))
+                       for s in range(self.MAX_SPLITS)]
+        gRuns = cute.flat_divide(gC, (8,))
+        parts = [cute.make_rmem_tensor((8,), cutlass.Float32) for _ in range(self.MAX_SPLITS)]
+        for run in cutlass.range(row_start * runs_per_row + tidx, row_stop * runs_per_row, self.mma_threads, unroll=2):
+            column_run = run % runs_per_row
+            row = run // runs_per_row
+            # All loads first: the remote reads' latencies overlap.
+            for s in cutlass.range_constexpr(self.MAX_SPLITS):
+                if s == split:
+                    cute.autovec_copy(local_tile[(None, column_run, row)], parts[s])
+                elif s < splits:
+                    cute.autovec_copy(split_tiles[s][(None, column_run, row)], parts[s])
+            total = parts[0].load()
+            for s in cutlass.range_constexpr(1, self.MAX_SPLITS):
+                if s < splits:
+                    total = total + parts[s].load()
+            gRuns[(None, column_run, row)].store((total * SM90_ACC_RESCALE).to(cutlass.Float16))
+        # A CTA's shared memory lives as long as the CTA: stay until every split has read this one.
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
 
 
 def split_k_partial_layout(threads: int, acc_per_thread: int, slots) -> cute.Layout:
