@@ -957,7 +957,7 @@ class HopperOperandDecode:
     @cute.kernel
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
                k_tiles: cutlass.Int32):
-        # Launched as the programmatic dependent of the grid before it in the stream (usually the
+        # Launched as the programmatic dependent of the grid queued before it (usually the
         # previous call's GEMM, which lets it launch as its CTAs finish): that grid may still read
         # the workspace this writes, or have written these inputs, so wait for all of it first.
         cute.arch.griddepcontrol_wait()

@@ -1,5 +1,7 @@
 """The static lint: each check fires on the fault it names, and only on it."""
 
+from pathlib import Path
+
 from harness.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes
 
 CLEAN = """#!POPCORN leaderboard nvfp4_gemm
@@ -88,3 +90,9 @@ def test_size_limit_is_the_servers_byte_count():
 def test_syntax_error_and_bad_encoding_fail_without_importing():
     assert levels(CLEAN + "def broken(:\n")["syntax"] == FAIL
     assert levels(CLEAN.encode() + b"\xff\xfe")["encoding"] == FAIL
+
+
+def test_the_shipped_submission_passes_the_leaderboards_lint():
+    """submission.py is what users submit: a comment with a forbidden word once slipped in."""
+    findings = lint_bytes((Path(__file__).parent.parent / "submission.py").read_bytes())
+    assert not failed(findings), [(f.check, f.detail) for f in findings if f.level == FAIL]
