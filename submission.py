@@ -952,7 +952,7 @@ class HopperOperandDecode:
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
         k_tiles = k // self.TILE_K
         self.kernel(mWords, mScaleWords, mDecoded, k_tiles).launch(
-            grid=(m * k_tiles // self.THREADS, l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
+            grid=(m * k_tiles * 2 // self.THREADS, l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
 
     @cute.kernel
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
@@ -966,27 +966,32 @@ class HopperOperandDecode:
         cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         block, batch, _ = cute.arch.block_idx()
-        # One thread per (row, K tile of 64), K tiles fastest: a warp reads 1 KB and writes 4 KB
-        # of contiguous memory.
-        unit = block * self.THREADS + tidx
+        # Two threads per (row, K tile of 64), K tiles fastest. Thread h of the pair decodes the
+        # packed words h, 2 + h, 4 + h, 6 + h into the chunks (i, h), i = 0..3: together the
+        # pair's stores of chunk i fill one whole 32-byte sector, and a warp reads 512 and writes
+        # 2 KB of contiguous memory.
+        index = block * self.THREADS + tidx
+        h = index % 2
+        unit = index // 2
         row = unit // k_tiles
         k_tile = unit % k_tiles
-        # The row's 32 packed bytes of this K tile, and its 4 scales (one 32-bit word of the
-        # permuted layout).
-        words = cute.make_rmem_tensor((8,), cutlass.Uint32)
-        cute.autovec_copy(cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,)), words)
+        # Four of the row's 8 packed words of this K tile, and its 4 scales (one 32-bit word of
+        # the permuted layout).
+        tile_words = cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,))
+        words = cute.make_rmem_tensor((4,), cutlass.Uint32)
+        cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)), words)
         scale_word = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
         scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
         for t in cutlass.range_constexpr(4):
             scales[t] = _sm90_scale_f16x2(scale_word >> (8 * t))
-        # (pair t, chunk 2i + h), column-major: each chunk's four pairs are 16 contiguous bytes.
-        chunks = cute.make_rmem_tensor((4, 8), cutlass.Uint32)
+        # (pair t, chunk i), column-major: each chunk's four pairs are 16 contiguous bytes.
+        chunks = cute.make_rmem_tensor((4, 4), cutlass.Uint32)
         for i in cutlass.range_constexpr(4):
-            for h in cutlass.range_constexpr(2):
-                for t in cutlass.range_constexpr(4):
-                    chunks[(t, 2 * i + h)] = _sm90_decode_pair(words[2 * t + h], i, scales[t])
+            for t in cutlass.range_constexpr(4):
+                chunks[(t, i)] = _sm90_decode_pair(words[t], i, scales[t])
         out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
-        cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out)
+        out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
+        cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
 
 
 @functools.lru_cache(maxsize=None)
