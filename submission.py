@@ -1051,6 +1051,10 @@ class HopperNvfp4Gemm:
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
     TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
     STAGES = 8
+    # Stages of B loaded before the decode kernel is done. With all 8, every CTA's prefetch
+    # shares DRAM and the first stage's B lands later (4 vs 8: 0.99 / 0.96 / 0.94 x the time
+    # on the benchmarks, results/logs/2026-11-22-h100-hopper-b-ahead.log).
+    B_AHEAD_STAGES = 4
     MMA_WARPGROUPS = 2
     TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
@@ -1315,10 +1319,10 @@ class HopperNvfp4Gemm:
             cute.arch.setmaxregister_decrease(self.TMA_REGISTERS)
             if tma_warp:
                 producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.STAGES)
-                # B does not depend on the decode kernel: fill the first stages with it, then
+                # B does not depend on the decode kernel: load it into the first stages, then
                 # wait for that grid (this kernel is its programmatic dependent) before loading A.
                 a_loads = producer.clone()
-                first_fill = cutlass.min(self.STAGES, k_count)
+                first_fill = cutlass.min(self.B_AHEAD_STAGES, k_count)
                 for _ in cutlass.range(first_fill, unroll=1):
                     stages.producer_acquire(producer)
                     self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
