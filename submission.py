@@ -872,6 +872,10 @@ SM90_CLUSTER_CAPACITY = {1: 132, 2: 66, 3: 39, 4: 30}
 SM90_OPERAND_EXPONENT = 6
 SM90_TILE_K = 64  # K elements per K tile: the GEMM's pipeline stage and the unit of the K order
 SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
+# The epilogues move c's rows in runs of 4 columns per thread: 16-byte fp32 loads and 8-byte fp16
+# stores, each contiguous across a warp's threads, so that every access fills whole sectors.
+SM90_RUN = 4
+SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
 # The codes of a packed word (index = nibble, low first) in decoded pair i, halves e = 0, 1.
 SM90_PAIR_CODES = tuple((4 * (i % 2) + i // 2, 4 * (i % 2) + i // 2 + 2) for i in range(4))
 
@@ -1183,7 +1187,7 @@ class HopperNvfp4Gemm:
         self.packed_b_offset = cute.cosize(self.a_layout) * cutlass.Float16.width // 8
         self.sfb_offset = self.packed_b_offset + cute.cosize(self.packed_b_layout)
         # The epilogue's fp32 tile (B row, A row) overlays the stages once every MMA is done. B rows
-        # are contiguous (runs of 8 become one 16-byte store to c); each A row is padded by 4 words
+        # are contiguous (runs of columns of c); each A row is padded by 4 words
         # so that a warp's accumulator stores, 8 B rows x 4 A rows apart by 2, hit 32 banks.
         self.epilogue_layout = cute.make_layout((self.tile_n, self.TILE_M), stride=(1, self.tile_n + 4))
         stages_bytes = max(self.sfb_offset + cute.cosize(self.sfb_layout), cute.cosize(self.epilogue_layout) * 4)
@@ -1227,8 +1231,9 @@ class HopperNvfp4Gemm:
         mC = cute.make_tensor(c_ptr, cute.make_layout((n, m, l), stride=(1, n, m * n)))
 
         tiles = (m // self.TILE_M) * (n // self.tile_n)
-        mPartials = cute.make_tensor(partial_ptr, split_k_partial_layout(
-            self.mma_threads, self.tile_n * self.TILE_M // self.mma_threads, tiles * l * splits))
+        # fp32 partials: per (output tile, split) slot (`split_k_slot`) a tile with B rows contiguous.
+        mPartials = cute.make_tensor(partial_ptr, cute.make_layout(
+            (self.tile_n, self.TILE_M, tiles * l * splits), stride=(1, self.tile_n, self.tile_n * self.TILE_M)))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(self.a_layout, (None, None, 0)),
@@ -1244,7 +1249,7 @@ class HopperNvfp4Gemm:
             m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
         ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1), use_pdl=True)
         if splits > cluster_size:
-            HopperSplitKReduction(self.tile_n).launch(self.tiled_mma, mC, mPartials, m // self.TILE_M, splits, tiles, l)
+            HopperSplitKReduction(self.tile_n).launch(mC, mPartials, m // self.TILE_M, splits, tiles, l)
 
     @cute.jit
     def _scale_atom_tma(self, sf_ptr: cute.Pointer, rows: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
@@ -1390,10 +1395,11 @@ class HopperNvfp4Gemm:
             acc[i] = _sm90_pin_f32(acc[i])
 
         # ---- epilogue ----
+        self._tile_to_shared(acc, thr_mma, sTile)
         if cluster_size == splits:  # one split, or the tile's splits in one cluster
-            self._reduce_in_cluster(acc, thr_mma, sTile, gC, tidx, split, splits)
+            self._reduce_in_cluster(sTile, gC, tidx, split, splits)
         else:  # HopperSplitKReduction adds the splits up
-            self._store_partial(acc, mPartials, tidx, tile_idx, split, batch, splits)
+            self._store_partial(sTile, mPartials, tidx, tile_idx, split, batch, splits)
         # The next call's decode kernel may launch as this grid's CTAs finish (it waits for all of
         # this grid before touching memory). Not earlier: launched while this grid still holds the
         # SMs, its CTAs crowd onto the few idle ones and decode slowly (measured on an H100).
@@ -1432,66 +1438,75 @@ class HopperNvfp4Gemm:
                         frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
-    def _store_partial(self, acc, mPartials, tidx, tile_idx, split, batch, splits):
-        """This split's fp32 partial of the tile, for `HopperSplitKReduction`. Layout:
-        `split_k_partial_layout`."""
-        slot = split_k_slot(tile_idx, batch, splits, split)
-        groups = cute.make_tensor(acc.iterator, cute.make_layout((4, cute.size(acc) // 4)))
-        for g in cutlass.range_constexpr(cute.size(acc) // 4):
-            cute.autovec_copy(groups[(None, g)], mPartials[(None, tidx, g, slot)])
-
-    @cute.jit
-    def _reduce_in_cluster(self, acc, thr_mma, sTile, gC, tidx, split, splits):
-        """c from the fp32 tiles of the tile's splits, which run as one cluster (CTA rank =
-        split; one split is a cluster of one). Each CTA puts its tile into its own shared memory;
-        after a cluster barrier each adds up a slab of c's rows over the splits' tiles, read
-        through distributed shared memory in split order (deterministic), and stores each run of
-        8 columns with one 16-byte store: a warp writes 512 contiguous bytes."""
+    def _tile_to_shared(self, acc, thr_mma, sTile):
+        """The accumulators, as this CTA's fp32 tile, into shared memory over the stages."""
         # Every TMA load has landed (each MMA warp waited for every stage), but the other MMA
         # warpgroup may still be reading its last stage, which the tile overlays.
         cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
         tCsTile = thr_mma.partition_C(sTile)
         for i in cutlass.range_constexpr(cute.size(acc)):
             tCsTile[i] = acc[i]
+
+    @cute.jit
+    def _store_partial(self, sTile, mPartials, tidx, tile_idx, split, batch, splits):
+        """This split's fp32 tile from shared memory to its partials slot, for
+        `HopperSplitKReduction`, in runs of `SM90_RUN` columns."""
+        cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+        sRuns = cute.flat_divide(sTile, (SM90_RUN,))
+        gRuns = cute.flat_divide(mPartials[(None, None, split_k_slot(tile_idx, batch, splits, split))], (SM90_RUN,))
+        runs_per_row = self.tile_n // SM90_RUN
+        for run in cutlass.range(tidx, self.TILE_M * runs_per_row, self.mma_threads, unroll=4):
+            gRuns[(None, run % runs_per_row, run // runs_per_row)].store(
+                sRuns[(None, run % runs_per_row, run // runs_per_row)].load())
+
+    @cute.jit
+    def _reduce_in_cluster(self, sTile, gC, tidx, split, splits):
+        """c from the fp32 tiles of the tile's splits, which run as one cluster (CTA rank =
+        split; one split is a cluster of one), each in its CTA's shared memory: after a cluster
+        barrier each CTA adds up a slab of c's rows over the splits' tiles, read through
+        distributed shared memory (`sm90_add_splits`)."""
         # Release this CTA's tile to the cluster, acquire the others'.
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
         row_start, row_stop = split_k_range(split, self.TILE_M, splits)
-        runs_per_row = self.tile_n // 8
-        # Ranks past the last split repeat it; their loads are skipped. This CTA's own tile is
-        # read as local shared memory: distributed shared memory is the slower path.
-        local_tile = cute.flat_divide(sTile, (8,))
-        split_tiles = [cute.flat_divide(cute.make_tensor(cute.arch.map_dsmem_ptr(sTile.iterator, cutlass.min(s, splits - 1)),
-                                                         sTile.layout), (8,))
+        # Ranks past the last split repeat it (`sm90_add_splits` skips them).
+        split_tiles = [cute.make_tensor(cute.arch.map_dsmem_ptr(sTile.iterator, cutlass.min(s, splits - 1)), sTile.layout)
                        for s in range(self.MAX_SPLITS)]
-        gRuns = cute.flat_divide(gC, (8,))
-        parts = [cute.make_rmem_tensor((8,), cutlass.Float32) for _ in range(self.MAX_SPLITS)]
-        for run in cutlass.range(row_start * runs_per_row + tidx, row_stop * runs_per_row, self.mma_threads, unroll=2):
-            column_run = run % runs_per_row
-            row = run // runs_per_row
-            # All loads first: the remote reads' latencies overlap.
-            for s in cutlass.range_constexpr(self.MAX_SPLITS):
-                if s == split:
-                    cute.autovec_copy(local_tile[(None, column_run, row)], parts[s])
-                elif s < splits:
-                    cute.autovec_copy(split_tiles[s][(None, column_run, row)], parts[s])
-            total = parts[0].load()
-            for s in cutlass.range_constexpr(1, self.MAX_SPLITS):
-                if s < splits:
-                    total = total + parts[s].load()
-            gRuns[(None, column_run, row)].store((total * SM90_ACC_RESCALE).to(cutlass.Float16))
+        sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, self.mma_threads)
         # A CTA's shared memory lives as long as the CTA: stay until every split has read this one.
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
 
 
-def split_k_partial_layout(threads: int, acc_per_thread: int, slots) -> cute.Layout:
-    """fp32 partials of `slots` (output tile, split) pairs: each GEMM thread's accumulator
-    fragment in 16-byte groups, the threads' groups side by side, so that every store and load
-    is 128-bit and coalesced. Mode 1 is the GEMM thread, mode 2 the group, mode 3 the slot
-    (`split_k_slot`)."""
-    return cute.make_layout((4, threads, acc_per_thread // 4, slots),
-                            stride=(1, 4, 4 * threads, threads * acc_per_thread))
+@cute.jit
+def sm90_add_splits(split_tiles: list, splits, gC: cute.Tensor, row_start, row_stop, tidx, threads: cutlass.Constexpr):
+    """Rows [row_start, row_stop) of an output tile of c (B rows contiguous) from the fp32 tiles
+    of its splits (`split_tiles[s]`, the same layout; those from `splits` on are skipped): per run
+    of `SM90_RUN` columns, the splits' values added in split order (deterministic), then one fp16
+    store."""
+    runs_per_row = cute.size(gC, mode=[0]) // SM90_RUN
+    split_runs = [cute.flat_divide(tile, (SM90_RUN,)) for tile in split_tiles]
+    gRuns = cute.flat_divide(gC, (SM90_RUN,))
+    stop = row_stop * runs_per_row
+    # SM90_RUNS_IN_FLIGHT runs per thread are loaded before any is stored: the compiler cannot
+    # move a load above a store to c (they might alias), so one run at a time would wait for
+    # every load's round trip in turn.
+    parts = [[cute.make_rmem_tensor((SM90_RUN,), cutlass.Float32) for _ in split_tiles] for _ in range(SM90_RUNS_IN_FLIGHT)]
+    for first in cutlass.range(row_start * runs_per_row + tidx, stop, threads * SM90_RUNS_IN_FLIGHT, unroll=1):
+        for r in cutlass.range_constexpr(SM90_RUNS_IN_FLIGHT):
+            run = first + r * threads
+            if run < stop:
+                for s in cutlass.range_constexpr(len(split_tiles)):
+                    if s < splits:
+                        cute.autovec_copy(split_runs[s][(None, run % runs_per_row, run // runs_per_row)], parts[r][s])
+        for r in cutlass.range_constexpr(SM90_RUNS_IN_FLIGHT):
+            run = first + r * threads
+            if run < stop:
+                total = parts[r][0].load()
+                for s in cutlass.range_constexpr(1, len(split_tiles)):
+                    if s < splits:
+                        total = total + parts[r][s].load()
+                gRuns[(None, run % runs_per_row, run // runs_per_row)].store((total * SM90_ACC_RESCALE).to(cutlass.Float16))
 
 
 @cute.jit
@@ -1503,51 +1518,35 @@ def split_k_slot(tile_idx, batch, splits, split):
 
 class HopperSplitKReduction:
     """Adds up the fp32 partials of `HopperNvfp4Gemm`'s splits where they could not run as
-    clusters, and writes fp16 c; launched after the GEMM as its programmatic dependent.
-
-    One CTA per (output tile, part of the tile's accumulator groups), with the GEMM's MMA thread
-    count: thread t reads what GEMM thread t stored, so its 128-bit loads are coalesced and the
-    GEMM's accumulator layout (`tiled_mma`) says where each value goes in c.
-    """
+    clusters, and writes fp16 c; launched after the GEMM as its programmatic dependent. One CTA
+    per (output tile, slab of its rows): the same adding as in the cluster (`sm90_add_splits`),
+    over the partials in global memory."""
 
     PARTS = 4  # CTAs per output tile
+    THREADS = 256
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
 
     @cute.jit
-    def launch(self, tiled_mma: cute.TiledMma, mC: cute.Tensor, mPartials: cute.Tensor,
-               tiles_m: cutlass.Int32, splits: cutlass.Int32, tiles: cutlass.Int32, l: cutlass.Int32):
-        self.kernel(tiled_mma, mC, mPartials, tiles_m, splits).launch(
-            grid=(tiles, self.PARTS, l), block=(cute.size(tiled_mma), 1, 1), use_pdl=True)
+    def launch(self, mC: cute.Tensor, mPartials: cute.Tensor, tiles_m: cutlass.Int32, splits: cutlass.Int32,
+               tiles: cutlass.Int32, l: cutlass.Int32):
+        self.kernel(mC, mPartials, tiles_m, splits).launch(
+            grid=(tiles, self.PARTS, l), block=(self.THREADS, 1, 1), use_pdl=True)
 
     @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, mC: cute.Tensor, mPartials: cute.Tensor,
-               tiles_m: cutlass.Int32, splits: cutlass.Int32):
+    def kernel(self, mC: cute.Tensor, mPartials: cute.Tensor, tiles_m: cutlass.Int32, splits: cutlass.Int32):
         # The GEMM (this kernel's primary) wrote the partials.
         cute.arch.griddepcontrol_wait()
         tidx, _, _ = cute.arch.thread_idx()
         tile_idx, part, batch = cute.arch.block_idx()
-        tile = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M),
-                               (tile_idx // tiles_m, tile_idx % tiles_m, batch))
-        tCgC = tiled_mma.get_slice(tidx).partition_C(tile)
-        groups_per_part = cute.size(tCgC) // 4 // self.PARTS
-        # Every load is issued before any add, so that all are in flight at once: one per
-        # possible split, those past the last real split repeating its address (cache hits).
-        loaded = [[cute.make_rmem_tensor((4,), cutlass.Float32) for _ in range(HopperNvfp4Gemm.MAX_SPLITS)]
-                  for _ in range(groups_per_part)]
-        for i in cutlass.range_constexpr(groups_per_part):
-            for s in cutlass.range_constexpr(HopperNvfp4Gemm.MAX_SPLITS):
-                slot = split_k_slot(tile_idx, batch, splits, cutlass.min(s, splits - 1))
-                cute.autovec_copy(mPartials[(None, tidx, part * groups_per_part + i, slot)], loaded[i][s])
-        for i in cutlass.range_constexpr(groups_per_part):
-            total = loaded[i][0].load()
-            for s in cutlass.range_constexpr(1, HopperNvfp4Gemm.MAX_SPLITS):
-                if s < splits:
-                    total = total + loaded[i][s].load()
-            values = (total * SM90_ACC_RESCALE).to(cutlass.Float16)
-            for j in cutlass.range_constexpr(4):
-                tCgC[4 * (part * groups_per_part + i) + j] = values[j]
+        gC = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M),
+                             (tile_idx // tiles_m, tile_idx % tiles_m, batch))
+        row_start, row_stop = split_k_range(part, HopperNvfp4Gemm.TILE_M, self.PARTS)
+        # Slots past the last split repeat it (`sm90_add_splits` skips them).
+        split_tiles = [mPartials[(None, None, split_k_slot(tile_idx, batch, splits, cutlass.min(s, splits - 1)))]
+                       for s in range(HopperNvfp4Gemm.MAX_SPLITS)]
+        sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, self.THREADS)
         # The next call's decode kernel may launch as this grid's CTAs finish.
         cute.arch.griddepcontrol_launch_dependents()
 
