@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -324,22 +325,27 @@ class CompileFacts:
     tmem_columns: int | None  # tensor-memory columns allocated (None where the arch has none)
 
 
-@dataclass(frozen=True)
+@dataclass
 class LaunchPlan:
     """Everything a call needs besides the operand addresses, built once per problem and device,
     so that a call is one dictionary lookup and one compiled call."""
 
     kernel: Callable  # the compiled kernel
     operand_types: tuple  # CuTe element types of a, b, sfa_permuted, sfb_permuted, c
-    trailing_args: tuple  # the split-K workspace pointers, then the scalar arguments
+    # The workspace pointers, then the scalar arguments: one tuple, or several that the calls
+    # take in turn (a kernel whose consecutive calls must not share a workspace buffer).
+    trailing_args: tuple[tuple, ...]
     workspace: tuple  # the tensors behind the workspace pointers: alive as long as the plan
+
+    def __post_init__(self):
+        self._next_args = itertools.cycle(self.trailing_args).__next__
 
     def launch(self, addresses: tuple[int, ...]) -> None:
         """Run the kernel on the operands at `addresses` (`operand_addresses`)."""
         if HAVE_TVM_FFI:
-            self.kernel(*addresses, *self.trailing_args)
+            self.kernel(*addresses, *self._next_args())
         else:
-            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self.trailing_args)
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args())
 
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
@@ -514,7 +520,7 @@ class Sm100BlockScaledGemm:
                                                       len(cls.EPILOGUE_WARPS) * tiles, device)
         num_ctas = min(tiles * config.split_k, num_sms)
         scalars = (problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace)
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -961,10 +967,11 @@ class HopperOperandDecode:
     @cute.kernel
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
                k_tiles: cutlass.Int32):
-        # Launched as the programmatic dependent of the grid queued before it (usually the
-        # previous call's GEMM, which lets it launch as its CTAs finish): that grid may still read
-        # the workspace this writes, or have written these inputs, so wait for all of it first.
-        cute.arch.griddepcontrol_wait()
+        # Launched as the programmatic dependent of the grid queued before it. Where that is the
+        # previous call's GEMM (or its reduction kernel), this runs as soon as that grid has
+        # passed its own wait, on the SMs it leaves idle: everything queued before that grid is
+        # complete, so these inputs are, and this writes the decoded-A buffer that the previous
+        # call did not use. Any other grid lets this start only when it has completed.
         # The GEMM (this kernel's programmatic dependent) may start now: it loads B while this
         # runs and waits for this grid before it loads any decoded A.
         cute.arch.griddepcontrol_launch_dependents()
@@ -996,6 +1003,11 @@ class HopperOperandDecode:
         out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
         out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
         cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
+        # This grid completes only after the grid before it: the GEMM that waits for this grid
+        # then also knows the previous call's GEMM done with the split-K partials and c. One CTA
+        # waits, so that the others give their SM back as soon as they are done.
+        if block == 0 and batch == 0:
+            cute.arch.griddepcontrol_wait()
 
 
 @functools.lru_cache(maxsize=None)
@@ -1025,9 +1037,10 @@ class HopperNvfp4Gemm:
 
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
     (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
-    see below). All are programmatic dependent launches: the GEMM loads B while the decode runs,
-    and the next call's decode launches as the last grid's CTAs finish; each waits
-    (griddepcontrol.wait) before it reads what the grid before it wrote. The large operand B
+    see below). All are programmatic dependent launches: the GEMM loads B while the decode runs
+    and waits for it (griddepcontrol.wait) before it loads A; the next call's decode, into the
+    other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
+    after this GEMM has. The large operand B
     (N x K) is the MMA's M side and A its N side, so that N, not the small M, fills wgmma's
     64-row instruction.
     Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
@@ -1156,18 +1169,20 @@ class HopperNvfp4Gemm:
         """The plan for `problem` on `device`, with `config_for`'s configuration unless one is
         given (tests and measurements pin one)."""
         # Allocated first: it also makes the device's context current in this thread, which the
-        # cluster occupancy query (driver API) needs.
-        decoded_a = torch.empty(problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
+        # cluster occupancy query (driver API) needs. Two buffers that the calls take in turn: a
+        # call's decode kernel runs while the previous call's GEMM still reads its buffer.
+        decoded_a = torch.empty(2, problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
         if config is None:
             config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
                                     functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         partials = split_k_partials(problem, config.splits, device)
-        workspace_args = (pointer_arg(cutlass.Float16, decoded_a.data_ptr()),
-                          pointer_arg(cutlass.Float32, partials.data_ptr()))
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits,
                    config.splits if config.in_cluster else 1)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, (decoded_a, partials))
+        trailing_args = tuple((pointer_arg(cutlass.Float16, buffer.data_ptr()),
+                               pointer_arg(cutlass.Float32, partials.data_ptr())) + scalars
+                              for buffer in decoded_a)
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials))
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -1333,6 +1348,10 @@ class HopperNvfp4Gemm:
                     self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                     producer.advance()
                 cute.arch.griddepcontrol_wait()
+                # The next grid (the next call's decode kernel, or this call's reduction kernel,
+                # which waits for all of this grid) may launch: what was queued before this grid
+                # is complete.
+                cute.arch.griddepcontrol_launch_dependents()
                 for _ in cutlass.range(first_fill, unroll=1):
                     self._load_a(stages, a_loads, k_start, tma_a, tAgA, tAsA)
                     a_loads.advance()
@@ -1400,10 +1419,6 @@ class HopperNvfp4Gemm:
             self._reduce_in_cluster(sTile, gC, tidx, split, splits)
         else:  # HopperSplitKReduction adds the splits up
             self._store_partial(sTile, mPartials, tidx, tile_idx, split, batch, splits)
-        # The next call's decode kernel may launch as this grid's CTAs finish (it waits for all of
-        # this grid before touching memory). Not earlier: launched while this grid still holds the
-        # SMs, its CTAs crowd onto the few idle ones and decode slowly (measured on an H100).
-        cute.arch.griddepcontrol_launch_dependents()
 
     @cute.jit
     def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
@@ -1536,8 +1551,10 @@ class HopperSplitKReduction:
 
     @cute.kernel
     def kernel(self, mC: cute.Tensor, mPartials: cute.Tensor, tiles_m: cutlass.Int32, splits: cutlass.Int32):
-        # The GEMM (this kernel's primary) wrote the partials.
+        # The GEMM (this kernel's primary) wrote the partials. Once it is complete, the next
+        # call's decode kernel may launch (see `HopperOperandDecode`).
         cute.arch.griddepcontrol_wait()
+        cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         tile_idx, part, batch = cute.arch.block_idx()
         gC = cute.local_tile(mC, (self.tile_n, HopperNvfp4Gemm.TILE_M),
@@ -1547,8 +1564,6 @@ class HopperSplitKReduction:
         split_tiles = [mPartials[(None, None, split_k_slot(tile_idx, batch, splits, cutlass.min(s, splits - 1)))]
                        for s in range(HopperNvfp4Gemm.MAX_SPLITS)]
         sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, self.THREADS)
-        # The next call's decode kernel may launch as this grid's CTAs finish.
-        cute.arch.griddepcontrol_launch_dependents()
 
 
 KERNELS_BY_ARCH[HopperNvfp4Gemm.ARCH] = HopperNvfp4Gemm
