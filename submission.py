@@ -1204,8 +1204,8 @@ class HopperNvfp4Gemm:
         self.packed_b_offset = cute.cosize(self.a_layout) * cutlass.Float16.width // 8
         self.sfb_offset = self.packed_b_offset + cute.cosize(self.packed_b_layout)
         # The epilogue's fp32 tile (B row, A row) overlays the stages once every MMA is done. B rows
-        # are contiguous (runs of columns of c); each A row is padded by 4 words
-        # so that a warp's accumulator stores, 8 B rows x 4 A rows apart by 2, hit 32 banks.
+        # are contiguous (runs of columns of c); each A row is padded by 4 words so that a warp's
+        # accumulator stores, 8 B rows x 4 A rows apart by 2, hit 32 banks.
         self.epilogue_layout = cute.make_layout((self.tile_n, self.TILE_M), stride=(1, self.tile_n + 4))
         stages_bytes = max(self.sfb_offset + cute.cosize(self.sfb_layout), cute.cosize(self.epilogue_layout) * 4)
 
