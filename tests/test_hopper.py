@@ -139,6 +139,28 @@ def test_hopper_kernel_matches_reference(problem):
 
 @pytest.mark.skipif(_hopper_device() is not True,
                     reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
+@pytest.mark.parametrize("problem", [Problem(2304, 4608, 7168, 1), Problem(128, 4096, 7168, 1),
+                                     Problem(128, 7168, 2048, 1), Problem(256, 384, 512, 3)],
+                         ids=lambda p: "x".join(map(str, p)))
+def test_calls_queued_back_to_back_match_reference(problem):
+    """Calls queued without a synchronization between them, as the benchmark does: each call's
+    decode kernel runs while the previous call's GEMM (or reduction kernel) still does, into the
+    other decoded-A buffer, and its GEMM must not touch the split-K partials or c before the
+    previous one is done. Several waves of tiles, the reduction kernel, clusters, batches."""
+    datas = [reference.generate_input(*problem, seed=seed) for seed in range(100, 106)]
+    expected = [reference.ref_kernel(data) for data in datas]
+    for data in datas:
+        data[6].fill_(float("nan"))
+    torch.cuda.synchronize()
+    outputs = [submission.custom_kernel(data) for data in datas]
+    torch.cuda.synchronize()
+    for i, (want, got) in enumerate(zip(expected, outputs)):
+        ok, message = reference.check_against(want, got)
+        assert ok, f"call {i}: {message}"
+
+
+@pytest.mark.skipif(_hopper_device() is not True,
+                    reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
 @pytest.mark.parametrize("config", [Sm90Config(tile_n, splits, in_cluster) for tile_n in (128, 256)
                                     for splits in range(1, HopperNvfp4Gemm.MAX_SPLITS + 1)
                                     for in_cluster in ((True, False) if splits > 1 else (True,))],
