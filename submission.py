@@ -956,13 +956,14 @@ class HopperOperandDecode:
 
     THREADS = 128
     TILE_K = SM90_TILE_K
+    THREADS_PER_UNIT = 2  # per (row, K tile): thread h decodes the chunks (i, h)
 
     @cute.jit
     def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
         k_tiles = k // self.TILE_K
         self.kernel(mWords, mScaleWords, mDecoded, k_tiles).launch(
-            grid=(m * k_tiles * 2 // self.THREADS, l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
+            grid=(m * k_tiles * self.THREADS_PER_UNIT // self.THREADS, l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
 
     @cute.kernel
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
@@ -982,8 +983,8 @@ class HopperOperandDecode:
         # pair's stores of chunk i fill one whole 32-byte sector, and a warp reads 512 and writes
         # 2 KB of contiguous memory.
         index = block * self.THREADS + tidx
-        h = index % 2
-        unit = index // 2
+        h = index % self.THREADS_PER_UNIT
+        unit = index // self.THREADS_PER_UNIT
         row = unit // k_tiles
         k_tile = unit % k_tiles
         # Four of the row's 8 packed words of this K tile, and its 4 scales (one 32-bit word of
@@ -1019,7 +1020,7 @@ def _sm90_cluster_capacity(device_index: int, cluster_size: int) -> int:
 
 @dataclass(frozen=True)
 class Sm90Config:
-    tile_n: int  # rows of B (columns of c) per CTA: 64 per warpgroup
+    tile_n: int  # rows of B (columns of c) per CTA: half per MMA warpgroup
     splits: int  # CTAs per output tile along K (a runtime argument: one compile serves all)
     # Where the splits add up: in the tile's cluster, or, where the device cannot hold every
     # tile's cluster at once, in `HopperSplitKReduction` (a runtime argument too).
@@ -1040,9 +1041,8 @@ class HopperNvfp4Gemm:
     see below). All are programmatic dependent launches: the GEMM loads B while the decode runs
     and waits for it (griddepcontrol.wait) before it loads A; the next call's decode, into the
     other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
-    after this GEMM has. The large operand B
-    (N x K) is the MMA's M side and A its N side, so that N, not the small M, fills wgmma's
-    64-row instruction.
+    after this GEMM has. The large operand B (N x K) is the MMA's M side and A its N side, so
+    that N, not the small M, fills wgmma's 64-row instruction.
     Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
     512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled
     fp16) into a multi-stage buffer (`stages`), and hands most of its registers to the two MMA
@@ -1473,8 +1473,8 @@ class HopperNvfp4Gemm:
         gRuns = cute.flat_divide(mPartials[(None, None, split_k_slot(tile_idx, batch, splits, split))], (SM90_RUN,))
         runs_per_row = self.tile_n // SM90_RUN
         for run in cutlass.range(tidx, self.TILE_M * runs_per_row, self.mma_threads, unroll=4):
-            gRuns[(None, run % runs_per_row, run // runs_per_row)].store(
-                sRuns[(None, run % runs_per_row, run // runs_per_row)].load())
+            coord = (None, run % runs_per_row, run // runs_per_row)
+            gRuns[coord].store(sRuns[coord].load())
 
     @cute.jit
     def _reduce_in_cluster(self, sTile, gC, tidx, split, splits):
@@ -1510,20 +1510,20 @@ def sm90_add_splits(split_tiles: list, splits, gC: cute.Tensor, row_start, row_s
     # every load's round trip in turn.
     parts = [[cute.make_rmem_tensor((SM90_RUN,), cutlass.Float32) for _ in split_tiles] for _ in range(SM90_RUNS_IN_FLIGHT)]
     for first in cutlass.range(row_start * runs_per_row + tidx, stop, threads * SM90_RUNS_IN_FLIGHT, unroll=1):
+        runs = [first + r * threads for r in range(SM90_RUNS_IN_FLIGHT)]
+        coords = [(None, run % runs_per_row, run // runs_per_row) for run in runs]
         for r in cutlass.range_constexpr(SM90_RUNS_IN_FLIGHT):
-            run = first + r * threads
-            if run < stop:
+            if runs[r] < stop:
                 for s in cutlass.range_constexpr(len(split_tiles)):
                     if s < splits:
-                        cute.autovec_copy(split_runs[s][(None, run % runs_per_row, run // runs_per_row)], parts[r][s])
+                        cute.autovec_copy(split_runs[s][coords[r]], parts[r][s])
         for r in cutlass.range_constexpr(SM90_RUNS_IN_FLIGHT):
-            run = first + r * threads
-            if run < stop:
+            if runs[r] < stop:
                 total = parts[r][0].load()
                 for s in cutlass.range_constexpr(1, len(split_tiles)):
                     if s < splits:
                         total = total + parts[r][s].load()
-                gRuns[(None, run % runs_per_row, run // runs_per_row)].store((total * SM90_ACC_RESCALE).to(cutlass.Float16))
+                gRuns[coords[r]].store((total * SM90_ACC_RESCALE).to(cutlass.Float16))
 
 
 @cute.jit
