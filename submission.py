@@ -1028,9 +1028,9 @@ class Sm90Config:
 
     def describe(self) -> str:
         tile = f"tile {self.tile_n}x{HopperNvfp4Gemm.TILE_M}x{HopperNvfp4Gemm.TILE_K}, split-K {self.splits}"
-        if self.splits == 1:
-            return tile
-        return tile + (" in a cluster" if self.in_cluster else " + reduction kernel")
+        if self.splits > 1:
+            tile += " in a cluster" if self.in_cluster else " + reduction kernel"
+        return tile
 
 
 class HopperNvfp4Gemm:
@@ -1049,12 +1049,14 @@ class HopperNvfp4Gemm:
     warpgroups (setmaxnreg). Each MMA warpgroup decodes its half of the tile's B rows (64 rows
     per MMA block, `mma_blocks` blocks) straight into wgmma's register operand and issues wgmma
     with fp32 accumulators, decoding the next K tile while the last one's MMAs run; the MMA
-    warpgroups share nothing but the stages. K is split over CTAs where the tile grid alone would
-    leave SMs idle. Where the device runs every tile's cluster at once, the splits of a tile form
-    one cluster and add up their fp32 tiles through distributed shared memory
-    (`_reduce_in_cluster`, which also writes c for unsplit tiles); elsewhere every split stores
-    its partial and a third kernel, `HopperSplitKReduction`, adds them up. Both add in split
-    order (deterministic) and need no counters to reset.
+    warpgroups share nothing but the stages. A 64-wide tile gives both warpgroups its 64 rows
+    and alternate K tiles instead (`warpgroups_per_b_row`): twice the CTAs of 128-wide tiles,
+    for shapes whose 128-wide tiles leave SMs idle. K is split over CTAs where the tile grid
+    alone would still leave SMs idle. Where the device runs every tile's cluster at once, the
+    splits of a tile form one cluster and add up their fp32 tiles through distributed shared
+    memory (`_reduce_in_cluster`); elsewhere every split stores its partial and a third kernel,
+    `HopperSplitKReduction`, adds them up. Both add in split order (deterministic) and need no
+    counters to reset; an unsplit tile goes from the CTA's shared memory to c.
 
     K order inside a 64-wide K tile. Thread t of a quad (t = lane % 4) holds, per row and k16
     step i, the MMA positions 16i + 8h + 2t + e (h, e in {0, 1}). Position p holds logical K
@@ -1084,7 +1086,11 @@ class HopperNvfp4Gemm:
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
-        self.mma_blocks = tile_n // (64 * self.MMA_WARPGROUPS)  # 64-row MMA blocks per MMA warpgroup
+        self.k_split_warpgroups = self.warpgroups_per_b_row(tile_n)
+        # K tiles per step of the main loop: two per warpgroup (its two register fragments).
+        self.k_tiles_per_step = 2 * self.k_split_warpgroups
+        self.mma_blocks = tile_n * self.k_split_warpgroups // (64 * self.MMA_WARPGROUPS)  # 64-row MMA blocks per MMA warpgroup
+        self.scale_rows = max(tile_n, 128)  # B rows whose scales a stage holds: whole 128-row atoms
         self.mma_threads = 128 * self.MMA_WARPGROUPS
         self.mma_warps = self.mma_threads // 32  # the TMA warpgroup's warps come after them
         self.threads = self.mma_threads + 128
@@ -1099,23 +1105,32 @@ class HopperNvfp4Gemm:
     # ----- host side: configuration, compilation, the per-call path -----
 
     @classmethod
+    def warpgroups_per_b_row(cls, tile_n: int) -> int:
+        """MMA warpgroups that multiply the same B rows. A tile narrower than the warpgroups'
+        64-row MMA blocks gives each warpgroup the whole tile and alternate K tiles: two
+        accumulators of the same tile, added in the epilogue, and twice the output tiles (CTAs)
+        of a 128-wide tile on the same problem, without the split-K adding across CTAs."""
+        return cls.MMA_WARPGROUPS if tile_n < 64 * cls.MMA_WARPGROUPS else 1
+
+    @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
                    cluster_capacity: Callable[[int], int] | None = None) -> Sm90Config:
         """The tile width and split count of least modelled time (`estimated_us`), each split
-        keeping >= 2 pairs of K tiles. A split config runs in one wave, each CTA filling an SM:
+        keeping >= 2 steps of the main loop. A split config runs in one wave, each CTA filling an SM:
         its tiles' clusters of `splits` CTAs where the device holds them all at once
         (`cluster_capacity(size)`, queried at call time; without a device, an H100's or H200's
         `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs and the
         reduction kernel, where tiles x splits fit on the SMs."""
         capacity = cluster_capacity or (SM90_CLUSTER_CAPACITY.__getitem__ if num_sms == SM90_NUM_SMS
                                         else lambda size: num_sms // size)
-        k_pairs = problem.k // (2 * cls.TILE_K)
+        k_tiles = problem.k // cls.TILE_K
         candidates = []
-        for tile_n in (256, 128):
+        for tile_n in (256, 128, 64):
             if problem.n % tile_n:
                 continue
             tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
-            for splits in range(1, max(1, min(cls.MAX_SPLITS, k_pairs // 2)) + 1):
+            steps = k_tiles // (2 * cls.warpgroups_per_b_row(tile_n))
+            for splits in range(1, max(1, min(cls.MAX_SPLITS, steps // 2)) + 1):
                 if splits == 1:
                     config, waves = Sm90Config(tile_n, 1), -(-tiles // num_sms)
                 elif tiles <= capacity(splits):
@@ -1124,25 +1139,28 @@ class HopperNvfp4Gemm:
                     config, waves = Sm90Config(tile_n, splits, in_cluster=False), 1
                 else:
                     continue
-                candidates.append((waves * cls.estimated_us(config, k_pairs), -tile_n, splits, config))
+                candidates.append((waves * cls.estimated_us(config, k_tiles), -tile_n, splits, config))
         return min(candidates)[3]
 
     # Fitted to every tile x split config timed on the benchmark shapes on an H100
-    # (results/logs/2026-11-22-h100-hopper-configs-63a4ca1.log): a line over the unsplit configs
-    # (fixed cost and cost per K tile of 64 a CTA runs), and what splitting adds or saves beyond
-    # its shorter main loop, as one least-squares fit over the split configs: base + per split x
-    # splits, plus the reduction kernel's extra where it adds the splits (rms residual 1.1 us for
-    # 256-wide tiles, 0.7 us for 128-wide; the unsplit fixed cost includes an epilogue over the
-    # whole tile, which a split config shares out, hence the negative bases).
-    FIXED_US = {256: 9.9, 128: 6.6}
-    K_TILE_US = {256: 0.59, 128: 0.33}
-    SPLIT_K_BASE_US = {256: -7.1, 128: -1.9}
-    SPLIT_K_PER_SPLIT_US = {256: 1.8, 128: 0.7}
-    REDUCTION_KERNEL_EXTRA_US = {256: 3.5, 128: 2.4}
+    # (results/logs/2026-11-22-h100-hopper-64-wide-tiles.log): a line over the unsplit configs
+    # (fixed cost and cost per K tile of 64 a CTA runs; rms residual 0.5 / 0.25 / 0.5 us for
+    # 256 / 128 / 64-wide tiles), and what splitting adds beyond its shorter main loop, as one
+    # least-squares fit over the split configs: base + per split x splits, plus the reduction
+    # kernel's extra where it adds the splits (rms 1.1 / 0.9 us). 64-wide tiles split only on
+    # one benchmark shape (two splits, both ways): their per-split cost is the 128-wide one's.
+    # A 64-wide tile costs 0.21 us per K tile against 0.33 for twice the rows: its warpgroup
+    # reads the whole A tile of a stage from shared memory for half the MMAs.
+    FIXED_US = {256: 4.5, 128: 3.4, 64: 2.7}
+    K_TILE_US = {256: 0.58, 128: 0.33, 64: 0.21}
+    SPLIT_K_BASE_US = {256: -0.4, 128: 1.8, 64: 2.2}
+    SPLIT_K_PER_SPLIT_US = {256: 1.35, 128: 0.4, 64: 0.4}
+    REDUCTION_KERNEL_EXTRA_US = {256: 4.3, 128: 2.9, 64: 3.3}
 
     @classmethod
-    def estimated_us(cls, config: Sm90Config, k_pairs: int) -> float:
-        k_tiles = 2 * -(-k_pairs // config.splits)
+    def estimated_us(cls, config: Sm90Config, k_tiles: int) -> float:
+        per_step = 2 * cls.warpgroups_per_b_row(config.tile_n)
+        k_tiles = per_step * -(-(k_tiles // per_step) // config.splits)  # per CTA
         split_cost = 0.0
         if config.splits > 1:
             split_cost = cls.SPLIT_K_BASE_US[config.tile_n] + config.splits * cls.SPLIT_K_PER_SPLIT_US[config.tile_n]
@@ -1191,14 +1209,15 @@ class HopperNvfp4Gemm:
     def _setup(self):
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32,
-            (self.MMA_WARPGROUPS, 1, 1), tiler_mn=(64, self.TILE_M), a_source=warpgroup.OperandSource.RMEM)
+            (self.MMA_WARPGROUPS // self.k_split_warpgroups, 1, 1), tiler_mn=(64, self.TILE_M),
+            a_source=warpgroup.OperandSource.RMEM)
         self.a_layout = sm90_utils.make_smem_layout_b(
             utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.STAGES)
         per_stage = self.tile_n * self.packed_bytes_per_row
         self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.STAGES),
                                                 stride=(self.packed_bytes_per_row, 1, per_stage))
-        self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.tile_n, self.TILE_K), SF_VEC_SIZE, self.STAGES)
-        self.stage_bytes = (per_stage + self.tile_n // 128 * SF_ATOM_BYTES
+        self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE, self.STAGES)
+        self.stage_bytes = (per_stage + self.scale_rows // 128 * SF_ATOM_BYTES
                             + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
         # The stages' bytes: A (1024-byte aligned for its swizzle), then packed B, then B's scales.
         self.packed_b_offset = cute.cosize(self.a_layout) * cutlass.Float16.width // 8
@@ -1296,10 +1315,10 @@ class HopperNvfp4Gemm:
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         m_tile = tile_idx % tiles_m
         n_tile = tile_idx // tiles_m
-        # Splits cover pairs of K tiles: the main loop alternates two register fragments.
-        pair_start, pair_stop = split_k_range(split, k_tiles // 2, splits)
-        k_start = 2 * pair_start
-        k_count = 2 * (pair_stop - pair_start)
+        # Splits cover whole steps of the main loop (`k_tiles_per_step`).
+        step_start, step_stop = split_k_range(split, k_tiles // self.k_tiles_per_step, splits)
+        k_start = self.k_tiles_per_step * step_start
+        k_count = self.k_tiles_per_step * (step_stop - step_start)
 
         tma_warp = warp_idx == self.mma_warps
         if tma_warp:
@@ -1311,7 +1330,8 @@ class HopperNvfp4Gemm:
             barrier_storage=storage.stage_barriers.data_ptr(),
             num_stages=self.STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.mma_warps),
+            # One arrival per warp of the warpgroup(s) that multiply a stage.
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.mma_warps // self.k_split_warpgroups),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -1331,10 +1351,10 @@ class HopperNvfp4Gemm:
                                            cute.group_modes(gB, 0, 2))
         scale_copies = []
         sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(sfb_layout, (None, None, 0))))
-        for atom in cutlass.range_constexpr(self.tile_n // 128):
+        for atom in cutlass.range_constexpr(self.scale_rows // 128):
             s_atoms = cute.make_tensor(sSFB.iterator + atom * SF_ATOM_BYTES,
                                        cute.make_layout((SF_ATOM_BYTES, self.STAGES), stride=(1, sf_stage_bytes)))
-            g_atoms = mSFB[(None, None, n_tile * (self.tile_n // 128) + atom, batch)]
+            g_atoms = mSFB[(None, None, n_tile * self.tile_n // 128 + atom, batch)]
             scale_copies.append(cpasync.tma_partition(tma_sfb, 0, one_cta, s_atoms, g_atoms))
 
         if warp_idx >= self.mma_warps:
@@ -1362,10 +1382,12 @@ class HopperNvfp4Gemm:
                     self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                     self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
                     producer.advance()
-            if cluster_size == splits:
-                # The cluster barriers of `_reduce_in_cluster` count every thread of the cluster.
-                for _ in cutlass.range_constexpr(2):
+            if splits > 1:
+                if cluster_size == splits:
+                    # The cluster barriers of `_reduce_in_cluster` count every thread of the cluster.
                     cute.arch.cluster_arrive()
+                    cute.arch.cluster_wait()
+                    cute.arch.cluster_arrive_relaxed()
                     cute.arch.cluster_wait()
         else:
             cute.arch.setmaxregister_increase(self.mma_registers)
@@ -1377,13 +1399,19 @@ class HopperNvfp4Gemm:
                           split, batch, m_tile, n_tile, k_count, splits, cluster_size):
         """The MMA warpgroups: B decoded into registers (per thread), A from shared memory, fp32
         accumulators; then c, or this split's share of the split-K reduction."""
-        thr_mma = tiled_mma.get_slice(tidx)
+        warpgroup_threads = self.mma_threads // self.k_split_warpgroups  # threads per B row
+        thr_mma = tiled_mma.get_slice(tidx % warpgroup_threads)
+        # Where the warpgroups share B rows, warpgroup w multiplies K tiles w, w + 2, ... and
+        # skips the other's stages.
+        k_phase = tidx // warpgroup_threads
         tCrA = tiled_mma.make_fragment_B(thr_mma.partition_B(sA))
         # This thread's first B row of each MMA block in the (tile_n, TILE_K) tile, and its
         # place in the quad.
         tCcB = thr_mma.partition_A(cute.make_identity_tensor((self.tile_n, self.TILE_K)))
         b_rows = [tCcB[(0, block, 0)][0] for block in range(self.mma_blocks)]
         quad = tCcB[0][1] // 2
+        # A 64-wide tile's scales are rows 0-63 or 64-127 of a 128-row atom.
+        scale_row_offset = n_tile * self.tile_n % 128 if self.tile_n < 128 else 0
         fragments = [cute.make_rmem_tensor(tiled_mma.partition_shape_A((self.tile_n, self.TILE_K)), cutlass.Float16)
                      for _ in range(2)]
         gC = cute.local_tile(mC, (self.tile_n, self.TILE_M), (n_tile, m_tile, batch))
@@ -1392,32 +1420,37 @@ class HopperNvfp4Gemm:
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         mma_k_blocks = cute.size(tCrA, mode=[2])
 
-        consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
-        retired = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.STAGES)
-        for kt_pair in cutlass.range(k_count // 2, unroll=1):
+        consumer = pipeline.PipelineState(self.STAGES, k_phase, k_phase, cutlass.Int32(0))
+        retired = consumer.clone()
+        for step in cutlass.range(k_count // self.k_tiles_per_step, unroll=1):
             for f in cutlass.range_constexpr(2):
                 # A peek first: the blocking wait's retry loop then sits on a cold path, and
                 # ptxas keeps it out of the loop body (inline, it made the loop ~10 % slower).
                 stages.consumer_wait(consumer, stages.consumer_try_wait(consumer))
-                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_rows, quad, fragments[f])
+                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_rows, scale_row_offset, quad, fragments[f])
                 warpgroup.fence()
                 for kb in cutlass.range_constexpr(mma_k_blocks):
                     cute.gemm(tiled_mma, acc, fragments[f][(None, None, kb)], tCrA[(None, None, kb, consumer.index)], acc)
                 warpgroup.commit_group()
-                consumer.advance()
+                for _ in cutlass.range_constexpr(self.k_split_warpgroups):
+                    consumer.advance()
                 # One MMA group stays in flight. The group retired here read the other fragment,
                 # decoded next, and the previous stage, which goes back to TMA.
                 warpgroup.wait_group(1)
-                if f == 1 or kt_pair > 0:
+                if f == 1 or step > 0:
                     stages.consumer_release(retired)
-                    retired.advance()
+                    for _ in cutlass.range_constexpr(self.k_split_warpgroups):
+                        retired.advance()
         warpgroup.wait_group(0)
         for i in cutlass.range_constexpr(cute.size(acc)):
             acc[i] = _sm90_pin_f32(acc[i])
 
         # ---- epilogue ----
-        self._tile_to_shared(acc, thr_mma, sTile)
-        if cluster_size == splits:  # one split, or the tile's splits in one cluster
+        self._tile_to_shared(acc, thr_mma, sTile, k_phase)
+        if splits == 1:
+            cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+            sm90_add_splits([sTile], 1, gC, 0, self.TILE_M, tidx, self.mma_threads)
+        elif cluster_size == splits:
             self._reduce_in_cluster(sTile, gC, tidx, split, splits)
         else:  # HopperSplitKReduction adds the splits up
             self._store_partial(sTile, mPartials, tidx, tile_idx, split, batch, splits)
@@ -1439,7 +1472,7 @@ class HopperNvfp4Gemm:
         cute.copy(tma_a, tAgA[(None, k_start + producer.count)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
 
     @cute.jit
-    def _decode_b_fragment(self, sPacked, sSF, stage, b_rows, quad, fragment):
+    def _decode_b_fragment(self, sPacked, sSF, stage, b_rows, scale_row_offset, quad, fragment):
         """Rows b_row and b_row + 8 of each MMA block: 8 packed bytes and one scale each ->
         wgmma's A fragment."""
         packed_words = cute.recast_tensor(sPacked[(None, None, stage)], cutlass.Uint32)
@@ -1449,20 +1482,31 @@ class HopperNvfp4Gemm:
             for r8 in cutlass.range_constexpr(2):
                 cute.autovec_copy(cute.local_tile(packed_words, (1, 2), (b_row + 8 * r8, quad)), words[r8])
             for r8 in cutlass.range_constexpr(2):
-                scale2 = _sm90_scale_f16x2(cutlass.Uint32(sSF[(b_row + 8 * r8, 16 * quad, stage)]))
+                scale2 = _sm90_scale_f16x2(cutlass.Uint32(sSF[(scale_row_offset + b_row + 8 * r8, 16 * quad, stage)]))
                 for h in cutlass.range_constexpr(2):
                     for i in cutlass.range_constexpr(4):
                         frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
-    def _tile_to_shared(self, acc, thr_mma, sTile):
+    def _tile_to_shared(self, acc, thr_mma, sTile, k_phase):
         """The accumulators, as this CTA's fp32 tile, into shared memory over the stages."""
-        # Every TMA load has landed (each MMA warp waited for every stage), but the other MMA
+        # Every TMA load has landed (each MMA warp waited for its stages), but the other MMA
         # warpgroup may still be reading its last stage, which the tile overlays.
         cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
         tCsTile = thr_mma.partition_C(sTile)
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            tCsTile[i] = acc[i]
+        if cutlass.const_expr(self.k_split_warpgroups == 1):
+            for i in cutlass.range_constexpr(cute.size(acc)):
+                tCsTile[i] = acc[i]
+        else:
+            # Both warpgroups hold the whole tile, over alternate K tiles: the second puts its
+            # sums in place, the first adds its own to them.
+            if k_phase == 1:
+                for i in cutlass.range_constexpr(cute.size(acc)):
+                    tCsTile[i] = acc[i]
+            cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+            if k_phase == 0:
+                for i in cutlass.range_constexpr(cute.size(acc)):
+                    tCsTile[i] = acc[i] + tCsTile[i]
 
     @cute.jit
     def _store_partial(self, sTile, mPartials, tidx, tile_idx, split, batch, splits):
@@ -1479,9 +1523,9 @@ class HopperNvfp4Gemm:
     @cute.jit
     def _reduce_in_cluster(self, sTile, gC, tidx, split, splits):
         """c from the fp32 tiles of the tile's splits, which run as one cluster (CTA rank =
-        split; one split is a cluster of one), each in its CTA's shared memory: after a cluster
-        barrier each CTA adds up a slab of c's rows over the splits' tiles, read through
-        distributed shared memory (`sm90_add_splits`)."""
+        split), each in its CTA's shared memory: after a cluster barrier each CTA adds up a slab
+        of c's rows over the splits' tiles, read through distributed shared memory
+        (`sm90_add_splits`)."""
         # Release this CTA's tile to the cluster, acquire the others'.
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
@@ -1491,7 +1535,9 @@ class HopperNvfp4Gemm:
                        for s in range(self.MAX_SPLITS)]
         sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, self.mma_threads)
         # A CTA's shared memory lives as long as the CTA: stay until every split has read this one.
-        cute.arch.cluster_arrive()
+        # Relaxed: every load from the other tiles has returned (its sum is stored), and a release
+        # would also wait for this CTA's stores to c to complete.
+        cute.arch.cluster_arrive_relaxed()
         cute.arch.cluster_wait()
 
 

@@ -8,7 +8,7 @@ import torch
 import reference
 import submission
 from harness.shapes import official_cases
-from submission import HopperNvfp4Gemm, Problem, Sm90Config, split_k_range
+from submission import SM90_CLUSTER_CAPACITY, HopperNvfp4Gemm, Problem, Sm90Config, split_k_range
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
 
@@ -78,15 +78,15 @@ OFFICIAL = [Problem(*(case.args[key] for key in "mnkl")) for name in ("tests", "
 @pytest.mark.parametrize("num_sms", [132, 114, 78])
 def test_split_k_keeps_one_wave_and_covers_k_once(problem, num_sms):
     config = HopperNvfp4Gemm.config_for(problem, num_sms)
-    assert config.tile_n in (128, 256) and problem.n % config.tile_n == 0
+    assert config.tile_n in (64, 128, 256) and problem.n % config.tile_n == 0
     tiles = (problem.m // HopperNvfp4Gemm.TILE_M) * (problem.n // config.tile_n) * problem.l
     assert 1 <= config.splits <= HopperNvfp4Gemm.MAX_SPLITS
     if config.splits > 1:
         assert tiles * config.splits <= num_sms
-    pairs = problem.k // (2 * HopperNvfp4Gemm.TILE_K)
-    ranges = [split_k_range(s, pairs, config.splits) for s in range(config.splits)]
-    assert ranges[0][0] == 0 and ranges[-1][1] == pairs
-    assert all(stop - start >= 2 or pairs < 4 for start, stop in ranges)
+    steps = problem.k // HopperNvfp4Gemm.TILE_K // (2 * HopperNvfp4Gemm.warpgroups_per_b_row(config.tile_n))
+    ranges = [split_k_range(s, steps, config.splits) for s in range(config.splits)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == steps
+    assert all(stop - start >= 2 or steps < 4 for start, stop in ranges)
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
 
 
@@ -106,13 +106,17 @@ def test_split_tiles_fit_the_devices_clusters_in_one_wave(problem):
             assert tiles > capacity_of(config.splits) and tiles * config.splits <= 132
 
 
-def test_reduction_kernel_takes_the_splits_clusters_cannot_hold():
-    """128 x 4096 x 7168 on a device with room for 30 clusters of 4: 32 tiles of 128 x 128 need
-    32, so the fourth split goes through the reduction kernel (measured on an H100: 22.0 us against
-    23.3 for three splits in clusters, results/logs/2026-11-22-h100-hopper-warp-specialized.log)."""
-    capacity = {1: 132, 2: 66, 3: 39, 4: 30}
-    config = HopperNvfp4Gemm.config_for(Problem(128, 4096, 7168, 1), 132, capacity.__getitem__)
-    assert config == Sm90Config(128, 4, in_cluster=False)
+@pytest.mark.parametrize("problem, fastest", [
+    (Problem(128, 7168, 16384, 1), Sm90Config(256, 4)),
+    (Problem(128, 4096, 7168, 1), Sm90Config(64, 2)),
+    (Problem(128, 7168, 2048, 1), Sm90Config(64, 1)),
+], ids=lambda p: "x".join(map(str, p)) if isinstance(p, Problem) else "")
+def test_cost_model_picks_the_fastest_measured_config(problem, fastest):
+    """On each benchmark shape the model picks the config that timed fastest of all feasible
+    ones on an H100 (results/logs/2026-11-22-h100-hopper-64-wide-tiles.log: 46.1, 17.3 and
+    9.8 us; next best 48.7 (128 x 2 in clusters), 18.7 (128 x 3 in clusters), 11.0 (128 x 2
+    in clusters))."""
+    assert HopperNvfp4Gemm.config_for(problem, 132, SM90_CLUSTER_CAPACITY.__getitem__) == fastest
 
 
 def _hopper_device():
@@ -161,7 +165,7 @@ def test_calls_queued_back_to_back_match_reference(problem):
 
 @pytest.mark.skipif(_hopper_device() is not True,
                     reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
-@pytest.mark.parametrize("config", [Sm90Config(tile_n, splits, in_cluster) for tile_n in (128, 256)
+@pytest.mark.parametrize("config", [Sm90Config(tile_n, splits, in_cluster) for tile_n in (64, 128, 256)
                                     for splits in range(1, HopperNvfp4Gemm.MAX_SPLITS + 1)
                                     for in_cluster in ((True, False) if splits > 1 else (True,))],
                          ids=lambda config: config.describe().replace(" ", "_"))
@@ -169,8 +173,8 @@ def test_every_tile_width_and_split_count_matches_reference(config):
     """Every tile width and split count, whichever `config_for` would pick, reduced in clusters
     (each split owns a share of the accumulator groups, uneven for 3 splits, and adds the
     others' partials to it) and by the reduction kernel; several tiles and batches, so
-    partials of different tiles must not mix."""
-    problem = Problem(256, 768 if config.tile_n == 128 else 512, 2048, 2)
+    partials of different tiles must not mix; 64-wide tiles in both halves of a scale atom."""
+    problem = Problem(256, {64: 384, 128: 768, 256: 512}[config.tile_n], 2048, 2)
     plan = HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config)
     data = reference.generate_input(*problem, seed=1234 + config.splits)
     expected = reference.ref_kernel(data)
