@@ -1086,10 +1086,11 @@ class HopperNvfp4Gemm:
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
-        self.k_split_warpgroups = self.warpgroups_per_b_row(tile_n)
+        self.b_row_warpgroups = self.warpgroups_per_b_row(tile_n)
         # K tiles per step of the main loop: two per warpgroup (its two register fragments).
-        self.k_tiles_per_step = 2 * self.k_split_warpgroups
-        self.mma_blocks = tile_n * self.k_split_warpgroups // (64 * self.MMA_WARPGROUPS)  # 64-row MMA blocks per MMA warpgroup
+        self.k_tiles_per_step = 2 * self.b_row_warpgroups
+        # 64-row MMA blocks per MMA warpgroup
+        self.mma_blocks = tile_n * self.b_row_warpgroups // (64 * self.MMA_WARPGROUPS)
         self.scale_rows = max(tile_n, 128)  # B rows whose scales a stage holds: whole 128-row atoms
         self.mma_threads = 128 * self.MMA_WARPGROUPS
         self.mma_warps = self.mma_threads // 32  # the TMA warpgroup's warps come after them
@@ -1209,14 +1210,15 @@ class HopperNvfp4Gemm:
     def _setup(self):
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32,
-            (self.MMA_WARPGROUPS // self.k_split_warpgroups, 1, 1), tiler_mn=(64, self.TILE_M),
+            (self.MMA_WARPGROUPS // self.b_row_warpgroups, 1, 1), tiler_mn=(64, self.TILE_M),
             a_source=warpgroup.OperandSource.RMEM)
         self.a_layout = sm90_utils.make_smem_layout_b(
             utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.STAGES)
         per_stage = self.tile_n * self.packed_bytes_per_row
         self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.STAGES),
                                                 stride=(self.packed_bytes_per_row, 1, per_stage))
-        self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE, self.STAGES)
+        self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE,
+                                                                 self.STAGES)
         self.stage_bytes = (per_stage + self.scale_rows // 128 * SF_ATOM_BYTES
                             + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
         # The stages' bytes: A (1024-byte aligned for its swizzle), then packed B, then B's scales.
@@ -1331,7 +1333,8 @@ class HopperNvfp4Gemm:
             num_stages=self.STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             # One arrival per warp of the warpgroup(s) that multiply a stage.
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.mma_warps // self.k_split_warpgroups),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                     self.mma_warps // self.b_row_warpgroups),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -1399,7 +1402,7 @@ class HopperNvfp4Gemm:
                           split, batch, m_tile, n_tile, k_count, splits, cluster_size):
         """The MMA warpgroups: B decoded into registers (per thread), A from shared memory, fp32
         accumulators; then c, or this split's share of the split-K reduction."""
-        warpgroup_threads = self.mma_threads // self.k_split_warpgroups  # threads per B row
+        warpgroup_threads = self.mma_threads // self.b_row_warpgroups  # threads per B row
         thr_mma = tiled_mma.get_slice(tidx % warpgroup_threads)
         # Where the warpgroups share B rows, warpgroup w multiplies K tiles w, w + 2, ... and
         # skips the other's stages.
@@ -1427,19 +1430,20 @@ class HopperNvfp4Gemm:
                 # A peek first: the blocking wait's retry loop then sits on a cold path, and
                 # ptxas keeps it out of the loop body (inline, it made the loop ~10 % slower).
                 stages.consumer_wait(consumer, stages.consumer_try_wait(consumer))
-                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_rows, scale_row_offset, quad, fragments[f])
+                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_rows, scale_row_offset, quad,
+                                        fragments[f])
                 warpgroup.fence()
                 for kb in cutlass.range_constexpr(mma_k_blocks):
                     cute.gemm(tiled_mma, acc, fragments[f][(None, None, kb)], tCrA[(None, None, kb, consumer.index)], acc)
                 warpgroup.commit_group()
-                for _ in cutlass.range_constexpr(self.k_split_warpgroups):
+                for _ in cutlass.range_constexpr(self.b_row_warpgroups):
                     consumer.advance()
                 # One MMA group stays in flight. The group retired here read the other fragment,
                 # decoded next, and the previous stage, which goes back to TMA.
                 warpgroup.wait_group(1)
                 if f == 1 or step > 0:
                     stages.consumer_release(retired)
-                    for _ in cutlass.range_constexpr(self.k_split_warpgroups):
+                    for _ in cutlass.range_constexpr(self.b_row_warpgroups):
                         retired.advance()
         warpgroup.wait_group(0)
         for i in cutlass.range_constexpr(cute.size(acc)):
@@ -1482,7 +1486,8 @@ class HopperNvfp4Gemm:
             for r8 in cutlass.range_constexpr(2):
                 cute.autovec_copy(cute.local_tile(packed_words, (1, 2), (b_row + 8 * r8, quad)), words[r8])
             for r8 in cutlass.range_constexpr(2):
-                scale2 = _sm90_scale_f16x2(cutlass.Uint32(sSF[(scale_row_offset + b_row + 8 * r8, 16 * quad, stage)]))
+                scale_code = sSF[(scale_row_offset + b_row + 8 * r8, 16 * quad, stage)]
+                scale2 = _sm90_scale_f16x2(cutlass.Uint32(scale_code))
                 for h in cutlass.range_constexpr(2):
                     for i in cutlass.range_constexpr(4):
                         frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
@@ -1494,7 +1499,7 @@ class HopperNvfp4Gemm:
         # warpgroup may still be reading its last stage, which the tile overlays.
         cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
         tCsTile = thr_mma.partition_C(sTile)
-        if cutlass.const_expr(self.k_split_warpgroups == 1):
+        if cutlass.const_expr(self.b_row_warpgroups == 1):
             for i in cutlass.range_constexpr(cute.size(acc)):
                 tCsTile[i] = acc[i]
         else:
