@@ -869,6 +869,7 @@ from cutlass._mlir.dialects import llvm  # noqa: E402
 from cutlass.cute.nvgpu import warpgroup  # noqa: E402
 
 SM90_NUM_SMS = 132  # H100 SXM and H200; the live count is read from the device at call time
+SM90_SMEM_BYTES = 227 * 1024  # the most shared memory one CTA may have on sm_90
 # Clusters of 1-4 CTAs, each filling an SM, that an H100 SXM and an H200 run at once (what
 # get_max_active_clusters reports on both): the configuration where there is no device to ask.
 SM90_CLUSTER_CAPACITY = {1: 132, 2: 66, 3: 39, 4: 30}
@@ -1069,10 +1070,10 @@ class HopperNvfp4Gemm:
     ARCH = "sm_90a"
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
     TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
-    STAGES = 8
-    # Stages of B loaded before the decode kernel is done. With all 8, every CTA's prefetch
+    # Stages of B loaded before the decode kernel is done. With all of 8, every CTA's prefetch
     # shares DRAM and the first stage's B lands later (4 vs 8: 0.99 / 0.96 / 0.94 x the time
-    # on the benchmarks, results/logs/2026-11-22-h100-hopper-b-ahead.log).
+    # on the benchmarks, results/logs/2026-11-22-h100-hopper-b-ahead.log; 2 and 8 again with
+    # 64-wide tiles: no better, ...-hopper-stages.log).
     B_AHEAD_STAGES = 4
     MMA_WARPGROUPS = 2
     TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
@@ -1102,6 +1103,13 @@ class HopperNvfp4Gemm:
                                  // self.MMA_WARPGROUPS // 8 * 8)
         self.packed_bytes_per_row = self.TILE_K // 2
         self.mma_tiler = (tile_n, self.TILE_M, self.TILE_K)
+        # A stage: B's packed rows, B's scale atoms, the decoded A tile. As many stages as shared
+        # memory holds beside the 1 KB the stage barriers take up (the A tile's alignment): 12 /
+        # 11 / 9 for 64 / 128 / 256-wide tiles. For 64-wide tiles 12 rather than 8 took 0.97 x
+        # the time, 6 took 1.15 x (results/logs/2026-11-22-h100-hopper-stages.log).
+        self.stage_bytes = (tile_n * self.packed_bytes_per_row + self.scale_rows // 128 * SF_ATOM_BYTES
+                            + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
+        self.stages = (SM90_SMEM_BYTES - 1024) // self.stage_bytes
 
     # ----- host side: configuration, compilation, the per-call path -----
 
@@ -1213,14 +1221,12 @@ class HopperNvfp4Gemm:
             (self.MMA_WARPGROUPS // self.b_row_warpgroups, 1, 1), tiler_mn=(64, self.TILE_M),
             a_source=warpgroup.OperandSource.RMEM)
         self.a_layout = sm90_utils.make_smem_layout_b(
-            utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.STAGES)
+            utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.stages)
         per_stage = self.tile_n * self.packed_bytes_per_row
-        self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.STAGES),
+        self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.stages),
                                                 stride=(self.packed_bytes_per_row, 1, per_stage))
         self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE,
-                                                                 self.STAGES)
-        self.stage_bytes = (per_stage + self.scale_rows // 128 * SF_ATOM_BYTES
-                            + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
+                                                                 self.stages)
         # The stages' bytes: A (1024-byte aligned for its swizzle), then packed B, then B's scales.
         self.packed_b_offset = cute.cosize(self.a_layout) * cutlass.Float16.width // 8
         self.sfb_offset = self.packed_b_offset + cute.cosize(self.packed_b_layout)
@@ -1233,11 +1239,12 @@ class HopperNvfp4Gemm:
         # Field types built as values: this file postpones annotations, and cute.struct would
         # receive them as strings.
         fields = {
-            "stage_barriers": cute.struct.MemRange[cutlass.Int64, self.STAGES * 2],
+            "stage_barriers": cute.struct.MemRange[cutlass.Int64, self.stages * 2],
             "stages": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, stages_bytes], 1024],
         }
         self.shared_storage = cute.struct(type("Sm90SharedStorage", (), {"__annotations__": fields}))
         self.launch_smem_bytes = self.shared_storage.size_in_bytes()
+        assert self.launch_smem_bytes <= SM90_SMEM_BYTES, (self.tile_n, self.stages, self.launch_smem_bytes)
 
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
@@ -1330,7 +1337,7 @@ class HopperNvfp4Gemm:
         storage = utils.SmemAllocator().allocate(self.shared_storage)
         stages = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.stage_barriers.data_ptr(),
-            num_stages=self.STAGES,
+            num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             # One arrival per warp of the warpgroup(s) that multiply a stage.
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
@@ -1356,14 +1363,14 @@ class HopperNvfp4Gemm:
         sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(sfb_layout, (None, None, 0))))
         for atom in cutlass.range_constexpr(self.scale_rows // 128):
             s_atoms = cute.make_tensor(sSFB.iterator + atom * SF_ATOM_BYTES,
-                                       cute.make_layout((SF_ATOM_BYTES, self.STAGES), stride=(1, sf_stage_bytes)))
+                                       cute.make_layout((SF_ATOM_BYTES, self.stages), stride=(1, sf_stage_bytes)))
             g_atoms = mSFB[(None, None, n_tile * self.tile_n // 128 + atom, batch)]
             scale_copies.append(cpasync.tma_partition(tma_sfb, 0, one_cta, s_atoms, g_atoms))
 
         if warp_idx >= self.mma_warps:
             cute.arch.setmaxregister_decrease(self.TMA_REGISTERS)
             if tma_warp:
-                producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.STAGES)
+                producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 # B does not depend on the decode kernel: load it into the first stages, then
                 # wait for that grid (this kernel is its programmatic dependent) before loading A.
                 a_loads = producer.clone()
@@ -1423,7 +1430,7 @@ class HopperNvfp4Gemm:
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         mma_k_blocks = cute.size(tCrA, mode=[2])
 
-        consumer = pipeline.PipelineState(self.STAGES, k_phase, k_phase, cutlass.Int32(0))
+        consumer = pipeline.PipelineState(self.stages, k_phase, k_phase, cutlass.Int32(0))
         retired = consumer.clone()
         for step in cutlass.range(k_count // self.k_tiles_per_step, unroll=1):
             for f in cutlass.range_constexpr(2):
