@@ -1091,8 +1091,7 @@ class HopperNvfp4Gemm:
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
         self.b_row_warpgroups = self.warpgroups_per_b_row(tile_n)
-        # K tiles per step of the main loop: two per warpgroup (its two register fragments).
-        self.k_tiles_per_step = 2 * self.b_row_warpgroups
+        self.k_tiles_per_step = self.k_tiles_per_step_for(tile_n)
         # 64-row MMA blocks per MMA warpgroup
         self.mma_blocks = tile_n * self.b_row_warpgroups // (64 * self.MMA_WARPGROUPS)
         self.scale_rows = max(tile_n, 128)  # B rows whose scales a stage holds: whole 128-row atoms
@@ -1111,7 +1110,8 @@ class HopperNvfp4Gemm:
         # tile's alignment): 12 / 10 / 9 for 64 / 128 / 256-wide tiles. For 64-wide tiles 12
         # rather than 8 took 0.97 x the time, 6 took 1.15 x
         # (results/logs/2026-11-22-h100-hopper-stages.log).
-        self.stage_bytes = (tile_n * self.packed_bytes_per_row + self.scale_rows // 128 * SF_ATOM_BYTES
+        self.packed_b_stage_bytes = tile_n * self.packed_bytes_per_row
+        self.stage_bytes = (self.packed_b_stage_bytes + self.scale_rows // 128 * SF_ATOM_BYTES
                             + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
         self.stages = (SM90_SMEM_BYTES - SM90_STATIC_SMEM_BYTES - 1024) // self.stage_bytes
 
@@ -1124,6 +1124,12 @@ class HopperNvfp4Gemm:
         accumulators of the same tile, added in the epilogue, and twice the output tiles (CTAs)
         of a 128-wide tile on the same problem, without the split-K adding across CTAs."""
         return cls.MMA_WARPGROUPS if tile_n < 64 * cls.MMA_WARPGROUPS else 1
+
+    @classmethod
+    def k_tiles_per_step_for(cls, tile_n: int) -> int:
+        """K tiles per step of the main loop, the unit that splits cover: two per warpgroup of
+        a B row (its two register fragments)."""
+        return 2 * cls.warpgroups_per_b_row(tile_n)
 
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
@@ -1142,7 +1148,7 @@ class HopperNvfp4Gemm:
             if problem.n % tile_n:
                 continue
             tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
-            steps = k_tiles // (2 * cls.warpgroups_per_b_row(tile_n))
+            steps = k_tiles // cls.k_tiles_per_step_for(tile_n)
             for splits in range(1, max(1, min(cls.MAX_SPLITS, steps // 2)) + 1):
                 if splits == 1:
                     config, waves = Sm90Config(tile_n, 1), -(-tiles // num_sms)
@@ -1172,7 +1178,7 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def estimated_us(cls, config: Sm90Config, k_tiles: int) -> float:
-        per_step = 2 * cls.warpgroups_per_b_row(config.tile_n)
+        per_step = cls.k_tiles_per_step_for(config.tile_n)
         k_tiles = per_step * -(-(k_tiles // per_step) // config.splits)  # per CTA
         split_cost = 0.0
         if config.splits > 1:
@@ -1226,9 +1232,8 @@ class HopperNvfp4Gemm:
             a_source=warpgroup.OperandSource.RMEM)
         self.a_layout = sm90_utils.make_smem_layout_b(
             utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.stages)
-        per_stage = self.tile_n * self.packed_bytes_per_row
         self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.stages),
-                                                stride=(self.packed_bytes_per_row, 1, per_stage))
+                                                stride=(self.packed_bytes_per_row, 1, self.packed_b_stage_bytes))
         self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE,
                                                                  self.stages)
         # The stages' bytes: A (1024-byte aligned for its swizzle), then packed B, then B's scales.
@@ -1463,7 +1468,7 @@ class HopperNvfp4Gemm:
         # ---- epilogue ----
         self._tile_to_shared(acc, thr_mma, sTile, k_phase)
         if splits == 1:
-            cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+            self._sync_mma_warps()
             sm90_add_splits([sTile], 1, gC, 0, self.TILE_M, tidx, self.mma_threads)
         elif cluster_size == splits:
             self._reduce_in_cluster(sTile, gC, tidx, split, splits)
@@ -1504,11 +1509,16 @@ class HopperNvfp4Gemm:
                         frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
+    def _sync_mma_warps(self):
+        """A barrier over the MMA warpgroups only (the TMA warpgroup may have left)."""
+        cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+
+    @cute.jit
     def _tile_to_shared(self, acc, thr_mma, sTile, k_phase):
         """The accumulators, as this CTA's fp32 tile, into shared memory over the stages."""
         # Every TMA load has landed (each MMA warp waited for its stages), but the other MMA
         # warpgroup may still be reading its last stage, which the tile overlays.
-        cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+        self._sync_mma_warps()
         tCsTile = thr_mma.partition_C(sTile)
         if cutlass.const_expr(self.b_row_warpgroups == 1):
             for i in cutlass.range_constexpr(cute.size(acc)):
@@ -1519,7 +1529,7 @@ class HopperNvfp4Gemm:
             if k_phase == 1:
                 for i in cutlass.range_constexpr(cute.size(acc)):
                     tCsTile[i] = acc[i]
-            cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+            self._sync_mma_warps()
             if k_phase == 0:
                 for i in cutlass.range_constexpr(cute.size(acc)):
                     tCsTile[i] = acc[i] + tCsTile[i]
@@ -1528,7 +1538,7 @@ class HopperNvfp4Gemm:
     def _store_partial(self, sTile, mPartials, tidx, tile_idx, split, batch, splits):
         """This split's fp32 tile from shared memory to its partials slot, for
         `HopperSplitKReduction`, in runs of `SM90_RUN` columns."""
-        cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+        self._sync_mma_warps()
         sRuns = cute.flat_divide(sTile, (SM90_RUN,))
         gRuns = cute.flat_divide(mPartials[(None, None, split_k_slot(tile_idx, batch, splits, split))], (SM90_RUN,))
         runs_per_row = self.tile_n // SM90_RUN

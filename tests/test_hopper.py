@@ -83,7 +83,7 @@ def test_split_k_keeps_one_wave_and_covers_k_once(problem, num_sms):
     assert 1 <= config.splits <= HopperNvfp4Gemm.MAX_SPLITS
     if config.splits > 1:
         assert tiles * config.splits <= num_sms
-    steps = problem.k // HopperNvfp4Gemm.TILE_K // (2 * HopperNvfp4Gemm.warpgroups_per_b_row(config.tile_n))
+    steps = problem.k // HopperNvfp4Gemm.TILE_K // HopperNvfp4Gemm.k_tiles_per_step_for(config.tile_n)
     ranges = [split_k_range(s, steps, config.splits) for s in range(config.splits)]
     assert ranges[0][0] == 0 and ranges[-1][1] == steps
     assert all(stop - start >= 2 or steps < 4 for start, stop in ranges)
@@ -171,8 +171,8 @@ def test_calls_queued_back_to_back_match_reference(problem):
                          ids=lambda config: config.describe().replace(" ", "_"))
 def test_every_tile_width_and_split_count_matches_reference(config):
     """Every tile width and split count, whichever `config_for` would pick, reduced in clusters
-    (each split owns a share of the accumulator groups, uneven for 3 splits, and adds the
-    others' partials to it) and by the reduction kernel; several tiles and batches, so
+    (each split adds up a slab of the tile's rows over the splits' tiles, uneven for 3 splits)
+    and by the reduction kernel; several tiles and batches, so
     partials of different tiles must not mix; 64-wide tiles in both halves of a scale atom."""
     problem = Problem(256, {64: 384, 128: 768, 256: 512}[config.tile_n], 2048, 2)
     plan = HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config)
