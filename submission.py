@@ -925,6 +925,54 @@ def _sm90_e4m3x2_to_f16x2(codes, half: int = 0, *, loc=None, ip=None) -> cutlass
                          % ("hi" if half else "lo"), "=r,r", codes, loc=loc, ip=ip)
 
 
+def _sm90_memory_asm(asm: str, constraints: str, *args, result=None, loc=None, ip=None):
+    """Inline PTX that touches memory (never moved or dropped); its result as type `result`."""
+    value = llvm.inline_asm(result.mlir_type if result else None, [a.ir_value(loc=loc, ip=ip) for a in args],
+                            asm, constraints, has_side_effects=True, is_align_stack=False,
+                            asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    return result(value) if result else None
+
+
+# The decoded A's ready counter: 32-bit, in global memory, addressed as integers.
+
+@cutlass.dsl_user_op
+def _sm90_count_up(address, *, loc=None, ip=None) -> None:
+    """Add 1, releasing this thread's earlier writes (and those it has synchronized with) at
+    GPU scope."""
+    _sm90_memory_asm("red.release.gpu.global.add.u32 [$0], 1;", "l,~{memory}", cutlass.Int64(address),
+                     loc=loc, ip=ip)
+
+
+@cutlass.dsl_user_op
+def _sm90_load_acquire(address, *, loc=None, ip=None) -> cutlass.Int32:
+    """The count, acquiring what its writers released."""
+    return _sm90_memory_asm("ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}", cutlass.Int64(address),
+                            result=cutlass.Int32, loc=loc, ip=ip)
+
+
+@cutlass.dsl_user_op
+def _sm90_fetch_add(address, *, loc=None, ip=None) -> cutlass.Int32:
+    """Add 1; the count before."""
+    return _sm90_memory_asm("atom.relaxed.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
+                            cutlass.Int64(address), result=cutlass.Int32, loc=loc, ip=ip)
+
+
+@cutlass.dsl_user_op
+def _sm90_store_zero(address, *, loc=None, ip=None) -> None:
+    _sm90_memory_asm("st.relaxed.gpu.global.u32 [$0], 0;", "l,~{memory}", cutlass.Int64(address), loc=loc, ip=ip)
+
+
+@cutlass.dsl_user_op
+def _sm90_fence_gpu(*, loc=None, ip=None) -> None:
+    _sm90_memory_asm("fence.acq_rel.gpu;", "~{memory}", loc=loc, ip=ip)
+
+
+@cutlass.dsl_user_op
+def _sm90_fence_proxy_async(*, loc=None, ip=None) -> None:
+    """Order this thread's view of global memory before its TMA (async proxy) reads."""
+    _sm90_memory_asm("fence.proxy.async.global;", "~{memory}", loc=loc, ip=ip)
+
+
 @cutlass.dsl_user_op
 def _sm90_pin_f32(value, *, loc=None, ip=None) -> cutlass.Float32:
     """Pass a value through an empty volatile asm. The accumulators come from asynchronous MMAs
@@ -956,21 +1004,45 @@ class HopperOperandDecode:
     GEMM's main loop. K order inside each 64-wide K tile (`HopperNvfp4Gemm` explains why): MMA
     position 16i + 8h + 2t + e holds logical element 16t + 8h + SM90_PAIR_CODES[i][e], i.e.
     8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
+
+    Each CTA counts itself done on the buffer's ready counter (`ready_ptr`), which the GEMM's
+    TMA warp polls before it loads A: the decoded A is there well before this grid completes,
+    which is only after the previous call's GEMM has.
     """
 
     THREADS = 128
     TILE_K = SM90_TILE_K
     THREADS_PER_UNIT = 2  # per (row, K tile): thread h decodes the chunks (i, h)
+    # Units per thread, all loads issued before the first decode: this grid runs on the SMs the
+    # previous GEMM leaves idle (4 of them on some shapes), where one unit per thread took
+    # several waves of CTAs, each a DRAM round trip, and finished after that GEMM
+    # (results/logs/2026-11-22-h100-hopper-ready-counter-overlap.log).
+    UNITS_PER_THREAD = 4
+
+    @classmethod
+    def ctas_per_batch(cls, m: int, k: int):
+        """Whole CTAs: M is a multiple of 128 and K of 256, so m * k_tiles is one of 512."""
+        return m * (k // cls.TILE_K) * cls.THREADS_PER_UNIT // (cls.THREADS * cls.UNITS_PER_THREAD)
 
     @cute.jit
-    def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
+    def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, ready_ptr: cute.Pointer,
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
-        k_tiles = k // self.TILE_K
-        self.kernel(mWords, mScaleWords, mDecoded, k_tiles).launch(
-            grid=(m * k_tiles * self.THREADS_PER_UNIT // self.THREADS, l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
+        self.kernel(mWords, mScaleWords, mDecoded, ready_ptr, k // self.TILE_K).launch(
+            grid=(self.ctas_per_batch(m, k), l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
+
+    @cute.jit
+    def _unit(self, block, u, tidx, k_tiles):
+        """(h, row, K tile) of this thread's unit u. Two threads per (row, K tile of 64), K tiles
+        fastest, consecutive threads on consecutive units: thread h of the pair decodes the
+        packed words h, 2 + h, 4 + h, 6 + h into the chunks (i, h), i = 0..3, so that the pair's
+        stores of chunk i fill one whole 32-byte sector together and a warp reads 512 and writes
+        2 KB of contiguous memory."""
+        index = (block * self.UNITS_PER_THREAD + u) * self.THREADS + tidx
+        unit = index // self.THREADS_PER_UNIT
+        return index % self.THREADS_PER_UNIT, unit // k_tiles, unit % k_tiles
 
     @cute.kernel
-    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
+    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, ready_ptr: cute.Pointer,
                k_tiles: cutlass.Int32):
         # Launched as the programmatic dependent of the grid queued before it. Where that is the
         # previous call's GEMM (or its reduction kernel), this runs as soon as that grid has
@@ -978,36 +1050,39 @@ class HopperOperandDecode:
         # complete, so these inputs are, and this writes the decoded-A buffer that the previous
         # call did not use. Any other grid lets this start only when it has completed.
         # The GEMM (this kernel's programmatic dependent) may start now: it loads B while this
-        # runs and waits for this grid before it loads any decoded A.
+        # runs and waits for this grid's count before it loads any decoded A.
         cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         block, batch, _ = cute.arch.block_idx()
-        # Two threads per (row, K tile of 64), K tiles fastest. Thread h of the pair decodes the
-        # packed words h, 2 + h, 4 + h, 6 + h into the chunks (i, h), i = 0..3: together the
-        # pair's stores of chunk i fill one whole 32-byte sector, and a warp reads 512 and writes
-        # 2 KB of contiguous memory.
-        index = block * self.THREADS + tidx
-        h = index % self.THREADS_PER_UNIT
-        unit = index // self.THREADS_PER_UNIT
-        row = unit // k_tiles
-        k_tile = unit % k_tiles
-        # Four of the row's 8 packed words of this K tile, and its 4 scales (one 32-bit word of
-        # the permuted layout).
-        tile_words = cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,))
-        words = cute.make_rmem_tensor((4,), cutlass.Uint32)
-        cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)), words)
-        scale_word = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
-        scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
-        for t in cutlass.range_constexpr(4):
-            scales[t] = _sm90_scale_f16x2(scale_word >> (8 * t))
-        # (pair t, chunk i), column-major: each chunk's four pairs are 16 contiguous bytes.
-        chunks = cute.make_rmem_tensor((4, 4), cutlass.Uint32)
-        for i in cutlass.range_constexpr(4):
+        # Per unit: four of the row's 8 packed words of the K tile, and its 4 scales (one 32-bit
+        # word of the permuted layout).
+        words = cute.make_rmem_tensor((4, self.UNITS_PER_THREAD), cutlass.Uint32)
+        scale_words = cute.make_rmem_tensor((self.UNITS_PER_THREAD,), cutlass.Uint32)
+        for u in cutlass.range_constexpr(self.UNITS_PER_THREAD):
+            h, row, k_tile = self._unit(block, u, tidx, k_tiles)
+            tile_words = cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,))
+            cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)),
+                              words[(None, u)])
+            scale_words[u] = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
+        for u in cutlass.range_constexpr(self.UNITS_PER_THREAD):
+            h, row, k_tile = self._unit(block, u, tidx, k_tiles)
+            scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
             for t in cutlass.range_constexpr(4):
-                chunks[(t, i)] = _sm90_decode_pair(words[t], i, scales[t])
-        out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
-        out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
-        cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
+                scales[t] = _sm90_scale_f16x2(scale_words[u] >> (8 * t))
+            # (pair t, chunk i), column-major: each chunk's four pairs are 16 contiguous bytes.
+            chunks = cute.make_rmem_tensor((4, 4), cutlass.Uint32)
+            for i in cutlass.range_constexpr(4):
+                for t in cutlass.range_constexpr(4):
+                    chunks[(t, i)] = _sm90_decode_pair(words[(t, u)], i, scales[t])
+            out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
+            out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
+            cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
+        # Every thread's stores, then the CTA's count: the fence, the barrier and the release
+        # make the stores visible to whoever acquires the count.
+        _sm90_fence_gpu()
+        cute.arch.barrier()
+        if tidx == 0:
+            _sm90_count_up(ready_ptr.toint())
         # This grid completes only after the grid before it: the GEMM that waits for this grid
         # then also knows the previous call's GEMM done with the split-K partials and c. One CTA
         # waits, so that the others give their SM back as soon as they are done.
@@ -1043,10 +1118,13 @@ class HopperNvfp4Gemm:
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
     (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
     see below). All are programmatic dependent launches: the GEMM loads B while the decode runs
-    and waits for it (griddepcontrol.wait) before it loads A; the next call's decode, into the
-    other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
-    after this GEMM has. The large operand B (N x K) is the MMA's M side and A its N side, so
-    that N, not the small M, fills wgmma's 64-row instruction.
+    and waits for the decode CTAs' ready counter before it loads A; the next call's decode, into
+    the other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
+    after this GEMM has. So the next call's GEMM runs its main loop beside this one wherever SMs
+    are free, and waits for the decode grid's completion (griddepcontrol.wait) only before it
+    writes c or the split-K partials: at most two calls' GEMMs overlap, which `per_call_us`
+    models. The large operand B (N x K) is the MMA's M side and A its N side, so that N, not the
+    small M, fills wgmma's 64-row instruction.
     Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
     512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled
     fp16) into a multi-stage buffer (`stages`), and hands most of its registers to the two MMA
@@ -1083,10 +1161,10 @@ class HopperNvfp4Gemm:
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
-    # partials. Then M, N, K, L, the split count and the cluster size (the split count, or 1
-    # where a reduction kernel adds the splits).
+    # partials, the decoded A's counters (ready, seen). Then M, N, K, L, the split count and the
+    # cluster size (the split count, or 1 where a reduction kernel adds the splits).
     POINTER_TYPES = (cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Float16,
-                     cutlass.Float16, cutlass.Float32)
+                     cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
@@ -1134,12 +1212,12 @@ class HopperNvfp4Gemm:
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
                    cluster_capacity: Callable[[int], int] | None = None) -> Sm90Config:
-        """The tile width and split count of least modelled time (`estimated_us`), each split
-        keeping >= 2 steps of the main loop. A split config runs in one wave, each CTA filling an SM:
-        its tiles' clusters of `splits` CTAs where the device holds them all at once
-        (`cluster_capacity(size)`, queried at call time; without a device, an H100's or H200's
-        `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs and the
-        reduction kernel, where tiles x splits fit on the SMs."""
+        """The tile width and split count of least modelled time per call (`per_call_us`), each
+        split keeping >= 2 steps of the main loop. A split config runs in one wave, each CTA
+        filling an SM: its tiles' clusters of `splits` CTAs where the device holds them all at
+        once (`cluster_capacity(size)`, queried at call time; without a device, an H100's or
+        H200's `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs
+        and the reduction kernel, where tiles x splits fit on the SMs."""
         capacity = cluster_capacity or (SM90_CLUSTER_CAPACITY.__getitem__ if num_sms == SM90_NUM_SMS
                                         else lambda size: num_sms // size)
         k_tiles = problem.k // cls.TILE_K
@@ -1151,18 +1229,42 @@ class HopperNvfp4Gemm:
             steps = k_tiles // cls.k_tiles_per_step_for(tile_n)
             for splits in range(1, max(1, min(cls.MAX_SPLITS, steps // 2)) + 1):
                 if splits == 1:
-                    config, waves = Sm90Config(tile_n, 1), -(-tiles // num_sms)
+                    config, slots = Sm90Config(tile_n, 1), num_sms
                 elif tiles <= capacity(splits):
-                    config, waves = Sm90Config(tile_n, splits), 1
+                    config, slots = Sm90Config(tile_n, splits), capacity(splits)
                 elif tiles * splits <= num_sms:
-                    config, waves = Sm90Config(tile_n, splits, in_cluster=False), 1
+                    config, slots = Sm90Config(tile_n, splits, in_cluster=False), num_sms
                 else:
                     continue
-                candidates.append((waves * cls.estimated_us(config, k_tiles), -tile_n, splits, config))
+                candidates.append((cls.per_call_us(config, k_tiles, tiles, slots), -tile_n, splits, config))
         return min(candidates)[3]
 
-    # Fitted to every tile x split config timed on the benchmark shapes on an H100
-    # (results/logs/2026-11-22-h100-hopper-64-wide-tiles.log): a line over the unsplit configs
+    # Calls queued back to back overlap: the next call's GEMM runs its main loop on the SMs (the
+    # cluster slots) this one leaves idle, and waits for this one only to write c, so at most
+    # two calls' GEMMs run at once. Fitted to every config timed so on the benchmark shapes on an
+    # H100 (results/logs/2026-11-22-h100-hopper-ready-counter-overlap.log; rms 1.6 us over the
+    # configs that overlap, their pick within 0.5 % of the fastest on each shape).
+    OVERLAP_CHAIN_US = 3.4  # what two overlapping calls cannot share: launch, decode, epilogue waits
+    OVERLAP_PACKING = 0.06  # the next GEMM's CTAs do not fill the idle SMs the moment they free up
+
+    @classmethod
+    def per_call_us(cls, config: Sm90Config, k_tiles: int, tiles: int, slots: int) -> float:
+        """Modelled time per call of calls queued back to back, as the benchmark queues them:
+        the call's latency (`estimated_us` per wave of `tiles` over `slots`, the SMs or the
+        clusters that the device runs at once) times the share of the slots it keeps busy, but no
+        less than half its latency plus what two overlapping calls cannot share. Where the
+        reduction kernel adds the splits, the next call's decode starts only after this GEMM is
+        complete: no overlap."""
+        waves = -(-tiles // slots)
+        latency = waves * cls.estimated_us(config, k_tiles)
+        if not config.in_cluster:
+            return latency
+        busy = tiles / (waves * slots)
+        return max(latency / 2 + cls.OVERLAP_CHAIN_US, latency * (busy + cls.OVERLAP_PACKING))
+
+    # One call's latency, fitted to every tile x split config timed on the benchmark shapes on an
+    # H100 when calls did not overlap (results/logs/2026-11-22-h100-hopper-64-wide-tiles.log;
+    # the same kernels but for the wait for the decoded A): a line over the unsplit configs
     # (fixed cost and cost per K tile of 64 a CTA runs; rms residual 0.5 / 0.25 / 0.5 us for
     # 256 / 128 / 64-wide tiles), and what splitting adds beyond its shorter main loop, as one
     # least-squares fit over the split configs: base + per split x splits, plus the reduction
@@ -1211,6 +1313,9 @@ class HopperNvfp4Gemm:
         # cluster occupancy query (driver API) needs. Two buffers that the calls take in turn: a
         # call's decode kernel runs while the previous call's GEMM still reads its buffer.
         decoded_a = torch.empty(2, problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
+        # Per buffer: the decode CTAs done, the GEMM CTAs that saw them (16 bytes, for alignment).
+        # Zero once here; the last GEMM CTA of each call puts them back to zero.
+        counters = torch.zeros(2, 4, dtype=torch.int32, device=device)
         if config is None:
             config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
                                     functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
@@ -1219,9 +1324,10 @@ class HopperNvfp4Gemm:
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits,
                    config.splits if config.in_cluster else 1)
         trailing_args = tuple((pointer_arg(cutlass.Float16, buffer.data_ptr()),
-                               pointer_arg(cutlass.Float32, partials.data_ptr())) + scalars
-                              for buffer in decoded_a)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials))
+                               pointer_arg(cutlass.Float32, partials.data_ptr()),
+                               pointer_arg(cutlass.Int32, buffer_counters.data_ptr())) + scalars
+                              for buffer, buffer_counters in zip(decoded_a, counters))
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters))
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -1258,7 +1364,7 @@ class HopperNvfp4Gemm:
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, decoded_a_ptr: cute.Pointer,
-                 partial_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
+                 partial_ptr: cute.Pointer, counters_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
         self._setup()
         k = cute.assume(k, divby=K_ALIGN)
@@ -1277,7 +1383,7 @@ class HopperNvfp4Gemm:
             ((32, 4, rest_m), rest_k, l),
             stride=((4, 1, rest_k * atom_words), atom_words, rest_m * rest_k * atom_words)))
         mDecodedA = cute.make_tensor(decoded_a_ptr, cute.make_layout((m, k, l), stride=(k, 1, m * k)))
-        HopperOperandDecode().launch(mAWords, mSFAWords, mDecodedA, m, k, l)
+        HopperOperandDecode().launch(mAWords, mSFAWords, mDecodedA, counters_ptr, m, k, l)
 
         # Packed B as bytes: (rows, K/2, L), K-major, batch outermost.
         mB = cute.make_tensor(b_ptr, cute.make_layout((n, half_k, l), stride=(half_k, 1, n * half_k)))
@@ -1298,7 +1404,8 @@ class HopperNvfp4Gemm:
         tma_sfb, tma_mSFB = self._scale_atom_tma(sfb_ptr, n, k, l)
 
         self.kernel(
-            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials,
+            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, counters_ptr,
+            HopperOperandDecode.ctas_per_batch(m, k) * l,
             self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout, self.epilogue_layout,
             m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
         ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1), use_pdl=True)
@@ -1324,7 +1431,7 @@ class HopperNvfp4Gemm:
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
-               tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
+               counters_ptr: cute.Pointer, decode_ctas: cutlass.Int32, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
                packed_b_layout: cute.Layout, sfb_layout: cute.Layout, epilogue_layout: cute.Layout,
                tiles_m: cutlass.Int32,
                k_tiles: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
@@ -1381,18 +1488,14 @@ class HopperNvfp4Gemm:
             if tma_warp:
                 producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 # B does not depend on the decode kernel: load it into the first stages, then
-                # wait for that grid (this kernel is its programmatic dependent) before loading A.
+                # wait for every decode CTA's count before loading A.
                 a_loads = producer.clone()
                 first_fill = cutlass.min(self.B_AHEAD_STAGES, k_count)
                 for _ in cutlass.range(first_fill, unroll=1):
                     stages.producer_acquire(producer)
                     self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                     producer.advance()
-                cute.arch.griddepcontrol_wait()
-                # The next grid (the next call's decode kernel, or this call's reduction kernel,
-                # which waits for all of this grid) may launch: what was queued before this grid
-                # is complete.
-                cute.arch.griddepcontrol_launch_dependents()
+                self._wait_for_decoded_a(counters_ptr, decode_ctas)
                 for _ in cutlass.range(first_fill, unroll=1):
                     self._load_a(stages, a_loads, k_start, tma_a, tAgA, tAsA)
                     a_loads.advance()
@@ -1401,6 +1504,13 @@ class HopperNvfp4Gemm:
                     self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
                     self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
                     producer.advance()
+            if warp_idx == self.mma_warps + 1:
+                # Waits for the decode grid, which completes after the grid before it. Then the
+                # next grid (the next call's decode kernel, or this call's reduction kernel,
+                # which waits for all of this grid) may launch: what was queued before this grid
+                # is complete. Not the TMA warp: it must not wait for the previous GEMM.
+                cute.arch.griddepcontrol_wait()
+                cute.arch.griddepcontrol_launch_dependents()
             if splits > 1:
                 if cluster_size == splits:
                     # The cluster barriers of `_reduce_in_cluster` count every thread of the cluster.
@@ -1466,6 +1576,9 @@ class HopperNvfp4Gemm:
             acc[i] = _sm90_pin_f32(acc[i])
 
         # ---- epilogue ----
+        # The previous call's GEMM (and reduction kernel) are done with the partials, and c
+        # (which may be the same tensor), once the decode grid has completed.
+        cute.arch.griddepcontrol_wait()
         self._tile_to_shared(acc, thr_mma, sTile, k_phase)
         if splits == 1:
             self._sync_mma_warps()
@@ -1474,6 +1587,28 @@ class HopperNvfp4Gemm:
             self._reduce_in_cluster(sTile, gC, tidx, split, splits)
         else:  # HopperSplitKReduction adds the splits up
             self._store_partial(sTile, mPartials, tidx, tile_idx, split, batch, splits)
+
+    @cute.jit
+    def _wait_for_decoded_a(self, counters_ptr, decode_ctas):
+        """The TMA warp: until every decode CTA has counted itself done (acquire), then the TMA
+        reads may see the decoded A. Every decode CTA is running or done before this grid
+        launches (each lets its dependents launch first thing), so the count always arrives.
+        All lanes poll: with one lane polling and the warp synchronized after it, the loop took
+        up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log).
+        The last GEMM CTA past here zeroes the counters for the next call that takes this
+        buffer: its decode kernel starts only after this grid is complete."""
+        ready_address = counters_ptr.toint()
+        seen_address = ready_address + 4
+        ready = _sm90_load_acquire(ready_address)
+        while ready != decode_ctas:
+            ready = _sm90_load_acquire(ready_address)
+        cute.arch.sync_warp()
+        _sm90_fence_proxy_async()
+        if cute.arch.lane_idx() == 0:
+            grid_x, grid_y, grid_z = cute.arch.grid_dim()
+            if _sm90_fetch_add(seen_address) == grid_x * grid_y * grid_z - 1:
+                _sm90_store_zero(ready_address)
+                _sm90_store_zero(seen_address)
 
     @cute.jit
     def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
