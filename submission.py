@@ -1117,8 +1117,8 @@ class HopperNvfp4Gemm:
 
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
     (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
-    see below). All are programmatic dependent launches: the GEMM loads B while the decode runs
-    and waits for the decode CTAs' ready counter before it loads A; the next call's decode, into
+    see below). All are programmatic dependent launches: the GEMM starts while the decode runs
+    and waits for the decode CTAs' ready counter before its first loads; the next call's decode, into
     the other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
     after this GEMM has. So the next call's GEMM runs its main loop beside this one wherever SMs
     are free, and waits for the decode grid's completion (griddepcontrol.wait) only before it
@@ -1151,11 +1151,6 @@ class HopperNvfp4Gemm:
     ARCH = "sm_90a"
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
     TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
-    # Stages of B loaded before the decode kernel is done. With all of 8, every CTA's prefetch
-    # shares DRAM and the first stage's B lands later (4 vs 8: 0.99 / 0.96 / 0.94 x the time
-    # on the benchmarks, results/logs/2026-11-22-h100-hopper-b-ahead.log; 2 and 8 again with
-    # 64-wide tiles: no better, ...-hopper-stages.log).
-    B_AHEAD_STAGES = 4
     MMA_WARPGROUPS = 2
     TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
@@ -1486,23 +1481,16 @@ class HopperNvfp4Gemm:
         if warp_idx >= self.mma_warps:
             cute.arch.setmaxregister_decrease(self.TMA_REGISTERS)
             if tma_warp:
-                producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                # B does not depend on the decode kernel: load it into the first stages, then
-                # wait for every decode CTA's count before loading A.
-                a_loads = producer.clone()
-                first_fill = cutlass.min(self.B_AHEAD_STAGES, k_count)
-                for _ in cutlass.range(first_fill, unroll=1):
-                    stages.producer_acquire(producer)
-                    self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
-                    producer.advance()
+                # Every decode CTA's count first: with calls queued back to back it is mostly
+                # there when this CTA starts. Loading B's first 4 stages ahead of it, which paid
+                # while the GEMM waited for the decode grid's completion, now took 1.00-1.03 x
+                # the time (results/logs/2026-11-22-h200-hopper-b-ahead-ready-counter.log).
                 self._wait_for_decoded_a(counters_ptr, decode_ctas)
-                for _ in cutlass.range(first_fill, unroll=1):
-                    self._load_a(stages, a_loads, k_start, tma_a, tAgA, tAsA)
-                    a_loads.advance()
-                for _ in cutlass.range(k_count - first_fill, unroll=1):
+                producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                for _ in cutlass.range(k_count, unroll=1):
                     stages.producer_acquire(producer)
-                    self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
-                    self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
+                    self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
+                                     tma_sfb, scale_copies)
                     producer.advance()
             if warp_idx == self.mma_warps + 1:
                 # Waits for the decode grid, which completes after the grid before it. Then the
@@ -1611,20 +1599,15 @@ class HopperNvfp4Gemm:
                 _sm90_store_zero(seen_address)
 
     @cute.jit
-    def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
-        """B's packed rows and scale atoms of K tile `producer.count` into its (acquired) stage."""
+    def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
+        """K tile `producer.count` into its (acquired) stage: B's packed rows and scale atoms and
+        the decoded A tile, all on the stage's barrier (`stage_bytes`)."""
         barrier = stages.producer_get_barrier(producer)
         k_tile = k_start + producer.count
         cute.copy(tma_b, tBgB[(None, k_tile)], tBsB[(None, producer.index)], tma_bar_ptr=barrier)
         for s_atoms, g_atoms in scale_copies:
             cute.copy(tma_sfb, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
-
-    @cute.jit
-    def _load_a(self, stages, producer, k_start, tma_a, tAgA, tAsA):
-        """The decoded A tile of K tile `producer.count` into its stage; the stage's barrier
-        expects it with B's bytes (`stage_bytes`)."""
-        barrier = stages.producer_get_barrier(producer)
-        cute.copy(tma_a, tAgA[(None, k_start + producer.count)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
+        cute.copy(tma_a, tAgA[(None, k_tile)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
 
     @cute.jit
     def _decode_b_fragment(self, sPacked, sSF, stage, b_rows, scale_row_offset, quad, fragment):
