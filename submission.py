@@ -1049,8 +1049,8 @@ class HopperOperandDecode:
         # passed its own wait, on the SMs it leaves idle: everything queued before that grid is
         # complete, so these inputs are, and this writes the decoded-A buffer that the previous
         # call did not use. Any other grid lets this start only when it has completed.
-        # The GEMM (this kernel's programmatic dependent) may start now: it loads B while this
-        # runs and waits for this grid's count before it loads any decoded A.
+        # The GEMM (this kernel's programmatic dependent) may start now: its CTAs set up while
+        # this runs and wait for this grid's count before their first load.
         cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         block, batch, _ = cute.arch.block_idx()
@@ -1118,8 +1118,8 @@ class HopperNvfp4Gemm:
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
     (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
     see below). All are programmatic dependent launches: the GEMM starts while the decode runs
-    and waits for the decode CTAs' ready counter before its first loads; the next call's decode, into
-    the other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
+    and waits for the decode CTAs' ready counter before its first load; the next call's decode,
+    into the other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
     after this GEMM has. So the next call's GEMM runs its main loop beside this one wherever SMs
     are free, and waits for the decode grid's completion (griddepcontrol.wait) only before it
     writes c or the split-K partials: at most two calls' GEMMs overlap, which `per_call_us`
