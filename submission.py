@@ -886,6 +886,13 @@ SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
 # stores, each contiguous across a warp's threads, so that every access fills whole sectors.
 SM90_RUN = 4
 SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
+# Decoded-A buffers per plan, which the calls take in turn: a call's decode kernel writes its
+# buffer while the GEMMs of the two calls before it may still read theirs.
+SM90_DECODED_A_BUFFERS = 3
+# The words (int32) that hand a decoded-A buffer from its decode kernel to its GEMM and back:
+# decode CTAs done writing it, GEMM CTAs past that count, GEMM CTAs done reading it, and 1
+# where the buffer is free to write (its last GEMM done with it), else 0.
+SM90_READY, SM90_SEEN, SM90_DONE, SM90_FREE = range(4)
 # The codes of a packed word (index = nibble, low first) in decoded pair i, halves e = 0, 1.
 SM90_PAIR_CODES = tuple((4 * (i % 2) + i // 2, 4 * (i % 2) + i // 2 + 2) for i in range(4))
 
@@ -933,7 +940,7 @@ def _sm90_memory_asm(asm: str, constraints: str, *args, result=None, loc=None, i
     return result(value) if result else None
 
 
-# The decoded A's ready counter: 32-bit, in global memory, addressed as integers.
+# The decoded A's counters and flag: 32-bit words in global memory, addressed as integers.
 
 @cutlass.dsl_user_op
 def _sm90_count_up(address, *, loc=None, ip=None) -> None:
@@ -945,21 +952,23 @@ def _sm90_count_up(address, *, loc=None, ip=None) -> None:
 
 @cutlass.dsl_user_op
 def _sm90_load_acquire(address, *, loc=None, ip=None) -> cutlass.Int32:
-    """The count, acquiring what its writers released."""
+    """The word, acquiring what its writers released."""
     return _sm90_memory_asm("ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}", cutlass.Int64(address),
                             result=cutlass.Int32, loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
-def _sm90_fetch_add(address, *, loc=None, ip=None) -> cutlass.Int32:
-    """Add 1; the count before."""
-    return _sm90_memory_asm("atom.relaxed.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
+def _sm90_fetch_add(address, order: str = "relaxed", *, loc=None, ip=None) -> cutlass.Int32:
+    """Add 1 with the memory order `order` (relaxed, acq_rel); the count before."""
+    return _sm90_memory_asm(f"atom.{order}.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
                             cutlass.Int64(address), result=cutlass.Int32, loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
-def _sm90_store_zero(address, *, loc=None, ip=None) -> None:
-    _sm90_memory_asm("st.relaxed.gpu.global.u32 [$0], 0;", "l,~{memory}", cutlass.Int64(address), loc=loc, ip=ip)
+def _sm90_store(address, value: int, order: str = "relaxed", *, loc=None, ip=None) -> None:
+    """Store the constant `value` with the memory order `order` (relaxed, release)."""
+    _sm90_memory_asm(f"st.{order}.gpu.global.u32 [$0], {value};", "l,~{memory}", cutlass.Int64(address),
+                     loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
@@ -1005,9 +1014,11 @@ class HopperOperandDecode:
     position 16i + 8h + 2t + e holds logical element 16t + 8h + SM90_PAIR_CODES[i][e], i.e.
     8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
 
-    Each CTA counts itself done on the buffer's ready counter (`ready_ptr`), which the GEMM's
-    TMA warp polls before it loads A: the decoded A is there well before this grid completes,
-    which is only after the previous call's GEMM has.
+    The buffer's counters (`counters_ptr`, words `SM90_READY`...) hand it over: each CTA loads
+    its inputs, waits until the buffer is free (its previous GEMM has read it all), decodes, and
+    counts itself done on the ready counter, which the GEMM's TMA warp polls before it loads A.
+    The decoded A is there well before this grid completes, which is only after the previous
+    call's GEMM has.
     """
 
     THREADS = 128
@@ -1025,9 +1036,9 @@ class HopperOperandDecode:
         return m * (k // cls.TILE_K) * cls.THREADS_PER_UNIT // (cls.THREADS * cls.UNITS_PER_THREAD)
 
     @cute.jit
-    def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, ready_ptr: cute.Pointer,
+    def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, counters_ptr: cute.Pointer,
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
-        self.kernel(mWords, mScaleWords, mDecoded, ready_ptr, k // self.TILE_K).launch(
+        self.kernel(mWords, mScaleWords, mDecoded, counters_ptr, k // self.TILE_K).launch(
             grid=(self.ctas_per_batch(m, k), l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
 
     @cute.jit
@@ -1042,13 +1053,13 @@ class HopperOperandDecode:
         return index % self.THREADS_PER_UNIT, unit // k_tiles, unit % k_tiles
 
     @cute.kernel
-    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, ready_ptr: cute.Pointer,
-               k_tiles: cutlass.Int32):
+    def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
+               counters_ptr: cute.Pointer, k_tiles: cutlass.Int32):
         # Launched as the programmatic dependent of the grid queued before it. Where that is the
-        # previous call's GEMM (or its reduction kernel), this runs as soon as that grid has
-        # passed its own wait, on the SMs it leaves idle: everything queued before that grid is
-        # complete, so these inputs are, and this writes the decoded-A buffer that the previous
-        # call did not use. Any other grid lets this start only when it has completed.
+        # previous call's GEMM, this runs as soon as every CTA of that GEMM has seen its own
+        # decoded A ready, on the SMs it leaves idle; where it is the reduction kernel, once that
+        # has passed its wait for its GEMM. Any other grid lets this start only when it has
+        # completed, and so has everything queued before it: the inputs are complete either way.
         # The GEMM (this kernel's programmatic dependent) may start now: its CTAs set up while
         # this runs and wait for this grid's count before their first load.
         cute.arch.griddepcontrol_launch_dependents()
@@ -1064,6 +1075,13 @@ class HopperOperandDecode:
             cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)),
                               words[(None, u)])
             scale_words[u] = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
+        # The buffer's last GEMM (three calls of this plan ago) may still be reading it.
+        counters = counters_ptr.toint()
+        if tidx == 0:
+            free = _sm90_load_acquire(counters + 4 * SM90_FREE)
+            while free != 1:
+                free = _sm90_load_acquire(counters + 4 * SM90_FREE)
+        cute.arch.barrier()
         for u in cutlass.range_constexpr(self.UNITS_PER_THREAD):
             h, row, k_tile = self._unit(block, u, tidx, k_tiles)
             scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
@@ -1082,7 +1100,7 @@ class HopperOperandDecode:
         _sm90_fence_gpu()
         cute.arch.barrier()
         if tidx == 0:
-            _sm90_count_up(ready_ptr.toint())
+            _sm90_count_up(counters + 4 * SM90_READY)
         # This grid completes only after the grid before it: the GEMM that waits for this grid
         # then also knows the previous call's GEMM done with the split-K partials and c. One CTA
         # waits, so that the others give their SM back as soon as they are done.
@@ -1118,13 +1136,14 @@ class HopperNvfp4Gemm:
     A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
     (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
     see below). All are programmatic dependent launches: the GEMM starts while the decode runs
-    and waits for the decode CTAs' ready counter before its first load; the next call's decode,
-    into the other of two workspace buffers, runs on the SMs this GEMM leaves idle and completes only
-    after this GEMM has. So the next call's GEMM runs its main loop beside this one wherever SMs
-    are free, and waits for the decode grid's completion (griddepcontrol.wait) only before it
-    writes c or the split-K partials: at most two calls' GEMMs overlap, which `per_call_us`
-    models. The large operand B (N x K) is the MMA's M side and A its N side, so that N, not the
-    small M, fills wgmma's 64-row instruction.
+    and waits for the decode CTAs' ready counter before its first load; the next call's decode
+    launches once every GEMM CTA is past that wait, runs on the SMs this GEMM leaves idle, writes
+    the next of the plan's three decoded-A buffers once the GEMM that read it last has released
+    it, and completes only after this GEMM has. So the next calls' GEMMs run their main loops
+    beside this one wherever SMs are free, and wait for their decode grid's completion
+    (griddepcontrol.wait) only before they write c or the split-K partials: up to three calls'
+    GEMMs overlap, which `per_call_us` models. The large operand B (N x K) is the MMA's M side
+    and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
     Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
     512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled
     fp16) into a multi-stage buffer (`stages`), and hands most of its registers to the two MMA
@@ -1231,31 +1250,37 @@ class HopperNvfp4Gemm:
                     config, slots = Sm90Config(tile_n, splits, in_cluster=False), num_sms
                 else:
                     continue
-                candidates.append((cls.per_call_us(config, k_tiles, tiles, slots), -tile_n, splits, config))
+                candidates.append((cls.per_call_us(config, k_tiles, tiles, slots, num_sms), -tile_n, splits, config))
         return min(candidates)[3]
 
-    # Calls queued back to back overlap: the next call's GEMM runs its main loop on the SMs (the
-    # cluster slots) this one leaves idle, and waits for this one only to write c, so at most
-    # two calls' GEMMs run at once. Fitted to every config timed so on the benchmark shapes on an
-    # H100 (results/logs/2026-11-22-h100-hopper-ready-counter-overlap.log; rms 1.6 us over the
-    # configs that overlap, their pick within 0.5 % of the fastest on each shape).
-    OVERLAP_CHAIN_US = 3.4  # what two overlapping calls cannot share: launch, decode, epilogue waits
-    OVERLAP_PACKING = 0.06  # the next GEMM's CTAs do not fill the idle SMs the moment they free up
+    # Calls queued back to back overlap: the next calls' GEMMs run their main loops on the SMs
+    # (the cluster slots) this one leaves idle, and wait for it only to write c. Three calls'
+    # GEMMs overlap where two calls' CTAs leave the next call's decode kernel at least
+    # OVERLAP_DECODE_SMS SMs; else two, and that decode kernel, crowded onto the few SMs left,
+    # holds the third back. Fitted to every config timed so on the benchmark shapes on an H200
+    # (results/logs/2026-11-23-h200-hopper-three-buffers-configs.log; rms 1.1 us over the configs
+    # that overlap, each pick the fastest measured).
+    OVERLAP_DECODE_SMS = 8
+    # What overlapping calls cannot share (launches, the decode, waits), by how many overlap.
+    OVERLAP_CHAIN_US = {3: 1.4, 2: 4.2}
+    OVERLAP_PACKING = 0.03  # the next GEMM's CTAs do not fill the idle SMs the moment they free up
 
     @classmethod
-    def per_call_us(cls, config: Sm90Config, k_tiles: int, tiles: int, slots: int) -> float:
+    def per_call_us(cls, config: Sm90Config, k_tiles: int, tiles: int, slots: int, num_sms: int) -> float:
         """Modelled time per call of calls queued back to back, as the benchmark queues them:
         the call's latency (`estimated_us` per wave of `tiles` over `slots`, the SMs or the
         clusters that the device runs at once) times the share of the slots it keeps busy, but no
-        less than half its latency plus what two overlapping calls cannot share. Where the
-        reduction kernel adds the splits, the next call's decode starts only after this GEMM is
-        complete: no overlap."""
+        less than its latency shared by the calls that overlap, plus what they cannot share.
+        Where the reduction kernel adds the splits, the next call's decode starts only after
+        this GEMM is complete: no overlap."""
         waves = -(-tiles // slots)
         latency = waves * cls.estimated_us(config, k_tiles)
         if not config.in_cluster:
             return latency
         busy = tiles / (waves * slots)
-        return max(latency / 2 + cls.OVERLAP_CHAIN_US, latency * (busy + cls.OVERLAP_PACKING))
+        overlapping = 3 if num_sms - 2 * tiles * config.splits >= cls.OVERLAP_DECODE_SMS else 2
+        return max(latency / overlapping + cls.OVERLAP_CHAIN_US[overlapping],
+                   latency * (busy + cls.OVERLAP_PACKING))
 
     # One call's latency, fitted to every tile x split config timed on the benchmark shapes on an
     # H100 when calls did not overlap (results/logs/2026-11-22-h100-hopper-64-wide-tiles.log;
@@ -1305,12 +1330,13 @@ class HopperNvfp4Gemm:
         """The plan for `problem` on `device`, with `config_for`'s configuration unless one is
         given (tests and measurements pin one)."""
         # Allocated first: it also makes the device's context current in this thread, which the
-        # cluster occupancy query (driver API) needs. Two buffers that the calls take in turn: a
-        # call's decode kernel runs while the previous call's GEMM still reads its buffer.
-        decoded_a = torch.empty(2, problem.m * problem.k * problem.l, dtype=torch.float16, device=device)
-        # Per buffer: the decode CTAs done, the GEMM CTAs that saw them (16 bytes, for alignment).
-        # Zero once here; the last GEMM CTA of each call puts them back to zero.
-        counters = torch.zeros(2, 4, dtype=torch.int32, device=device)
+        # cluster occupancy query (driver API) needs.
+        decoded_a = torch.empty(SM90_DECODED_A_BUFFERS, problem.m * problem.k * problem.l, dtype=torch.float16,
+                                device=device)
+        # Per buffer, the words SM90_READY... : counts zero and the buffer free. The kernels
+        # put them back so after every call.
+        counters = torch.zeros(SM90_DECODED_A_BUFFERS, 4, dtype=torch.int32, device=device)
+        counters[:, SM90_FREE] = 1
         if config is None:
             config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
                                     functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
@@ -1486,26 +1512,22 @@ class HopperNvfp4Gemm:
                 # while the GEMM waited for the decode grid's completion, now took 1.00-1.03 x
                 # the time (results/logs/2026-11-22-h200-hopper-b-ahead-ready-counter.log).
                 self._wait_for_decoded_a(counters_ptr, decode_ctas)
+                # The next grid may launch once every CTA is past that wait: the next call's
+                # decode kernel, which writes the buffer only when that buffer is free, or this
+                # call's reduction kernel, which waits for all of this grid.
+                cute.arch.griddepcontrol_launch_dependents()
                 producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for _ in cutlass.range(k_count, unroll=1):
                     stages.producer_acquire(producer)
                     self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
                                      tma_sfb, scale_copies)
                     producer.advance()
-            if warp_idx == self.mma_warps + 1:
-                # Waits for the decode grid, which completes after the grid before it. Then the
-                # next grid (the next call's decode kernel, or this call's reduction kernel,
-                # which waits for all of this grid) may launch: what was queued before this grid
-                # is complete. Not the TMA warp: it must not wait for the previous GEMM.
-                cute.arch.griddepcontrol_wait()
-                cute.arch.griddepcontrol_launch_dependents()
-            if splits > 1:
-                if cluster_size == splits:
-                    # The cluster barriers of `_reduce_in_cluster` count every thread of the cluster.
-                    cute.arch.cluster_arrive()
-                    cute.arch.cluster_wait()
-                    cute.arch.cluster_arrive_relaxed()
-                    cute.arch.cluster_wait()
+                self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
+                # While the MMA warps add up the splits or store c.
+                self._release_decoded_a(stages, producer, counters_ptr)
+            else:
+                self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
+            self._join_split_cluster_barrier(splits, cluster_size, relaxed=True)
         else:
             cute.arch.setmaxregister_increase(self.mma_registers)
             self._mma_and_epilogue(sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
@@ -1560,6 +1582,7 @@ class HopperNvfp4Gemm:
                     for _ in cutlass.range_constexpr(self.b_row_warpgroups):
                         retired.advance()
         warpgroup.wait_group(0)
+        stages.consumer_release(retired)  # the last stage: the TMA warp waits for every stage
         for i in cutlass.range_constexpr(cute.size(acc)):
             acc[i] = _sm90_pin_f32(acc[i])
 
@@ -1583,20 +1606,48 @@ class HopperNvfp4Gemm:
         launches (each lets its dependents launch first thing), so the count always arrives.
         All lanes poll: with one lane polling and the warp synchronized after it, the loop took
         up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log).
-        The last GEMM CTA past here zeroes the counters for the next call that takes this
-        buffer: its decode kernel starts only after this grid is complete."""
-        ready_address = counters_ptr.toint()
-        seen_address = ready_address + 4
-        ready = _sm90_load_acquire(ready_address)
+        The last GEMM CTA past here zeroes the counts and marks the buffer in use before this
+        grid lets the next one launch, so the decode kernel that takes the buffer next (three
+        calls on), which launches after that, waits until `_release_decoded_a` frees it."""
+        counters = counters_ptr.toint()
+        ready = _sm90_load_acquire(counters + 4 * SM90_READY)
         while ready != decode_ctas:
-            ready = _sm90_load_acquire(ready_address)
+            ready = _sm90_load_acquire(counters + 4 * SM90_READY)
         cute.arch.sync_warp()
         _sm90_fence_proxy_async()
         if cute.arch.lane_idx() == 0:
             grid_x, grid_y, grid_z = cute.arch.grid_dim()
-            if _sm90_fetch_add(seen_address) == grid_x * grid_y * grid_z - 1:
-                _sm90_store_zero(ready_address)
-                _sm90_store_zero(seen_address)
+            if _sm90_fetch_add(counters + 4 * SM90_SEEN) == grid_x * grid_y * grid_z - 1:
+                for word in (SM90_READY, SM90_SEEN, SM90_FREE):
+                    _sm90_store(counters + 4 * word, 0)
+                _sm90_fence_gpu()
+        cute.arch.sync_warp()
+
+    @cute.jit
+    def _join_split_cluster_barrier(self, splits, cluster_size, relaxed: cutlass.Constexpr):
+        """The TMA warpgroup's share of a cluster barrier of `_reduce_in_cluster`, which counts
+        every thread of the cluster."""
+        if splits > 1:
+            if cluster_size == splits:
+                if cutlass.const_expr(relaxed):
+                    cute.arch.cluster_arrive_relaxed()
+                else:
+                    cute.arch.cluster_arrive()
+                cute.arch.cluster_wait()
+
+    @cute.jit
+    def _release_decoded_a(self, stages, producer, counters_ptr):
+        """The TMA warp, after its last load: once the MMA warps have released every stage (so
+        every TMA read of the decoded A is done), count this CTA done reading; the last CTA
+        marks the buffer free for its next decode kernel."""
+        stages.producer_tail(producer)
+        _sm90_fence_proxy_async()
+        if cute.arch.lane_idx() == 0:
+            counters = counters_ptr.toint()
+            grid_x, grid_y, grid_z = cute.arch.grid_dim()
+            if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == grid_x * grid_y * grid_z - 1:
+                _sm90_store(counters + 4 * SM90_DONE, 0)
+                _sm90_store(counters + 4 * SM90_FREE, 1, "release")
 
     @cute.jit
     def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies):

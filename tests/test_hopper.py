@@ -107,52 +107,52 @@ def test_split_tiles_fit_the_devices_clusters_in_one_wave(problem):
 
 
 # Every feasible config on the benchmark shapes, 50 calls queued back to back, us per call
-# (tile width, splits, in a cluster): NVIDIA H100 80GB HBM3,
-# results/logs/2026-11-22-h100-hopper-ready-counter-overlap.log.
+# (tile width, splits, in a cluster): NVIDIA H200,
+# results/logs/2026-11-23-h200-hopper-three-buffers-configs.log.
 MEASURED_US = {
     Problem(128, 7168, 16384, 1): {
-        (256, 1, True): 80.56,
-        (256, 2, True): 45.89,
-        (256, 2, False): 87.81,
-        (256, 3, True): 46.68,
-        (256, 3, False): 64.63,
-        (256, 4, True): 44.35,
-        (256, 4, False): 52.88,
-        (128, 1, True): 47.8,
-        (128, 2, True): 43.61,
-        (128, 2, False): 53.26,
-        (64, 1, True): 54.48,
+        (256, 1, True): 53.88,
+        (256, 2, True): 38.86,
+        (256, 2, False): 86.51,
+        (256, 3, True): 43.53,
+        (256, 3, False): 63.49,
+        (256, 4, True): 43.63,
+        (256, 4, False): 51.2,
+        (128, 1, True): 41.18,
+        (128, 2, True): 42.76,
+        (128, 2, False): 52.68,
+        (64, 1, True): 47.16,
     },
     Problem(128, 4096, 7168, 1): {
-        (256, 1, True): 36.85,
-        (256, 2, True): 22.33,
-        (256, 2, False): 41.98,
-        (256, 3, True): 18.04,
-        (256, 3, False): 31.87,
-        (256, 4, True): 18.07,
-        (256, 4, False): 26.8,
-        (128, 1, True): 22.15,
-        (128, 2, True): 14.93,
-        (128, 2, False): 26.24,
-        (128, 3, True): 16.27,
-        (128, 3, False): 21.54,
-        (128, 4, False): 19.04,
-        (64, 1, True): 15.8,
-        (64, 2, True): 19.38,
-        (64, 2, False): 24.48,
+        (256, 1, True): 24.31,
+        (256, 2, True): 14.01,
+        (256, 2, False): 41.77,
+        (256, 3, True): 13.62,
+        (256, 3, False): 31.61,
+        (256, 4, True): 15.62,
+        (256, 4, False): 26.47,
+        (128, 1, True): 14.71,
+        (128, 2, True): 17.44,
+        (128, 2, False): 26.44,
+        (128, 3, True): 15.44,
+        (128, 3, False): 21.37,
+        (128, 4, False): 18.95,
+        (64, 1, True): 17.67,
+        (64, 2, True): 19.08,
+        (64, 2, False): 24.54,
     },
     Problem(128, 7168, 2048, 1): {
-        (256, 1, True): 13.54,
-        (256, 2, True): 10.94,
-        (256, 2, False): 18.84,
-        (256, 3, True): 12.23,
-        (256, 3, False): 17.94,
-        (256, 4, True): 12.58,
-        (256, 4, False): 17.16,
-        (128, 1, True): 9.0,
-        (128, 2, True): 10.15,
-        (128, 2, False): 13.79,
-        (64, 1, True): 9.04,
+        (256, 1, True): 8.48,
+        (256, 2, True): 8.09,
+        (256, 2, False): 18.77,
+        (256, 3, True): 11.83,
+        (256, 3, False): 18.13,
+        (256, 4, True): 12.16,
+        (256, 4, False): 16.49,
+        (128, 1, True): 6.83,
+        (128, 2, True): 9.53,
+        (128, 2, False): 13.88,
+        (64, 1, True): 8.86,
     },
 }
 
@@ -200,17 +200,35 @@ def test_hopper_kernel_matches_reference(problem):
 ], ids=lambda p: "x".join(map(str, p)) if isinstance(p, Problem) else (p.describe().replace(" ", "_") if p else "picked"))
 def test_calls_queued_back_to_back_match_reference(problem, config):
     """Calls queued without a synchronization between them, as the benchmark does: each call's
-    decode kernel runs while the previous call's GEMM (or reduction kernel) still does, into the
-    other decoded-A buffer, and its GEMM runs its main loop beside the previous one's but must
-    not touch the split-K partials or c before that one is done, nor load A before its own
-    decode is."""
+    decode kernel runs while the GEMMs of the calls before it (or a reduction kernel) still do,
+    into the next of the plan's decoded-A buffers once the GEMM that read it last is done with
+    it, and its GEMM runs its main loop beside the earlier ones but must not touch the split-K
+    partials or c before they are done, nor load A before its own decode is. Nine calls: each
+    buffer taken three times."""
     plan = HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config) if config else None
-    datas = [reference.generate_input(*problem, seed=seed) for seed in range(100, 106)]
+    _check_calls_queued_back_to_back([(problem, plan)] * 9)
+
+
+@pytest.mark.skipif(_hopper_device() is not True,
+                    reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
+def test_calls_of_two_problems_interleaved_back_to_back_match_reference():
+    """Two plans, each with its own decoded-A buffers, in one queue: a call's decode kernel
+    follows the other plan's GEMM as often as its own plan's, and must still wait for the GEMM
+    that read its buffer last, however many calls back that one was queued."""
+    first, second = Problem(128, 4096, 7168, 1), Problem(128, 7168, 2048, 1)
+    _check_calls_queued_back_to_back([(first, None), (first, None), (second, None), (first, None),
+                                      (second, None), (second, None), (second, None), (first, None),
+                                      (second, None), (first, None), (first, None), (second, None)])
+
+
+def _check_calls_queued_back_to_back(calls):
+    """`calls`: (problem, plan or None for `custom_kernel`), queued in order, checked after."""
+    datas = [reference.generate_input(*problem, seed=100 + i) for i, (problem, _) in enumerate(calls)]
     expected = [reference.ref_kernel(data) for data in datas]
     for data in datas:
         data[6].fill_(float("nan"))
     torch.cuda.synchronize()
-    for data in datas:
+    for (_, plan), data in zip(calls, datas):
         if plan:
             plan.launch(submission.operand_addresses(data))
         else:
