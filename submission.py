@@ -890,9 +890,11 @@ SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
 # buffer while the GEMMs of the two calls before it may still read theirs.
 SM90_DECODED_A_BUFFERS = 3
 # The words (int32) that hand a decoded-A buffer from its decode kernel to its GEMM and back:
-# decode CTAs done writing it, GEMM CTAs past that count, GEMM CTAs done reading it, and 1
-# where the buffer is free to write (its last GEMM done with it), else 0.
-SM90_READY, SM90_SEEN, SM90_DONE, SM90_FREE = range(4)
+# decode CTAs done writing it (ready), GEMM CTAs past that count (seen), GEMM CTAs done reading
+# it (done); and, counting on from zero for good, decode CTAs that have taken a turn on it
+# (claimed) and decode CTAs whose calls' GEMMs are done reading it (released). 8 words a buffer.
+SM90_READY, SM90_SEEN, SM90_DONE, SM90_CLAIMED, SM90_RELEASED = range(5)
+SM90_COUNTER_WORDS = 8
 # The codes of a packed word (index = nibble, low first) in decoded pair i, halves e = 0, 1.
 SM90_PAIR_CODES = tuple((4 * (i % 2) + i // 2, 4 * (i % 2) + i // 2 + 2) for i in range(4))
 
@@ -943,11 +945,11 @@ def _sm90_memory_asm(asm: str, constraints: str, *args, result=None, loc=None, i
 # The decoded A's counters and flag: 32-bit words in global memory, addressed as integers.
 
 @cutlass.dsl_user_op
-def _sm90_count_up(address, *, loc=None, ip=None) -> None:
-    """Add 1, releasing this thread's earlier writes (and those it has synchronized with) at
-    GPU scope."""
-    _sm90_memory_asm("red.release.gpu.global.add.u32 [$0], 1;", "l,~{memory}", cutlass.Int64(address),
-                     loc=loc, ip=ip)
+def _sm90_count_up(address, amount=1, *, loc=None, ip=None) -> None:
+    """Add `amount`, releasing this thread's earlier writes (and those it has synchronized
+    with) at GPU scope."""
+    _sm90_memory_asm("red.release.gpu.global.add.u32 [$0], $1;", "l,r,~{memory}", cutlass.Int64(address),
+                     cutlass.Int32(amount), loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
@@ -965,10 +967,8 @@ def _sm90_fetch_add(address, order: str = "relaxed", *, loc=None, ip=None) -> cu
 
 
 @cutlass.dsl_user_op
-def _sm90_store(address, value: int, order: str = "relaxed", *, loc=None, ip=None) -> None:
-    """Store the constant `value` with the memory order `order` (relaxed, release)."""
-    _sm90_memory_asm(f"st.{order}.gpu.global.u32 [$0], {value};", "l,~{memory}", cutlass.Int64(address),
-                     loc=loc, ip=ip)
+def _sm90_store_zero(address, *, loc=None, ip=None) -> None:
+    _sm90_memory_asm("st.relaxed.gpu.global.u32 [$0], 0;", "l,~{memory}", cutlass.Int64(address), loc=loc, ip=ip)
 
 
 @cutlass.dsl_user_op
@@ -1014,11 +1014,11 @@ class HopperOperandDecode:
     position 16i + 8h + 2t + e holds logical element 16t + 8h + SM90_PAIR_CODES[i][e], i.e.
     8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
 
-    The buffer's counters (`counters_ptr`, words `SM90_READY`...) hand it over: each CTA loads
-    its inputs, waits until the buffer is free (its previous GEMM has read it all), decodes, and
-    counts itself done on the ready counter, which the GEMM's TMA warp polls before it loads A.
-    The decoded A is there well before this grid completes, which is only after the previous
-    call's GEMM has.
+    The buffer's counters (`counters_ptr`, words `SM90_READY`...) hand it over: each CTA takes
+    a turn on the buffer, loads its inputs, waits for its turn (the GEMMs of the calls that took
+    the buffer before have read it all), decodes, and counts itself done on the ready counter,
+    which the GEMM's TMA warp polls before it loads A. The decoded A is there well before this
+    grid completes, which is only after the previous call's GEMM has.
     """
 
     THREADS = 128
@@ -1056,15 +1056,27 @@ class HopperOperandDecode:
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
                counters_ptr: cute.Pointer, k_tiles: cutlass.Int32):
         # Launched as the programmatic dependent of the grid queued before it. Where that is the
-        # previous call's GEMM, this runs as soon as every CTA of that GEMM has seen its own
-        # decoded A ready, on the SMs it leaves idle; where it is the reduction kernel, once that
-        # has passed its wait for its GEMM. Any other grid lets this start only when it has
-        # completed, and so has everything queued before it: the inputs are complete either way.
-        # The GEMM (this kernel's programmatic dependent) may start now: its CTAs set up while
-        # this runs and wait for this grid's count before their first load.
-        cute.arch.griddepcontrol_launch_dependents()
+        # previous call's GEMM, this runs as soon as every CTA of that GEMM has started, on the
+        # SMs it leaves idle; where it is the reduction kernel, once that has passed its wait for
+        # its GEMM. Any other grid lets this start only when it has completed, and so has
+        # everything queued before it: the inputs are complete either way.
         tidx, _, _ = cute.arch.thread_idx()
         block, batch, _ = cute.arch.block_idx()
+        grid_x, grid_y, _ = cute.arch.grid_dim()
+        decode_ctas = grid_x * grid_y
+        counters = counters_ptr.toint()
+        if tidx == 0:
+            # This CTA's turn on the buffer, taken before the next grid may launch, so that the
+            # calls that take the buffer take their turns in stream order. The turn comes when
+            # the calls before it that took the buffer have released it: the call three before
+            # this one (decode_ctas turns each) is the last of them that may still read it.
+            turn = _sm90_fetch_add(counters + 4 * SM90_CLAIMED)
+            released = _sm90_load_acquire(counters + 4 * SM90_RELEASED)
+            while released - turn + decode_ctas <= 0:  # wraps: a difference of counts
+                released = _sm90_load_acquire(counters + 4 * SM90_RELEASED)
+            # The GEMM (this kernel's programmatic dependent) may start now: its CTAs set up
+            # while this runs and wait for this grid's count before their first load.
+            cute.arch.griddepcontrol_launch_dependents()
         # Per unit: four of the row's 8 packed words of the K tile, and its 4 scales (one 32-bit
         # word of the permuted layout).
         words = cute.make_rmem_tensor((4, self.UNITS_PER_THREAD), cutlass.Uint32)
@@ -1075,13 +1087,7 @@ class HopperOperandDecode:
             cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)),
                               words[(None, u)])
             scale_words[u] = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
-        # The buffer's last GEMM (three calls of this plan ago) may still be reading it.
-        counters = counters_ptr.toint()
-        if tidx == 0:
-            free = _sm90_load_acquire(counters + 4 * SM90_FREE)
-            while free != 1:
-                free = _sm90_load_acquire(counters + 4 * SM90_FREE)
-        cute.arch.barrier()
+        cute.arch.barrier()  # this CTA's turn
         for u in cutlass.range_constexpr(self.UNITS_PER_THREAD):
             h, row, k_tile = self._unit(block, u, tidx, k_tiles)
             scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
@@ -1137,7 +1143,7 @@ class HopperNvfp4Gemm:
     (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
     see below). All are programmatic dependent launches: the GEMM starts while the decode runs
     and waits for the decode CTAs' ready counter before its first load; the next call's decode
-    launches once every GEMM CTA is past that wait, runs on the SMs this GEMM leaves idle, writes
+    launches as soon as every GEMM CTA has started, runs on the SMs this GEMM leaves idle, writes
     the next of the plan's three decoded-A buffers once the GEMM that read it last has released
     it, and completes only after this GEMM has. So the next calls' GEMMs run their main loops
     beside this one wherever SMs are free, and wait for their decode grid's completion
@@ -1333,10 +1339,9 @@ class HopperNvfp4Gemm:
         # cluster occupancy query (driver API) needs.
         decoded_a = torch.empty(SM90_DECODED_A_BUFFERS, problem.m * problem.k * problem.l, dtype=torch.float16,
                                 device=device)
-        # Per buffer, the words SM90_READY... : counts zero and the buffer free. The kernels
-        # put them back so after every call.
-        counters = torch.zeros(SM90_DECODED_A_BUFFERS, 4, dtype=torch.int32, device=device)
-        counters[:, SM90_FREE] = 1
+        # Per buffer, the words SM90_READY... : all zero; the kernels put the first three back to
+        # zero after every call.
+        counters = torch.zeros(SM90_DECODED_A_BUFFERS, SM90_COUNTER_WORDS, dtype=torch.int32, device=device)
         if config is None:
             config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
                                     functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
@@ -1468,6 +1473,10 @@ class HopperNvfp4Gemm:
 
         tma_warp = warp_idx == self.mma_warps
         if tma_warp:
+            # The next grid may launch at once: the next call's decode kernel, which writes its
+            # buffer only on its turn, or this call's reduction kernel, which waits for all of
+            # this grid.
+            cute.arch.griddepcontrol_launch_dependents()
             for atom in (tma_a, tma_b, tma_sfb):
                 cpasync.prefetch_descriptor(atom)
 
@@ -1512,10 +1521,6 @@ class HopperNvfp4Gemm:
                 # while the GEMM waited for the decode grid's completion, now took 1.00-1.03 x
                 # the time (results/logs/2026-11-22-h200-hopper-b-ahead-ready-counter.log).
                 self._wait_for_decoded_a(counters_ptr, decode_ctas)
-                # The next grid may launch once every CTA is past that wait: the next call's
-                # decode kernel, which writes the buffer only when that buffer is free, or this
-                # call's reduction kernel, which waits for all of this grid.
-                cute.arch.griddepcontrol_launch_dependents()
                 producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for _ in cutlass.range(k_count, unroll=1):
                     stages.producer_acquire(producer)
@@ -1524,7 +1529,7 @@ class HopperNvfp4Gemm:
                     producer.advance()
                 self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
                 # While the MMA warps add up the splits or store c.
-                self._release_decoded_a(stages, producer, counters_ptr)
+                self._release_decoded_a(stages, producer, counters_ptr, decode_ctas)
             else:
                 self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
             self._join_split_cluster_barrier(splits, cluster_size, relaxed=True)
@@ -1606,9 +1611,8 @@ class HopperNvfp4Gemm:
         launches (each lets its dependents launch first thing), so the count always arrives.
         All lanes poll: with one lane polling and the warp synchronized after it, the loop took
         up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log).
-        The last GEMM CTA past here zeroes the counts and marks the buffer in use before this
-        grid lets the next one launch, so the decode kernel that takes the buffer next (three
-        calls on), which launches after that, waits until `_release_decoded_a` frees it."""
+        The last GEMM CTA past here zeroes the counts for the next call that takes the buffer:
+        that call's decode CTAs count only on their turn, after `_release_decoded_a`."""
         counters = counters_ptr.toint()
         ready = _sm90_load_acquire(counters + 4 * SM90_READY)
         while ready != decode_ctas:
@@ -1618,9 +1622,8 @@ class HopperNvfp4Gemm:
         if cute.arch.lane_idx() == 0:
             grid_x, grid_y, grid_z = cute.arch.grid_dim()
             if _sm90_fetch_add(counters + 4 * SM90_SEEN) == grid_x * grid_y * grid_z - 1:
-                for word in (SM90_READY, SM90_SEEN, SM90_FREE):
-                    _sm90_store(counters + 4 * word, 0)
-                _sm90_fence_gpu()
+                for word in (SM90_READY, SM90_SEEN):
+                    _sm90_store_zero(counters + 4 * word)
         cute.arch.sync_warp()
 
     @cute.jit
@@ -1636,18 +1639,19 @@ class HopperNvfp4Gemm:
                 cute.arch.cluster_wait()
 
     @cute.jit
-    def _release_decoded_a(self, stages, producer, counters_ptr):
+    def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas):
         """The TMA warp, after its last load: once the MMA warps have released every stage (so
         every TMA read of the decoded A is done), count this CTA done reading; the last CTA
-        marks the buffer free for its next decode kernel."""
+        (after the seen count's resets, through the acq_rel counts) releases the decode CTAs'
+        turns, which lets the next call that takes the buffer decode into it."""
         stages.producer_tail(producer)
         _sm90_fence_proxy_async()
         if cute.arch.lane_idx() == 0:
             counters = counters_ptr.toint()
             grid_x, grid_y, grid_z = cute.arch.grid_dim()
             if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == grid_x * grid_y * grid_z - 1:
-                _sm90_store(counters + 4 * SM90_DONE, 0)
-                _sm90_store(counters + 4 * SM90_FREE, 1, "release")
+                _sm90_store_zero(counters + 4 * SM90_DONE)
+                _sm90_count_up(counters + 4 * SM90_RELEASED, decode_ctas)
 
     @cute.jit
     def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
