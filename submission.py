@@ -890,11 +890,11 @@ SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
 # buffer while the GEMMs of the two calls before it may still read theirs.
 SM90_DECODED_A_BUFFERS = 3
 # The words (int32) that hand a decoded-A buffer from its decode kernel to its GEMM and back:
-# decode CTAs done writing it (ready), GEMM CTAs past that count (seen), GEMM CTAs done reading
-# it (done); and, counting on from zero for good, decode CTAs that have taken a turn on it
-# (claimed) and decode CTAs whose calls' GEMMs are done reading it (released). 8 words a buffer.
-SM90_READY, SM90_SEEN, SM90_DONE, SM90_CLAIMED, SM90_RELEASED = range(5)
-SM90_COUNTER_WORDS = 8
+# decode CTAs done writing it (ready), GEMM CTAs done reading it (done); and, counting on from
+# zero for good, decode CTAs that have taken a turn on it (claimed) and decode CTAs whose calls'
+# GEMMs are done reading it (released).
+SM90_READY, SM90_DONE, SM90_CLAIMED, SM90_RELEASED = range(4)
+SM90_COUNTER_WORDS = 4
 # The codes of a packed word (index = nibble, low first) in decoded pair i, halves e = 0, 1.
 SM90_PAIR_CODES = tuple((4 * (i % 2) + i // 2, 4 * (i % 2) + i // 2 + 2) for i in range(4))
 
@@ -1181,7 +1181,7 @@ class HopperNvfp4Gemm:
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
-    # partials, the decoded A's counters (ready, seen). Then M, N, K, L, the split count and the
+    # partials, the decoded A's counters (`SM90_READY`...). Then M, N, K, L, the split count and the
     # cluster size (the split count, or 1 where a reduction kernel adds the splits).
     POINTER_TYPES = (cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Float16,
                      cutlass.Float16, cutlass.Float32, cutlass.Int32)
@@ -1339,8 +1339,8 @@ class HopperNvfp4Gemm:
         # cluster occupancy query (driver API) needs.
         decoded_a = torch.empty(SM90_DECODED_A_BUFFERS, problem.m * problem.k * problem.l, dtype=torch.float16,
                                 device=device)
-        # Per buffer, the words SM90_READY... : all zero; the kernels put the first three back to
-        # zero after every call.
+        # Per buffer, the words SM90_READY... : all zero; the GEMM puts the first two back to zero
+        # after every call.
         counters = torch.zeros(SM90_DECODED_A_BUFFERS, SM90_COUNTER_WORDS, dtype=torch.int32, device=device)
         if config is None:
             config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
@@ -1610,21 +1610,13 @@ class HopperNvfp4Gemm:
         reads may see the decoded A. Every decode CTA is running or done before this grid
         launches (each lets its dependents launch first thing), so the count always arrives.
         All lanes poll: with one lane polling and the warp synchronized after it, the loop took
-        up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log).
-        The last GEMM CTA past here zeroes the counts for the next call that takes the buffer:
-        that call's decode CTAs count only on their turn, after `_release_decoded_a`."""
-        counters = counters_ptr.toint()
-        ready = _sm90_load_acquire(counters + 4 * SM90_READY)
+        up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log)."""
+        ready_address = counters_ptr.toint() + 4 * SM90_READY
+        ready = _sm90_load_acquire(ready_address)
         while ready != decode_ctas:
-            ready = _sm90_load_acquire(counters + 4 * SM90_READY)
+            ready = _sm90_load_acquire(ready_address)
         cute.arch.sync_warp()
         _sm90_fence_proxy_async()
-        if cute.arch.lane_idx() == 0:
-            grid_x, grid_y, grid_z = cute.arch.grid_dim()
-            if _sm90_fetch_add(counters + 4 * SM90_SEEN) == grid_x * grid_y * grid_z - 1:
-                for word in (SM90_READY, SM90_SEEN):
-                    _sm90_store_zero(counters + 4 * word)
-        cute.arch.sync_warp()
 
     @cute.jit
     def _join_split_cluster_barrier(self, splits, cluster_size, relaxed: cutlass.Constexpr):
@@ -1641,16 +1633,18 @@ class HopperNvfp4Gemm:
     @cute.jit
     def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas):
         """The TMA warp, after its last load: once the MMA warps have released every stage (so
-        every TMA read of the decoded A is done), count this CTA done reading; the last CTA
-        (after the seen count's resets, through the acq_rel counts) releases the decode CTAs'
-        turns, which lets the next call that takes the buffer decode into it."""
+        every TMA read of the decoded A is done), count this CTA done reading. The last CTA (every
+        CTA past its wait for the ready count) zeroes the counts and releases the decode CTAs'
+        turns, which lets the next call that takes the buffer decode into it. Not counted before
+        the loads: the count's round trip would delay the first one."""
         stages.producer_tail(producer)
         _sm90_fence_proxy_async()
         if cute.arch.lane_idx() == 0:
             counters = counters_ptr.toint()
             grid_x, grid_y, grid_z = cute.arch.grid_dim()
             if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == grid_x * grid_y * grid_z - 1:
-                _sm90_store_zero(counters + 4 * SM90_DONE)
+                for word in (SM90_READY, SM90_DONE):
+                    _sm90_store_zero(counters + 4 * word)
                 _sm90_count_up(counters + 4 * SM90_RELEASED, decode_ctas)
 
     @cute.jit
