@@ -1067,9 +1067,9 @@ class HopperOperandDecode:
         counters = counters_ptr.toint()
         if tidx == 0:
             # This CTA's turn on the buffer, taken before the next grid may launch, so that the
-            # calls that take the buffer take their turns in stream order. The turn comes when
-            # the calls before it that took the buffer have released it: the call three before
-            # this one (decode_ctas turns each) is the last of them that may still read it.
+            # calls that take the buffer take their turns in the order they were queued. The turn
+            # comes when the calls before it that took the buffer have released it: the call
+            # three before this one (decode_ctas turns each) is the last that may still read it.
             turn = _sm90_fetch_add(counters + 4 * SM90_CLAIMED)
             released = _sm90_load_acquire(counters + 4 * SM90_RELEASED)
             while released - turn + decode_ctas <= 0:  # wraps: a difference of counts
