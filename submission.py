@@ -348,6 +348,47 @@ class LaunchPlan:
             self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args())
 
 
+class TunedPlan:
+    """The fastest of a few launch plans for one problem, timed on the first call's own operands
+    (each candidate writes the same c), then that plan for every call. Timed as the benchmark
+    queues calls: back to back behind GPU work, so that the GPU, not the host, sets the pace."""
+
+    ROUNDS = 3  # the best round counts: a round is slowed, never sped up, by anything else
+    CALLS_PER_ROUND = 16
+    HEAD_START_CYCLES = 2_000_000  # about 1 ms of GPU time for the host to queue a round in
+
+    def __init__(self, candidates: list[tuple[object, LaunchPlan]], device: torch.device):
+        self.candidates = candidates  # (config, plan), in the order a model ranks them
+        self.device = device
+        self.config = None
+
+    def launch(self, addresses: tuple[int, ...]) -> None:
+        self.config, plan = self._fastest(addresses)
+        self.candidates = None  # the others' workspaces go
+        self.launch = plan.launch
+        plan.launch(addresses)
+
+    def _fastest(self, addresses: tuple[int, ...]) -> tuple[object, LaunchPlan]:
+        with torch.cuda.device(self.device):
+            for _, plan in self.candidates:
+                plan.launch(addresses)  # loads each kernel before any timing
+            rounds = []
+            for _ in range(self.ROUNDS):
+                events = []
+                for _, plan in self.candidates:
+                    torch.cuda._sleep(self.HEAD_START_CYCLES)
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(self.CALLS_PER_ROUND):
+                        plan.launch(addresses)
+                    end.record()
+                    events.append((start, end))
+                torch.cuda.synchronize()
+                rounds.append([start.elapsed_time(end) for start, end in events])
+        best = [min(times) for times in zip(*rounds)]
+        return self.candidates[best.index(min(best))]
+
+
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
     """fp32 partial sums of every split of every output tile (one element where unsplit)."""
     size = splits * problem.l * problem.m * problem.n if splits > 1 else 1
@@ -365,8 +406,9 @@ def split_k_workspace(problem: Problem, splits: int, counters: int, device: torc
     return args, (partials, arrivals)
 
 
-# Kernel class per target arch; each offers `launch_plan(problem, device) -> LaunchPlan` (the
-# call path), `config_for(problem)` and `compile_for_check(problem, arch, extra_options) ->
+# Kernel class per target arch; each offers `launch_plan(problem, device)` (the call path: a
+# `LaunchPlan`, or a `TunedPlan` that picks one on the first call), `config_for(problem)` and
+# `compile_for_check(problem, arch, extra_options) ->
 # CompileFacts` (the compile checker, harness/compile.py).
 KERNELS_BY_ARCH: dict[str, type] = {}
 
@@ -887,8 +929,10 @@ SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
 SM90_RUN = 4
 SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
 # Decoded-A buffers per plan, which the calls take in turn: a call's decode kernel writes its
-# buffer while the GEMMs of the two calls before it may still read theirs.
-SM90_DECODED_A_BUFFERS = 3
+# buffer while the GEMMs of the calls before it may still read theirs. Six let calls of 32 CTAs
+# overlap four deep (128-wide unsplit tiles on 128 x 4096 x 7168: 12.6 us a call, against 15.2
+# with three; eight gained nothing more: results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
+SM90_DECODED_A_BUFFERS = 6
 # The words (int32) that hand a decoded-A buffer from its decode kernel to its GEMM and back:
 # decode CTAs done writing it (ready), GEMM CTAs done reading it (done); and, counting on from
 # zero for good, decode CTAs that have taken a turn on it (claimed) and decode CTAs whose calls'
@@ -1232,8 +1276,14 @@ class HopperNvfp4Gemm:
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
                    cluster_capacity: Callable[[int], int] | None = None) -> Sm90Config:
-        """The tile width and split count of least modelled time per call (`per_call_us`), each
-        split keeping >= 2 steps of the main loop. A split config runs in one wave, each CTA
+        """The config of least modelled time per call (`ranked_configs`)."""
+        return cls.ranked_configs(problem, num_sms, cluster_capacity)[0]
+
+    @classmethod
+    def ranked_configs(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
+                       cluster_capacity: Callable[[int], int] | None = None) -> list[Sm90Config]:
+        """Every feasible tile width and split count, least modelled time per call (`per_call_us`)
+        first, each split keeping >= 2 steps of the main loop. A split config runs in one wave, each CTA
         filling an SM: its tiles' clusters of `splits` CTAs where the device holds them all at
         once (`cluster_capacity(size)`, queried at call time; without a device, an H100's or
         H200's `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs
@@ -1257,7 +1307,14 @@ class HopperNvfp4Gemm:
                 else:
                     continue
                 candidates.append((cls.per_call_us(config, k_tiles, tiles, slots, num_sms), -tile_n, splits, config))
-        return min(candidates)[3]
+        return [candidate[3] for candidate in sorted(candidates)]
+
+    # Configs timed on a problem's first call (`TunedPlan`), the model's best first. The model,
+    # fitted with three decoded-A buffers, has the fastest config measured with six among its
+    # best three on every benchmark shape, but not always first: 128-wide unsplit tiles on
+    # 128 x 4096 x 7168 (12.6 us) come third, behind 256 x 3 and 256 x 2 in clusters (13.5, 13.1)
+    # (results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
+    TUNING_CANDIDATES = 3
 
     # Calls queued back to back overlap: the next calls' GEMMs run their main loops on the SMs
     # (the cluster slots) this one leaves idle, and wait for it only to write c. Three calls'
@@ -1332,19 +1389,29 @@ class HopperNvfp4Gemm:
         return CompileFacts(config.describe(), kernel.launch_smem_bytes, None)
 
     @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device, config: Sm90Config | None = None) -> LaunchPlan:
-        """The plan for `problem` on `device`, with `config_for`'s configuration unless one is
-        given (tests and measurements pin one)."""
-        # Allocated first: it also makes the device's context current in this thread, which the
-        # cluster occupancy query (driver API) needs.
+    def launch_plan(cls, problem: Problem, device: torch.device,
+                    config: Sm90Config | None = None) -> LaunchPlan | TunedPlan:
+        """The plan for `problem` on `device`: for `config` where one is given (tests and
+        measurements pin one), else for the fastest of the `TUNING_CANDIDATES` configs that
+        `ranked_configs` puts first, timed on the first call (`TunedPlan`)."""
+        if config is not None:
+            return cls._plan_for(problem, device, config)
+        # The cluster occupancy query (driver API) needs the device's context current in this
+        # thread; a synchronization makes it so.
+        torch.cuda.synchronize(device)
+        index = torch.cuda.current_device() if device.index is None else device.index
+        ranked = cls.ranked_configs(problem, torch.cuda.get_device_properties(index).multi_processor_count,
+                                    functools.partial(_sm90_cluster_capacity, index))
+        candidates = [(config, cls._plan_for(problem, device, config)) for config in ranked[:cls.TUNING_CANDIDATES]]
+        return TunedPlan(candidates, device) if len(candidates) > 1 else candidates[0][1]
+
+    @classmethod
+    def _plan_for(cls, problem: Problem, device: torch.device, config: Sm90Config) -> LaunchPlan:
         decoded_a = torch.empty(SM90_DECODED_A_BUFFERS, problem.m * problem.k * problem.l, dtype=torch.float16,
                                 device=device)
         # Per buffer, the words SM90_READY... : all zero; the GEMM puts the first two back to zero
         # after every call.
         counters = torch.zeros(SM90_DECODED_A_BUFFERS, SM90_COUNTER_WORDS, dtype=torch.int32, device=device)
-        if config is None:
-            config = cls.config_for(problem, torch.cuda.get_device_properties(device).multi_processor_count,
-                                    functools.partial(_sm90_cluster_capacity, decoded_a.device.index))
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         partials = split_k_partials(problem, config.splits, device)
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits,
