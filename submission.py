@@ -1113,7 +1113,8 @@ class HopperOperandDecode:
             # This CTA's turn on the buffer, taken before the next grid may launch, so that the
             # calls that take the buffer take their turns in the order they were queued. The turn
             # comes when the calls before it that took the buffer have released it: the call
-            # three before this one (decode_ctas turns each) is the last that may still read it.
+            # SM90_DECODED_A_BUFFERS before this one (decode_ctas turns each) is the last that may
+            # still read it.
             turn = _sm90_fetch_add(counters + 4 * SM90_CLAIMED)
             released = _sm90_load_acquire(counters + 4 * SM90_RELEASED)
             while released - turn + decode_ctas <= 0:  # wraps: a difference of counts
@@ -1188,11 +1189,11 @@ class HopperNvfp4Gemm:
     see below). All are programmatic dependent launches: the GEMM starts while the decode runs
     and waits for the decode CTAs' ready counter before its first load; the next call's decode
     launches as soon as every GEMM CTA has started, runs on the SMs this GEMM leaves idle, writes
-    the next of the plan's three decoded-A buffers once the GEMM that read it last has released
-    it, and completes only after this GEMM has. So the next calls' GEMMs run their main loops
-    beside this one wherever SMs are free, and wait for their decode grid's completion
-    (griddepcontrol.wait) only before they write c or the split-K partials: up to three calls'
-    GEMMs overlap, which `per_call_us` models. The large operand B (N x K) is the MMA's M side
+    the next of the plan's `SM90_DECODED_A_BUFFERS` decoded-A buffers once the GEMM that read it
+    last has released it, and completes only after this GEMM has. So the next calls' GEMMs run
+    their main loops beside this one wherever SMs are free, and wait for their decode grid's
+    completion (griddepcontrol.wait) only before they write c or the split-K partials: as many
+    calls' GEMMs overlap as the SMs hold, which `per_call_us` models. The large operand B (N x K) is the MMA's M side
     and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
     Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
     512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled

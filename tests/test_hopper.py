@@ -8,7 +8,8 @@ import torch
 import reference
 import submission
 from harness.shapes import official_cases
-from submission import SM90_CLUSTER_CAPACITY, HopperNvfp4Gemm, Problem, Sm90Config, TunedPlan, split_k_range
+from submission import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Problem, Sm90Config,
+                        TunedPlan, split_k_range)
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
 
@@ -206,10 +207,10 @@ def test_calls_queued_back_to_back_match_reference(problem, config):
     decode kernel runs while the GEMMs of the calls before it (or a reduction kernel) still do,
     into the next of the plan's decoded-A buffers once the GEMM that read it last is done with
     it, and its GEMM runs its main loop beside the earlier ones but must not touch the split-K
-    partials or c before they are done, nor load A before its own decode is. Nine calls: each
-    buffer taken three times."""
+    partials or c before they are done, nor load A before its own decode is. Every buffer taken
+    at least twice."""
     plan = HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config) if config else None
-    _check_calls_queued_back_to_back([(problem, plan)] * 9)
+    _check_calls_queued_back_to_back([(problem, plan)] * (2 * SM90_DECODED_A_BUFFERS + 1))
 
 
 @pytest.mark.skipif(_hopper_device() is not True,
@@ -218,10 +219,9 @@ def test_calls_of_two_problems_interleaved_back_to_back_match_reference():
     """Two plans, each with its own decoded-A buffers, in one queue: a call's decode kernel
     follows the other plan's GEMM as often as its own plan's, and must still wait for the GEMM
     that read its buffer last, however many calls back that one was queued."""
-    first, second = Problem(128, 4096, 7168, 1), Problem(128, 7168, 2048, 1)
-    _check_calls_queued_back_to_back([(first, None), (first, None), (second, None), (first, None),
-                                      (second, None), (second, None), (second, None), (first, None),
-                                      (second, None), (first, None), (first, None), (second, None)])
+    problems = {"a": Problem(128, 4096, 7168, 1), "b": Problem(128, 7168, 2048, 1)}
+    order = "aababbbababaabbbaabababbaaabbab"  # each plan's buffers taken at least twice
+    _check_calls_queued_back_to_back([(problems[name], None) for name in order])
 
 
 @pytest.mark.skipif(_hopper_device() is not True,
