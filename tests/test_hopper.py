@@ -234,14 +234,19 @@ def test_the_first_call_times_the_best_ranked_configs_and_keeps_one():
     ranked = HopperNvfp4Gemm.ranked_configs(problem, torch.cuda.get_device_properties(device).multi_processor_count,
                                             lambda size: submission._sm90_cluster_capacity(device.index or 0, size))
     for seed in (11, 12):  # the first call times the candidates, the second runs the one kept
-        data = reference.generate_input(*problem, seed=seed)
-        expected = reference.ref_kernel(data)
-        data[6].fill_(float("nan"))
-        plan.launch(submission.operand_addresses(data))
-        torch.cuda.synchronize()
-        ok, message = reference.check_against(expected, data[6])
-        assert ok, message
+        _check_one_call(plan, problem, seed)
         assert plan.config in ranked[:HopperNvfp4Gemm.TUNING_CANDIDATES]
+
+
+def _check_one_call(plan, problem: Problem, seed: int):
+    """One call of `plan` on fresh inputs, its NaN-poisoned c checked against the reference."""
+    data = reference.generate_input(*problem, seed=seed)
+    expected = reference.ref_kernel(data)
+    data[6].fill_(float("nan"))
+    plan.launch(submission.operand_addresses(data))
+    torch.cuda.synchronize()
+    ok, message = reference.check_against(expected, data[6])
+    assert ok, message
 
 
 def _check_calls_queued_back_to_back(calls):
@@ -274,11 +279,4 @@ def test_every_tile_width_and_split_count_matches_reference(config):
     and by the reduction kernel; several tiles and batches, so
     partials of different tiles must not mix; 64-wide tiles in both halves of a scale atom."""
     problem = Problem(256, {64: 384, 128: 768, 256: 512}[config.tile_n], 2048, 2)
-    plan = HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config)
-    data = reference.generate_input(*problem, seed=1234 + config.splits)
-    expected = reference.ref_kernel(data)
-    data[6].fill_(float("nan"))
-    plan.launch(submission.operand_addresses(data))
-    torch.cuda.synchronize()
-    ok, message = reference.check_against(expected, data[6])
-    assert ok, message
+    _check_one_call(HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config), problem, 1234 + config.splits)
