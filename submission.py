@@ -937,8 +937,8 @@ SM90_DECODED_A_BUFFERS = 6
 # decode CTAs done writing it (ready), GEMM CTAs done reading it (done); and, counting on from
 # zero for good, decode CTAs that have taken a turn on it (claimed) and decode CTAs whose calls'
 # GEMMs are done reading it (released).
-SM90_READY, SM90_DONE, SM90_CLAIMED, SM90_RELEASED = range(4)
 SM90_COUNTER_WORDS = 4
+SM90_READY, SM90_DONE, SM90_CLAIMED, SM90_RELEASED = range(SM90_COUNTER_WORDS)
 # The codes of a packed word (index = nibble, low first) in decoded pair i, halves e = 0, 1.
 SM90_PAIR_CODES = tuple((4 * (i % 2) + i // 2, 4 * (i % 2) + i // 2 + 2) for i in range(4))
 
@@ -986,7 +986,7 @@ def _sm90_memory_asm(asm: str, constraints: str, *args, result=None, loc=None, i
     return result(value) if result else None
 
 
-# The decoded A's counters and flag: 32-bit words in global memory, addressed as integers.
+# The decoded A's counters: 32-bit words in global memory, addressed as integers.
 
 @cutlass.dsl_user_op
 def _sm90_count_up(address, amount=1, *, loc=None, ip=None) -> None:
@@ -1284,10 +1284,10 @@ class HopperNvfp4Gemm:
     def ranked_configs(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
                        cluster_capacity: Callable[[int], int] | None = None) -> list[Sm90Config]:
         """Every feasible tile width and split count, least modelled time per call (`per_call_us`)
-        first, each split keeping >= 2 steps of the main loop. A split config runs in one wave, each CTA
-        filling an SM: its tiles' clusters of `splits` CTAs where the device holds them all at
-        once (`cluster_capacity(size)`, queried at call time; without a device, an H100's or
-        H200's `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs
+        first, each split keeping >= 2 steps of the main loop. A split config runs in one wave,
+        each CTA filling an SM: its tiles' clusters of `splits` CTAs where the device holds them
+        all at once (`cluster_capacity(size)`, queried at call time; without a device, an H100's
+        or H200's `SM90_CLUSTER_CAPACITY`, or SMs // size for another SM count), else plain CTAs
         and the reduction kernel, where tiles x splits fit on the SMs."""
         capacity = cluster_capacity or (SM90_CLUSTER_CAPACITY.__getitem__ if num_sms == SM90_NUM_SMS
                                         else lambda size: num_sms // size)
@@ -1403,7 +1403,8 @@ class HopperNvfp4Gemm:
         index = torch.cuda.current_device() if device.index is None else device.index
         ranked = cls.ranked_configs(problem, torch.cuda.get_device_properties(index).multi_processor_count,
                                     functools.partial(_sm90_cluster_capacity, index))
-        candidates = [(config, cls._plan_for(problem, device, config)) for config in ranked[:cls.TUNING_CANDIDATES]]
+        candidates = [(candidate, cls._plan_for(problem, device, candidate))
+                      for candidate in ranked[:cls.TUNING_CANDIDATES]]
         return TunedPlan(candidates, device) if len(candidates) > 1 else candidates[0][1]
 
     @classmethod
@@ -1676,7 +1677,8 @@ class HopperNvfp4Gemm:
     def _wait_for_decoded_a(self, counters_ptr, decode_ctas):
         """The TMA warp: until every decode CTA has counted itself done (acquire), then the TMA
         reads may see the decoded A. Every decode CTA is running or done before this grid
-        launches (each lets its dependents launch first thing), so the count always arrives.
+        launches (each lets its dependents launch once it has its turn), so the count always
+        arrives.
         All lanes poll: with one lane polling and the warp synchronized after it, the loop took
         up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log)."""
         ready_address = counters_ptr.toint() + 4 * SM90_READY
