@@ -928,12 +928,14 @@ SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
 # stores, each contiguous across a warp's threads, so that every access fills whole sectors.
 SM90_RUN = 4
 SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
-# Decoded-A buffers per plan, which the calls take in turn: a call's decode kernel writes its
-# buffer while the GEMMs of the calls before it may still read theirs. Six let calls of 32 CTAs
-# overlap four deep (128-wide unsplit tiles on 128 x 4096 x 7168: 12.6 us a call, against 15.2
-# with three; eight gained nothing more: results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
-SM90_DECODED_A_BUFFERS = 6
-# The words (int32) that hand a decoded-A buffer from its decode kernel to its GEMM and back:
+# Decoded-A buffers per plan, which the calls take in turn: a call's decode writes its buffer
+# while the GEMMs of the calls before it may still read theirs. As many as calls the GPU runs at
+# once (eight grids of one queue: results/logs/2026-11-23-h200-pdl-grids-in-flight.log), so that
+# a call with A decoded in its GEMM's grid never waits for a buffer; with the decode kernel, six
+# let calls of 32 CTAs overlap four deep (128-wide unsplit tiles on 128 x 4096 x 7168: 12.6 us a
+# call, against 15.2 with three: results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
+SM90_DECODED_A_BUFFERS = 8
+# The words (int32) that hand a decoded-A buffer from its decode CTAs to its GEMM and back:
 # decode CTAs done writing it (ready), GEMM CTAs done reading it (done); and, counting on from
 # zero for good, decode CTAs that have taken a turn on it (claimed) and decode CTAs whose calls'
 # GEMMs are done reading it (released).
@@ -1058,56 +1060,75 @@ class HopperOperandDecode:
     position 16i + 8h + 2t + e holds logical element 16t + 8h + SM90_PAIR_CODES[i][e], i.e.
     8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
 
-    The buffer's counters (`counters_ptr`, words `SM90_READY`...) hand it over: each CTA takes
-    a turn on the buffer, loads its inputs, waits for its turn (the GEMMs of the calls that took
-    the buffer before have read it all), decodes, and counts itself done on the ready counter,
-    which the GEMM's TMA warp polls before it loads A. The decoded A is there well before this
-    grid completes, which is only after the previous call's GEMM has.
+    The decode CTAs (`decode`) are CTAs of the GEMM's own grid where the whole grid fits on the
+    device at once (one grid a call: the GPU runs at most 8 programmatic dependent grids of one
+    queue at a time, results/logs/2026-11-23-h200-pdl-grids-in-flight.log), else this class's
+    own kernel, launched before the GEMM. The buffer's counters (`counters_ptr`, words
+    `SM90_READY`...) hand it over: each decode CTA takes a turn on the buffer, loads its inputs,
+    waits for its turn (the GEMMs of the calls that took the buffer before have read it all),
+    decodes, and counts itself done on the ready counter, which the GEMM's TMA warp polls before
+    it loads A.
     """
 
-    THREADS = 128
     TILE_K = SM90_TILE_K
     THREADS_PER_UNIT = 2  # per (row, K tile): thread h decodes the chunks (i, h)
-    # Units per thread, all loads issued before the first decode: this grid runs on the SMs the
-    # previous GEMM leaves idle (4 of them on some shapes), where one unit per thread took
-    # several waves of CTAs, each a DRAM round trip, and finished after that GEMM
+    # Units per thread, all loads issued before the first decode: the decode runs on the SMs
+    # the previous GEMMs leave idle (a few of them on some shapes), where one unit per thread
+    # took several waves of CTAs, each a DRAM round trip, and finished after that GEMM
     # (results/logs/2026-11-22-h100-hopper-ready-counter-overlap.log).
     UNITS_PER_THREAD = 4
+    KERNEL_THREADS = 128  # this class's own kernel
 
-    @classmethod
-    def ctas_per_batch(cls, m: int, k: int):
-        """Whole CTAs: M is a multiple of 128 and K of 256, so m * k_tiles is one of 512."""
-        return m * (k // cls.TILE_K) * cls.THREADS_PER_UNIT // (cls.THREADS * cls.UNITS_PER_THREAD)
+    def __init__(self, threads: int = KERNEL_THREADS, units_per_thread: int = UNITS_PER_THREAD):
+        self.threads = threads
+        self.units_per_thread = units_per_thread
+
+    def ctas_per_batch(self, m, k):
+        """CTAs that decode one batch of A (host ints or DSL values): the last may have threads
+        with no unit."""
+        per_cta = self.threads * self.units_per_thread
+        return (m * (k // self.TILE_K) * self.THREADS_PER_UNIT + per_cta - 1) // per_cta
 
     @cute.jit
     def launch(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, counters_ptr: cute.Pointer,
                m: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
-        self.kernel(mWords, mScaleWords, mDecoded, counters_ptr, k // self.TILE_K).launch(
-            grid=(self.ctas_per_batch(m, k), l, 1), block=(self.THREADS, 1, 1), use_pdl=True)
-
-    @cute.jit
-    def _unit(self, block, u, tidx, k_tiles):
-        """(h, row, K tile) of this thread's unit u. Two threads per (row, K tile of 64), K tiles
-        fastest, consecutive threads on consecutive units: thread h of the pair decodes the
-        packed words h, 2 + h, 4 + h, 6 + h into the chunks (i, h), i = 0..3, so that the pair's
-        stores of chunk i fill one whole 32-byte sector together and a warp reads 512 and writes
-        2 KB of contiguous memory."""
-        index = (block * self.UNITS_PER_THREAD + u) * self.THREADS + tidx
-        unit = index // self.THREADS_PER_UNIT
-        return index % self.THREADS_PER_UNIT, unit // k_tiles, unit % k_tiles
+        self.kernel(mWords, mScaleWords, mDecoded, counters_ptr, m, k // self.TILE_K).launch(
+            grid=(self.ctas_per_batch(m, k), l, 1), block=(self.threads, 1, 1), use_pdl=True)
 
     @cute.kernel
     def kernel(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor,
-               counters_ptr: cute.Pointer, k_tiles: cutlass.Int32):
+               counters_ptr: cute.Pointer, m: cutlass.Int32, k_tiles: cutlass.Int32):
         # Launched as the programmatic dependent of the grid queued before it. Where that is the
         # previous call's GEMM, this runs as soon as every CTA of that GEMM has started, on the
         # SMs it leaves idle; where it is the reduction kernel, once that has passed its wait for
         # its GEMM. Any other grid lets this start only when it has completed, and so has
         # everything queued before it: the inputs are complete either way.
-        tidx, _, _ = cute.arch.thread_idx()
         block, batch, _ = cute.arch.block_idx()
         grid_x, grid_y, _ = cute.arch.grid_dim()
-        decode_ctas = grid_x * grid_y
+        self.decode(mWords, mScaleWords, mDecoded, counters_ptr, block, batch, grid_x * grid_y, m, k_tiles)
+        # This grid completes only after the grid before it: the GEMM that waits for this grid
+        # then also knows the previous call's GEMM done with the split-K partials and c. One CTA
+        # waits, so that the others give their SM back as soon as they are done.
+        if block == 0 and batch == 0:
+            cute.arch.griddepcontrol_wait()
+
+    @cute.jit
+    def _unit(self, decoder, u, tidx, k_tiles):
+        """(h, row, K tile) of this thread's unit u. Two threads per (row, K tile of 64), K tiles
+        fastest, consecutive threads on consecutive units: thread h of the pair decodes the
+        packed words h, 2 + h, 4 + h, 6 + h into the chunks (i, h), i = 0..3, so that the pair's
+        stores of chunk i fill one whole 32-byte sector together and a warp reads 512 and writes
+        2 KB of contiguous memory."""
+        index = (decoder * self.units_per_thread + u) * self.threads + tidx
+        unit = index // self.THREADS_PER_UNIT
+        return index % self.THREADS_PER_UNIT, unit // k_tiles, unit % k_tiles
+
+    @cute.jit
+    def decode(self, mWords: cute.Tensor, mScaleWords: cute.Tensor, mDecoded: cute.Tensor, counters_ptr: cute.Pointer,
+               decoder, batch, decode_ctas, m, k_tiles):
+        """One decode CTA's share of batch `batch` (its `decoder`-th CTA), one of the call's
+        `decode_ctas`; lets the grid's dependents launch once it has its turn."""
+        tidx, _, _ = cute.arch.thread_idx()
         counters = counters_ptr.toint()
         if tidx == 0:
             # This CTA's turn on the buffer, taken before the next grid may launch, so that the
@@ -1119,44 +1140,42 @@ class HopperOperandDecode:
             released = _sm90_load_acquire(counters + 4 * SM90_RELEASED)
             while released - turn + decode_ctas <= 0:  # wraps: a difference of counts
                 released = _sm90_load_acquire(counters + 4 * SM90_RELEASED)
-            # The GEMM (this kernel's programmatic dependent) may start now: its CTAs set up
-            # while this runs and wait for this grid's count before their first load.
+            # The GEMM may start now (where it is this kernel's programmatic dependent), or the
+            # next call's grid (where this CTA is one of the GEMM's): its CTAs set up while this
+            # runs and wait for the ready count before their first load.
             cute.arch.griddepcontrol_launch_dependents()
         # Per unit: four of the row's 8 packed words of the K tile, and its 4 scales (one 32-bit
         # word of the permuted layout).
-        words = cute.make_rmem_tensor((4, self.UNITS_PER_THREAD), cutlass.Uint32)
-        scale_words = cute.make_rmem_tensor((self.UNITS_PER_THREAD,), cutlass.Uint32)
-        for u in cutlass.range_constexpr(self.UNITS_PER_THREAD):
-            h, row, k_tile = self._unit(block, u, tidx, k_tiles)
-            tile_words = cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,))
-            cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)),
-                              words[(None, u)])
-            scale_words[u] = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
+        words = cute.make_rmem_tensor((4, self.units_per_thread), cutlass.Uint32)
+        scale_words = cute.make_rmem_tensor((self.units_per_thread,), cutlass.Uint32)
+        for u in cutlass.range_constexpr(self.units_per_thread):
+            h, row, k_tile = self._unit(decoder, u, tidx, k_tiles)
+            if row < m:
+                tile_words = cute.local_tile(mWords[(row, None, batch)], (8,), (k_tile,))
+                cute.autovec_copy(cute.make_tensor(tile_words.iterator + h, cute.make_layout(4, stride=2)),
+                                  words[(None, u)])
+                scale_words[u] = cutlass.Uint32(mScaleWords[(row, k_tile, batch)])
         cute.arch.barrier()  # this CTA's turn
-        for u in cutlass.range_constexpr(self.UNITS_PER_THREAD):
-            h, row, k_tile = self._unit(block, u, tidx, k_tiles)
-            scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
-            for t in cutlass.range_constexpr(4):
-                scales[t] = _sm90_scale_f16x2(scale_words[u] >> (8 * t))
-            # (pair t, chunk i), column-major: each chunk's four pairs are 16 contiguous bytes.
-            chunks = cute.make_rmem_tensor((4, 4), cutlass.Uint32)
-            for i in cutlass.range_constexpr(4):
+        for u in cutlass.range_constexpr(self.units_per_thread):
+            h, row, k_tile = self._unit(decoder, u, tidx, k_tiles)
+            if row < m:
+                scales = cute.make_rmem_tensor((4,), cutlass.Uint32)
                 for t in cutlass.range_constexpr(4):
-                    chunks[(t, i)] = _sm90_decode_pair(words[(t, u)], i, scales[t])
-            out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
-            out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
-            cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
+                    scales[t] = _sm90_scale_f16x2(scale_words[u] >> (8 * t))
+                # (pair t, chunk i), column-major: each chunk's four pairs are 16 contiguous bytes.
+                chunks = cute.make_rmem_tensor((4, 4), cutlass.Uint32)
+                for i in cutlass.range_constexpr(4):
+                    for t in cutlass.range_constexpr(4):
+                        chunks[(t, i)] = _sm90_decode_pair(words[(t, u)], i, scales[t])
+                out = cute.local_tile(mDecoded[(row, None, batch)], (self.TILE_K,), (k_tile,))
+                out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
+                cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
         # Every thread's stores, then the CTA's count: the fence, the barrier and the release
         # make the stores visible to whoever acquires the count.
         _sm90_fence_gpu()
         cute.arch.barrier()
         if tidx == 0:
             _sm90_count_up(counters + 4 * SM90_READY)
-        # This grid completes only after the grid before it: the GEMM that waits for this grid
-        # then also knows the previous call's GEMM done with the split-K partials and c. One CTA
-        # waits, so that the others give their SM back as soon as they are done.
-        if block == 0 and batch == 0:
-            cute.arch.griddepcontrol_wait()
 
 
 @functools.lru_cache(maxsize=None)
@@ -1173,27 +1192,34 @@ class Sm90Config:
     # Where the splits add up: in the tile's cluster, or, where the device cannot hold every
     # tile's cluster at once, in `HopperSplitKReduction` (a runtime argument too).
     in_cluster: bool = True
+    # Where A is decoded: by CTAs at the front of the GEMM's own grid (one grid a call, so twice
+    # the calls in flight), or by the decode kernel's grid queued before it (a runtime argument).
+    decode_in_grid: bool = False
 
     def describe(self) -> str:
         tile = f"tile {self.tile_n}x{HopperNvfp4Gemm.TILE_M}x{HopperNvfp4Gemm.TILE_K}, split-K {self.splits}"
         if self.splits > 1:
             tile += " in a cluster" if self.in_cluster else " + reduction kernel"
+        if self.decode_in_grid:
+            tile += ", A decoded in its grid"
         return tile
 
 
 class HopperNvfp4Gemm:
     """C = (A * SFA) (B * SFB)^T on sm_90a with exact fp16 operands decoded on chip.
 
-    A call launches two kernels: `HopperOperandDecode` turns A and its scales into fp16 operands
-    (small: M is 128 in every benchmark), then this GEMM (and, for some split configs, a third:
-    see below). All are programmatic dependent launches: the GEMM starts while the decode runs
-    and waits for the decode CTAs' ready counter before its first load; the next call's decode
-    launches as soon as every GEMM CTA has started, runs on the SMs this GEMM leaves idle, writes
-    the next of the plan's `SM90_DECODED_A_BUFFERS` decoded-A buffers once the GEMM that read it
-    last has released it, and completes only after this GEMM has. So the next calls' GEMMs run
-    their main loops beside this one wherever SMs are free, and wait for their decode grid's
-    completion (griddepcontrol.wait) only before they write c or the split-K partials: as many
-    calls' GEMMs overlap as the SMs hold, which `per_call_us` models. The large operand B (N x K) is the MMA's M side
+    `HopperOperandDecode` turns A and its scales into fp16 operands (small: M is 128 in every
+    benchmark), either in decode CTAs at the front of this GEMM's grid (`decode_in_grid`: one
+    grid a call) or in its own kernel launched before the GEMM (two; for some split configs a
+    third kernel adds the splits: see below). All are programmatic dependent launches: the
+    GEMM's CTAs start while the decode runs and wait for the decode CTAs' ready counter before
+    their first load; the next call's grid launches as soon as every CTA of this one has started,
+    runs on the SMs this call leaves idle, decodes into the next of the plan's
+    `SM90_DECODED_A_BUFFERS` decoded-A buffers once the GEMM that read it last has released it,
+    and its GEMM waits for the grid before it to complete (griddepcontrol.wait) only before it
+    writes c or the split-K partials. So as many calls' GEMMs overlap as the SMs hold, and as the
+    GPU runs grids of one queue at once (8: four calls with the decode kernel, eight with the
+    decode in the GEMM's grid), which `per_call_us` models. The large operand B (N x K) is the MMA's M side
     and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
     Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
     512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled
@@ -1222,7 +1248,11 @@ class HopperNvfp4Gemm:
     TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
     TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
     MMA_WARPGROUPS = 2
+    THREADS = 128 * (MMA_WARPGROUPS + 1)  # the MMA warpgroups, then the TMA warpgroup
     TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
+    # Units (`HopperOperandDecode`) per thread of a decode CTA in the GEMM's grid: each such CTA
+    # fills an SM for as long as it decodes, so few CTAs, each with many loads in flight.
+    DECODE_UNITS_PER_THREAD = 8
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
@@ -1240,7 +1270,7 @@ class HopperNvfp4Gemm:
         self.scale_rows = max(tile_n, 128)  # B rows whose scales a stage holds: whole 128-row atoms
         self.mma_threads = 128 * self.MMA_WARPGROUPS
         self.mma_warps = self.mma_threads // 32  # the TMA warpgroup's warps come after them
-        self.threads = self.mma_threads + 128
+        self.threads = self.THREADS
         # ptxas gives a kernel that uses setmaxnreg the most registers its block size allows;
         # setmaxnreg only moves registers within that allocation (asking for more never returns).
         launch_registers = 65536 // self.threads // 8 * 8
@@ -1307,14 +1337,18 @@ class HopperNvfp4Gemm:
                     config, slots = Sm90Config(tile_n, splits, in_cluster=False), num_sms
                 else:
                     continue
-                candidates.append((cls.per_call_us(config, k_tiles, tiles, slots, num_sms), -tile_n, splits, config))
-        return [candidate[3] for candidate in sorted(candidates)]
+                in_grid = Sm90Config(tile_n, splits, config.in_cluster, decode_in_grid=True)
+                for placement in (config, in_grid) if cls.decode_fits(problem, in_grid, slots) else (config,):
+                    candidates.append((cls.per_call_us(placement, k_tiles, tiles, slots, num_sms), -tile_n, splits,
+                                       placement.decode_in_grid, placement))
+        return [candidate[-1] for candidate in sorted(candidates)]
 
-    # Configs timed on a problem's first call (`TunedPlan`), the model's best first. The model,
-    # fitted with three decoded-A buffers, has the fastest config measured with six among its
-    # best three on every benchmark shape, but not always first: 128-wide unsplit tiles on
-    # 128 x 4096 x 7168 (12.6 us) come third, behind 256 x 3 and 256 x 2 in clusters (13.5, 13.1)
-    # (results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
+    # Configs timed on a problem's first call (`TunedPlan`), the model's best first. The model has
+    # the fastest config measured among its best three on every benchmark shape, but not always
+    # first: on 128 x 7168 x 2048 it puts 256-wide tiles with A decoded in the grid (6.87 us)
+    # before 128-wide ones with the decode kernel (6.64 us), and on 128 x 7168 x 16384 256 x 2 in
+    # clusters before 256 unsplit with A decoded in the grid, within 1 % of each other
+    # (results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log).
     TUNING_CANDIDATES = 3
 
     # Calls queued back to back overlap: the next calls' GEMMs run their main loops on the SMs
@@ -1325,8 +1359,15 @@ class HopperNvfp4Gemm:
     # (results/logs/2026-11-23-h200-hopper-three-buffers-configs.log; rms 1.1 us over the configs
     # that overlap, each pick the fastest measured).
     OVERLAP_DECODE_SMS = 8
+    # With A decoded in the GEMM's grid, one grid a call, as many calls overlap as the GPU runs
+    # programmatic dependent grids of one queue at once (8 on an H200:
+    # results/logs/2026-11-23-h200-pdl-grids-in-flight.log), but each GEMM CTA waits for its own
+    # call's decode CTAs, which start beside it: DECODE_IN_GRID_US more latency (fitted to the
+    # benchmark shapes' configs, results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log).
+    GRIDS_IN_FLIGHT = 8
+    DECODE_IN_GRID_US = 3.0
     # What overlapping calls cannot share (launches, the decode, waits), by how many overlap.
-    OVERLAP_CHAIN_US = {3: 1.4, 2: 4.2}
+    OVERLAP_CHAIN_US = {GRIDS_IN_FLIGHT: 1.4, 3: 1.4, 2: 4.2}
     OVERLAP_PACKING = 0.03  # the next GEMM's CTAs do not fill the idle SMs the moment they free up
 
     @classmethod
@@ -1340,9 +1381,13 @@ class HopperNvfp4Gemm:
         waves = -(-tiles // slots)
         latency = waves * cls.estimated_us(config, k_tiles)
         if not config.in_cluster:
-            return latency
+            return latency + (cls.DECODE_IN_GRID_US if config.decode_in_grid else 0.0)
         busy = tiles / (waves * slots)
-        overlapping = 3 if num_sms - 2 * tiles * config.splits >= cls.OVERLAP_DECODE_SMS else 2
+        if config.decode_in_grid:
+            latency += cls.DECODE_IN_GRID_US
+            overlapping = cls.GRIDS_IN_FLIGHT
+        else:
+            overlapping = 3 if num_sms - 2 * tiles * config.splits >= cls.OVERLAP_DECODE_SMS else 2
         return max(latency / overlapping + cls.OVERLAP_CHAIN_US[overlapping],
                    latency * (busy + cls.OVERLAP_PACKING))
 
@@ -1374,12 +1419,30 @@ class HopperNvfp4Gemm:
         return cls.FIXED_US[config.tile_n] + k_tiles * cls.K_TILE_US[config.tile_n] + split_cost
 
     @classmethod
+    def decode_fits(cls, problem: Problem, config: Sm90Config, slots: int) -> bool:
+        """Whether the device, which runs `slots` of the config's clusters (or CTAs) at once,
+        holds its whole grid with A decoded in it: its GEMM CTAs wait for its decode CTAs, which
+        only a grid that fits is sure to run beside them."""
+        tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n)
+        clusters = (tiles + cls.decode_columns(problem, config)) * problem.l
+        return clusters * (1 if config.in_cluster else config.splits) <= slots
+
+    @classmethod
+    def decode_columns(cls, problem: Problem, config: Sm90Config) -> int:
+        """Columns of decode CTAs (`splits` CTAs each, as the GEMM's) at the front of the GEMM's
+        grid per batch, enough to decode A; 0 where the decode kernel's own grid does it."""
+        if not config.decode_in_grid:
+            return 0
+        decoders = HopperOperandDecode(cls.THREADS, cls.DECODE_UNITS_PER_THREAD).ctas_per_batch(problem.m, problem.k)
+        return -(-decoders // config.splits)
+
+    @classmethod
     def compile(cls, tile_n: int, arch: str | None = None, extra_options: str = "", tvm_ffi: bool = HAVE_TVM_FFI):
         """Compile for any problem size (sizes and split count are runtime arguments); returns
         the compiled function and the kernel object that traced it."""
         kernel = cls(tile_n)
         pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
-        compiled = cute.compile(kernel, *pointers, *[cutlass.Int32(1)] * 6,
+        compiled = cute.compile(kernel, *pointers, *[cutlass.Int32(1)] * 7,
                                 options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
         return compiled, kernel
 
@@ -1395,14 +1458,18 @@ class HopperNvfp4Gemm:
         """The plan for `problem` on `device`: for `config` where one is given (tests and
         measurements pin one), else for the fastest of the `TUNING_CANDIDATES` configs that
         `ranked_configs` puts first, timed on the first call (`TunedPlan`)."""
-        if config is not None:
-            return cls._plan_for(problem, device, config)
         # The cluster occupancy query (driver API) needs the device's context current in this
         # thread; a synchronization makes it so.
         torch.cuda.synchronize(device)
         index = torch.cuda.current_device() if device.index is None else device.index
-        ranked = cls.ranked_configs(problem, torch.cuda.get_device_properties(index).multi_processor_count,
-                                    functools.partial(_sm90_cluster_capacity, index))
+        num_sms = torch.cuda.get_device_properties(index).multi_processor_count
+        capacity = functools.partial(_sm90_cluster_capacity, index)
+        if config is not None:
+            slots = capacity(config.splits) if config.in_cluster and config.splits > 1 else num_sms
+            if config.decode_in_grid and not cls.decode_fits(problem, config, slots):
+                raise ValueError(f"{config.describe()}: the device cannot hold the whole grid for {problem}")
+            return cls._plan_for(problem, device, config)
+        ranked = cls.ranked_configs(problem, num_sms, capacity)
         candidates = [(candidate, cls._plan_for(problem, device, candidate))
                       for candidate in ranked[:cls.TUNING_CANDIDATES]]
         return TunedPlan(candidates, device) if len(candidates) > 1 else candidates[0][1]
@@ -1417,7 +1484,7 @@ class HopperNvfp4Gemm:
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         partials = split_k_partials(problem, config.splits, device)
         scalars = (problem.m, problem.n, problem.k, problem.l, config.splits,
-                   config.splits if config.in_cluster else 1)
+                   config.splits if config.in_cluster else 1, cls.decode_columns(problem, config))
         trailing_args = tuple((pointer_arg(cutlass.Float16, buffer.data_ptr()),
                                pointer_arg(cutlass.Float32, partials.data_ptr()),
                                pointer_arg(cutlass.Int32, buffer_counters.data_ptr())) + scalars
@@ -1460,7 +1527,8 @@ class HopperNvfp4Gemm:
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, decoded_a_ptr: cute.Pointer,
                  partial_ptr: cute.Pointer, counters_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
+                 k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32,
+                 decode_columns: cutlass.Int32):
         self._setup()
         k = cute.assume(k, divby=K_ALIGN)
         n = cute.assume(n, divby=MN_ALIGN)  # c's rows start 16-byte aligned: 128-bit stores
@@ -1478,7 +1546,12 @@ class HopperNvfp4Gemm:
             ((32, 4, rest_m), rest_k, l),
             stride=((4, 1, rest_k * atom_words), atom_words, rest_m * rest_k * atom_words)))
         mDecodedA = cute.make_tensor(decoded_a_ptr, cute.make_layout((m, k, l), stride=(k, 1, m * k)))
-        HopperOperandDecode().launch(mAWords, mSFAWords, mDecodedA, counters_ptr, m, k, l)
+        # The decode CTAs: `decode_columns` columns of clusters at the front of this grid, or,
+        # where there are none, the decode kernel's grid queued before it.
+        decode_ctas = decode_columns * splits * l
+        if decode_columns == 0:
+            decode_ctas = HopperOperandDecode().ctas_per_batch(m, k) * l
+            HopperOperandDecode().launch(mAWords, mSFAWords, mDecodedA, counters_ptr, m, k, l)
 
         # Packed B as bytes: (rows, K/2, L), K-major, batch outermost.
         mB = cute.make_tensor(b_ptr, cute.make_layout((n, half_k, l), stride=(half_k, 1, n * half_k)))
@@ -1499,11 +1572,12 @@ class HopperNvfp4Gemm:
         tma_sfb, tma_mSFB = self._scale_atom_tma(sfb_ptr, n, k, l)
 
         self.kernel(
-            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, counters_ptr,
-            HopperOperandDecode.ctas_per_batch(m, k) * l,
+            mAWords, mSFAWords, mDecodedA, decode_columns,
+            tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, counters_ptr, decode_ctas,
             self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout, self.epilogue_layout,
             m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
-        ).launch(grid=(tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1), use_pdl=True)
+        ).launch(grid=(decode_columns + tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1),
+                 use_pdl=True)
         if splits > cluster_size:
             HopperSplitKReduction(self.tile_n).launch(mC, mPartials, m // self.TILE_M, splits, tiles, l)
 
@@ -1524,14 +1598,32 @@ class HopperNvfp4Gemm:
     # ----- device side -----
 
     @cute.kernel
-    def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+    def kernel(self, mAWords: cute.Tensor, mSFAWords: cute.Tensor, mDecodedA: cute.Tensor, decode_columns: cutlass.Int32,
+               tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
                counters_ptr: cute.Pointer, decode_ctas: cutlass.Int32, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
                packed_b_layout: cute.Layout, sfb_layout: cute.Layout, epilogue_layout: cute.Layout,
                tiles_m: cutlass.Int32,
                k_tiles: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
+        column, split, batch = cute.arch.block_idx()
+        grid_x, grid_y, grid_z = cute.arch.grid_dim()
+        tiles = grid_x - decode_columns  # output tiles of a batch
+        if column < decode_columns:
+            HopperOperandDecode(self.threads, self.DECODE_UNITS_PER_THREAD).decode(
+                mAWords, mSFAWords, mDecodedA, counters_ptr, column * splits + split, batch, decode_ctas,
+                tiles_m * self.TILE_M, k_tiles)
+        else:
+            self._gemm(tma_a, mA, tma_b, mB, tma_sfb, mSFB, mC, mPartials, counters_ptr, decode_ctas, tiled_mma,
+                       a_layout, packed_b_layout, sfb_layout, epilogue_layout, tiles_m, k_tiles, splits, cluster_size,
+                       column - decode_columns, tiles, split, batch)
+
+    @cute.jit
+    def _gemm(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+              tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
+              counters_ptr: cute.Pointer, decode_ctas, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
+              packed_b_layout: cute.Layout, sfb_layout: cute.Layout, epilogue_layout: cute.Layout,
+              tiles_m, k_tiles, splits, cluster_size, tile_idx, tiles, split, batch):
         tidx, _, _ = cute.arch.thread_idx()
-        tile_idx, split, batch = cute.arch.block_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         m_tile = tile_idx % tiles_m
         n_tile = tile_idx // tiles_m
@@ -1542,9 +1634,8 @@ class HopperNvfp4Gemm:
 
         tma_warp = warp_idx == self.mma_warps
         if tma_warp:
-            # The next grid may launch at once: the next call's decode kernel, which writes its
-            # buffer only on its turn, or this call's reduction kernel, which waits for all of
-            # this grid.
+            # The next grid may launch at once: the next call's (its decode writes its buffer only
+            # on its turn), or this call's reduction kernel, which waits for all of this grid.
             cute.arch.griddepcontrol_launch_dependents()
             for atom in (tma_a, tma_b, tma_sfb):
                 cpasync.prefetch_descriptor(atom)
@@ -1598,18 +1689,18 @@ class HopperNvfp4Gemm:
                     producer.advance()
                 self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
                 # While the MMA warps add up the splits or store c.
-                self._release_decoded_a(stages, producer, counters_ptr, decode_ctas)
+                self._release_decoded_a(stages, producer, counters_ptr, decode_ctas, tiles * splits * cute.arch.grid_dim()[2])
             else:
                 self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
             self._join_split_cluster_barrier(splits, cluster_size, relaxed=True)
         else:
             cute.arch.setmaxregister_increase(self.mma_registers)
             self._mma_and_epilogue(sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
-                                   split, batch, m_tile, n_tile, k_count, splits, cluster_size)
+                                   tiles, split, batch, m_tile, n_tile, k_count, splits, cluster_size)
 
     @cute.jit
     def _mma_and_epilogue(self, sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
-                          split, batch, m_tile, n_tile, k_count, splits, cluster_size):
+                          tiles, split, batch, m_tile, n_tile, k_count, splits, cluster_size):
         """The MMA warpgroups: B decoded into registers (per thread), A from shared memory, fp32
         accumulators; then c, or this split's share of the split-K reduction."""
         warpgroup_threads = self.mma_threads // self.b_row_warpgroups  # threads per B row
@@ -1662,7 +1753,8 @@ class HopperNvfp4Gemm:
 
         # ---- epilogue ----
         # The previous call's GEMM (and reduction kernel) are done with the partials, and c
-        # (which may be the same tensor), once the decode grid has completed.
+        # (which may be the same tensor), once the grid before this one has completed: that
+        # GEMM or reduction kernel, or this call's decode kernel, which completes after them.
         cute.arch.griddepcontrol_wait()
         self._tile_to_shared(acc, thr_mma, sTile, k_phase)
         if splits == 1:
@@ -1671,7 +1763,7 @@ class HopperNvfp4Gemm:
         elif cluster_size == splits:
             self._reduce_in_cluster(sTile, gC, tidx, split, splits)
         else:  # HopperSplitKReduction adds the splits up
-            self._store_partial(sTile, mPartials, tidx, tile_idx, split, batch, splits)
+            self._store_partial(sTile, mPartials, tidx, tile_idx, tiles, split, batch, splits)
 
     @cute.jit
     def _wait_for_decoded_a(self, counters_ptr, decode_ctas):
@@ -1701,18 +1793,17 @@ class HopperNvfp4Gemm:
                 cute.arch.cluster_wait()
 
     @cute.jit
-    def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas):
+    def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas, gemm_ctas):
         """The TMA warp, after its last load: once the MMA warps have released every stage (so
-        every TMA read of the decoded A is done), count this CTA done reading. The last CTA (every
-        CTA past its wait for the ready count) zeroes the counts and releases the decode CTAs'
+        every TMA read of the decoded A is done), count this CTA done reading. The last of the
+        `gemm_ctas` (every one past its wait for the ready count) zeroes the counts and releases the decode CTAs'
         turns, which lets the next call that takes the buffer decode into it. Not counted before
         the loads: the count's round trip would delay the first one."""
         stages.producer_tail(producer)
         _sm90_fence_proxy_async()
         if cute.arch.lane_idx() == 0:
             counters = counters_ptr.toint()
-            grid_x, grid_y, grid_z = cute.arch.grid_dim()
-            if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == grid_x * grid_y * grid_z - 1:
+            if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == gemm_ctas - 1:
                 for word in (SM90_READY, SM90_DONE):
                     _sm90_store_zero(counters + 4 * word)
                 _sm90_count_up(counters + 4 * SM90_RELEASED, decode_ctas)
@@ -1772,12 +1863,12 @@ class HopperNvfp4Gemm:
                     tCsTile[i] = acc[i] + tCsTile[i]
 
     @cute.jit
-    def _store_partial(self, sTile, mPartials, tidx, tile_idx, split, batch, splits):
+    def _store_partial(self, sTile, mPartials, tidx, tile_idx, tiles, split, batch, splits):
         """This split's fp32 tile from shared memory to its partials slot, for
         `HopperSplitKReduction`, in runs of `SM90_RUN` columns."""
         self._sync_mma_warps()
         sRuns = cute.flat_divide(sTile, (SM90_RUN,))
-        gRuns = cute.flat_divide(mPartials[(None, None, split_k_slot(tile_idx, batch, splits, split))], (SM90_RUN,))
+        gRuns = cute.flat_divide(mPartials[(None, None, split_k_slot(tile_idx, batch, tiles, splits, split))], (SM90_RUN,))
         runs_per_row = self.tile_n // SM90_RUN
         for run in cutlass.range(tidx, self.TILE_M * runs_per_row, self.mma_threads, unroll=4):
             coord = (None, run % runs_per_row, run // runs_per_row)
@@ -1836,10 +1927,10 @@ def sm90_add_splits(split_tiles: list, splits, gC: cute.Tensor, row_start, row_s
 
 
 @cute.jit
-def split_k_slot(tile_idx, batch, splits, split):
-    """The partials slot of one split of one output tile, in a grid whose x runs over the
-    tiles of a batch (the GEMM's and the reduction kernel's): a tile's splits side by side."""
-    return (batch * cute.arch.grid_dim()[0] + tile_idx) * splits + split
+def split_k_slot(tile_idx, batch, tiles, splits, split):
+    """The partials slot of one split of one output tile (`tiles` a batch): a tile's splits
+    side by side."""
+    return (batch * tiles + tile_idx) * splits + split
 
 
 class HopperSplitKReduction:
@@ -1863,7 +1954,7 @@ class HopperSplitKReduction:
     @cute.kernel
     def kernel(self, mC: cute.Tensor, mPartials: cute.Tensor, tiles_m: cutlass.Int32, splits: cutlass.Int32):
         # The GEMM (this kernel's primary) wrote the partials. Once it is complete, the next
-        # call's decode kernel may launch (see `HopperOperandDecode`).
+        # call's grid may launch (see `HopperOperandDecode`).
         cute.arch.griddepcontrol_wait()
         cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
@@ -1872,7 +1963,7 @@ class HopperSplitKReduction:
                              (tile_idx // tiles_m, tile_idx % tiles_m, batch))
         row_start, row_stop = split_k_range(part, HopperNvfp4Gemm.TILE_M, self.PARTS)
         # Slots past the last split repeat it (`sm90_add_splits` skips them).
-        split_tiles = [mPartials[(None, None, split_k_slot(tile_idx, batch, splits, cutlass.min(s, splits - 1)))]
+        split_tiles = [mPartials[(None, None, split_k_slot(tile_idx, batch, cute.arch.grid_dim()[0], splits, cutlass.min(s, splits - 1)))]
                        for s in range(HopperNvfp4Gemm.MAX_SPLITS)]
         sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, self.THREADS)
 

@@ -8,8 +8,8 @@ import torch
 import reference
 import submission
 from harness.shapes import official_cases
-from submission import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Problem, Sm90Config,
-                        TunedPlan, split_k_range)
+from submission import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, HopperOperandDecode,
+                        Problem, Sm90Config, TunedPlan, split_k_range)
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
 
@@ -108,54 +108,80 @@ def test_split_tiles_fit_the_devices_clusters_in_one_wave(problem):
 
 
 # Every feasible config on the benchmark shapes, 50 calls queued back to back, us per call
-# (tile width, splits, in a cluster): NVIDIA H200, the kernel at 5d938db with six decoded-A
-# buffers, results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log.
+# (tile width, splits, in a cluster, A decoded in the GEMM's grid): NVIDIA H200, eight decoded-A
+# buffers, results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log.
 MEASURED_US = {
     Problem(128, 7168, 16384, 1): {
-        (256, 1, True): 41.97,
-        (256, 2, True): 38.9,
-        (256, 2, False): 87.84,
-        (256, 3, True): 43.9,
-        (256, 3, False): 64.13,
-        (256, 4, True): 44.32,
-        (256, 4, False): 51.63,
-        (128, 1, True): 41.36,
-        (128, 2, True): 43.1,
-        (128, 2, False): 52.86,
-        (64, 1, True): 46.79,
+        (256, 1, True, True): 39.0,
+        (256, 1, True, False): 41.93,
+        (256, 2, True, False): 39.34,
+        (256, 2, True, True): 39.31,
+        (256, 3, True, False): 44.27,
+        (256, 3, True, True): 46.4,
+        (256, 4, True, False): 44.54,
+        (128, 1, True, False): 41.81,
+        (128, 1, True, True): 41.67,
+        (128, 2, True, False): 43.39,
+        (64, 1, True, False): 47.65,
     },
     Problem(128, 4096, 7168, 1): {
-        (256, 1, True): 18.76,
-        (256, 2, True): 13.07,
-        (256, 2, False): 41.67,
-        (256, 3, True): 13.5,
-        (256, 3, False): 31.6,
-        (256, 4, True): 15.55,
-        (256, 4, False): 26.12,
-        (128, 1, True): 12.58,
-        (128, 2, True): 17.01,
-        (128, 2, False): 26.23,
-        (128, 3, True): 15.17,
-        (128, 3, False): 21.4,
-        (128, 4, False): 18.65,
-        (64, 1, True): 17.11,
-        (64, 2, True): 17.27,
-        (64, 2, False): 24.47,
+        (256, 1, True, True): 11.55,
+        (256, 1, True, False): 18.78,
+        (256, 2, True, True): 12.57,
+        (256, 2, True, False): 13.26,
+        (256, 3, True, False): 13.48,
+        (256, 3, True, True): 14.09,
+        (256, 4, True, True): 16.95,
+        (256, 4, True, False): 15.59,
+        (128, 1, True, True): 12.65,
+        (128, 1, True, False): 12.8,
+        (128, 2, True, True): 15.69,
+        (128, 2, True, False): 17.11,
+        (128, 3, True, False): 15.23,
+        (128, 3, True, True): 16.15,
+        (128, 4, False, False): 18.73,
+        (64, 1, True, True): 15.98,
+        (64, 1, True, False): 17.21,
+        (64, 2, True, False): 17.37,
     },
     Problem(128, 7168, 2048, 1): {
-        (256, 1, True): 6.91,
-        (256, 2, True): 8.0,
-        (256, 2, False): 18.77,
-        (256, 3, True): 11.71,
-        (256, 3, False): 17.73,
-        (256, 4, True): 11.88,
-        (256, 4, False): 16.32,
-        (128, 1, True): 6.58,
-        (128, 2, True): 9.25,
-        (128, 2, False): 14.05,
-        (64, 1, True): 8.54,
+        (256, 1, True, True): 6.87,
+        (256, 1, True, False): 6.92,
+        (256, 2, True, False): 8.03,
+        (256, 2, True, True): 8.79,
+        (256, 3, True, False): 11.8,
+        (256, 3, True, True): 12.54,
+        (256, 4, True, False): 12.0,
+        (256, 4, True, True): 12.18,
+        (128, 1, True, False): 6.64,
+        (128, 1, True, True): 7.89,
+        (128, 2, True, False): 9.32,
+        (128, 2, True, True): 10.16,
+        (64, 1, True, False): 8.66,
+        (64, 1, True, True): 9.41,
     },
 }
+
+
+@pytest.mark.parametrize("problem", OFFICIAL + [Problem(256, 384, 2048, 2)], ids=lambda p: "x".join(map(str, p)))
+def test_a_decoded_in_the_gemm_grid_is_covered_and_the_grid_fits(problem):
+    """The decode CTAs in the GEMM's grid cover every (row, K tile) unit of A with less than
+    one CTA to spare, and a config with them is ranked only where the device holds the whole
+    grid at once (its GEMM CTAs wait for them)."""
+    decode = HopperOperandDecode(HopperNvfp4Gemm.THREADS, HopperNvfp4Gemm.DECODE_UNITS_PER_THREAD)
+    units = problem.m * (problem.k // HopperNvfp4Gemm.TILE_K) * decode.THREADS_PER_UNIT
+    per_cta = HopperNvfp4Gemm.THREADS * HopperNvfp4Gemm.DECODE_UNITS_PER_THREAD
+    assert units <= decode.ctas_per_batch(problem.m, problem.k) * per_cta < units + per_cta
+    for config in HopperNvfp4Gemm.ranked_configs(problem, 132, SM90_CLUSTER_CAPACITY.__getitem__):
+        if not config.decode_in_grid:
+            continue
+        columns = HopperNvfp4Gemm.decode_columns(problem, config)
+        assert columns * config.splits >= decode.ctas_per_batch(problem.m, problem.k)
+        tiles = (problem.m // HopperNvfp4Gemm.TILE_M) * (problem.n // config.tile_n)
+        if config.splits > 1 and config.in_cluster:
+            assert (tiles + columns) * problem.l <= SM90_CLUSTER_CAPACITY[config.splits]
+        else:
+            assert (tiles + columns) * problem.l * config.splits <= 132
 
 
 @pytest.mark.parametrize("problem", MEASURED_US, ids=lambda p: "x".join(map(str, p)))
@@ -201,6 +227,10 @@ def test_hopper_kernel_matches_reference(problem):
     (Problem(256, 384, 512, 3), None),  # batches
     (Problem(128, 4096, 7168, 1), Sm90Config(128, 4, in_cluster=False)),  # the reduction kernel
     (Problem(128, 7168, 2048, 1), Sm90Config(256, 1)),  # 28 CTAs: several calls' GEMMs could meet
+    # A decoded in the GEMM's grid: eight calls in flight, in clusters, with the reduction kernel
+    (Problem(128, 4096, 7168, 1), Sm90Config(256, 1, decode_in_grid=True)),
+    (Problem(128, 7168, 16384, 1), Sm90Config(256, 2, decode_in_grid=True)),
+    (Problem(128, 4096, 7168, 1), Sm90Config(256, 3, in_cluster=False, decode_in_grid=True)),
 ], ids=lambda p: "x".join(map(str, p)) if isinstance(p, Problem) else (p.describe().replace(" ", "_") if p else "picked"))
 def test_calls_queued_back_to_back_match_reference(problem, config):
     """Calls queued without a synchronization between them, as the benchmark does: each call's
@@ -216,12 +246,18 @@ def test_calls_queued_back_to_back_match_reference(problem, config):
 @pytest.mark.skipif(_hopper_device() is not True,
                     reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
 def test_calls_of_two_problems_interleaved_back_to_back_match_reference():
-    """Two plans, each with its own decoded-A buffers, in one queue: a call's decode kernel
-    follows the other plan's GEMM as often as its own plan's, and must still wait for the GEMM
-    that read its buffer last, however many calls back that one was queued."""
-    problems = {"a": Problem(128, 4096, 7168, 1), "b": Problem(128, 7168, 2048, 1)}
-    order = "aababbbababaabbbaabababbaaabbab"  # each plan's buffers taken at least twice
-    _check_calls_queued_back_to_back([(problems[name], None) for name in order])
+    """Two plans, each with its own decoded-A buffers, in one queue, one decoding A in its GEMM's
+    grid and one with the decode kernel: a call's decode follows the other plan's GEMM as often
+    as its own plan's, and must still wait for the GEMM that read its buffer last, however many
+    calls back that one was queued."""
+    device = torch.device("cuda")
+    plans = {"a": (Problem(128, 4096, 7168, 1), Sm90Config(256, 1, decode_in_grid=True)),
+             "b": (Problem(128, 7168, 2048, 1), Sm90Config(128, 1))}
+    plans = {name: (problem, HopperNvfp4Gemm.launch_plan(problem, device, config))
+             for name, (problem, config) in plans.items()}
+    order = "aababbbababaabbbaabababbaaabbabbaababa"  # each plan's buffers taken at least twice
+    assert min(order.count(name) for name in plans) >= 2 * SM90_DECODED_A_BUFFERS
+    _check_calls_queued_back_to_back([plans[name] for name in order])
 
 
 @pytest.mark.skipif(_hopper_device() is not True,
@@ -269,14 +305,18 @@ def _check_calls_queued_back_to_back(calls):
 
 @pytest.mark.skipif(_hopper_device() is not True,
                     reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
-@pytest.mark.parametrize("config", [Sm90Config(tile_n, splits, in_cluster) for tile_n in (64, 128, 256)
+@pytest.mark.parametrize("config", [Sm90Config(tile_n, splits, in_cluster, decode_in_grid)
+                                    for tile_n in (64, 128, 256)
                                     for splits in range(1, HopperNvfp4Gemm.MAX_SPLITS + 1)
-                                    for in_cluster in ((True, False) if splits > 1 else (True,))],
+                                    for in_cluster in ((True, False) if splits > 1 else (True,))
+                                    for decode_in_grid in (False, True)],
                          ids=lambda config: config.describe().replace(" ", "_"))
 def test_every_tile_width_and_split_count_matches_reference(config):
     """Every tile width and split count, whichever `config_for` would pick, reduced in clusters
     (each split adds up a slab of the tile's rows over the splits' tiles, uneven for 3 splits)
-    and by the reduction kernel; several tiles and batches, so
-    partials of different tiles must not mix; 64-wide tiles in both halves of a scale atom."""
+    and by the reduction kernel, A decoded by the decode kernel and in the GEMM's grid (decode
+    CTAs of every batch beside the split CTAs, some with no rows left to decode); several tiles
+    and batches, so partials of different tiles must not mix; 64-wide tiles in both halves of a
+    scale atom."""
     problem = Problem(256, {64: 384, 128: 768, 256: 512}[config.tile_n], 2048, 2)
     _check_one_call(HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config), problem, 1234 + config.splits)
