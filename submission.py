@@ -1250,9 +1250,10 @@ class HopperNvfp4Gemm:
     MMA_WARPGROUPS = 2
     THREADS = 128 * (MMA_WARPGROUPS + 1)  # the MMA warpgroups, then the TMA warpgroup
     TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
-    # Units (`HopperOperandDecode`) per thread of a decode CTA in the GEMM's grid: each such CTA
-    # fills an SM for as long as it decodes, so few CTAs, each with many loads in flight.
-    DECODE_UNITS_PER_THREAD = 8
+    # Units (`HopperOperandDecode`) per thread of a decode CTA in the GEMM's grid, whose GEMM CTAs
+    # wait for it: 2 rather than 8 (4x the decode CTAs, each done sooner) took 0.99 / 0.97 / 0.89 x
+    # the time on the benchmark shapes (results/logs/2026-11-23-h200-hopper-decode-units.log).
+    DECODE_UNITS_PER_THREAD = 2
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
@@ -1345,10 +1346,9 @@ class HopperNvfp4Gemm:
 
     # Configs timed on a problem's first call (`TunedPlan`), the model's best first. The model has
     # the fastest config measured among its best three on every benchmark shape, but not always
-    # first: on 128 x 7168 x 2048 it puts 256-wide tiles with A decoded in the grid (6.87 us)
-    # before 128-wide ones with the decode kernel (6.64 us), and on 128 x 7168 x 16384 256 x 2 in
-    # clusters before 256 unsplit with A decoded in the grid, within 1 % of each other
-    # (results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log).
+    # first: on 128 x 7168 x 16384 it puts 256 x 2 in clusters (39.3 us) before 256 unsplit with
+    # A decoded in the grid (37.8 us) (results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log,
+    # ...-decode-units.log).
     TUNING_CANDIDATES = 3
 
     # Calls queued back to back overlap: the next calls' GEMMs run their main loops on the SMs
@@ -1362,8 +1362,10 @@ class HopperNvfp4Gemm:
     # With A decoded in the GEMM's grid, one grid a call, as many calls overlap as the GPU runs
     # programmatic dependent grids of one queue at once (8 on an H200:
     # results/logs/2026-11-23-h200-pdl-grids-in-flight.log), but each GEMM CTA waits for its own
-    # call's decode CTAs, which start beside it: DECODE_IN_GRID_US more latency (fitted to the
-    # benchmark shapes' configs, results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log).
+    # call's decode CTAs, which start beside it: DECODE_IN_GRID_US more latency (set to the
+    # benchmark shapes' configs with 8 units per decode thread,
+    # results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log; with 2 the unsplit configs
+    # measured come within 0.0-1.1 us of the model, ...-decode-units.log).
     GRIDS_IN_FLIGHT = 8
     DECODE_IN_GRID_US = 3.0
     # What overlapping calls cannot share (launches, the decode, waits), by how many overlap.
