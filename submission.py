@@ -1330,14 +1330,13 @@ class HopperNvfp4Gemm:
             tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
             steps = k_tiles // cls.k_tiles_per_step_for(tile_n)
             for splits in range(1, max(1, min(cls.MAX_SPLITS, steps // 2)) + 1):
-                if splits == 1:
-                    config, slots = Sm90Config(tile_n, 1), num_sms
-                elif tiles <= capacity(splits):
-                    config, slots = Sm90Config(tile_n, splits), capacity(splits)
+                if splits == 1 or tiles <= capacity(splits):
+                    config = Sm90Config(tile_n, splits)
                 elif tiles * splits <= num_sms:
-                    config, slots = Sm90Config(tile_n, splits, in_cluster=False), num_sms
+                    config = Sm90Config(tile_n, splits, in_cluster=False)
                 else:
                     continue
+                slots = cls.slots(config, num_sms, capacity)
                 in_grid = Sm90Config(tile_n, splits, config.in_cluster, decode_in_grid=True)
                 for placement in (config, in_grid) if cls.decode_fits(problem, in_grid, slots) else (config,):
                     candidates.append((cls.per_call_us(placement, k_tiles, tiles, slots, num_sms), -tile_n, splits,
@@ -1381,12 +1380,11 @@ class HopperNvfp4Gemm:
         Where the reduction kernel adds the splits, the next call's decode starts only after
         this GEMM is complete: no overlap."""
         waves = -(-tiles // slots)
-        latency = waves * cls.estimated_us(config, k_tiles)
+        latency = waves * cls.estimated_us(config, k_tiles) + (cls.DECODE_IN_GRID_US if config.decode_in_grid else 0.0)
         if not config.in_cluster:
-            return latency + (cls.DECODE_IN_GRID_US if config.decode_in_grid else 0.0)
+            return latency
         busy = tiles / (waves * slots)
         if config.decode_in_grid:
-            latency += cls.DECODE_IN_GRID_US
             overlapping = cls.GRIDS_IN_FLIGHT
         else:
             overlapping = 3 if num_sms - 2 * tiles * config.splits >= cls.OVERLAP_DECODE_SMS else 2
@@ -1419,6 +1417,12 @@ class HopperNvfp4Gemm:
             if not config.in_cluster:
                 split_cost += cls.REDUCTION_KERNEL_EXTRA_US[config.tile_n]
         return cls.FIXED_US[config.tile_n] + k_tiles * cls.K_TILE_US[config.tile_n] + split_cost
+
+    @staticmethod
+    def slots(config: Sm90Config, num_sms: int, cluster_capacity: Callable[[int], int]) -> int:
+        """What the device runs of a config's units at once: its clusters where its splits form
+        one, else its CTAs (one an SM)."""
+        return cluster_capacity(config.splits) if config.in_cluster and config.splits > 1 else num_sms
 
     @classmethod
     def decode_fits(cls, problem: Problem, config: Sm90Config, slots: int) -> bool:
@@ -1467,8 +1471,7 @@ class HopperNvfp4Gemm:
         num_sms = torch.cuda.get_device_properties(index).multi_processor_count
         capacity = functools.partial(_sm90_cluster_capacity, index)
         if config is not None:
-            slots = capacity(config.splits) if config.in_cluster and config.splits > 1 else num_sms
-            if config.decode_in_grid and not cls.decode_fits(problem, config, slots):
+            if config.decode_in_grid and not cls.decode_fits(problem, config, cls.slots(config, num_sms, capacity)):
                 raise ValueError(f"{config.describe()}: the device cannot hold the whole grid for {problem}")
             return cls._plan_for(problem, device, config)
         ranked = cls.ranked_configs(problem, num_sms, capacity)
@@ -1552,8 +1555,9 @@ class HopperNvfp4Gemm:
         # where there are none, the decode kernel's grid queued before it.
         decode_ctas = decode_columns * splits * l
         if decode_columns == 0:
-            decode_ctas = HopperOperandDecode().ctas_per_batch(m, k) * l
-            HopperOperandDecode().launch(mAWords, mSFAWords, mDecodedA, counters_ptr, m, k, l)
+            decode = HopperOperandDecode()
+            decode_ctas = decode.ctas_per_batch(m, k) * l
+            decode.launch(mAWords, mSFAWords, mDecodedA, counters_ptr, m, k, l)
 
         # Packed B as bytes: (rows, K/2, L), K-major, batch outermost.
         mB = cute.make_tensor(b_ptr, cute.make_layout((n, half_k, l), stride=(half_k, 1, n * half_k)))
@@ -1608,7 +1612,7 @@ class HopperNvfp4Gemm:
                tiles_m: cutlass.Int32,
                k_tiles: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
         column, split, batch = cute.arch.block_idx()
-        grid_x, grid_y, grid_z = cute.arch.grid_dim()
+        grid_x, _, _ = cute.arch.grid_dim()
         tiles = grid_x - decode_columns  # output tiles of a batch
         if column < decode_columns:
             HopperOperandDecode(self.threads, self.DECODE_UNITS_PER_THREAD).decode(
