@@ -228,7 +228,7 @@ def test_hopper_kernel_matches_reference(problem):
     (Problem(128, 7168, 2048, 1), Sm90Config(256, 1)),  # 28 CTAs: several calls' GEMMs could meet
     # A decoded in the GEMM's grid: eight calls in flight, in clusters, with the reduction kernel
     (Problem(128, 4096, 7168, 1), Sm90Config(256, 1, decode_in_grid=True)),
-    (Problem(128, 7168, 16384, 1), Sm90Config(256, 2, decode_in_grid=True)),
+    (Problem(128, 7168, 8192, 1), Sm90Config(256, 2, decode_in_grid=True)),
     (Problem(128, 4096, 7168, 1), Sm90Config(256, 3, in_cluster=False, decode_in_grid=True)),
 ], ids=lambda p: "x".join(map(str, p)) if isinstance(p, Problem) else (p.describe().replace(" ", "_") if p else "picked"))
 def test_calls_queued_back_to_back_match_reference(problem, config):
@@ -316,6 +316,7 @@ def test_every_tile_width_and_split_count_matches_reference(config):
     and by the reduction kernel, A decoded by the decode kernel and in the GEMM's grid (decode
     CTAs of every batch beside the split CTAs, some with no rows left to decode); several tiles
     and batches, so partials of different tiles must not mix; 64-wide tiles in both halves of a
-    scale atom."""
-    problem = Problem(256, {64: 384, 128: 768, 256: 512}[config.tile_n], 2048, 2)
+    scale atom. Where A is decoded in the grid, half the rows, so that the whole grid fits on
+    the device for every split count."""
+    problem = Problem(128 if config.decode_in_grid else 256, {64: 384, 128: 768, 256: 512}[config.tile_n], 2048, 2)
     _check_one_call(HopperNvfp4Gemm.launch_plan(problem, torch.device("cuda"), config), problem, 1234 + config.splits)
