@@ -354,8 +354,11 @@ class TunedPlan:
     queues calls: back to back behind GPU work, so that the GPU, not the host, sets the pace."""
 
     ROUNDS = 3  # the best round counts: a round is slowed, never sped up, by anything else
-    CALLS_PER_ROUND = 16
-    HEAD_START_CYCLES = 2_000_000  # about 1 ms of GPU time for the host to queue a round in
+    # As many calls as the benchmark queues: configs that overlap calls deeply reach their pace
+    # only after several calls, and 16 a round picked the wrong one of two configs 2 % apart on
+    # 128 x 7168 x 16384 (results/logs/2026-11-23-h200-hopper-tuning-calls.log).
+    CALLS_PER_ROUND = 50
+    HEAD_START_CYCLES = 4_000_000  # about 2 ms of GPU time for the host to queue a round in
 
     def __init__(self, candidates: list[tuple[object, LaunchPlan]], device: torch.device):
         self.candidates = candidates  # (config, plan), in the order a model ranks them
