@@ -931,13 +931,16 @@ SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
 # stores, each contiguous across a warp's threads, so that every access fills whole sectors.
 SM90_RUN = 4
 SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
+# Programmatic dependent grids of one queue that the GPU runs at once (an H200:
+# results/logs/2026-11-23-h200-pdl-grids-in-flight.log): the most calls that can overlap.
+SM90_GRIDS_IN_FLIGHT = 8
 # Decoded-A buffers per plan, which the calls take in turn: a call's decode writes its buffer
 # while the GEMMs of the calls before it may still read theirs. As many as calls the GPU runs at
-# once (eight grids of one queue: results/logs/2026-11-23-h200-pdl-grids-in-flight.log), so that
-# a call with A decoded in its GEMM's grid never waits for a buffer; with the decode kernel, six
-# let calls of 32 CTAs overlap four deep (128-wide unsplit tiles on 128 x 4096 x 7168: 12.6 us a
-# call, against 15.2 with three: results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
-SM90_DECODED_A_BUFFERS = 8
+# once, so that a call with A decoded in its GEMM's grid never waits for a buffer; with the
+# decode kernel, six let calls of 32 CTAs overlap four deep (128-wide unsplit tiles on 128 x 4096
+# x 7168: 12.6 us a call, against 15.2 with three:
+# results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
+SM90_DECODED_A_BUFFERS = SM90_GRIDS_IN_FLIGHT
 # The words (int32) that hand a decoded-A buffer from its decode CTAs to its GEMM and back:
 # decode CTAs done writing it (ready), GEMM CTAs done reading it (done); and, counting on from
 # zero for good, decode CTAs that have taken a turn on it (claimed) and decode CTAs whose calls'
@@ -1362,13 +1365,12 @@ class HopperNvfp4Gemm:
     # that overlap, each pick the fastest measured).
     OVERLAP_DECODE_SMS = 8
     # With A decoded in the GEMM's grid, one grid a call, as many calls overlap as the GPU runs
-    # programmatic dependent grids of one queue at once (8 on an H200:
-    # results/logs/2026-11-23-h200-pdl-grids-in-flight.log), but each GEMM CTA waits for its own
+    # programmatic dependent grids of one queue at once, but each GEMM CTA waits for its own
     # call's decode CTAs, which start beside it: DECODE_IN_GRID_US more latency (set to the
     # benchmark shapes' configs with 8 units per decode thread,
     # results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log; with 2 the unsplit configs
     # measured come within 0.0-1.1 us of the model, ...-decode-units.log).
-    GRIDS_IN_FLIGHT = 8
+    GRIDS_IN_FLIGHT = SM90_GRIDS_IN_FLIGHT
     DECODE_IN_GRID_US = 3.0
     # What overlapping calls cannot share (launches, the decode, waits), by how many overlap.
     OVERLAP_CHAIN_US = {GRIDS_IN_FLIGHT: 1.4, 3: 1.4, 2: 4.2}
