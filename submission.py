@@ -1277,10 +1277,9 @@ class HopperNvfp4Gemm:
         self.scale_rows = max(tile_n, 128)  # B rows whose scales a stage holds: whole 128-row atoms
         self.mma_threads = 128 * self.MMA_WARPGROUPS
         self.mma_warps = self.mma_threads // 32  # the TMA warpgroup's warps come after them
-        self.threads = self.THREADS
         # ptxas gives a kernel that uses setmaxnreg the most registers its block size allows;
         # setmaxnreg only moves registers within that allocation (asking for more never returns).
-        launch_registers = 65536 // self.threads // 8 * 8
+        launch_registers = 65536 // self.THREADS // 8 * 8
         self.mma_registers = min(256, ((self.MMA_WARPGROUPS + 1) * launch_registers - self.TMA_REGISTERS)
                                  // self.MMA_WARPGROUPS // 8 * 8)
         self.packed_bytes_per_row = self.TILE_K // 2
@@ -1439,12 +1438,17 @@ class HopperNvfp4Gemm:
         return clusters * (1 if config.in_cluster else config.splits) <= slots
 
     @classmethod
+    def in_grid_decode(cls) -> HopperOperandDecode:
+        """The decode CTAs at the front of the GEMM's grid: the GEMM's block size."""
+        return HopperOperandDecode(cls.THREADS, cls.DECODE_UNITS_PER_THREAD)
+
+    @classmethod
     def decode_columns(cls, problem: Problem, config: Sm90Config) -> int:
         """Columns of decode CTAs (`splits` CTAs each, as the GEMM's) at the front of the GEMM's
         grid per batch, enough to decode A; 0 where the decode kernel's own grid does it."""
         if not config.decode_in_grid:
             return 0
-        decoders = HopperOperandDecode(cls.THREADS, cls.DECODE_UNITS_PER_THREAD).ctas_per_batch(problem.m, problem.k)
+        decoders = cls.in_grid_decode().ctas_per_batch(problem.m, problem.k)
         return -(-decoders // config.splits)
 
     @classmethod
@@ -1587,7 +1591,7 @@ class HopperNvfp4Gemm:
             tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, counters_ptr, decode_ctas,
             self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout, self.epilogue_layout,
             m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
-        ).launch(grid=(decode_columns + tiles, splits, l), block=(self.threads, 1, 1), cluster=(1, cluster_size, 1),
+        ).launch(grid=(decode_columns + tiles, splits, l), block=(self.THREADS, 1, 1), cluster=(1, cluster_size, 1),
                  use_pdl=True)
         if splits > cluster_size:
             HopperSplitKReduction(self.tile_n).launch(mC, mPartials, m // self.TILE_M, splits, tiles, l)
@@ -1620,7 +1624,7 @@ class HopperNvfp4Gemm:
         grid_x, _, _ = cute.arch.grid_dim()
         tiles = grid_x - decode_columns  # output tiles of a batch
         if column < decode_columns:
-            HopperOperandDecode(self.threads, self.DECODE_UNITS_PER_THREAD).decode(
+            self.in_grid_decode().decode(
                 mAWords, mSFAWords, mDecodedA, counters_ptr, column * splits + split, batch, decode_ctas,
                 tiles_m * self.TILE_M, k_tiles)
         else:
@@ -1807,9 +1811,9 @@ class HopperNvfp4Gemm:
     def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas, gemm_ctas):
         """The TMA warp, after its last load: once the MMA warps have released every stage (so
         every TMA read of the decoded A is done), count this CTA done reading. The last of the
-        `gemm_ctas` (every one past its wait for the ready count) zeroes the counts and releases the decode CTAs'
-        turns, which lets the next call that takes the buffer decode into it. Not counted before
-        the loads: the count's round trip would delay the first one."""
+        `gemm_ctas` (every one past its wait for the ready count) zeroes the counts and releases
+        the decode CTAs' turns, which lets the next call that takes the buffer decode into it.
+        Not counted before the loads: the count's round trip would delay the first one."""
         stages.producer_tail(producer)
         _sm90_fence_proxy_async()
         if cute.arch.lane_idx() == 0:
