@@ -1334,7 +1334,7 @@ class HopperNvfp4Gemm:
         for tile_n in (256, 128, 64):
             if problem.n % tile_n:
                 continue
-            tiles = (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
+            tiles = cls.output_tiles(problem, tile_n)
             steps = k_tiles // cls.k_tiles_per_step_for(tile_n)
             for splits in range(1, max(1, min(cls.MAX_SPLITS, steps // 2)) + 1):
                 if splits == 1 or tiles <= capacity(splits):
@@ -1431,12 +1431,16 @@ class HopperNvfp4Gemm:
         return cluster_capacity(config.splits) if config.in_cluster and config.splits > 1 else num_sms
 
     @classmethod
+    def output_tiles(cls, problem: Problem, tile_n: int) -> int:
+        """Output tiles of every batch: (tile_n B rows, TILE_M A rows) each."""
+        return (problem.m // cls.TILE_M) * (problem.n // tile_n) * problem.l
+
+    @classmethod
     def decode_fits(cls, problem: Problem, config: Sm90Config, slots: int) -> bool:
         """Whether the device, which runs `slots` of the config's clusters (or CTAs) at once,
         holds its whole grid with A decoded in it: its GEMM CTAs wait for its decode CTAs, which
         only a grid that fits is sure to run beside them."""
-        tiles = (problem.m // cls.TILE_M) * (problem.n // config.tile_n)
-        clusters = (tiles + cls.decode_columns(problem, config)) * problem.l
+        clusters = cls.output_tiles(problem, config.tile_n) + cls.decode_columns(problem, config) * problem.l
         return clusters * (1 if config.in_cluster else config.splits) <= slots
 
     @classmethod

@@ -8,8 +8,8 @@ import torch
 import reference
 import submission
 from harness.shapes import official_cases
-from submission import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, HopperOperandDecode,
-                        Problem, Sm90Config, TunedPlan, split_k_range)
+from submission import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Problem, Sm90Config,
+                        TunedPlan, split_k_range)
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
 
@@ -167,9 +167,11 @@ def test_a_decoded_in_the_gemm_grid_is_covered_and_the_grid_fits(problem):
     """The decode CTAs in the GEMM's grid cover every (row, K tile) unit of A with less than
     one CTA to spare, and a config with them is ranked only where the device holds the whole
     grid at once (its GEMM CTAs wait for them)."""
-    decode = HopperOperandDecode(HopperNvfp4Gemm.THREADS, HopperNvfp4Gemm.DECODE_UNITS_PER_THREAD)
+    decode = HopperNvfp4Gemm.in_grid_decode()
+    assert decode.threads == HopperNvfp4Gemm.THREADS  # the GEMM's block size
+    assert decode.units_per_thread == HopperNvfp4Gemm.DECODE_UNITS_PER_THREAD
     units = problem.m * (problem.k // HopperNvfp4Gemm.TILE_K) * decode.THREADS_PER_UNIT
-    per_cta = HopperNvfp4Gemm.THREADS * HopperNvfp4Gemm.DECODE_UNITS_PER_THREAD
+    per_cta = decode.threads * decode.units_per_thread
     assert units <= decode.ctas_per_batch(problem.m, problem.k) * per_cta < units + per_cta
     for config in HopperNvfp4Gemm.ranked_configs(problem, 132, SM90_CLUSTER_CAPACITY.__getitem__):
         if not config.decode_in_grid:
