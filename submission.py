@@ -1024,11 +1024,6 @@ def _sm90_store_zero(address, *, loc=None, ip=None) -> None:
 
 
 @cutlass.dsl_user_op
-def _sm90_fence_gpu(*, loc=None, ip=None) -> None:
-    _sm90_memory_asm("fence.acq_rel.gpu;", "~{memory}", loc=loc, ip=ip)
-
-
-@cutlass.dsl_user_op
 def _sm90_fence_proxy_async(*, loc=None, ip=None) -> None:
     """Order this thread's view of global memory before its TMA (async proxy) reads."""
     _sm90_memory_asm("fence.proxy.async.global;", "~{memory}", loc=loc, ip=ip)
@@ -1177,12 +1172,13 @@ class HopperOperandDecode:
                 out_chunks = cute.make_tensor(out.iterator, cute.make_layout((8, 2, 4), stride=(1, 8, 16)))  # (e, h, i)
                 cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
         # Every thread's stores, then the CTA's count: the barrier orders the CTA's stores before
-        # thread 0's fence, which makes them visible at GPU scope to whoever acquires the count.
-        # One fence after the barrier, not one per thread before it, took 0.99 x the time
-        # (results/logs/2026-11-23-h200-hopper-decode-fence.log).
+        # thread 0's release, which is cumulative: the one fence it compiles to makes them all
+        # visible at GPU scope to whoever acquires the count. One release after the barrier, not
+        # a fence per thread before it, took 0.99 x the time (...-decode-fence.log); a fence of
+        # its own before the release, a second wait for the stores' acknowledgement, 1.001-1.009 x
+        # (results/logs/2026-11-23-h200-hopper-decode-release.log).
         cute.arch.barrier()
         if tidx == 0:
-            _sm90_fence_gpu()
             _sm90_count_up(counters + 4 * SM90_READY)
 
 
