@@ -1258,6 +1258,10 @@ class HopperNvfp4Gemm:
     # wait for it: 2 rather than 8 (4x the decode CTAs, each done sooner) took 0.99 / 0.97 / 0.89 x
     # the time on the benchmark shapes (results/logs/2026-11-23-h200-hopper-decode-units.log).
     DECODE_UNITS_PER_THREAD = 2
+    # K tiles of B (read from DRAM) loaded before the TMA warp waits for the decoded A (from L2),
+    # so that the first stages fill sooner: 0.98 / 0.99 x the time on 128 x 7168 x 2048 and
+    # 128 x 7168 x 16384 (results/logs/2026-11-23-h200-hopper-b-ahead-one-loop.log).
+    B_TILES_AHEAD = 2
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
@@ -1693,16 +1697,22 @@ class HopperNvfp4Gemm:
         if warp_idx >= self.mma_warps:
             cute.arch.setmaxregister_decrease(self.TMA_REGISTERS)
             if tma_warp:
-                # Every decode CTA's count first: with calls queued back to back it is mostly
-                # there when this CTA starts. Loading B's first 4 stages ahead of it, which paid
-                # while the GEMM waited for the decode grid's completion, now took 1.00-1.03 x
-                # the time (results/logs/2026-11-22-h200-hopper-b-ahead-ready-counter.log).
-                self._wait_for_decoded_a(counters_ptr, decode_ctas)
+                # B's first K tiles, then the wait for every decode CTA's count, then their A
+                # tiles, then whole K tiles. One loop: B ahead in a loop of its own changed how
+                # ptxas scheduled the MMA warps' main loop, 1.01 x the time on the largest shape.
+                b_ahead = cutlass.min(self.B_TILES_AHEAD, k_count)
                 producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for _ in cutlass.range(k_count, unroll=1):
                     stages.producer_acquire(producer)
-                    self._load_stage(stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB,
-                                     tma_sfb, scale_copies)
+                    self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
+                    if producer.count >= b_ahead:
+                        self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
+                    elif producer.count == b_ahead - 1:
+                        self._wait_for_decoded_a(counters_ptr, decode_ctas)
+                        ahead = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                        for _ in cutlass.range(b_ahead, unroll=1):
+                            self._load_a(stages, ahead, k_start, tma_a, tAgA, tAsA)
+                            ahead.advance()
                     producer.advance()
                 self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
                 # While the MMA warps add up the splits or store c.
@@ -1826,15 +1836,20 @@ class HopperNvfp4Gemm:
                 _sm90_count_up(counters + 4 * SM90_RELEASED, decode_ctas)
 
     @cute.jit
-    def _load_stage(self, stages, producer, k_start, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
-        """K tile `producer.count` into its (acquired) stage: B's packed rows and scale atoms and
-        the decoded A tile, all on the stage's barrier (`stage_bytes`)."""
+    def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
+        """B's packed rows and scale atoms of K tile `producer.count` into its (acquired) stage, on
+        the stage's barrier, which expects them and the decoded A tile (`stage_bytes`)."""
         barrier = stages.producer_get_barrier(producer)
         k_tile = k_start + producer.count
         cute.copy(tma_b, tBgB[(None, k_tile)], tBsB[(None, producer.index)], tma_bar_ptr=barrier)
         for s_atoms, g_atoms in scale_copies:
             cute.copy(tma_sfb, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
-        cute.copy(tma_a, tAgA[(None, k_tile)], tAsA[(None, producer.index)], tma_bar_ptr=barrier)
+
+    @cute.jit
+    def _load_a(self, stages, producer, k_start, tma_a, tAgA, tAsA):
+        """The decoded A tile of K tile `producer.count` into its stage, on the stage's barrier."""
+        cute.copy(tma_a, tAgA[(None, k_start + producer.count)], tAsA[(None, producer.index)],
+                  tma_bar_ptr=stages.producer_get_barrier(producer))
 
     @cute.jit
     def _decode_b_fragment(self, sPacked, sSF, stage, b_rows, scale_row_offset, quad, fragment):
