@@ -1824,9 +1824,12 @@ class HopperNvfp4Gemm:
     def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas, gemm_ctas):
         """The TMA warp, after its last load: once the MMA warps have released every stage (so
         every TMA read of the decoded A is done), count this CTA done reading. The last of the
-        `gemm_ctas` (every one past its wait for the ready count) zeroes the counts and releases
-        the decode CTAs' turns, which lets the next call that takes the buffer decode into it.
-        Not counted before the loads: the count's round trip would delay the first one."""
+        `gemm_ctas` zeroes the counts and releases the decode CTAs' turns, which lets the next
+        call that takes the buffer decode into it. Every CTA with K tiles has waited for the ready
+        count before its first load of A (a split of a pinned config may have none, and no wait,
+        but the last split of each tile always has some), so the last to count comes after every
+        decode CTA's count. Not counted before the loads: the count's round trip would delay the
+        first one."""
         stages.producer_tail(producer)
         _sm90_fence_proxy_async()
         if cute.arch.lane_idx() == 0:
