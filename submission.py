@@ -304,6 +304,13 @@ def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
     return ptr
 
 
+def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
+    """What a compiled kernel takes for Int32 arguments: the ints through TVM-FFI, CuTe Int32s
+    otherwise, built once per launch plan (the CuTe call path converts a Python int on every
+    call, which took it twice as long to marshal a call's arguments)."""
+    return values if tvm_ffi else tuple(map(cutlass.Int32, values))
+
+
 _POINTERS: dict[tuple, cute.Pointer] = {}
 _COMPILED: dict[tuple, Callable] = {}
 
@@ -564,7 +571,7 @@ class Sm100BlockScaledGemm:
         workspace_args, workspace = split_k_workspace(problem, config.split_k,
                                                       len(cls.EPILOGUE_WARPS) * tiles, device)
         num_ctas = min(tiles * config.split_k, num_sms)
-        scalars = (problem.m, problem.n, problem.k, problem.l, num_ctas)
+        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
         return LaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
@@ -1504,8 +1511,8 @@ class HopperNvfp4Gemm:
         counters = torch.zeros(SM90_DECODED_A_BUFFERS, SM90_COUNTER_WORDS, dtype=torch.int32, device=device)
         compiled = compiled_kernel((cls.__name__, config.tile_n, HAVE_TVM_FFI), lambda: cls.compile(config.tile_n)[0])
         partials = split_k_partials(problem, config.splits, device)
-        scalars = (problem.m, problem.n, problem.k, problem.l, config.splits,
-                   config.splits if config.in_cluster else 1, cls.decode_columns(problem, config))
+        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, config.splits,
+                             config.splits if config.in_cluster else 1, cls.decode_columns(problem, config))
         trailing_args = tuple((pointer_arg(cutlass.Float16, buffer.data_ptr()),
                                pointer_arg(cutlass.Float32, partials.data_ptr()),
                                pointer_arg(cutlass.Int32, buffer_counters.data_ptr())) + scalars

@@ -146,6 +146,6 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
     pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
                 for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
     with pytest.raises(Exception, match=r"(?i)cuda"):
-        compiled(*pointers, 128, 7168, 2048, 1, 112)
+        compiled(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
     with pytest.raises(Exception, match="num_ctas"):
-        compiled(*pointers, 128, 7168, 2048, 1)
+        compiled(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))

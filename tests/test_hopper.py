@@ -1,6 +1,10 @@
 """The Hopper (sm_90a) path of submission.py: its decode arithmetic and work split on the CPU,
 its results against the reference on an H100/H200."""
 
+import importlib.util
+import sys
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
@@ -261,6 +265,33 @@ def test_calls_of_two_problems_interleaved_back_to_back_match_reference():
     _check_calls_queued_back_to_back([plans[name] for name in order])
 
 
+def _submission_without_tvm_ffi():
+    """Another copy of submission.py, loaded as where apache-tvm-ffi is not installed."""
+    find_spec = importlib.util.find_spec
+    spec = importlib.util.spec_from_file_location("submission_without_tvm_ffi", submission.__file__)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    with mock.patch.object(importlib.util, "find_spec",
+                           lambda name, package=None: None if name == "tvm_ffi" else find_spec(name, package)):
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(_hopper_device() is not True,
+                    reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
+def test_without_tvm_ffi_calls_take_cute_pointers_and_match_reference():
+    """The competition's image may lack apache-tvm-ffi: then the kernels compile without it and
+    every call passes CuTe pointers (from the pointer cache) instead of bare addresses. Calls
+    queued back to back, every decoded-A buffer taken twice, and a batched problem."""
+    without = _submission_without_tvm_ffi()
+    assert not without.HAVE_TVM_FFI
+    calls = ([(Problem(128, 7168, 2048, 1), None)] * (2 * SM90_DECODED_A_BUFFERS + 1)
+             + [(Problem(256, 384, 512, 3), None)] * 2)
+    _check_calls_queued_back_to_back(calls, without.custom_kernel)
+    assert without._COMPILED and not any(tvm_ffi for *_, tvm_ffi in without._COMPILED)
+    assert without._POINTERS
+
+
 @pytest.mark.skipif(_hopper_device() is not True,
                     reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
 def test_the_first_call_times_the_best_ranked_configs_and_keeps_one():
@@ -286,7 +317,7 @@ def _check_one_call(plan, problem: Problem, seed: int):
     assert ok, message
 
 
-def _check_calls_queued_back_to_back(calls):
+def _check_calls_queued_back_to_back(calls, custom_kernel=submission.custom_kernel):
     """`calls`: (problem, plan or None for `custom_kernel`), queued in order, checked after."""
     datas = [reference.generate_input(*problem, seed=100 + i) for i, (problem, _) in enumerate(calls)]
     expected = [reference.ref_kernel(data) for data in datas]
@@ -297,7 +328,7 @@ def _check_calls_queued_back_to_back(calls):
         if plan:
             plan.launch(submission.operand_addresses(data))
         else:
-            submission.custom_kernel(data)
+            custom_kernel(data)
     torch.cuda.synchronize()
     for i, (want, data) in enumerate(zip(expected, datas)):
         ok, message = reference.check_against(want, data[6])
