@@ -157,6 +157,15 @@ def _time_baselines(job: Job, data_list, flush, progress) -> dict:
     progress("baseline: torch dequantize + matmul")
     measurement = time_rounds(baselines.torch_dequantize_matmul, data_list, StoppingRule(*job.run), flush, device)
     timed["torch_dequant_matmul"] = calculate_stats(measurement.durations_ns)
+    if device.type == "cuda":
+        try:
+            empty_call = baselines.EmptyCuteDslCall()
+        except ImportError:  # no CuTeDSL here: the table shows no host floor
+            return timed
+        progress(f"baseline: host time of an empty CuTeDSL kernel's call ({empty_call.path})")
+        arguments = [empty_call.arguments(data) for data in data_list]
+        measurement = time_rounds(empty_call, arguments, StoppingRule(*job.run), flush, device)
+        timed["empty_cutedsl_call_host"] = calculate_stats(measurement.host_ns)
     return timed
 
 

@@ -103,7 +103,7 @@ no_record_option = click.option("--no-record", is_flag=True, help="Do not append
 @cli.command()
 @run_options
 @ceilings_option
-@click.option("--baselines", is_flag=True, help="Also time cuBLAS bf16 and torch dequantize+matmul on the same inputs.")
+@click.option("--baselines", is_flag=True, help="Also time cuBLAS bf16, torch dequantize+matmul and an empty CuTeDSL call's host side on the same inputs.")
 @no_record_option
 def benchmark(tests_file, ceilings, baselines, no_record, **options):
     """Time the official benchmarks (or TESTS_FILE): stats, SOL, geomean."""

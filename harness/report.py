@@ -148,17 +148,22 @@ class Reporter:
         if not rows:
             return
         table = Table(title="baselines (same inputs, same timing loop)", title_justify="left")
-        for column in ("shape", "submission µs", "cuBLAS bf16 µs", "torch dequant+mm µs", "exact-path floor µs", "sub / cuBLAS", "sub / floor"):
+        for column in ("shape", "submission µs", "cuBLAS bf16 µs", "torch dequant+mm µs", "exact-path floor µs", "sub / cuBLAS", "sub / floor",
+                       "host µs/call", "empty-call host µs"):
             table.add_column(column, justify="left" if column == "shape" else "right")
         for case, result in rows:
             floor_ns = floor.sol_seconds(*case.mnkl) * 1e9 if floor else None
             cublas = result.baselines["cublas_bf16"].mean
+            empty_call = result.baselines.get("empty_cutedsl_call_host")
             table.add_row(
                 case.label, us(result.stats.mean), us(cublas), us(result.baselines["torch_dequant_matmul"].mean),
                 us(floor_ns), f"{result.stats.mean / cublas:.2f}", f"{result.stats.mean / floor_ns:.2f}" if floor_ns else "-",
+                us(result.host_ns), us(empty_call.mean if empty_call else None),
             )
         self.console.print(table)
-        self.console.print("[dim]cuBLAS bf16: operands dequantized beforehand (not timed). Exact-path floor: max(flops / measured bf16 peak, fp4 bytes / measured copy bandwidth).[/dim]")
+        self.console.print("[dim]cuBLAS bf16: operands dequantized beforehand (not timed). Exact-path floor: max(flops / measured bf16 peak, fp4 bytes / measured copy bandwidth). "
+                           "Empty-call host: one call of an empty CuTeDSL kernel taking the five operand pointers, arguments made beforehand "
+                           "(TVM-FFI where installed): the host floor of a compiled call here.[/dim]")
 
     # -- profile -----------------------------------------------------------------------------
     def profile_result(self, index: int, case, result) -> None:

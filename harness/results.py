@@ -59,6 +59,8 @@ def rows_for_run(cases, results, mode: str, submission: Path, ceilings, ceilings
                     torch_dequant_matmul_ns=result.baselines["torch_dequant_matmul"].mean,
                     exact_floor_ns=floor.sol_seconds(m, n, k, l) * 1e9 if floor else None,
                 )
+                if "empty_cutedsl_call_host" in result.baselines:
+                    row.update(empty_cutedsl_call_host_ns=result.baselines["empty_cutedsl_call_host"].mean)
         rows.append(row)
     return rows
 
