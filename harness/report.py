@@ -150,7 +150,7 @@ class Reporter:
         table = Table(title="baselines (same inputs, same timing loop)", title_justify="left")
         for column in ("shape", "submission µs", "cuBLAS bf16 µs", "torch dequant+mm µs", "exact-path floor µs", "sub / cuBLAS", "sub / floor",
                        "host µs/call", "empty-call host µs"):
-            table.add_column(column, justify="left" if column == "shape" else "right")
+            table.add_column(column, justify="left" if column == "shape" else "right", no_wrap=column == "shape")
         for case, result in rows:
             floor_ns = floor.sol_seconds(*case.mnkl) * 1e9 if floor else None
             cublas = result.baselines["cublas_bf16"].mean
