@@ -162,7 +162,7 @@ def _time_baselines(job: Job, data_list, flush, progress) -> dict:
             empty_call = baselines.EmptyCuteDslCall()
         except ImportError:  # no CuTeDSL here: the table shows no host floor
             return timed
-        progress(f"baseline: host time of an empty CuTeDSL kernel's call ({empty_call.path})")
+        progress(f"baseline: host time of an empty CuTeDSL kernel's call ({empty_call.call_path})")
         arguments = [empty_call.arguments(data) for data in data_list]
         for each in arguments:  # untimed: the first call loads the kernel's module
             empty_call(each)
