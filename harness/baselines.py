@@ -53,10 +53,13 @@ class EmptyCuteDslCall:
             empty_kernel().launch(grid=(1, 1, 1), block=(32, 1, 1))
 
         self.tvm_ffi = importlib.util.find_spec("tvm_ffi") is not None
-        self.call_path = "TVM-FFI" if self.tvm_ffi else "CuTe pointers"
         self._pointer = functools.partial(make_ptr, cutlass.Uint8, mem_space=cute.AddressSpace.gmem, assumed_align=16)
         self._compiled = cute.compile(launch, *[self._pointer(0)] * len(self.OPERANDS),
                                       options="--enable-tvm-ffi" if self.tvm_ffi else "")
+
+    @property
+    def call_path(self) -> str:
+        return "TVM-FFI" if self.tvm_ffi else "CuTe pointers"
 
     def arguments(self, data) -> tuple:
         addresses = [data[index].data_ptr() for index in self.OPERANDS]
