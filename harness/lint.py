@@ -110,8 +110,31 @@ def _entry_point(tree: ast.Module) -> Finding:
     return Finding("custom_kernel", FAIL, "no module-level `custom_kernel` in the file")
 
 
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(t, ast.Name) and t.id in _IMPORT_ERRORS for t in types)
+
+
+def _guarded_imports(tree: ast.Module) -> set[int]:
+    """ids of the import statements in the body of a `try` whose handlers catch ImportError:
+    the file runs on where the module is missing."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+            guarded.update(id(child) for statement in node.body for child in ast.walk(statement)
+                           if isinstance(child, (ast.Import, ast.ImportFrom)))
+    return guarded
+
+
 def _imports(tree: ast.Module) -> Finding:
     outside: dict[str, int] = {}
+    optional: dict[str, int] = {}
+    guarded = _guarded_imports(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             roots = [alias.name.split(".")[0] for alias in node.names]
@@ -125,11 +148,17 @@ def _imports(tree: ast.Module) -> Finding:
             continue
         for root in roots:
             if root not in ALLOWED_IMPORT_ROOTS and root not in sys.stdlib_module_names:
-                outside.setdefault(root, node.lineno)
+                (optional if id(node) in guarded else outside).setdefault(root, node.lineno)
     if not outside:
-        return Finding("imports", PASS, "torch, cutlass, cuda, numpy and the standard library only")
-    listed = ", ".join(f"{name} (line {line})" for name, line in sorted(outside.items(), key=lambda i: i[1]))
-    return Finding("imports", WARN, f"outside torch/cutlass/cuda/numpy/stdlib: {listed}; the runner may lack them")
+        found = "torch, cutlass, cuda, numpy and the standard library only"
+        if optional:
+            found += f"; where installed: {_listed(optional)} (ImportError caught)"
+        return Finding("imports", PASS, found)
+    return Finding("imports", WARN, f"outside torch/cutlass/cuda/numpy/stdlib: {_listed(outside)}; the runner may lack them")
+
+
+def _listed(lines: dict[str, int]) -> str:
+    return ", ".join(f"{name} (line {line})" for name, line in sorted(lines.items(), key=lambda i: i[1]))
 
 
 def lint_bytes(data: bytes) -> list[Finding]:

@@ -80,6 +80,14 @@ def test_imports_outside_the_allowed_set_warn_and_name_the_module():
     assert not failed(lint_bytes(source.encode()))
 
 
+def test_an_import_that_catches_import_error_passes_and_is_named():
+    source = CLEAN.replace("import functools", "try:\n    import tvm_ffi\nexcept ImportError:\n    tvm_ffi = None")
+    assert levels(source)["imports"] == PASS
+    assert "where installed: tvm_ffi (line 4)" in detail(source, "imports")
+    unguarded = CLEAN.replace("import functools", "try:\n    import tvm_ffi\nexcept KeyError:\n    tvm_ffi = None")
+    assert levels(unguarded)["imports"] == WARN
+
+
 def test_size_limit_is_the_servers_byte_count():
     padding = "#" * (MAX_BYTES - len(CLEAN.encode()) - 1) + "\n"
     assert levels(CLEAN + padding)["size"] == PASS
