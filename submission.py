@@ -316,11 +316,28 @@ _COMPILED: dict[tuple, Callable] = {}
 
 
 def compiled_kernel(key: tuple, build: Callable[[], Callable]) -> Callable:
-    """The compiled kernel for `key`, built by `build()` the first time in this process."""
+    """The compiled kernel for `key`, built by `build()` the first time in this process, as the
+    launch plans call it (`bare_tvm_ffi_function`)."""
     kernel = _COMPILED.get(key)
     if kernel is None:
-        kernel = _COMPILED[key] = build()
+        kernel = _COMPILED[key] = bare_tvm_ffi_function(build())
     return kernel
+
+
+def bare_tvm_ffi_function(compiled: Callable) -> Callable:
+    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi, to be called as it is;
+    `compiled` itself on the CuTe-pointer path (or where CuTeDSL holds no such function). The
+    compiled object's own __call__ is Python: it looks at every argument for things to convert
+    (pointer objects, dataclasses) on every call, which took longer than the launch under CuTeDSL
+    4.5 (the competition's). The plans pass bare integers, which need none of it; the function
+    checks their count and types itself."""
+    try:
+        import tvm_ffi
+    except ImportError:  # then nothing was compiled for TVM-FFI
+        return compiled
+    # CuTeDSL 4.8 holds the function; in 4.5 the compiled object is one (a subclass).
+    function = getattr(compiled, "__tvm_ffi_object__", lambda: compiled)()
+    return tvm_ffi.Function.__call__.__get__(function) if isinstance(function, tvm_ffi.Function) else compiled
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ def torch_dequantize_matmul(data):
 class EmptyCuteDslCall:
     """An empty CuTeDSL kernel whose host function takes the five pointers a kernel reads and
     writes (a, b, sfa_permuted, sfb_permuted, c), compiled for this process's GPU: through TVM-FFI
-    where apache-tvm-ffi is installed (bare addresses), else for CuTe pointers. Its host time per
+    where apache-tvm-ffi is installed (bare addresses, the TVM-FFI function called as it is, not
+    through the compiled object's Python __call__), else for CuTe pointers. Its host time per
     call, arguments made beforehand, is the floor under any CuTeDSL submission's on this machine.
     Raises ImportError without CuTeDSL."""
 
@@ -54,8 +55,14 @@ class EmptyCuteDslCall:
 
         self.tvm_ffi = importlib.util.find_spec("tvm_ffi") is not None
         self._pointer = functools.partial(make_ptr, cutlass.Uint8, mem_space=cute.AddressSpace.gmem, assumed_align=16)
-        self._compiled = cute.compile(launch, *[self._pointer(0)] * len(self.OPERANDS),
-                                      options="--enable-tvm-ffi" if self.tvm_ffi else "")
+        compiled = cute.compile(launch, *[self._pointer(0)] * len(self.OPERANDS),
+                                options="--enable-tvm-ffi" if self.tvm_ffi else "")
+        self._call = compiled
+        if self.tvm_ffi:
+            import tvm_ffi
+
+            # CuTeDSL 4.8 holds the TVM-FFI function; under 4.5 the compiled object is one.
+            self._call = tvm_ffi.Function.__call__.__get__(getattr(compiled, "__tvm_ffi_object__", lambda: compiled)())
 
     @property
     def call_path(self) -> str:
@@ -66,4 +73,4 @@ class EmptyCuteDslCall:
         return tuple(addresses) if self.tvm_ffi else tuple(map(self._pointer, addresses))
 
     def __call__(self, arguments: tuple) -> None:
-        self._compiled(*arguments)
+        self._call(*arguments)

@@ -140,12 +140,14 @@ def test_resource_usage_takes_the_largest_over_the_cubins_kernels():
 @pytest.mark.parametrize("tvm_ffi", [True, False] if sub.HAVE_TVM_FFI else [False],
                          ids=lambda on: "tvm-ffi" if on else "cute-pointers")
 def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
-    """The arguments `run` passes get through the compiled function's argument conversion and
-    fail only at the CUDA runtime, for want of a device; one argument short fails before it."""
+    """The arguments a launch plan passes get through the compiled function's argument checks,
+    as the plan calls it, and fail only at the CUDA runtime, for want of a device; one argument
+    short fails before it."""
     compiled, _ = sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(64, 1, 8), "sm_100a", tvm_ffi=tvm_ffi)
+    entry = sub.bare_tvm_ffi_function(compiled)
     pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
                 for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
     with pytest.raises(Exception, match=r"(?i)cuda"):
-        compiled(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
+        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
     with pytest.raises(Exception, match="num_ctas"):
-        compiled(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))
+        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 
+import cutlass
+import cutlass.cute as cute
 import pytest
 import torch
 
@@ -124,7 +127,6 @@ def test_scale_offsets_match_reference_permuted_tensors():
 def test_scale_offsets_match_cute_blockscaled_layout():
     """The layout the kernels read the scales with (cutlass.utils.blockscaled_layout), evaluated
     by CuTe at trace time, against the host mapping used by validation and tests."""
-    import cutlass.cute as cute
     import cutlass.utils.blockscaled_layout as blockscaled_layout
 
     mn, k, l = 256, 1024, 2
@@ -180,3 +182,30 @@ def _replace(index, value):
 def test_validation_names_the_broken_constraint(data, message):
     with pytest.raises(ValueError, match=message):
         sub.validate_inputs(data())
+
+
+# ----- call path -----
+
+@pytest.mark.skipif(not sub.HAVE_TVM_FFI, reason="apache-tvm-ffi is not installed: the plans call the compiled kernels as they are")
+def test_plans_call_the_tvm_ffi_function_past_the_python_wrapper(monkeypatch):
+    """The entry the launch plans keep does not go through the compiled object's __call__, and
+    the TVM-FFI function still checks the count and types of its arguments."""
+    @cute.jit
+    def host_only(address: cute.Pointer, value: cutlass.Int32):
+        pass  # nothing launched: callable without a GPU
+
+    compiled = cute.compile(host_only, sub.fake_pointer(cutlass.Float16), cutlass.Int32(1),
+                            options=sub.compile_options())
+    entry = sub.bare_tvm_ffi_function(compiled)
+    monkeypatch.setattr(type(compiled), "__call__", lambda self, *args: pytest.fail("called the Python wrapper"))
+    entry(4096, 7)
+    with pytest.raises(TypeError, match="Expects 2 parameters"):
+        entry(4096)
+    with pytest.raises(TypeError, match="Mismatched type on argument #1"):
+        entry(4096, "seven")
+
+
+def test_without_tvm_ffi_the_plans_call_the_compiled_kernel(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tvm_ffi", None)  # import tvm_ffi raises ImportError
+    compiled = object()
+    assert sub.bare_tvm_ffi_function(compiled) is compiled
