@@ -46,6 +46,10 @@ def _require_device(device: str) -> None:
         if not torch.cuda.is_available():
             click.echo("no CUDA device: GPU modes need one (`--device cpu` runs the CPU-capable checks)", err=True)
             sys.exit(EXIT_NO_GPU)
+        index, count = torch.device(device).index, torch.cuda.device_count()
+        if index is not None and index >= count:
+            click.echo(f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})", err=True)
+            sys.exit(EXIT_NO_GPU)
 
 
 def run_options(function):

@@ -76,6 +76,7 @@ def serve(connection, log_path: str, repo_root: str) -> None:
             connection.send(("progress", text))
 
         try:
+            _make_current(job.device)
             if not seeded:
                 _set_seed(job.global_seed)
                 seeded = True
@@ -91,6 +92,17 @@ def serve(connection, log_path: str, repo_root: str) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         connection.send(("result", result))
+
+
+def _make_current(device: str) -> None:
+    """Make the case's device the current one, as it is where the competition runs a case: a
+    submission's kernel launch, a CUDA event, anything that names no device goes where the
+    inputs are (`--device cuda:1` would otherwise time device 0's idle queue)."""
+    import torch
+
+    index = torch.device(device).index
+    if device.startswith("cuda") and index is not None:
+        torch.cuda.set_device(index)
 
 
 def _device_name(device: str) -> str:

@@ -47,3 +47,35 @@ def test_benchmark_baselines_time_cublas_torch_and_an_empty_cutedsl_call(tmp_pat
     assert cells[0] == "128x1536x512" and len(cells) == 9, row
     # submission, cuBLAS, torch, floor, two ratios, host time, the empty call's host time: all measured
     assert all(float(cell) > 0 for cell in cells[1:]), row
+
+
+SECOND_DEVICE_REASON = "needs two CUDA devices: with one, a case's device is always the current one"
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason=SECOND_DEVICE_REASON)
+def test_a_case_runs_with_its_device_current(tmp_path):
+    """`--device cuda:N` makes cuda:N the current device in the worker, as the competition's
+    device is: otherwise a kernel launched without naming a device, and the timing events,
+    would run on device 0 while the inputs live on N."""
+    submission = tmp_path / "current_device_only.py"
+    submission.write_text(
+        "import torch\n"
+        "from reference import ref_kernel\n\n\n"
+        "def custom_kernel(data):\n"
+        "    c = data[-1]\n"
+        "    if c.get_device() != torch.cuda.current_device():\n"
+        "        raise RuntimeError(f'inputs on cuda:{c.get_device()}, current device cuda:{torch.cuda.current_device()}')\n"
+        "    return c.copy_(ref_kernel(data))\n")
+    cases = tmp_path / "tests.txt"
+    cases.write_text("m: 128; n: 256; k: 512; l: 1; seed: 1111\n")
+    last = f"cuda:{torch.cuda.device_count() - 1}"
+    for mode_args in (["test"], ["benchmark", "--max-repeats", "3", "--no-record"]):
+        result = subprocess.run([sys.executable, "-m", "harness", *mode_args, str(cases), "--device", last,
+                                 "--submission", str(submission)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_device_the_machine_lacks_is_refused_before_any_case():
+    result = harness("test", "--device", f"cuda:{torch.cuda.device_count()}")
+    assert result.returncode == 114, result.stdout + result.stderr
+    assert f"no CUDA device {torch.cuda.device_count()}" in result.stderr
