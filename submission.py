@@ -2056,6 +2056,11 @@ _PLANS: dict[tuple, LaunchPlan] = {}
 
 def custom_kernel(data):
     call = validate_inputs(data)
+    if call.device != torch.cuda.current_device():
+        # The kernels, their plans and their timing run on the current device; torch's own ops
+        # run where their tensors are, and so does this call.
+        with torch.cuda.device(call.device):
+            return custom_kernel(data)
     key = call[:2]  # (problem, device)
     plan = _PLANS.get(key)
     if plan is None:

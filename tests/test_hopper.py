@@ -265,6 +265,28 @@ def test_calls_of_two_problems_interleaved_back_to_back_match_reference():
     _check_calls_queued_back_to_back([plans[name] for name in order])
 
 
+@pytest.mark.skipif(_hopper_device() is not True or torch.cuda.device_count() < 2,
+                    reason="needs two Hopper GPUs: with one, the inputs are always on the current device")
+def test_calls_on_a_device_that_is_not_current_match_reference():
+    """Inputs on the last GPU while device 0 is current, as torch ops take them: the call runs on
+    the inputs' device (its plan, its tuning, its launches), queued back to back with calls on
+    device 0, and leaves device 0 current."""
+    last = torch.device("cuda", torch.cuda.device_count() - 1)
+    problem = Problem(128, 7168, 2048, 1)
+    torch.cuda.set_device(0)
+    datas = [reference.generate_input(*problem, seed=300 + i, device=last if i % 2 else "cuda:0") for i in range(6)]
+    expected = [reference.ref_kernel(data) for data in datas]
+    for data in datas:
+        data[6].fill_(float("nan"))
+    for data in datas:
+        submission.custom_kernel(data)
+    assert torch.cuda.current_device() == 0
+    for i, (want, data) in enumerate(zip(expected, datas)):
+        torch.cuda.synchronize(data[6].device)
+        ok, message = reference.check_against(want, data[6])
+        assert ok, f"call {i} on {data[6].device}: {message}"
+
+
 def _submission_without_tvm_ffi():
     """Another copy of submission.py, loaded as where apache-tvm-ffi is not installed."""
     find_spec = importlib.util.find_spec
