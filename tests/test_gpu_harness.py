@@ -49,10 +49,8 @@ def test_benchmark_baselines_time_cublas_torch_and_an_empty_cutedsl_call(tmp_pat
     assert all(float(cell) > 0 for cell in cells[1:]), row
 
 
-SECOND_DEVICE_REASON = "needs two CUDA devices: with one, a case's device is always the current one"
-
-
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason=SECOND_DEVICE_REASON)
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason="needs two CUDA devices: with one, a case's device is always the current one")
 def test_a_case_runs_with_its_device_current(tmp_path):
     """`--device cuda:N` makes cuda:N the current device in the worker, as the competition's
     device is: otherwise a kernel launched without naming a device, and the timing events,
