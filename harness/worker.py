@@ -100,9 +100,9 @@ def _make_current(device: str) -> None:
     inputs are (`--device cuda:1` would otherwise time device 0's idle queue)."""
     import torch
 
-    index = torch.device(device).index
-    if device.startswith("cuda") and index is not None:
-        torch.cuda.set_device(index)
+    parsed = torch.device(device)
+    if parsed.type == "cuda" and parsed.index is not None:
+        torch.cuda.set_device(parsed.index)
 
 
 def _device_name(device: str) -> str:
