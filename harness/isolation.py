@@ -28,9 +28,10 @@ def _exit_description(exitcode: int | None) -> str:
 class WorkerProcess:
     """One spawned worker; `run` sends a job and waits for its result at most `timeout_s`."""
 
-    def __init__(self, log_dir: str):
+    def __init__(self, log_dir: str, runner_folder: Path):
         self._context = multiprocessing.get_context("spawn")
         self._log_dir = log_dir
+        self._runner_folder = str(runner_folder)
         self._process = None
         self._connection = None
         self.log_path = None
@@ -40,7 +41,7 @@ class WorkerProcess:
         log = tempfile.NamedTemporaryFile(dir=self._log_dir, prefix="worker-", suffix=".log", delete=False)
         log.close()
         self.log_path = log.name
-        self._process = self._context.Process(target=worker.serve, args=(child_end, self.log_path, REPO_ROOT), name="nvfp4-worker")
+        self._process = self._context.Process(target=worker.serve, args=(child_end, self.log_path, REPO_ROOT, self._runner_folder), name="nvfp4-worker")
         self._process.start()
         child_end.close()
 

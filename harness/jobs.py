@@ -70,6 +70,8 @@ class CaseResult:
     device_name: str = ""
     ceilings: dict = dataclasses.field(default_factory=dict)  # measured: peak_flops, bandwidth
     output: str = ""  # what the worker printed
+    exception: str = ""  # str() of what the submission raised (ERROR), as the competition prints it
+    uncaught_officially: bool = False  # ERROR: the competition's eval would not catch it and would stop
     wall_s: float = 0.0
 
     @property

@@ -8,8 +8,9 @@ from pathlib import Path
 from harness import sol
 from harness import stats as timing_rules
 from harness.isolation import WorkerProcess
-from harness.jobs import NOT_RUN, PASS, CaseResult, Job, Rules
+from harness.jobs import ERROR, NOT_RUN, PASS, CaseResult, Job, Rules
 from harness.report import Reporter
+from harness.runner_files import make_runner_folder
 from harness.results import append_rows, rows_for_run
 from harness.shapes import Case
 
@@ -38,40 +39,53 @@ class RunOptions:
         return Job(kind=kind, case=case, submission=self.submission, device=self.device, rules=self.rules, global_seed=self.global_seed, **fields)
 
 
-class Executor:
-    """Runs jobs in a fresh process each, or (official) in one shared process like the competition."""
+class OfficialEvalStopped(Exception):
+    """--official: the submission raised what the competition's eval does not catch (anything but
+    CuTeDSL's OpError), so that eval ends there with a traceback and logs no verdict."""
 
-    def __init__(self, options: RunOptions, reporter: Reporter):
+    def __init__(self, result: CaseResult):
+        super().__init__(result.message)
+        self.result = result
+
+
+class Executor:
+    """Runs jobs in worker processes, each in the run's runner folder.
+
+    Official: one worker for the whole run, as the competition's pool, kept after a failed case.
+    Otherwise a worker is reused only while its cases pass (`reuse`, the test mode): a crash, a
+    hang or a broken CUDA context ends it, and the next case starts in a fresh process. Timed
+    modes start one per job, so that every case pays the competition's cold compile.
+    """
+
+    def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False):
         self._options = options
         self._reporter = reporter
+        self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
-        self._shared = WorkerProcess(self._logs.name) if options.official else None
+        runner_folder = make_runner_folder(options.submission, self._logs.name)
+        self._worker = WorkerProcess(self._logs.name, runner_folder)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        if self._shared is not None:
-            self._shared.close()
+        self._worker.close()
         self._logs.cleanup()
 
     def run(self, job: Job, label: str) -> CaseResult:
-        worker = self._shared or WorkerProcess(self._logs.name)
-        try:
-            with self._reporter.case_progress(label) as on_progress:
-                result = worker.run(job, self._options.timeout_s, on_progress)
-        finally:
-            if self._shared is None:
-                worker.close()
-        if self._shared is not None and result.status != PASS:
-            self._shared.kill()  # a failed or broken worker is not reused
+        with self._reporter.case_progress(label) as on_progress:
+            result = self._worker.run(job, self._options.timeout_s, on_progress)
+        if self._options.official and result.status == ERROR and result.uncaught_officially:
+            raise OfficialEvalStopped(result)
+        if not self._reuse or (result.status != PASS and not self._options.official):
+            self._worker.close()
         return result
 
 
 def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
     reporter.begin_tests(cases, options)
     passed = True
-    with Executor(options, reporter) as executor:
+    with Executor(options, reporter, reuse=True) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("test", index, case)
             result = executor.run(options.job("test", case), f"test {index}: {case.label}")

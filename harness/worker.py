@@ -1,11 +1,12 @@
 """The worker process: loads the submission, runs the cases it is sent, reports each result.
 
-Started with multiprocessing's `spawn`, so it shares no state with the harness. Its stdout and
-stderr go to a log file the harness shows beside the verdict.
+Started with multiprocessing's `spawn`, so it shares no state with the harness. It runs in a
+runner folder (harness/runner_files.py) and imports the submission from there, as the
+competition's eval does. Its stdout and stderr go to a log file the harness shows beside the
+verdict.
 """
 
 import os
-import random
 import sys
 import time
 import traceback
@@ -14,52 +15,35 @@ from pathlib import Path
 
 def _redirect_output(log_path: str) -> None:
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(log_fd, 1)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os.dup2(log_fd, 1)  # a standard stream the harness closed to its workers comes back here
     os.dup2(log_fd, 2)
     os.close(log_fd)
-
-
-def _set_seed(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy
-
-        numpy.random.seed(seed)
-    except ImportError:
-        pass
-
-
-def load_custom_kernel(submission: Path):
-    """Import the file as the module `submission`, with its folder importable like on the server."""
-    import importlib.util
-
-    path = Path(submission).resolve()
-    sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location("submission", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = module
-    spec.loader.exec_module(module)
-    if not callable(getattr(module, "custom_kernel", None)):
-        raise AttributeError(f"{path.name} defines no callable custom_kernel")
-    return module.custom_kernel
 
 
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}".strip()
 
 
-def serve(connection, log_path: str, repo_root: str) -> None:
+def _is_op_error(error: BaseException) -> bool:
+    """Whether the competition's eval catches `error`: CuTeDSL's OpError, and nothing else. The
+    eval imports it from cutlass.cute.nvgpu.common of the release its image pins (4.5); later
+    releases have no such class, so it is recognised by name and package."""
+    return any(cls.__name__ == "OpError" and cls.__module__.startswith("cutlass.") for cls in type(error).__mro__)
+
+
+def serve(connection, log_path: str, repo_root: str, runner_folder: str) -> None:
     _redirect_output(log_path)
     # Like the competition: every process compiles CuTeDSL kernels afresh.
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
     sys.path.insert(0, repo_root)
+    os.chdir(runner_folder)
     from harness.cases import RUNNERS
     from harness.jobs import ERROR, CaseResult
+    from harness.runner_files import import_submission
+    from utils import set_seed
 
     kernel = None
     seeded = False
@@ -78,15 +62,15 @@ def serve(connection, log_path: str, repo_root: str) -> None:
         try:
             _make_current(job.device)
             if not seeded:
-                _set_seed(job.global_seed)
+                set_seed(job.global_seed)
                 seeded = True
             if kernel is None and job.kind != "ceilings":
                 progress("importing submission")
-                kernel = load_custom_kernel(job.submission)
+                kernel = import_submission(Path(runner_folder)).custom_kernel
             result = RUNNERS[job.kind](job, kernel, progress)
         except BaseException as error:  # the submission's failure is the verdict, whatever it is
             traceback.print_exc()
-            result = CaseResult(ERROR, _describe(error))
+            result = CaseResult(ERROR, _describe(error), exception=str(error), uncaught_officially=not _is_op_error(error))
         result.device_name = _device_name(job.device)
         result.wall_s = time.perf_counter() - started
         sys.stdout.flush()

@@ -1,0 +1,43 @@
+"""The folder a submission runs in, laid out as on the competition's runner.
+
+There the eval runs in one folder holding the submission as `submission.py` and the problem's
+files (task.yml's `files`): `task.py`, `utils.py` and `reference.py`. A file written from the
+competition's template imports from them (`from task import input_t, output_t`). Here the same
+three files come from the repository's root, and the folder holds nothing else: a module that
+sits beside the user's file at home is not importable on the runner either.
+"""
+
+import importlib
+import importlib.util
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUNNER_FILES = ("task.py", "utils.py", "reference.py")
+RUNNER_MODULES = frozenset(Path(name).stem for name in RUNNER_FILES)
+
+
+def make_runner_folder(submission: Path, parent: str | None = None) -> Path:
+    """A new folder with the runner's files and a copy of `submission` as submission.py."""
+    folder = Path(tempfile.mkdtemp(prefix="runner-", dir=parent))
+    for name in RUNNER_FILES:
+        shutil.copyfile(REPO_ROOT / name, folder / name)
+    shutil.copyfile(submission, folder / "submission.py")
+    return folder
+
+
+def import_submission(folder: Path, module_name: str = "submission"):
+    """Import the folder's submission.py, the folder first on sys.path as on the runner."""
+    sys.path.insert(0, str(folder))
+    if module_name == "submission":
+        module = importlib.import_module("submission")
+    else:  # a second name, so that a harness process can hold it beside its own modules
+        spec = importlib.util.spec_from_file_location(module_name, folder / "submission.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # dataclasses look their module up while it executes
+        spec.loader.exec_module(module)
+    if not callable(getattr(module, "custom_kernel", None)):
+        raise AttributeError("the submission defines no callable custom_kernel")
+    return module
