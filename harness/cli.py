@@ -1,7 +1,7 @@
 """`python -m harness <command>`: the local stand-in for the competition's evaluation.
 
 Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule, error, crash,
-timeout); 113 the tests file cannot be read or parsed; 114 no CUDA device for a GPU run;
+timeout); 1 (--official) the submission raised what the competition's eval does not catch; 113 the tests file cannot be read or parsed; 114 no CUDA device for a GPU run;
 2 bad command line.
 """
 
@@ -18,6 +18,7 @@ from harness.popcorn import PopcornLog
 from harness.report import Reporter
 from harness.stats import geomean
 
+EXIT_EVAL_STOPPED = 1  # --official: the competition's eval ended on an uncaught exception
 EXIT_BAD_TESTS_FILE = 113
 EXIT_NO_GPU = 114
 
@@ -83,6 +84,9 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
             status = runner.run_profile(cases, options, reporter)
         else:
             status = runner.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard")
+    except runner.OfficialEvalStopped as stopped:
+        reporter.eval_stopped(stopped.result)
+        status = EXIT_EVAL_STOPPED
     finally:
         popcorn.close()
     sys.exit(status)

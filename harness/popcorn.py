@@ -8,12 +8,17 @@ class PopcornLog:
     """Writes to the descriptor named by POPCORN_FD; does nothing when there is none."""
 
     def __init__(self, fd: int | None):
+        self.fd = fd
         self._file = None
         if fd is not None:
-            os.set_inheritable(fd, False)  # worker processes must not write verdicts
-            # Closing our copy of the descriptor tells a reader on a pipe that we are done; the
-            # standard streams stay open.
-            self._file = os.fdopen(fd, "w", closefd=fd > 2)
+            # Verdicts go through a private duplicate, which worker processes do not inherit
+            # (PEP 446). A descriptor of its own (3 and up) is closed at once, so that no worker
+            # can write to it and closing the duplicate tells a reader on a pipe that we are done.
+            # A standard stream (POPCORN_FD=1 or 2) stays open: workers send theirs to a log.
+            private = os.dup(fd)
+            if fd > 2:
+                os.close(fd)
+            self._file = os.fdopen(private, "w")
 
     @classmethod
     def from_environment(cls) -> "PopcornLog":

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from harness.jobs import ERROR
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 
@@ -23,11 +24,13 @@ def us(ns: float | None) -> str:
 class Reporter:
     def __init__(self, popcorn: PopcornLog, console: Console | None = None):
         self.popcorn = popcorn
-        # With POPCORN_FD set, stdout may be the verdict channel (POPCORN_FD=1): people get stderr.
-        stream = sys.stderr if popcorn.active else sys.stdout
+        # People read whichever standard stream the verdicts leave free: stderr when POPCORN_FD is
+        # set (it may be 1, and on the runner stdout is captured), stdout when it is 2.
+        stream = sys.stdout if not popcorn.active or popcorn.fd == 2 else sys.stderr
         # Tables stay readable when piped to a file or a log (rich would assume 80 columns).
         self.console = console or Console(file=stream, highlight=False, width=None if stream.isatty() else 132)
         self._test_rows = []
+        self._official = False
 
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -49,6 +52,7 @@ class Reporter:
         self.popcorn.log(f"{kind}.{index}.spec", case.spec)
 
     def _header(self, what: str, cases, options) -> None:
+        self._official = options.official
         rules = "competition verdicts only, one shared worker" if options.official else "all verdicts, one process per case"
         self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} on {options.device} ({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
@@ -57,6 +61,25 @@ class Reporter:
         if result.output.strip():
             body += "\n[dim]--- worker output ---[/dim]\n" + escape(result.output.rstrip())
         self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
+
+    def _log_failure(self, kind: str, index: int, result) -> None:
+        """`KIND.N.status: fail` and its error line: as the competition words it under --official
+        (its check's message, or what the caught OpError says), with our status word otherwise."""
+        self.popcorn.log(f"{kind}.{index}.status", "fail")
+        if not self._official:
+            error = f"{result.status}: {result.message}"
+        elif result.status == ERROR:
+            error = result.exception if kind == "test" else f"Encountered {result.exception}"
+        else:
+            error = result.message
+        self.popcorn.log(f"{kind}.{index}.error", error)
+
+    def eval_stopped(self, result) -> None:
+        """--official: what the submission raised is not an OpError, which the competition's eval
+        does not catch: it stops there with a traceback and logs no verdict."""
+        self._show_failure("the competition's eval stops here", result)
+        self.console.print("[bold red]eval stopped[/bold red]: the competition's eval catches only CuTeDSL's OpError; "
+                           "it would end with this traceback and log no `check` line")
 
     def _verdict(self, passed: bool, summary: str) -> None:
         self.popcorn.log("check", "pass" if passed else "fail")
@@ -69,9 +92,10 @@ class Reporter:
         self.popcorn.log("test-count", len(cases))
 
     def test_result(self, index: int, case, result) -> None:
-        self.popcorn.log(f"test.{index}.status", "pass" if result.passed else "fail")
-        if not result.passed:
-            self.popcorn.log(f"test.{index}.error", f"{result.status}: {result.message}")
+        if result.passed:
+            self.popcorn.log(f"test.{index}.status", "pass")
+        else:
+            self._log_failure("test", index, result)
             self._show_failure(f"test {index} {case.spec}: {result.status}", result)
         self._test_rows.append((index, case, result))
         style = STATUS_STYLE.get(result.status, "red")
@@ -100,8 +124,7 @@ class Reporter:
             s = result.stats
             self.console.print(f"  {case.label:>18}  mean {us(s.mean)} us  ± {us(s.err)}  ({s.runs} rounds, {result.wall_s:.1f} s)")
         else:
-            self.popcorn.log(f"benchmark.{index}.status", "fail")
-            self.popcorn.log(f"benchmark.{index}.error", f"{result.status}: {result.message}")
+            self._log_failure("benchmark", index, result)
             self._show_failure(f"benchmark {index} {case.spec}: {result.status}", result)
 
     def end_benchmarks(self, cases, results, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
@@ -173,8 +196,7 @@ class Reporter:
                 self.console.print(f"[bold]{case.spec}[/bold]")
                 self.console.print(result.report, markup=False)
         else:
-            self.popcorn.log(f"benchmark.{index}.status", "fail")
-            self.popcorn.log(f"benchmark.{index}.error", f"{result.status}: {result.message}")
+            self._log_failure("benchmark", index, result)
             self._show_failure(f"profile {index} {case.spec}: {result.status}", result)
 
     def end_profile(self, passed: bool) -> None:

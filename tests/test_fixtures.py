@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 BROKEN = sorted(FIXTURES.glob("broken_*.py"))
 CONTROL = FIXTURES / "torch_submission.py"
+TEMPLATE = FIXTURES / "template_torch_submission.py"
 HAS_CUDA = torch.cuda.is_available()
 
 EXIT_PASS, EXIT_LINT_FAIL, EXIT_CASE_FAIL = 0, 1, 112
@@ -31,6 +32,8 @@ EXIT_PASS, EXIT_LINT_FAIL, EXIT_CASE_FAIL = 0, 1, 112
 TEST_CASE = "m: 128; n: 256; k: 512; l: 2; seed: 1111"
 SECOND_TEST_CASE = "m: 256; n: 128; k: 256; l: 1; seed: 7"
 BENCHMARK_CASE = "m: 128; n: 256; k: 256; l: 1; seed: 1111"
+# K = 7168 puts 6 elements of this case where the fp16 and the fp32 check disagree.
+BORDERLINE_CASE = "m: 128; n: 256; k: 7168; l: 1; seed: 1111"
 HANG_TIMEOUT_S = 5
 SUBPROCESS_LIMIT_S = 600
 
@@ -53,6 +56,16 @@ class Expected:
 
 VERDICTS = [
     Expected("torch_submission", "test", EXIT_PASS, "pass"),
+    # Written from the competition's template: imports task, utils and reference; no headers.
+    Expected("template_torch_submission", "test", EXIT_PASS, "pass"),
+    Expected("template_torch_submission", "test", EXIT_PASS, "pass", official=True),
+    Expected("template_torch_submission", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,)),
+    # The competition checks in fp16, which rounds these elements' tolerance up past their error;
+    # the default mode also checks in fp32, so it is never the more lenient of the two.
+    Expected("borderline_fp16_check", "test", EXIT_CASE_FAIL, "fail",
+             r"mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 6 ERROR AT",
+             cases=(BORDERLINE_CASE,)),
+    Expected("borderline_fp16_check", "test", EXIT_PASS, "pass", official=True, cases=(BORDERLINE_CASE,)),
     Expected("broken_wrong_values", "test", EXIT_CASE_FAIL, "fail",
              r"mismatch found! custom implementation doesn't match reference: Number of mismatched elements: \d+ ERROR AT"),
     Expected("broken_wrong_dtype", "test", EXIT_CASE_FAIL, "fail",
@@ -74,6 +87,9 @@ VERDICTS = [
              rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed",
              cases=(TEST_CASE, SECOND_TEST_CASE), timeout_s=HANG_TIMEOUT_S),
     Expected("broken_raises", "test", EXIT_CASE_FAIL, "error", r"RuntimeError: illegal tile configuration 96x80 for this shape"),
+    Expected("broken_raises_op_error", "test", EXIT_CASE_FAIL, "error", r"OpError: expects the M mode to be 128-aligned"),
+    Expected("broken_raises_op_error", "test", EXIT_CASE_FAIL, "error", r"OpError: expects the M mode to be 128-aligned",
+             official=True, cases=(TEST_CASE, SECOND_TEST_CASE)),
     Expected("broken_aborts", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGABRT"),
     Expected("broken_segfaults", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGSEGV"),
 ]
@@ -121,7 +137,7 @@ def test_every_broken_fixture_has_a_verdict():
     assert len(BROKEN) >= 8
 
 
-@pytest.mark.parametrize("path", BROKEN + [CONTROL], ids=lambda path: path.stem)
+@pytest.mark.parametrize("path", BROKEN + [CONTROL, TEMPLATE], ids=lambda path: path.stem)
 def test_lint_verdict(path, tally):
     result = harness("lint", "--submission", str(path))
     report = flatten(result.stdout)
@@ -132,7 +148,7 @@ def test_lint_verdict(path, tally):
     else:
         assert result.returncode == EXIT_PASS, report
         assert "LINT PASS" in report
-    if path != CONTROL:
+    if path.stem.startswith("broken_"):
         tally.record("broken submissions", path.stem)
     tally.record("fixture verdicts", f"{path.stem} lint")
 

@@ -1,6 +1,7 @@
 """The harness standing in for the competition's eval.py: POPCORN_FD lines, seeds, exit statuses."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,9 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH_SUBMISSION = ROOT / "tests" / "fixtures" / "torch_submission.py"
+FIXTURES = ROOT / "tests" / "fixtures"
+TORCH_SUBMISSION = FIXTURES / "torch_submission.py"
+TEMPLATE_SUBMISSION = FIXTURES / "template_torch_submission.py"
 CASES = "m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 256; n: 128; k: 512; l: 2; seed: 7\n"
 
 
@@ -105,3 +108,85 @@ def test_profile_mode_writes_a_base64_report(tmp_path):
     assert values["benchmark-count"] == "1" and values["check"] == "pass"
     report = base64.b64decode(values["benchmark.0.report"], altchars=b"+*").decode()
     assert "aten::mm" in report  # the submission's matmul shows in the profile table
+
+
+def popcorn_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.match(r"^(test|benchmark|check)[\w.-]*: ", line)]
+
+
+@pytest.mark.parametrize("fd", [1, 2])
+def test_popcorn_fd_may_be_a_standard_stream(fd, cases_file):
+    """POPCORN_FD=1 (the README's stand-in example) or 2: verdicts on that stream, the people's
+    report on the other one, and the workers keep a stdout of their own."""
+    env = {key: value for key, value in os.environ.items() if key != "POPCORN_SEED"}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(cases_file), "--device", "cpu",
+                             "--submission", str(TEMPLATE_SUBMISSION)],
+                            cwd=ROOT, env={**env, "POPCORN_FD": str(fd)}, capture_output=True, text=True, timeout=600)
+    verdicts, people = (result.stdout, result.stderr) if fd == 1 else (result.stderr, result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert popcorn_lines(verdicts) == [
+        "test-count: 2",
+        "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111",
+        "test.0.status: pass",
+        "test.1.spec: m: 256; n: 128; k: 512; l: 2; seed: 7",
+        "test.1.status: pass",
+        "check: pass",
+    ]
+    assert "2 of 2 tests passed" in people and "test-count" not in people
+
+
+def test_official_error_lines_are_the_competitions(tmp_path, cases_file):
+    """--official: the check's message, or the caught OpError's text, with no status word before it."""
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def custom_kernel(data):\n    c = data[-1]\n    c.fill_(1.0)\n    return c\n")
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--official", "--submission", str(wrong))
+    assert status == 112
+    error = next(line for line in lines if line.startswith("test.0.error: "))
+    assert error.startswith("test.0.error: mismatch found! custom implementation doesn't match reference: Number of mismatched elements:")
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--official",
+                                   "--submission", str(FIXTURES / "broken_raises_op_error.py"))
+    assert status == 112
+    assert lines == [
+        "test-count: 2",
+        "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111",
+        "test.0.status: fail",
+        "test.0.error: expects the M mode to be 128-aligned",
+        "test.1.spec: m: 256; n: 128; k: 512; l: 2; seed: 7",
+        "test.1.status: fail",
+        "test.1.error: expects the M mode to be 128-aligned",
+        "check: fail",
+    ]
+
+
+def test_official_eval_stops_on_an_exception_it_does_not_catch(tmp_path, cases_file):
+    """The competition's eval catches only OpError: anything else ends it with no verdict lines."""
+    status, lines, stderr = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--official",
+                                        "--submission", str(FIXTURES / "broken_raises.py"))
+    assert status == 1
+    assert lines == ["test-count: 2", "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111"]
+    assert "eval stopped" in stderr and "RuntimeError: illegal tile configuration" in stderr
+    # The default mode gives every case its verdict.
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(FIXTURES / "broken_raises.py"))
+    assert status == 112 and lines[-1] == "check: fail"
+    assert "test.1.error: error: RuntimeError: illegal tile configuration 96x80 for this shape" in lines
+
+
+def test_official_worker_outlives_a_failed_case_and_ours_does_not(tmp_path, cases_file):
+    """A file that is wrong on its process's first call only: the competition's one worker goes on
+    to pass the second case; the default mode starts a fresh process after a failure."""
+    first_call_wrong = tmp_path / "first_call_wrong.py"
+    first_call_wrong.write_text(
+        "from reference import ref_kernel\n"
+        "calls = 0\n"
+        "def custom_kernel(data):\n"
+        "    global calls\n"
+        "    calls += 1\n"
+        "    c = ref_kernel(data)\n"
+        "    if calls == 1:\n"
+        "        c += 1\n"
+        "    return c\n")
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--official", "--submission", str(first_call_wrong))
+    assert status == 112
+    assert "test.0.status: fail" in lines and "test.1.status: pass" in lines
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(first_call_wrong))
+    assert "test.0.status: fail" in lines and "test.1.status: fail" in lines
