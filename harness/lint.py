@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.options import submission_option
+from harness.runner_files import RUNNER_MODULES
 
 LEADERBOARD = "nvfp4_gemm"
 GPU = "NVIDIA"
@@ -76,7 +77,8 @@ def _headers(lines: list[str]) -> list[Finding]:
         line = f"#!POPCORN {key} {expected}"
         values = directives.get(key)
         if values is None:
-            findings.append(Finding(f"header {key}", FAIL, f"missing the line `{line}`"))
+            findings.append(Finding(f"header {key}", WARN, f"no `{line}`: give the client --{key} {expected} "
+                                                           "(`make submit` does)"))
         elif values != [expected]:
             findings.append(
                 Finding(f"header {key}", FAIL, f"says {' '.join(values) or 'nothing'}; expected `{line}`")
@@ -134,6 +136,7 @@ def _guarded_imports(tree: ast.Module) -> set[int]:
 def _imports(tree: ast.Module) -> Finding:
     outside: dict[str, int] = {}
     optional: dict[str, int] = {}
+    provided: dict[str, int] = {}
     guarded = _guarded_imports(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -147,10 +150,14 @@ def _imports(tree: ast.Module) -> Finding:
         else:
             continue
         for root in roots:
-            if root not in ALLOWED_IMPORT_ROOTS and root not in sys.stdlib_module_names:
+            if root in RUNNER_MODULES:
+                provided.setdefault(root, node.lineno)
+            elif root not in ALLOWED_IMPORT_ROOTS and root not in sys.stdlib_module_names:
                 (optional if id(node) in guarded else outside).setdefault(root, node.lineno)
     if not outside:
         found = "torch, cutlass, cuda, numpy and the standard library only"
+        if provided:
+            found += f"; from the runner's files: {_listed(provided)}"
         if optional:
             found += f"; where installed: {_listed(optional)} (ImportError caught)"
         return Finding("imports", PASS, found)
