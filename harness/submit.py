@@ -31,6 +31,27 @@ INSTALL_HINT = (
 )
 RESULTS_DIR = Path("results")
 
+# Each leaderboard's deadline, in UTC, from the problem set's metadata (reference-kernels'
+# problems/nvidia.yaml); the server refuses a submission after it.
+DEADLINES = {
+    "nvfp4_gemv": datetime(2025, 11, 29, 6, 59, tzinfo=timezone.utc),
+    "nvfp4_gemm": datetime(2025, 12, 21, 7, 59, tzinfo=timezone.utc),
+    "nvfp4_dual_gemm": datetime(2026, 1, 20, 7, 59, tzinfo=timezone.utc),
+    "modal_nvfp4_dual_gemm": datetime(2026, 1, 20, 7, 59, tzinfo=timezone.utc),
+    "nvfp4_group_gemm": datetime(2026, 2, 21, 7, 30, tzinfo=timezone.utc),
+}
+EXIT_CLOSED = 5
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def closed_since(leaderboard: str, now: datetime) -> datetime | None:
+    """The leaderboard's deadline where it has passed, else None."""
+    deadline = DEADLINES.get(leaderboard)
+    return deadline if deadline is not None and now > deadline else None
+
 
 def find_client() -> str | None:
     for name in CLIENT_NAMES:
@@ -92,10 +113,23 @@ def run_local_test(submission: Path, console: Console) -> int:
     help="Where to keep the server's answer [default: results/popcorn-MODE-TIME.json].",
 )
 @click.option("--skip-local-test", is_flag=True, help="Do not run `test` on the local GPU first.")
-def submit_command(submission: Path, mode: str, output: Path | None, skip_local_test: bool) -> None:
-    """Lint, test on the local GPU if any, then submit with the GPU MODE client."""
+@click.option("--after-deadline", is_flag=True, help="Send although the leaderboard has closed (the server is expected to refuse it).")
+def submit_command(submission: Path, mode: str, output: Path | None, skip_local_test: bool, after_deadline: bool) -> None:
+    """Lint, test on the local GPU if any, then submit with the GPU MODE client.
+
+    Exit status 5: the leaderboard's deadline has passed (nothing sent)."""
     # Soft wrap keeps commands and URLs on one line, so they can be copied.
     console = Console(soft_wrap=True)
+
+    deadline = closed_since(LEADERBOARD, utc_now())
+    if deadline is not None:
+        closed = f"the {LEADERBOARD} leaderboard closed on {deadline:%Y-%m-%d %H:%M} UTC"
+        if not after_deadline:
+            console.print(f"[bold red]not submitted[/]: {closed}; the server refuses submissions after it. "
+                          "`make check` and `make bench` judge the file here as the competition did "
+                          "(--after-deadline sends it anyway)")
+            raise SystemExit(EXIT_CLOSED)
+        console.print(f"[yellow]{closed}[/]: sending anyway (--after-deadline); expect the server to refuse it")
 
     findings = lint_file(submission)
     print_report(submission, findings, console)

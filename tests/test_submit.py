@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from datetime import datetime, timezone
 import sys
 from pathlib import Path
 
@@ -31,6 +32,9 @@ if "--output" in args:
 sys.exit({status})
 """
 
+BEFORE_DEADLINE = datetime(2025, 12, 1, tzinfo=timezone.utc)
+AFTER_DEADLINE = datetime(2025, 12, 21, 8, 0, tzinfo=timezone.utc)
+
 NEW_HELP = "Usage: popcorn submit [OPTIONS] [FILEPATH]\n      --no-tui  Skip the TUI"
 OLD_HELP = "Usage: popcorn-cli submit [OPTIONS] [FILEPATH]\n      --output <OUTPUT>"
 
@@ -41,6 +45,7 @@ def workdir(tmp_path, monkeypatch):
     (tmp_path / "submission.py").write_text(SUBMISSION)
     (tmp_path / "bin").mkdir()
     monkeypatch.setattr(submit, "local_gpu", lambda: None)
+    monkeypatch.setattr(submit, "utc_now", lambda: BEFORE_DEADLINE)
     return tmp_path
 
 
@@ -148,3 +153,28 @@ def test_skip_local_test_is_stated(workdir, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "local test skipped: --skip-local-test" in result.output
 
+
+
+def test_after_the_deadline_nothing_is_sent_and_it_says_why(workdir, monkeypatch):
+    record = install_client(workdir)
+    monkeypatch.setattr(submit, "utc_now", lambda: AFTER_DEADLINE)
+    result = run_submit(workdir)
+    assert result.exit_code == submit.EXIT_CLOSED
+    assert "not submitted: the nvfp4_gemm leaderboard closed on 2025-12-21 07:59 UTC" in result.output
+    assert "LINT" not in result.output  # said before anything else runs
+    assert not record.exists()
+
+
+def test_after_deadline_sends_anyway_when_asked(workdir, monkeypatch):
+    record = install_client(workdir)
+    monkeypatch.setattr(submit, "utc_now", lambda: AFTER_DEADLINE)
+    result = run_submit(workdir, "--after-deadline")
+    assert result.exit_code == 0, result.output
+    assert "closed on 2025-12-21 07:59 UTC: sending anyway" in result.output
+    assert record.exists()
+
+
+def test_the_real_clock_is_past_this_leaderboards_deadline():
+    assert submit.closed_since("nvfp4_gemm", submit.utc_now()) == datetime(2025, 12, 21, 7, 59, tzinfo=timezone.utc)
+    assert submit.closed_since("nvfp4_gemm", BEFORE_DEADLINE) is None
+    assert submit.closed_since("a_leaderboard_without_a_known_deadline", AFTER_DEADLINE) is None
