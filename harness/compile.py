@@ -1,13 +1,21 @@
 """`python -m harness compile --arch sm_100a|sm_90a`: prove what can be proven without the GPU.
 
-Compiles the submission's kernel for one arch, for every official test and benchmark shape,
-with fake pointers (no device needed), disassembles each cubin with cuobjdump (PyPI wheel
-nvidia-cuda-cuobjdump) and fails unless the SASS shows the instructions that kernel must be
-made of, no local memory, and shared/tensor memory within the chip's limits. Shapes that share
-a configuration share one compile.
+Compiles a submission's kernels for one arch, for every official test and benchmark shape, on a
+machine that needs no GPU: every `cute.compile` is captured (harness/compile_capture.py), each
+cubin is disassembled with cuobjdump (PyPI wheel nvidia-cuda-cuobjdump), and the check reports,
+per compiled kernel, registers, shared memory, tensor-memory columns, local memory (spills) and
+the tcgen05 / wgmma / TMA instructions in its SASS. It fails on spills and on shared or tensor
+memory beyond the chip's limits.
 
-The kernel side of the contract (see submission.py): `KERNELS_BY_ARCH[arch]` is a class with
-`config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`.
+Any CuTeDSL submission: its `custom_kernel` is called on CPU tensors of each shape and stops
+where it would launch. A file whose call needs more than that (a device query, a stream) may
+define `compile_for_check(m, n, k, l, arch)`, which must `cute.compile` what custom_kernel would
+launch for that shape, and is called instead.
+
+This kit's submission declares more (see submission.py): `KERNELS_BY_ARCH[arch]` is a class with
+`config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`, and
+its SASS must also show the instructions that kernel must be made of. Shapes that share a
+configuration share one compile.
 """
 
 from __future__ import annotations
@@ -25,10 +33,13 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness import shapes
+from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import submission_option
+from harness.runner_files import import_submission, make_runner_folder
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
 SMEM_LIMIT_BYTES = 232_448
@@ -110,14 +121,6 @@ def _cuobjdump(cuobjdump: str, flag: str, cubin: Path) -> str:
     return done.stdout
 
 
-def load_submission(path: Path):
-    spec = importlib.util.spec_from_file_location("submission_under_check", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
-
-
 def count_instructions(sass: str, patterns: dict[str, str]) -> dict[str, int]:
     """Matches of each pattern in the instruction stream of cuobjdump's SASS, one instruction
     a line (addresses and encodings dropped), so that a pattern may span instructions."""
@@ -135,57 +138,75 @@ def resource_usage(text: str) -> tuple[int, int, int]:
     return tuple(max(column) for column in zip(*usages))
 
 
-def check_config(kernel_class, problem, arch: str, rules: ArchRules, sass_dir: Path | None) -> ConfigResult:
+@dataclass
+class CubinFacts:
+    sass: str
+    counts: dict[str, int]
+    registers: int
+    static_smem: int
+    local_bytes: int
+
+
+def read_cubin(cubin: Path, patterns: dict[str, str]) -> CubinFacts:
     cuobjdump = find_tool("cuobjdump")
-    with tempfile.TemporaryDirectory(prefix="compile-check-") as dump_dir:
-        start = time.perf_counter()
-        facts = kernel_class.compile_for_check(problem, arch, f"--keep-cubin --dump-dir={dump_dir}")
-        seconds = time.perf_counter() - start
-        cubins = sorted(Path(dump_dir).glob("*.cubin"))
-        if len(cubins) != 1:
-            raise click.ClickException(f"expected one cubin for {facts.config}, found {len(cubins)}")
-        sass = _cuobjdump(cuobjdump, "-sass", cubins[0])
-        usage = _cuobjdump(cuobjdump, "-res-usage", cubins[0])
+    sass = _cuobjdump(cuobjdump, "-sass", cubin)
+    registers, static_smem, local_bytes = resource_usage(_cuobjdump(cuobjdump, "-res-usage", cubin))
+    return CubinFacts(sass, count_instructions(sass, patterns), registers, static_smem, local_bytes)
+
+
+def _one_cubin(record) -> Path:
+    cubins = record.cubins
+    if len(cubins) != 1:
+        raise click.ClickException(f"expected one cubin for compile {record.index} ({record.function}), found {len(cubins)}")
+    return cubins[0]
+
+
+def _keep_sass(sass_dir: Path | None, arch: str, name: str, sass: str) -> None:
     if sass_dir is not None:
         sass_dir.mkdir(parents=True, exist_ok=True)
-        name = re.sub(r"[^A-Za-z0-9]+", "_", facts.config).strip("_")
-        (sass_dir / f"{arch}_{name}.sass").write_text(sass)
+        (sass_dir / f"{arch}_{re.sub(r'[^A-Za-z0-9]+', '_', name).strip('_')}.sass").write_text(sass)
 
-    counts = count_instructions(sass, {**rules.required, **rules.forbidden})
-    registers, static_smem, local_bytes = resource_usage(usage)
+
+def _limit_failures(local_bytes: int, smem: int | None, tmem: int | None) -> list[str]:
+    failures = [f"{local_bytes} bytes of local memory"] if local_bytes else []
+    if smem is not None and smem > SMEM_LIMIT_BYTES:
+        failures.append(f"shared memory {smem} > {SMEM_LIMIT_BYTES}")
+    if tmem is not None and tmem > TMEM_COLUMNS:
+        failures.append(f"tensor memory columns {tmem} > {TMEM_COLUMNS}")
+    return failures
+
+
+def check_config(kernel_class, problem, arch: str, rules: ArchRules, sass_dir: Path | None) -> ConfigResult:
+    with capturing_compiles(arch) as capture:
+        start = time.perf_counter()
+        facts = kernel_class.compile_for_check(problem, arch, "")
+        seconds = time.perf_counter() - start
+        cubin = read_cubin(_one_cubin(capture.compiles[-1]), {**rules.required, **rules.forbidden})
+    _keep_sass(sass_dir, arch, facts.config, cubin.sass)
+    counts = cubin.counts
     failures = [f"no {name}" for name in rules.required if counts[name] == 0]
     failures += [f"{counts[name]} {name}" for name in rules.forbidden if counts[name]]
-    if local_bytes:
-        failures.append(f"{local_bytes} bytes of local memory")
-    smem = facts.smem_bytes + static_smem
-    if smem > SMEM_LIMIT_BYTES:
-        failures.append(f"shared memory {smem} > {SMEM_LIMIT_BYTES}")
+    failures += _limit_failures(cubin.local_bytes, facts.smem_bytes + cubin.static_smem, None)
     if rules.tmem_columns is not None:
         if facts.tmem_columns is None or facts.tmem_columns > rules.tmem_columns:
             failures.append(f"tensor memory columns {facts.tmem_columns} not within {rules.tmem_columns}")
-    return ConfigResult(facts.config, counts, registers, static_smem, facts.smem_bytes,
+    return ConfigResult(facts.config, counts, cubin.registers, cubin.static_smem, facts.smem_bytes,
                         facts.tmem_columns, seconds, failures)
 
 
-def official_problems(problem_type) -> list:
-    seen = {}
+def official_shapes() -> list[shapes.Case]:
+    """The official tests' and benchmarks' cases, one per shape."""
+    unique = {}
     for name in ("tests", "benchmarks"):
         for case in shapes.official_cases(name):
-            seen.setdefault(case.mnkl, problem_type(*case.mnkl))
-    return list(seen.values())
+            unique.setdefault(case.mnkl, case)
+    return list(unique.values())
 
 
-def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
-    started = time.perf_counter()
-    module = load_submission(submission)
-    kernel_class = getattr(module, "KERNELS_BY_ARCH", {}).get(arch)
-    if kernel_class is None:
-        path = "Hopper" if arch == "sm_90a" else arch
-        console.print(f"[bold red]the {path} path ({arch}) is not present in {submission}[/]: "
-                      f"no KERNELS_BY_ARCH[{arch!r}] to compile")
-        return EXIT_PATH_MISSING
+def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
+    """This kit's contract: one compile per configuration, and the arch's required instructions."""
     rules = RULES[arch]
-    problems = official_problems(module.Problem)
+    problems = [module.Problem(*case.mnkl) for case in official_shapes()]
     by_config: dict = {}
     for problem in problems:
         by_config.setdefault(kernel_class.config_for(problem), []).append(problem)
@@ -201,19 +222,113 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
         counts = [str(result.counts[name]) for name in (*rules.required, *rules.forbidden)]
         smem = result.dynamic_smem + result.static_smem
         tmem = "-" if result.tmem_columns is None else str(result.tmem_columns)
-        verdict = "[green]PASS[/]" if not result.failures else "[bold red]FAIL[/]: " + "; ".join(result.failures)
         table.add_row("x".join(map(str, problem)), result.config, *counts, str(result.registers),
-                      f"{smem:,}", tmem, verdict)
+                      f"{smem:,}", tmem, _verdict_cell(result.failures))
     console.print(table)
     compile_seconds = sum(r.seconds for r in results.values())
-    failed = [r for r in results.values() if r.failures]
-    console.print(f"{len(problems)} shapes, {len(results)} configurations compiled in "
-                  f"{compile_seconds:.1f} s; whole check {time.perf_counter() - started:.1f} s")
+    console.print(f"{len(problems)} shapes, {len(results)} configurations compiled in {compile_seconds:.1f} s")
+    return _summary(console, arch, sum(bool(r.failures) for r in results.values()), len(results), "configurations")
+
+
+# What the report counts in any submission's SASS, per arch.
+REPORTED_INSTRUCTIONS = {
+    "sm_100a": {"tcgen05.mma": r"\bUTC\w*MMA\b", "tcgen05.cp": r"\bUTCCP\b", "tcgen05.ld": r"\bLDTM\b",
+                "TMA load": r"\bUTMALDG\b", "TMA store": r"\bUTMASTG\b", "STL/LDL": LOCAL_MEMORY},
+    "sm_90a": {"wgmma": r"\bHGMMA\b", "TMA load": r"\bUTMALDG\b", "TMA store": r"\bUTMASTG\b",
+               "STL/LDL": LOCAL_MEMORY},
+}
+HOOK = "compile_for_check"
+
+
+def _call_for_shape(module, case: shapes.Case, arch: str) -> str:
+    """Run the submission's call for one shape up to its launch; what happened, in words."""
+    from reference import generate_input
+
+    try:
+        if hasattr(module, HOOK):
+            getattr(module, HOOK)(*case.mnkl, arch)
+        else:
+            module.custom_kernel(generate_input(**case.args, device="cpu"))
+    except LaunchStopped:
+        return "stopped at its launch"
+    return "returned without a launch" if not hasattr(module, HOOK) else f"{HOOK} returned"
+
+
+def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
+    """Any CuTeDSL submission: its own calls, every compile captured."""
+    shape_table = Table(title=f"compile check {arch}: {submission} (its {HOOK if hasattr(module, HOOK) else 'custom_kernel'} on CPU tensors)",
+                        title_justify="left")
+    for column in ("shape (MxNxKxL)", "compiles", "outcome"):
+        shape_table.add_column(column)
+    failures = 0
+    for case in official_shapes():
+        label = case.label
+        capture.shape, before = label, len(capture.compiles)
+        try:
+            outcome = _call_for_shape(module, case, arch)
+        except Exception as error:  # the submission's own failure is the finding
+            outcome = f"raised {type(error).__name__}: {error}"
+            if len(capture.compiles) == before:
+                failures += 1
+                outcome = f"[bold red]FAIL[/]: {escape(outcome)} before any compile (define {HOOK}(m, n, k, l, arch): see README)"
+        used = [record.index for record in capture.compiles if label in record.shapes or record.index >= before]
+        shape_table.add_row(label, ", ".join(map(str, used)) or "-", outcome)
+    console.print(shape_table)
+    if not capture.compiles:
+        console.print("[bold red]COMPILE CHECK FAIL[/]: no cute.compile was reached for any shape")
+        return EXIT_CHECK_FAILED
+
+    patterns = REPORTED_INSTRUCTIONS[arch]
+    table = Table(title="compiled kernels", title_justify="left")
+    for column in ("compile", "jit function", "shapes", "kernels", *patterns, "regs", "smem bytes", "tmem cols", "verdict"):
+        table.add_column(column)
+    for record in capture.compiles:
+        cubin = read_cubin(_one_cubin(record), patterns)
+        _keep_sass(sass_dir, arch, f"{record.index}_{record.function}", cubin.sass)
+        launches = launch_smem_bytes(record.host_ir)
+        dynamic = None if None in launches or not launches else max(launches)
+        smem = None if dynamic is None else dynamic + cubin.static_smem
+        tmem = tmem_columns(record.ptx)
+        kernel_failures = _limit_failures(cubin.local_bytes or cubin.counts["STL/LDL"], smem, tmem)
+        failures += bool(kernel_failures)
+        table.add_row(str(record.index), record.function, str(len(record.shapes)), str(len(launches)),
+                      *[str(cubin.counts[name]) for name in patterns], str(cubin.registers),
+                      f"{smem:,}" if smem is not None else f"{cubin.static_smem:,} static + run-time dynamic",
+                      "-" if tmem is None else str(tmem), _verdict_cell(kernel_failures))
+    console.print(table)
+    return _summary(console, arch, failures, len(capture.compiles) + len(official_shapes()), "shapes and compiles")
+
+
+def _verdict_cell(failures: list[str]) -> str:
+    return "[green]PASS[/]" if not failures else "[bold red]FAIL[/]: " + escape("; ".join(failures))
+
+
+def _summary(console: Console, arch: str, failed: int, total: int, what: str) -> int:
     if failed:
-        console.print(f"[bold red]COMPILE CHECK FAIL[/]: {len(failed)} of {len(results)} configurations")
+        console.print(f"[bold red]COMPILE CHECK FAIL[/]: {failed} of {total} {what}")
         return EXIT_CHECK_FAILED
     console.print(f"[green]COMPILE CHECK PASS[/] ({arch})")
     return 0
+
+
+def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
+        with capturing_compiles(arch) as capture:  # a file may compile as it is imported
+            module = import_submission(make_runner_folder(submission, folder), "submission_under_check")
+            declared = getattr(module, "KERNELS_BY_ARCH", None)
+            if declared is None:
+                status = _check_captured(module, capture, submission, arch, sass_dir, console)
+        if declared is not None:
+            kernel_class = declared.get(arch)
+            if kernel_class is None:
+                path = "Hopper" if arch == "sm_90a" else arch
+                console.print(f"[bold red]the {path} path ({arch}) is not present in {submission}[/]: "
+                              f"no KERNELS_BY_ARCH[{arch!r}] to compile")
+                return EXIT_PATH_MISSING
+            status = _check_declared_kernels(module, kernel_class, submission, arch, sass_dir, console)
+    console.print(f"[dim]whole check {time.perf_counter() - started:.1f} s[/dim]")
+    return status
 
 
 @click.command("compile")

@@ -29,7 +29,7 @@ def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     status, report = _run("sm_100a", tmp_path)
     assert status == 0, report
     rows = [line for line in report.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+", line)]
-    assert len(rows) == len(checker.official_problems(sub.Problem)) == 13
+    assert len(rows) == len(checker.official_shapes()) == 13
     assert all("PASS" in row for row in rows)
     sass_files = list((tmp_path / "sass").glob("sm_100a_*.sass"))
     assert sass_files, "the SASS of each configuration is kept on request"
@@ -151,3 +151,59 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
         entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
     with pytest.raises(Exception, match="num_ctas"):
         entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))
+
+
+# ----- any CuTeDSL submission: its own calls, every cute.compile captured -----
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def test_a_foreign_cutedsl_file_is_compiled_for_every_shape_without_a_gpu(tmp_path):
+    """The template-style file of the tests: one cute.compile at its first call, then cached."""
+    console = Console(record=True, width=250)
+    status = checker.run_check(FIXTURES / "template_cutedsl_submission.py", "sm_100a", tmp_path / "sass", console)
+    report = console.export_text()
+    assert status == 0, report
+    assert report.count("stopped at its launch") == len(checker.official_shapes()) == 13
+    row = next(line for line in report.splitlines() if "│ gemm " in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells[:4] == ["0", "gemm", "13", "1"]  # compile 0 served all 13 shapes, one launch
+    assert int(cells[-4]) > 0 and cells[-1] == "PASS"  # registers, verdict
+    assert "COMPILE CHECK PASS (sm_100a)" in report
+    assert list((tmp_path / "sass").glob("sm_100a_0_gemm.sass"))
+
+
+def test_a_file_that_fails_before_compiling_is_told_about_the_hook(tmp_path):
+    needs_a_gpu = tmp_path / "needs_a_gpu.py"
+    needs_a_gpu.write_text("import torch\n\ndef custom_kernel(data):\n    torch.cuda.current_device()\n    return data[-1]\n")
+    console = Console(record=True, width=300)
+    status = checker.run_check(needs_a_gpu, "sm_100a", None, console)
+    report = console.export_text()
+    assert status == checker.EXIT_CHECK_FAILED
+    assert "before any compile (define compile_for_check(m, n, k, l, arch)" in report
+    assert "no cute.compile was reached for any shape" in report
+
+
+def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):
+    hooked = tmp_path / "hooked.py"
+    source = (FIXTURES / "template_cutedsl_submission.py").read_text()
+    hooked.write_text(source + "\n\ndef compile_for_check(m, n, k, l, arch):\n    compiled_gemm()\n")
+    console = Console(record=True, width=250)
+    status = checker.run_check(hooked, "sm_90a", None, console)
+    report = console.export_text()
+    assert status == 0, report
+    assert report.count("compile_for_check returned") == 13
+    assert "COMPILE CHECK PASS (sm_90a)" in report
+
+
+def test_capture_reads_the_sm100_kernels_shared_and_tensor_memory_from_its_artifacts():
+    """The facts the check reads for a foreign kernel (launch smem from the host code, TMEM
+    columns from the PTX) agree with what this kit's kernel says of itself."""
+    from harness.compile_capture import capturing_compiles, launch_smem_bytes, tmem_columns
+
+    config = sub.Sm100BlockScaledGemm.config_for(sub.Problem(128, 7168, 16384, 1))
+    with capturing_compiles("sm_100a") as capture:  # the artifacts live as long as the capture
+        _, kernel = sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
+        record = capture.compiles[-1]
+        assert launch_smem_bytes(record.host_ir) == [kernel.launch_smem_bytes]
+        assert tmem_columns(record.ptx) == config.tmem_columns == 512
