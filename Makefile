@@ -18,7 +18,7 @@ setup:
 test:
 	$(PYTHON) -m pytest -q -rs
 
-# The official tests: every check, each case in its own process.
+# The official tests: every check; a worker reused while its cases pass, a fresh one after a failure.
 check:
 	$(PYTHON) -m harness test --submission $(SUBMISSION) $(ARGS)
 
@@ -38,7 +38,7 @@ sol:
 task-yml:
 	$(PYTHON) -m harness task-yml
 
-# Compile the kernels for every official shape without a GPU and check their SASS.
+# Compile the submission's CuTeDSL kernels for every official shape without a GPU; report their SASS facts.
 COMPILE_ARCHS ?= sm_100a sm_90a
 compile:
 	for arch in $(COMPILE_ARCHS); do $(PYTHON) -m harness compile --arch $$arch --submission $(SUBMISSION) || exit 1; done
