@@ -114,12 +114,13 @@ def run_benchmark(job: Job, kernel, progress) -> CaseResult:
     flush = L2Flush(device)
     if job.warmup:
         progress("warm-up")
-        time_rounds(kernel, data_list, StoppingRule(*job.warmup), flush, device)
+        time_rounds(kernel, data_list, StoppingRule(*job.warmup), flush, device,
+                    on_round=lambda where: progress(f"warm-up, {where}"))
 
     check_round = _round_checker(expected, data_list, job) if job.recheck else None
     measurement = time_rounds(
         kernel, data_list, StoppingRule(*job.run), flush, device, check_round,
-        on_round=lambda rounds: progress(f"timing, round {rounds}"),
+        on_round=lambda where: progress(f"timing, {where}"),
     )
     if measurement.error:
         return CaseResult(FAIL, measurement.error)
@@ -138,7 +139,8 @@ def run_benchmark(job: Job, kernel, progress) -> CaseResult:
     result = CaseResult(
         PASS,
         stats=calculate_stats(measurement.durations_ns),
-        host_ns=sum(measurement.host_ns) / len(measurement.host_ns),
+        # On the CPU the round's wall time is the time of the calls: no host time apart from it.
+        host_ns=sum(measurement.host_ns) / len(measurement.host_ns) if device.type == "cuda" else None,
         flush=flush.description,
     )
     if job.baselines:

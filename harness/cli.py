@@ -6,6 +6,7 @@ timeout); 1 (--official) the submission raised what the competition's eval does 
 """
 
 import os
+import re
 import sys
 
 import click
@@ -53,27 +54,38 @@ def _require_device(device: str) -> None:
             sys.exit(EXIT_NO_GPU)
 
 
+def _device(ctx, param, value: str) -> str:
+    """cpu, cuda or cuda:N, refused here rather than by every worker."""
+    if value == "cpu" or re.fullmatch(r"cuda(:\d+)?", value):
+        return value
+    raise click.BadParameter(f"{value!r} is not cpu, cuda or cuda:N")
+
+
 def run_options(function):
     decorators = [
         click.argument("tests_file", required=False, type=click.Path(dir_okay=False)),
         submission_option,
-        click.option("--device", default="cuda", show_default=True, help="Where inputs live: cuda, cuda:N, or cpu (no timing events)."),
+        click.option("--device", default="cuda", show_default=True, callback=_device, help="Where inputs live: cuda, cuda:N, or cpu (no timing events)."),
         click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
-        click.option("--max-repeats", type=click.IntRange(min=3), default=None, help="Cap on timed rounds per case (quick runs); the competition's caps otherwise."),
-        click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
+        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
     ]
     for decorator in reversed(decorators):
         function = decorator(function)
     return function
 
 
-def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, max_repeats, **extra) -> None:
+max_repeats_option = click.option("--max-repeats", type=click.IntRange(min=3), default=None,
+                                  help="Cap on timed rounds per case (quick runs); the competition's caps otherwise.")
+
+
+def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, **extra) -> None:
     secret = _secret_seed()
     cases = _load(tests_file, default_set, secret)
     _require_device(device)
     options = runner.RunOptions(
         submission=submission, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
-        global_seed=secret if secret is not None else 42, max_repeats=max_repeats, **extra,
+        global_seed=secret if secret is not None else 42, **extra,
     )
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn)
@@ -110,6 +122,7 @@ no_record_option = click.option("--no-record", is_flag=True, help="Do not append
 
 @cli.command()
 @run_options
+@max_repeats_option
 @ceilings_option
 @click.option("--baselines", is_flag=True, help="Also time cuBLAS bf16, torch dequantize+matmul and an empty CuTeDSL call's host side on the same inputs.")
 @no_record_option
@@ -120,6 +133,7 @@ def benchmark(tests_file, ceilings, baselines, no_record, **options):
 
 @cli.command()
 @run_options
+@max_repeats_option
 @ceilings_option
 @no_record_option
 def leaderboard(tests_file, ceilings, no_record, **options):
@@ -171,4 +185,15 @@ cli.add_command(compile_command)
 
 
 def main():
-    cli()
+    """Bad command lines get one line and exit status 2 (click would add its usage text)."""
+    try:
+        status = cli.main(standalone_mode=False)
+    except click.UsageError as error:
+        click.echo(f"error: {error.format_message()}", err=True)
+        sys.exit(2)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.Abort:
+        sys.exit(1)
+    sys.exit(status or 0)

@@ -2,6 +2,7 @@
 
 import contextlib
 import sys
+import time
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,6 +14,7 @@ from harness.jobs import ERROR
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 
+LOG_EVERY_S = 10.0
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crash": "red", "timeout": "yellow", "not run": "dim"}
 STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
 
@@ -35,8 +37,20 @@ class Reporter:
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def case_progress(self, label: str):
+        """A spinner on a terminal; elsewhere (a pipe, a log) a line per phase of the case, and
+        one every LOG_EVERY_S while a phase goes on (timing rounds)."""
         if not self.console.is_terminal:
-            yield lambda text: None
+            last = {"phase": None, "at": 0.0}
+
+            def log_progress(text):
+                if not text:
+                    return
+                phase, now = text.split(",")[0], time.monotonic()
+                if phase != last["phase"] or now - last["at"] >= LOG_EVERY_S:
+                    last.update(phase=phase, at=now)
+                    self.console.print(f"  {escape(label)}: {escape(text)}", style="dim")
+
+            yield log_progress
             return
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, transient=True)
         task = progress.add_task(label)
@@ -53,7 +67,12 @@ class Reporter:
 
     def _header(self, what: str, cases, options) -> None:
         self._official = options.official
-        rules = "competition verdicts only, one shared worker" if options.official else "all verdicts, one process per case"
+        if options.official:
+            rules = "competition verdicts only, one shared worker"
+        elif what == "test":
+            rules = "all verdicts, a worker reused while its cases pass"
+        else:
+            rules = "all verdicts, one process per case"
         self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} on {options.device} ({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
     def _show_failure(self, title: str, result) -> None:

@@ -69,6 +69,8 @@ def ceilings_for(device_name: str, measured: dict | None) -> tuple[Ceilings | No
     """The ceilings to judge against and a note on their origin: measured ones when given."""
     if measured:
         return Ceilings(device_name, measured["peak_flops"], measured["bandwidth"], measured["source"]), "measured"
+    if device_name == "cpu":
+        return None, "no speed-of-light on the CPU"
     key = device_key(device_name)
     if key is None:
         return None, f"no ceilings table entry for {device_name!r}: use --ceilings measured"

@@ -68,6 +68,20 @@ class StoppingRule:
         )
 
 
+    def progress(self, durations_ns: list[float], started_ns: int) -> str:
+        """`round N of at most CAP, at most S s left`: the cap, the time budget and the wall limit
+        bound what is left; the error target may stop it sooner."""
+        rounds = len(durations_ns)
+        elapsed = self.clock() - started_ns
+        per_round = elapsed / max(rounds, 1)
+        rounds_left = self.max_repeats - rounds
+        mean = sum(durations_ns) / rounds if rounds else 0.0
+        if mean > 0:
+            rounds_left = min(rounds_left, max(int(self.max_time_ns / mean) + 1 - rounds, 0))
+        left_ns = min(rounds_left * per_round, max(WALL_LIMIT_NS - elapsed, 0))
+        return f"round {rounds} of at most {self.max_repeats}, at most {left_ns / 1e9:.0f} s left"
+
+
 # The competition's settings: (max_repeats, max_time_ns) for warm-up and measured runs.
 BENCHMARK_WARMUP = (200, 1e8)
 BENCHMARK_RUN = (200, 10e9)

@@ -77,7 +77,7 @@ def time_rounds(
     flush: L2Flush,
     device: torch.device,
     check_round: Callable[[list], str | None] | None = None,
-    on_round: Callable[[int], None] | None = None,
+    on_round: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Rounds of: sync, flush, start event, all inputs back to back, end event, sync.
 
@@ -112,6 +112,6 @@ def time_rounds(
                 measurement.error = problem
                 return measurement
         if on_round is not None:
-            on_round(len(measurement.durations_ns))
+            on_round(rule.progress(measurement.durations_ns, started))
         if rule.should_stop(measurement.durations_ns, started):
             return measurement
