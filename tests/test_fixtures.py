@@ -32,7 +32,8 @@ EXIT_PASS, EXIT_LINT_FAIL, EXIT_CASE_FAIL = 0, 1, 112
 TEST_CASE = "m: 128; n: 256; k: 512; l: 2; seed: 1111"
 SECOND_TEST_CASE = "m: 256; n: 128; k: 256; l: 1; seed: 7"
 BENCHMARK_CASE = "m: 128; n: 256; k: 256; l: 1; seed: 1111"
-# K = 7168 puts 6 elements of this case where the fp16 and the fp32 check disagree.
+# K = 7168 puts a few elements of this case (6 on the CPU, 8 on an H100) where the fp16 and the
+# fp32 checks disagree.
 BORDERLINE_CASE = "m: 128; n: 256; k: 7168; l: 1; seed: 1111"
 HANG_TIMEOUT_S = 5
 SUBPROCESS_LIMIT_S = 600
@@ -63,7 +64,7 @@ VERDICTS = [
     # The competition checks in fp16, which rounds these elements' tolerance up past their error;
     # the default mode also checks in fp32, so it is never the more lenient of the two.
     Expected("borderline_fp16_check", "test", EXIT_CASE_FAIL, "fail",
-             r"mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 6 ERROR AT",
+             r"mismatch found! custom implementation doesn't match reference: Number of mismatched elements: \d+ ERROR AT",
              cases=(BORDERLINE_CASE,)),
     Expected("borderline_fp16_check", "test", EXIT_PASS, "pass", official=True, cases=(BORDERLINE_CASE,)),
     Expected("broken_wrong_values", "test", EXIT_CASE_FAIL, "fail",
