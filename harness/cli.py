@@ -8,6 +8,7 @@ timeout); 1 (--official) the submission raised what the competition's eval does 
 import os
 import re
 import sys
+from pathlib import Path
 
 import click
 
@@ -16,6 +17,7 @@ from harness import compare, lint, submit
 from harness.compile import compile_command
 from harness.options import submission_option
 from harness.popcorn import PopcornLog
+from harness.results import RESULTS_CSV
 from harness.report import Reporter
 from harness.stats import geomean
 
@@ -117,7 +119,15 @@ def test(tests_file, **options):
 
 
 ceilings_option = click.option("--ceilings", type=click.Choice(["table", "measured"]), default="table", show_default=True, help="SOL from the devices table, or from a copy and a bf16 matmul measured now.")
-no_record_option = click.option("--no-record", is_flag=True, help="Do not append rows to results/.")
+def record_options(function):
+    function = click.option("--no-record", is_flag=True, help="Do not append rows to results/.")(function)
+    return click.option("--results", "results_csv", type=click.Path(dir_okay=False, path_type=Path), default=RESULTS_CSV,
+                        show_default="results/runs.csv (git-ignored)",
+                        help="CSV the rows are appended to; this kit's reference measurements go to results/reference/runs.csv.")(function)
+
+
+def _record_to(no_record: bool, results_csv: Path) -> Path | None:
+    return None if no_record else results_csv
 
 
 @cli.command()
@@ -125,20 +135,20 @@ no_record_option = click.option("--no-record", is_flag=True, help="Do not append
 @max_repeats_option
 @ceilings_option
 @click.option("--baselines", is_flag=True, help="Also time cuBLAS bf16, torch dequantize+matmul and an empty CuTeDSL call's host side on the same inputs.")
-@no_record_option
-def benchmark(tests_file, ceilings, baselines, no_record, **options):
+@record_options
+def benchmark(tests_file, ceilings, baselines, no_record, results_csv, **options):
     """Time the official benchmarks (or TESTS_FILE): stats, SOL, geomean."""
-    _run("benchmark", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", baselines=baselines, record=not no_record, **options)
+    _run("benchmark", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", baselines=baselines, record_to=_record_to(no_record, results_csv), **options)
 
 
 @cli.command()
 @run_options
 @max_repeats_option
 @ceilings_option
-@no_record_option
-def leaderboard(tests_file, ceilings, no_record, **options):
+@record_options
+def leaderboard(tests_file, ceilings, no_record, results_csv, **options):
     """Benchmark with every timed output rechecked and a recheck on fresh inputs."""
-    _run("leaderboard", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", record=not no_record, **options)
+    _run("leaderboard", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", record_to=_record_to(no_record, results_csv), **options)
 
 
 @cli.command()

@@ -1,5 +1,7 @@
 """History of benchmark runs from results/: per device, the runs side by side, shape by shape.
 
+Two files feed it, each run labelled with its source: yours (results/runs.csv, what your own
+`make bench` appended) and this kit's reference measurements (results/reference/runs.csv).
 A run is the set of rows one benchmark or leaderboard command appended (same time, commit,
 submission, mode and device). Times from different devices are never set against each other:
 each device gets its own table, and "change" is always against the previous run on that device.
@@ -16,11 +18,13 @@ import pandas
 from rich.console import Console
 from rich.table import Table
 
-from harness.results import RESULTS_CSV
+from harness.results import REFERENCE_CSV, RESULTS_CSV
 from harness.shapes import GEMM_KEYS, Case
+from harness.sol import Ceilings
 from harness.stats import geomean
 
-RUN_KEYS = ["time", "commit", "submission_sha256", "mode", "device"]
+RUN_KEYS = ["source", "time", "commit", "submission_sha256", "mode", "device"]
+YOURS, REFERENCE = "yours", "reference"
 DEFAULT_LAST_RUNS = 6
 # A change within this fraction is shown without colour: run-to-run noise of event timing.
 NOISE_FRACTION = 0.01
@@ -30,18 +34,38 @@ def shape_label(row) -> str:
     return Case(spec="", args={key: int(row[key]) for key in GEMM_KEYS}).label
 
 
-def load_history(path: Path = RESULTS_CSV) -> pandas.DataFrame:
-    """All rows, with `shape` and a chronological `run` number (0 = oldest) added."""
-    table = pandas.read_csv(path)
+def load_history(*sources: tuple[str, Path]) -> pandas.DataFrame:
+    """All rows of the (label, path) sources that exist, with `source`, `shape` and a
+    chronological `run` number (0 = oldest) added."""
+    table = pandas.concat([pandas.read_csv(path).assign(source=label) for label, path in sources if path.exists()],
+                          ignore_index=True)
     table["shape"] = table.apply(shape_label, axis=1)
     table["when"] = pandas.to_datetime(table["time"], utc=True)
     runs = table.groupby(RUN_KEYS, sort=False, dropna=False)["when"].first().sort_values(kind="stable")
     order = {key: number for number, key in enumerate(runs.index)}
     table["run"] = [order[key] for key in table[RUN_KEYS].itertuples(index=False, name=None)]
+    table = _held_pct_sol(table)
     # A sweep may time one shape at several seeds; the seed then tells its rows apart.
     repeated = table.duplicated(["run", "shape"], keep=False)
     table.loc[repeated, "shape"] += " seed " + table.loc[repeated, "seed"].astype(str)
     return table.sort_values(["run"], kind="stable").reset_index(drop=True)
+
+
+def _held_pct_sol(table: pandas.DataFrame) -> pandas.DataFrame:
+    """% SOL against ceilings that hold: a run recorded against a ceiling one of its shapes beat
+    (a measured bf16 peak below the rate reached, say) gets it raised to that rate, as the
+    benchmark command now does itself (sol.Ceilings.held_by)."""
+    table = table.assign(ceiling_raised=False)
+    passed = (table["status"] == "pass") & table["peak_flops"].notna() & table["bandwidth"].notna()
+    for _, rows in table[passed].groupby("run"):
+        first = rows.iloc[0]
+        mnkls = [tuple(int(row[key]) for key in GEMM_KEYS) for _, row in rows.iterrows()]
+        recorded = Ceilings(first["device"], float(first["peak_flops"]), float(first["bandwidth"]), "")
+        held = recorded.held_by([(mnkl, mean / 1e9) for mnkl, mean in zip(mnkls, rows["mean_ns"])])
+        if held is not recorded:
+            table.loc[rows.index, "pct_sol"] = [100 * held.sol_seconds(*mnkl) * 1e9 / mean for mnkl, mean in zip(mnkls, rows["mean_ns"])]
+            table.loc[rows.index, "ceiling_raised"] = True
+    return table
 
 
 def _passed_mean(rows: pandas.DataFrame) -> pandas.Series:
@@ -96,7 +120,7 @@ class DeviceHistory:
     def run_label(self, run, separator: str = "\n") -> str:
         info = self.run_info(run)
         when = pandas.Timestamp(info["when"]).strftime("%m-%d %H:%M")
-        parts = [f"#{run} {when}", str(info["commit"])[:12], f"{info['mode']} {str(info['submission_sha256'])[:8]}"]
+        parts = [f"#{run} {info['source']}", when, str(info["commit"])[:12], f"{info['mode']} {str(info['submission_sha256'])[:8]}"]
         return separator.join(parts)
 
 
@@ -186,20 +210,27 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
 
 @click.command("compare")
 @click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=RESULTS_CSV,
-              show_default="results/runs.csv", help="CSV the benchmark and leaderboard commands append to.")
+              show_default="results/runs.csv", help="Your runs: the CSV the benchmark and leaderboard commands append to.")
+@click.option("--reference", "reference_path", type=click.Path(dir_okay=False, path_type=Path), default=REFERENCE_CSV,
+              show_default="results/reference/runs.csv", help="This kit's reference measurements, shown beside yours.")
+@click.option("--no-reference", is_flag=True, help="Only your runs.")
 @click.option("--device", "device_filter", default=None, help="Only devices whose name contains this text.")
 @click.option("--mode", type=click.Choice(["benchmark", "leaderboard"]), default=None, help="Only runs of this mode.")
 @click.option("--last", "last_runs", type=click.IntRange(min=1), default=DEFAULT_LAST_RUNS, show_default=True,
               help="Runs shown per device (changes still count the older ones).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw % of SOL per shape and run into this PNG.")
-def compare_command(results_path: Path, device_filter: str | None, mode: str | None, last_runs: int, plot_path: Path | None) -> None:
-    """Runs side by side per device: mean, % SOL, change against the previous run there."""
-    console = Console()
+def compare_command(results_path: Path, reference_path: Path, no_reference: bool, device_filter: str | None, mode: str | None,
+                    last_runs: int, plot_path: Path | None) -> None:
+    """Runs side by side per device, yours and the reference ones: mean, % SOL, change against the previous run there."""
+    # Piped, rich would assume 80 columns and wrap every cell; a log gets the whole table.
+    console = Console(width=None if sys.stdout.isatty() else 250)
+    sources = [(YOURS, results_path)] + ([] if no_reference else [(REFERENCE, reference_path)])
     if not results_path.exists():
-        console.print(f"no results in {results_path} yet: `make bench` appends a run there")
-        sys.exit(1)
-    table = load_history(results_path)
+        console.print(f"no runs of yours in {results_path} yet: `make bench` appends one there")
+        if not any(path.exists() for _, path in sources):
+            sys.exit(1)
+    table = load_history(*sources)
     if mode:
         table = table[table["mode"] == mode]
     if device_filter:
@@ -211,10 +242,15 @@ def compare_command(results_path: Path, device_filter: str | None, mode: str | N
     for history in shown:
         console.print(history_table(history))
     console.print(
-        "[dim]each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
+        "[dim]runs headed `yours` are from your results/runs.csv, `reference` from this kit's results/reference/runs.csv; "
+        "each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
         "device (green faster, red slower, dim within 1%); geomean: the ranking score, over runs where every "
         "shape passed[/dim]"
     )
+    raised = sorted(set().union(*(set(h.rows.loc[h.rows["ceiling_raised"] & h.rows["run"].isin(h.runs), "run"]) for h in shown)))
+    if raised:
+        console.print(f"[dim]runs {', '.join(f'#{run}' for run in raised)}: a shape beat the ceiling recorded with the run, "
+                      "so % SOL is against that ceiling raised to the rate reached[/dim]")
     if plot_path:
         skipped = plot_histories(shown, plot_path)
         if skipped:

@@ -1,4 +1,9 @@
-"""results/: one CSV row per benchmarked shape and run, appended through pandas."""
+"""results/: one CSV row per benchmarked shape and run, appended through pandas.
+
+A user's own runs go to results/runs.csv, which git ignores: recording one leaves the tree
+clean. This kit's reference measurements, the figures its README relies on, live apart in
+results/reference/runs.csv (tracked), written with `--results results/reference/runs.csv`.
+"""
 
 import datetime
 import hashlib
@@ -8,10 +13,12 @@ from pathlib import Path
 
 import pandas
 
-RESULTS_CSV = Path(__file__).resolve().parent.parent / "results" / "runs.csv"
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_CSV = RESULTS_DIR / "runs.csv"
+REFERENCE_CSV = RESULTS_DIR / "reference" / "runs.csv"
 
 
-def git_commit(repo: Path = RESULTS_CSV.parent.parent) -> str:
+def git_commit(repo: Path = RESULTS_DIR.parent) -> str:
     """HEAD's short hash, with `-dirty` when the working tree differs from it.
 
     A copy of the tree without its git history (a machine the tree was shipped to) names its

@@ -28,7 +28,7 @@ class RunOptions:
     baselines: bool = False
     measure_ceilings: bool = False
     ncu: bool = False
-    record: bool = True  # append benchmark rows to results/ (never for CPU runs)
+    record_to: Path | None = None  # the CSV benchmark rows are appended to (never for CPU runs)
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
 
     @property
@@ -141,9 +141,11 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
     floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
              if measured_values else None)
+    reached = [(case.mnkl, result.stats.mean / 1e9) for case, result in zip(cases, results) if result.passed]
+    ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
-    if options.record and device_name and device_name != "cpu":
-        path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor))
+    if options.record_to and device_name and device_name != "cpu":
+        path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor), options.record_to)
         reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")
     return EXIT_PASS if all(result.passed for result in results) else EXIT_FAIL
 

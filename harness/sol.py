@@ -30,6 +30,25 @@ class Ceilings:
         return "compute" if compute >= memory else "memory"
 
 
+    def held_by(self, reached: list[tuple[tuple[int, int, int, int], float]]) -> "Ceilings":
+        """These ceilings, each raised to the highest rate a measured call reached where that is
+        above it ((m, n, k, l), seconds per call): a rate that is beaten is no ceiling, and the
+        SOL of every shape stays at or below its time. The source says what was raised."""
+        peak, bandwidth, raised = self.peak_flops, self.bandwidth, []
+        for mnkl, seconds in reached:
+            label = "x".join(map(str, mnkl))
+            if gemm_flops(*mnkl) / seconds > peak:
+                peak = gemm_flops(*mnkl) / seconds
+                raised = [r for r in raised if not r.startswith("peak")] + [f"peak to {peak / 1e12:.0f} TFLOP/s, reached on {label}"]
+            if gemm_bytes(*mnkl) / seconds > bandwidth:
+                bandwidth = gemm_bytes(*mnkl) / seconds
+                raised = [r for r in raised if not r.startswith("bandwidth")] + [f"bandwidth to {bandwidth / 1e12:.2f} TB/s, reached on {label}"]
+        if not raised:
+            return self
+        return dataclasses.replace(self, peak_flops=peak, bandwidth=bandwidth,
+                                   source=f"{self.source}; beaten, so raised: {'; '.join(raised)}")
+
+
 # The competition's B200 SOL table is stated at a 1.5 GHz clock. 148 SMs x 32768 dense FP4
 # FLOP/clk is our inference from NVIDIA's 9 PFLOPS dense FP4 at boost clock; 7.68e12 B/s is the
 # bandwidth that reproduces the published table (8.994, 2.354, 1.333 us) to the printed digits.

@@ -1,5 +1,8 @@
 """`compare` on a history written by harness.results itself, so both agree on the schema."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,7 +46,7 @@ def history_csv(tmp_path):
 
 
 def by_device(path: Path, last=None):
-    return {history.device: history for history in histories(load_history(path), last)}
+    return {history.device: history for history in histories(load_history(("yours", path)), last)}
 
 
 def test_runs_are_grouped_per_device_and_changes_never_cross_devices(history_csv):
@@ -86,16 +89,17 @@ def test_last_keeps_changes_against_runs_no_longer_shown(history_csv):
 def test_one_shape_at_two_seeds_in_a_run_gets_two_rows(tmp_path):
     path = tmp_path / "runs.csv"
     record_run(path, H100, [120e3, 60e3], "2026-11-20T10:00:00+00:00")
-    table = load_history(path)
+    table = load_history(("yours", path))
     table.loc[1, ["n", "k", "seed"]] = [7168, 16384, 2222]
-    table.drop(columns=["shape", "when", "run"]).to_csv(path, index=False)
+    table.drop(columns=["source", "shape", "when", "run"]).to_csv(path, index=False)
     h100 = by_device(path)[H100]
     assert h100.shapes == [f"{BIG} seed 1111", f"{BIG} seed 2222"]
     assert h100.mean.iloc[:, 0].tolist() == [120e3, 60e3]
 
 
-def run_compare(*args):
-    return CliRunner().invoke(compare_command, list(args), env={"COLUMNS": "250"})
+def run_compare(*args, reference: bool = False):
+    extra = [] if reference else ["--no-reference"]
+    return CliRunner().invoke(compare_command, [*args, *extra], env={"COLUMNS": "250"})
 
 
 def test_command_prints_one_table_per_device(history_csv):
@@ -130,3 +134,37 @@ def test_missing_results_say_how_to_make_them(tmp_path):
     result = run_compare("--results", str(tmp_path / "none.csv"))
     assert result.exit_code == 1
     assert "make bench" in result.output
+
+
+def test_your_runs_and_the_reference_ones_are_shown_together_and_labelled(history_csv, tmp_path):
+    reference = tmp_path / "reference.csv"
+    record_run(reference, H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")
+    result = run_compare("--results", str(history_csv), "--reference", str(reference), reference=True)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("#") == 6  # five runs of yours (H100 and B200), one reference run
+    assert result.output.count(" yours") == 5 and result.output.count(" reference") == 1
+    h100 = {h.device: h for h in histories(load_history(("yours", history_csv), ("reference", reference)))}[H100]
+    assert [h100.run_info(run)["source"] for run in h100.runs] == ["yours", "yours", "reference", "yours", "yours"]
+    # Without runs of yours, the reference ones are still shown.
+    result = run_compare("--results", str(tmp_path / "none.csv"), "--reference", str(reference), reference=True)
+    assert result.exit_code == 0 and "no runs of yours" in result.output and "reference" in result.output
+
+
+def test_piped_compare_keeps_each_cell_on_its_lines(history_csv):
+    """Piped, the table is not squeezed into 80 columns: a run's header keeps its commit whole."""
+    result = subprocess.run([sys.executable, "-m", "harness", "compare", "--results", str(history_csv), "--no-reference"],
+                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": ""})
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) > 80
+    assert "120.000 µs" in result.stdout
+
+
+def test_a_run_that_beat_its_recorded_ceiling_shows_at_most_100_percent(tmp_path):
+    path = tmp_path / "runs.csv"
+    sol_ns = DEVICES["H100"].sol_seconds(128, 7168, 16384, 1) * 1e9
+    record_run(path, H100, [0.98 * sol_ns, 60e3], "2026-11-20T10:00:00+00:00")  # 102 % as recorded
+    h100 = by_device(path)[H100]
+    assert h100.pct_sol.loc[BIG].iloc[0] == pytest.approx(100.0)
+    assert h100.pct_sol.loc[SMALL].iloc[0] < 100
+    result = run_compare("--results", str(path))
+    assert "a shape beat the ceiling recorded with the run" in result.output
