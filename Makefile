@@ -5,13 +5,12 @@ ARGS ?=
 
 .PHONY: setup test check bench leaderboard profile sol task-yml compile lint compare submit
 
-# Installs the project and its test extras. An installed torch is kept (a CUDA build stays a
-# CUDA build); where there is none, the default (CUDA) wheel goes onto a machine with an NVIDIA
-# driver and the CPU build elsewhere.
+# Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
+# build), then the project with its test extras. TORCH is what pip installs: the package index's
+# default build unless you name one (CI: TORCH=torch==2.13.0, the CPU build its machines hold).
+TORCH ?= torch
 setup:
-	$(PYTHON) -c "import torch" 2>/dev/null || \
-	  if command -v nvidia-smi >/dev/null; then $(PYTHON) -m pip install torch; \
-	  else $(PYTHON) -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu; fi
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH)"
 	$(PYTHON) -m pip install -e ".[test]"
 
 # Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device).

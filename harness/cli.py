@@ -13,9 +13,9 @@ from pathlib import Path
 import click
 
 from harness import runner, shapes, sol, taskfile
-from harness import compare, lint, submit
+from harness import compare, document, lint, submit
 from harness.compile import compile_command
-from harness.options import submission_option
+from harness.options import json_option, submission_option
 from harness.popcorn import PopcornLog
 from harness.results import RESULTS_CSV
 from harness.report import Reporter
@@ -71,6 +71,7 @@ def run_options(function):
         click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
+        json_option,
     ]
     for decorator in reversed(decorators):
         function = decorator(function)
@@ -81,7 +82,9 @@ max_repeats_option = click.option("--max-repeats", type=click.IntRange(min=3), d
                                   help="Cap on timed rounds per case (quick runs); the competition's caps otherwise.")
 
 
-def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, **extra) -> None:
+def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, as_json, **extra) -> None:
+    if as_json and os.environ.get("POPCORN_FD") == "1":
+        raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
     secret = _secret_seed()
     cases = _load(tests_file, default_set, secret)
     _require_device(device)
@@ -90,7 +93,7 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
         global_seed=secret if secret is not None else 42, **extra,
     )
     popcorn = PopcornLog.from_environment()
-    reporter = Reporter(popcorn)
+    reporter = Reporter(popcorn, json_document=as_json)
     try:
         if mode == "test":
             status = runner.run_tests(cases, options, reporter)
@@ -103,6 +106,8 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
         status = EXIT_EVAL_STOPPED
     finally:
         popcorn.close()
+    if reporter.document:
+        document.write(reporter.document.data, status)
     sys.exit(status)
 
 

@@ -36,9 +36,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import shapes
+from harness import document, shapes
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
-from harness.options import submission_option
+from harness.options import json_option, submission_option
 from harness.runner_files import import_submission, make_runner_folder
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
@@ -203,7 +203,8 @@ def official_shapes() -> list[shapes.Case]:
     return list(unique.values())
 
 
-def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
+def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, sass_dir: Path | None, console: Console,
+                            facts: dict) -> int:
     """This kit's contract: one compile per configuration, and the arch's required instructions."""
     rules = RULES[arch]
     problems = [module.Problem(*case.mnkl) for case in official_shapes()]
@@ -224,6 +225,9 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
         tmem = "-" if result.tmem_columns is None else str(result.tmem_columns)
         table.add_row("x".join(map(str, problem)), result.config, *counts, str(result.registers),
                       f"{smem:,}", tmem, _verdict_cell(result.failures))
+        facts.setdefault("shapes", []).append({
+            "shape": "x".join(map(str, problem)), "configuration": result.config, "instructions": result.counts,
+            "registers": result.registers, "smem_bytes": smem, "tmem_columns": result.tmem_columns, "failures": result.failures})
     console.print(table)
     compile_seconds = sum(r.seconds for r in results.values())
     console.print(f"{len(problems)} shapes, {len(results)} configurations compiled in {compile_seconds:.1f} s")
@@ -254,7 +258,7 @@ def _call_for_shape(module, case: shapes.Case, arch: str) -> str:
     return "returned without a launch" if not hasattr(module, HOOK) else f"{HOOK} returned"
 
 
-def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
+def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict) -> int:
     """Any CuTeDSL submission: its own calls, every compile captured."""
     shape_table = Table(title=f"compile check {arch}: {submission} (its {HOOK if hasattr(module, HOOK) else 'custom_kernel'} on CPU tensors)",
                         title_justify="left")
@@ -273,6 +277,7 @@ def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path
                 outcome = f"[bold red]FAIL[/]: {escape(outcome)} before any compile (define {HOOK}(m, n, k, l, arch): see README)"
         used = [record.index for record in capture.compiles if label in record.shapes or record.index >= before]
         shape_table.add_row(label, ", ".join(map(str, used)) or "-", outcome)
+        facts.setdefault("shapes", []).append({"shape": label, "compiles": used, "outcome": outcome})
     console.print(shape_table)
     if not capture.compiles:
         console.print("[bold red]COMPILE CHECK FAIL[/]: no cute.compile was reached for any shape")
@@ -291,6 +296,10 @@ def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path
         tmem = tmem_columns(record.ptx)
         kernel_failures = _limit_failures(cubin.local_bytes or cubin.counts["STL/LDL"], smem, tmem)
         failures += bool(kernel_failures)
+        facts.setdefault("kernels", []).append({
+            "compile": record.index, "jit_function": record.function, "shapes": record.shapes, "launches": len(launches),
+            "instructions": cubin.counts, "registers": cubin.registers, "static_smem_bytes": cubin.static_smem,
+            "smem_bytes": smem, "tmem_columns": tmem, "local_bytes": cubin.local_bytes, "failures": kernel_failures})
         table.add_row(str(record.index), record.function, str(len(record.shapes)), str(len(launches)),
                       *[str(cubin.counts[name]) for name in patterns], str(cubin.registers),
                       f"{smem:,}" if smem is not None else f"{cubin.static_smem:,} static + run-time dynamic",
@@ -311,14 +320,16 @@ def _summary(console: Console, arch: str, failed: int, total: int, what: str) ->
     return 0
 
 
-def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console) -> int:
+def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict | None = None) -> int:
+    """The check's exit status; `facts` (the --json document) receives what it found."""
+    facts = {} if facts is None else facts
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
         with capturing_compiles(arch) as capture:  # a file may compile as it is imported
             module = import_submission(make_runner_folder(submission, folder), "submission_under_check")
             declared = getattr(module, "KERNELS_BY_ARCH", None)
             if declared is None:
-                status = _check_captured(module, capture, submission, arch, sass_dir, console)
+                status = _check_captured(module, capture, submission, arch, sass_dir, console, facts)
         if declared is not None:
             kernel_class = declared.get(arch)
             if kernel_class is None:
@@ -326,7 +337,7 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
                 console.print(f"[bold red]the {path} path ({arch}) is not present in {submission}[/]: "
                               f"no KERNELS_BY_ARCH[{arch!r}] to compile")
                 return EXIT_PATH_MISSING
-            status = _check_declared_kernels(module, kernel_class, submission, arch, sass_dir, console)
+            status = _check_declared_kernels(module, kernel_class, submission, arch, sass_dir, console, facts)
     console.print(f"[dim]whole check {time.perf_counter() - started:.1f} s[/dim]")
     return status
 
@@ -336,9 +347,14 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
 @submission_option
 @click.option("--keep-sass", "sass_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write each configuration's SASS into this folder.")
-def compile_command(arch: str, submission: Path, sass_dir: Path | None) -> None:
-    """Compile the kernel for every official shape without a GPU and check its SASS."""
-    sys.exit(run_check(submission, arch, sass_dir, Console(width=200)))
+@json_option
+def compile_command(arch: str, submission: Path, sass_dir: Path | None, as_json: bool) -> None:
+    """Compile the kernels for every official shape without a GPU and report their SASS facts."""
+    facts = {"schema": document.SCHEMA, "command": "compile", "arch": arch, "submission": str(submission)}
+    status = run_check(submission, arch, sass_dir, Console(width=200, stderr=as_json), facts)
+    if as_json:
+        document.write({**facts, "passed": status == 0}, status)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

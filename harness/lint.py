@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from harness.options import submission_option
+from harness import document
+from harness.options import json_option, submission_option
 from harness.runner_files import RUNNER_MODULES
 
 LEADERBOARD = "nvfp4_gemm"
@@ -215,8 +217,13 @@ def print_report(path: Path, findings: list[Finding], console: Console) -> None:
 
 @click.command("lint")
 @submission_option
-def lint_command(submission: Path) -> None:
+@json_option
+def lint_command(submission: Path, as_json: bool) -> None:
     """Static checks the leaderboard applies: size, forbidden word, headers, entry point, imports."""
     findings = lint_file(submission)
-    print_report(submission, findings, Console())
-    sys.exit(1 if failed(findings) else 0)
+    print_report(submission, findings, Console(stderr=as_json))
+    status = 1 if failed(findings) else 0
+    if as_json:
+        document.write({"schema": document.SCHEMA, "command": "lint", "submission": str(submission),
+                        "passed": not status, "findings": [dataclasses.asdict(f) for f in findings]}, status)
+    sys.exit(status)

@@ -11,3 +11,6 @@ submission_option = click.option(
     show_default=True,
     help="File defining custom_kernel.",
 )
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="One JSON document on stdout (schema in README); the report goes to stderr.")

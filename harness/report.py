@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from harness.document import RunDocument
 from harness.jobs import ERROR
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
@@ -24,15 +25,19 @@ def us(ns: float | None) -> str:
 
 
 class Reporter:
-    def __init__(self, popcorn: PopcornLog, console: Console | None = None):
+    def __init__(self, popcorn: PopcornLog, console: Console | None = None, json_document: bool = False):
         self.popcorn = popcorn
-        # People read whichever standard stream the verdicts leave free: stderr when POPCORN_FD is
-        # set (it may be 1, and on the runner stdout is captured), stdout when it is 2.
-        stream = sys.stdout if not popcorn.active or popcorn.fd == 2 else sys.stderr
+        # People read whichever standard stream the verdicts and the --json document leave free:
+        # stderr when POPCORN_FD is set (it may be 1, and on the runner stdout is captured) or
+        # with --json, stdout when POPCORN_FD is 2.
+        json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
+        stream = sys.stderr if json_or_popcorn else sys.stdout
         # Tables stay readable when piped to a file or a log (rich would assume 80 columns).
         self.console = console or Console(file=stream, highlight=False, width=None if stream.isatty() else 132)
         self._test_rows = []
         self._official = False
+        self._json_document = json_document
+        self.document: RunDocument | None = None
 
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -67,6 +72,8 @@ class Reporter:
 
     def _header(self, what: str, cases, options) -> None:
         self._official = options.official
+        if self._json_document:
+            self.document = RunDocument(what, options, cases)
         if options.official:
             rules = "competition verdicts only, one shared worker"
         elif what == "test":
@@ -96,6 +103,8 @@ class Reporter:
     def eval_stopped(self, result) -> None:
         """--official: what the submission raised is not an OpError, which the competition's eval
         does not catch: it stops there with a traceback and logs no verdict."""
+        if self.document:
+            self.document.finish(False, eval_stopped=result.message)
         self._show_failure("the competition's eval stops here", result)
         self.console.print("[bold red]eval stopped[/bold red]: the competition's eval catches only CuTeDSL's OpError; "
                            "it would end with this traceback and log no `check` line")
@@ -111,6 +120,8 @@ class Reporter:
         self.popcorn.log("test-count", len(cases))
 
     def test_result(self, index: int, case, result) -> None:
+        if self.document:
+            self.document.case(index, result)
         if result.passed:
             self.popcorn.log(f"test.{index}.status", "pass")
         else:
@@ -121,6 +132,8 @@ class Reporter:
         self.console.print(f"  test {index:2d} {case.label:>18}  [{style}]{result.status:7}[/{style}] {result.wall_s:6.1f} s")
 
     def end_tests(self, passed: bool) -> None:
+        if self.document:
+            self.document.finish(passed)
         failed = [row for row in self._test_rows if not row[2].passed]
         self._verdict(passed, f"{len(self._test_rows) - len(failed)} of {len(self._test_rows)} tests passed")
 
@@ -137,6 +150,8 @@ class Reporter:
             self._show_failure("measuring ceilings", result)
 
     def benchmark_result(self, index: int, case, result) -> None:
+        if self.document:
+            self.document.case(index, result)
         if result.passed:
             for field in STATS_FIELDS:
                 self.popcorn.log(f"benchmark.{index}.{field}", getattr(result.stats, field))
@@ -149,6 +164,9 @@ class Reporter:
     def end_benchmarks(self, cases, results, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
         """`ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
         passed = all(result.passed for result in results)
+        if self.document:
+            self.document.benchmark_summary(cases, results, ceilings, ceilings_note)
+            self.document.finish(passed)
         device = next((r.device_name for r in results if r.device_name), "?")
         table = Table(title=f"{mode} on {device}", title_justify="left")
         for column in ("shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call", "SOL µs", "% SOL", "bound"):
@@ -209,6 +227,8 @@ class Reporter:
 
     # -- profile -----------------------------------------------------------------------------
     def profile_result(self, index: int, case, result) -> None:
+        if self.document:
+            self.document.case(index, result)
         if result.passed:
             self.popcorn.log_report(f"benchmark.{index}.report", result.report)
             if result.report:
@@ -219,4 +239,6 @@ class Reporter:
             self._show_failure(f"profile {index} {case.spec}: {result.status}", result)
 
     def end_profile(self, passed: bool) -> None:
+        if self.document:
+            self.document.finish(passed)
         self._verdict(passed, "profiled" if passed else "a case failed")

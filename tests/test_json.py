@@ -1,0 +1,98 @@
+"""--json: one JSON document on stdout for each command, the people's report on stderr."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+TEMPLATE = FIXTURES / "template_torch_submission.py"
+CASES = "m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 256; n: 128; k: 512; l: 2; seed: 7\n"
+STATS_KEYS = {"runs", "mean_ns", "std_ns", "err_ns", "best_ns", "worst_ns"}
+
+
+def run_json(*args: str, env_extra=None) -> tuple[int, dict, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("POPCORN_")}
+    result = subprocess.run([sys.executable, "-m", "harness", *args, "--json"], cwd=ROOT, env={**env, **(env_extra or {})},
+                            capture_output=True, text=True, timeout=600)
+    return result.returncode, json.loads(result.stdout), result.stderr  # stdout is the document alone
+
+
+@pytest.fixture
+def cases_file(tmp_path):
+    path = tmp_path / "cases.txt"
+    path.write_text(CASES)
+    return path
+
+
+def test_test_document_holds_every_case_and_the_verdict(cases_file):
+    status, document, stderr = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(TEMPLATE))
+    assert status == document["exit_status"] == 0
+    assert document["schema"] == "nvfp4-harness/1" and document["command"] == "test" and document["passed"] is True
+    assert document["device"] == "cpu" and document["device_name"] == "cpu" and document["official"] is False
+    assert [case["spec"] for case in document["cases"]] == CASES.splitlines()
+    assert document["cases"][1]["shape"] == {"m": 256, "n": 128, "k": 512, "l": 2, "seed": 7}
+    assert {case["status"] for case in document["cases"]} == {"pass"}
+    assert "2 of 2 tests passed" in stderr
+
+
+def test_a_failing_case_carries_its_message(cases_file):
+    status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(FIXTURES / "broken_wrong_values.py"))
+    assert status == document["exit_status"] == 112 and document["passed"] is False
+    first = document["cases"][0]
+    assert first["status"] == "fail" and first["message"].startswith("mismatch found! custom implementation doesn't match reference")
+
+
+def test_benchmark_document_has_statistics_and_the_score(tmp_path):
+    cases = tmp_path / "bench.txt"
+    cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
+    status, document, _ = run_json("benchmark", str(cases), "--device", "cpu", "--max-repeats", "3", "--no-record",
+                                   "--submission", str(TEMPLATE))
+    assert status == 0 and document["command"] == "benchmark"
+    case = document["cases"][0]
+    assert set(case["stats"]) == STATS_KEYS and case["stats"]["runs"] == 3 and case["stats"]["mean_ns"] > 0
+    assert document["score_ns"] == pytest.approx(case["stats"]["mean_ns"])
+    assert document["ceilings"] is None and document["sol_geomean_ns"] is None  # no SOL on the CPU
+
+
+def test_official_eval_stop_is_in_the_document(cases_file):
+    status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--official", "--submission", str(FIXTURES / "broken_raises.py"))
+    assert status == document["exit_status"] == 1
+    assert document["passed"] is False and "RuntimeError: illegal tile configuration" in document["eval_stopped"]
+
+
+def test_lint_document_lists_the_findings():
+    status, document, stderr = run_json("lint", "--submission", str(FIXTURES / "broken_uses_side_stream.py"))
+    assert status == document["exit_status"] == 1 and document["passed"] is False
+    levels = {finding["check"]: finding["level"] for finding in document["findings"]}
+    assert levels["forbidden word"] == "fail" and levels["custom_kernel"] == "pass"
+    assert "LINT FAIL" in stderr
+
+
+def test_compile_document_lists_shapes_and_kernels():
+    status, document, _ = run_json("compile", "--arch", "sm_100a", "--submission", str(FIXTURES / "template_cutedsl_submission.py"))
+    assert status == 0 and document["passed"] is True and document["arch"] == "sm_100a"
+    assert len(document["shapes"]) == 13 and all(shape["compiles"] == [0] for shape in document["shapes"])
+    (kernel,) = document["kernels"]
+    assert kernel["jit_function"] == "gemm" and kernel["registers"] > 0 and kernel["failures"] == []
+    assert set(kernel["instructions"]) >= {"tcgen05.mma", "TMA load", "STL/LDL"}
+
+
+def test_json_and_popcorn_on_stdout_are_refused(cases_file):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("POPCORN_")}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(cases_file), "--device", "cpu", "--json"],
+                            cwd=ROOT, env={**env, "POPCORN_FD": "1"}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --json and POPCORN_FD=1 would both write to stdout"
+
+
+def test_profile_document_carries_each_shapes_table(tmp_path):
+    cases = tmp_path / "profile.txt"
+    cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
+    status, document, _ = run_json("profile", str(cases), "--device", "cpu", "--submission", str(TEMPLATE))
+    assert status == 0 and document["command"] == "profile" and document["passed"] is True
+    assert "aten::" in document["cases"][0]["profile_table"]
