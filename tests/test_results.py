@@ -1,3 +1,5 @@
+import subprocess
+
 import pandas
 import pytest
 
@@ -58,3 +60,15 @@ def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
     assert git_commit() == "abc123"
     monkeypatch.delenv("HARNESS_COMMIT")
     assert git_commit() != "abc123"
+
+
+def test_your_runs_file_is_ignored_and_the_reference_file_is_tracked():
+    """A user's first recorded run must not mark every later row `-dirty`."""
+    from harness.results import REFERENCE_CSV, RESULTS_CSV
+
+    root = RESULTS_CSV.parent.parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout: nothing decides what is tracked")
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(RESULTS_CSV)], cwd=root)
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(REFERENCE_CSV)], cwd=root, capture_output=True)
+    assert ignored.returncode == 0 and tracked.returncode == 0
