@@ -3,7 +3,7 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test check bench leaderboard profile sol task-yml compile lint compare submit
+.PHONY: setup test check bench leaderboard profile sol task-yml compile lint compare submit sanitize
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is what pip installs: the package index's
@@ -41,6 +41,17 @@ task-yml:
 COMPILE_ARCHS ?= sm_100a sm_90a
 compile:
 	for arch in $(COMPILE_ARCHS); do $(PYTHON) -m harness compile --arch $$arch --submission $(SUBMISSION) || exit 1; done
+
+# compute-sanitizer's memcheck, racecheck, synccheck and initcheck over `test` on small shapes
+# (shapes/sanitize.txt), worker processes included, on any NVIDIA GPU. A tool that reports an
+# error fails the target; its report is in the output (ERROR SUMMARY per process).
+SANITIZE_TOOLS ?= memcheck racecheck synccheck initcheck
+sanitize:
+	for tool in $(SANITIZE_TOOLS); do \
+	  echo "== compute-sanitizer --tool $$tool"; \
+	  compute-sanitizer --tool $$tool --target-processes all --error-exitcode 86 \
+	    $(PYTHON) -m harness test shapes/sanitize.txt --submission $(SUBMISSION) --timeout 1500 $(ARGS) || exit 1; \
+	done
 
 # Static checks the leaderboard applies to the file: size, the word "stream", headers, imports.
 lint:
