@@ -491,6 +491,14 @@ class Sm100Config:
         used = SM100_ACC_STAGES * self.tile_m + scale_columns
         return max(32, 1 << (used - 1).bit_length())
 
+    def check_splits(self, problem: Problem) -> None:
+        """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
+        empty and its MMA warp would commit an accumulator it never wrote."""
+        k_tiles = problem.k // SM100_TILE_K
+        if k_tiles < self.split_k:
+            raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
+                             f"K = {problem.k} has {k_tiles}")
+
     def describe(self) -> str:
         return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
                 f"split-K {self.split_k}, {self.stages} stages")
@@ -581,6 +589,7 @@ class Sm100BlockScaledGemm:
     def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         config = cls.config_for(problem, num_sms)
+        config.check_splits(problem)
         compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
                                    lambda: cls.compile(config)[0])
         tiles = (problem.n // SM100_TILE_N) * (problem.m // config.tile_m) * problem.l

@@ -84,6 +84,21 @@ def test_split_k_ranges_cover_k_exactly_once(splits):
         assert max(sizes) - min(sizes) <= 1
 
 
+def test_a_split_without_a_k_tile_is_refused_before_launch():
+    """Fewer K tiles than splits would leave a split an empty range, whose MMA warp commits an
+    accumulator it never wrote: the launch plan refuses such a config on the host."""
+    pinned = sub.Sm100Config(tile_m=64, split_k=4, stages=8)
+    with pytest.raises(ValueError, match="split-K 4 needs at least 4 K tiles of 256; K = 512 has 2"):
+        pinned.check_splits(sub.Problem(128, 1024, 512, 1))
+    pinned.check_splits(sub.Problem(128, 1024, 1024, 1))  # one tile each: accepted
+    assert sub.split_k_range(0, 2, 4) == (0, 0)  # the empty range it prevents
+    for m in (128, 256, 384):
+        for n in (128, 256, 1024, 7168):
+            for k in (256, 512, 768, 1024, 4096):
+                problem = sub.Problem(m, n, k, 1)
+                sub.sm100_config(problem).check_splits(problem)
+
+
 @pytest.mark.parametrize("problem", OFFICIAL + [sub.Problem(256, 384, 4096, 3)],
                          ids=lambda p: "x".join(map(str, p)))
 def test_persistent_schedule_covers_every_output_tile_once_per_split(problem):
