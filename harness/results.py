@@ -11,8 +11,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pandas
-
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 RESULTS_CSV = RESULTS_DIR / "runs.csv"
 REFERENCE_CSV = RESULTS_DIR / "reference" / "runs.csv"
@@ -79,6 +77,8 @@ def append_rows(rows: list[dict], path: Path = RESULTS_CSV) -> Path:
     they were (a round trip through floats would rewrite their digits and turn counts into
     "3.0"), and only the header changes when a column is new.
     """
+    import pandas  # here, not at import: the compile check's minimal environment has none
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = pandas.DataFrame(rows)
