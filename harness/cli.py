@@ -15,7 +15,8 @@ import click
 from harness import runner, shapes, sol, taskfile
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
-from harness.options import json_option, submission_option
+from harness.options import json_option, strict_option, submission_option
+from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.results import RESULTS_CSV
 from harness.report import Reporter
@@ -72,6 +73,7 @@ def run_options(function):
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
         json_option,
+        strict_option,
     ]
     for decorator in reversed(decorators):
         function = decorator(function)
@@ -82,7 +84,7 @@ max_repeats_option = click.option("--max-repeats", type=click.IntRange(min=3), d
                                   help="Cap on timed rounds per case (quick runs); the competition's caps otherwise.")
 
 
-def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, as_json, **extra) -> None:
+def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, as_json, strict, **extra) -> None:
     if as_json and os.environ.get("POPCORN_FD") == "1":
         raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
     secret = _secret_seed()
@@ -90,7 +92,8 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
     _require_device(device)
     options = runner.RunOptions(
         submission=submission, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
-        global_seed=secret if secret is not None else 42, **extra,
+        global_seed=secret if secret is not None else 42, strict=strict,
+        precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
     )
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json)

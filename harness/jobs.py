@@ -72,6 +72,7 @@ class CaseResult:
     output: str = ""  # what the worker printed
     exception: str = ""  # str() of what the submission raised (ERROR), as the competition prints it
     uncaught_officially: bool = False  # ERROR: the competition's eval would not catch it and would stop
+    warning: str = ""  # --official: what the competition's verdict missed
     wall_s: float = 0.0
 
     @property

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import document
-from harness.options import json_option, submission_option
+from harness.options import json_option, strict_option, submission_option
+from harness.precheck import precheck
 from harness.runner_files import RUNNER_MODULES
 
 LEADERBOARD = "nvfp4_gemm"
@@ -170,7 +171,18 @@ def _listed(lines: dict[str, int]) -> str:
     return ", ".join(f"{name} (line {line})" for name, line in sorted(lines.items(), key=lambda i: i[1]))
 
 
-def lint_bytes(data: bytes) -> list[Finding]:
+def _kernelguard(source: str, strict: bool) -> Finding:
+    found = precheck(source)
+    if not found.available:
+        return Finding("kernelguard", WARN, "kernelguard is not installed: no static hack detection (pip install kernelguard)")
+    if found.hits:
+        level = FAIL if strict else WARN
+        return Finding("kernelguard", level, f"{found.classification}: " + "; ".join(map(str, found.hits)))
+    notes = f"; low-confidence signals only: {'; '.join(map(str, found.notes))}" if found.notes else ""
+    return Finding("kernelguard", PASS, f"{found.classification}{notes}")
+
+
+def lint_bytes(data: bytes, strict: bool = False) -> list[Finding]:
     findings = [_size(data)]
     try:
         source = data.decode("utf-8")
@@ -185,11 +197,12 @@ def lint_bytes(data: bytes) -> list[Finding]:
         return findings + [Finding("syntax", FAIL, f"line {error.lineno}: {error.msg}")]
     findings.append(_entry_point(tree))
     findings.append(_imports(tree))
+    findings.append(_kernelguard(source, strict))
     return findings
 
 
-def lint_file(path: Path) -> list[Finding]:
-    return lint_bytes(Path(path).read_bytes())
+def lint_file(path: Path, strict: bool = False) -> list[Finding]:
+    return lint_bytes(Path(path).read_bytes(), strict)
 
 
 def failed(findings: list[Finding]) -> bool:
@@ -217,10 +230,11 @@ def print_report(path: Path, findings: list[Finding], console: Console) -> None:
 
 @click.command("lint")
 @submission_option
+@strict_option
 @json_option
-def lint_command(submission: Path, as_json: bool) -> None:
-    """Static checks the leaderboard applies: size, forbidden word, headers, entry point, imports."""
-    findings = lint_file(submission)
+def lint_command(submission: Path, strict: bool, as_json: bool) -> None:
+    """Static checks the leaderboard applies (size, forbidden word, headers, entry point, imports) and kernelguard's."""
+    findings = lint_file(submission, strict)
     print_report(submission, findings, Console(stderr=as_json))
     status = 1 if failed(findings) else 0
     if as_json:

@@ -15,6 +15,8 @@ from harness.jobs import ERROR
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 
+EXIT_FAIL = 112  # the competition's status for a failed check
+
 LOG_EVERY_S = 10.0
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crash": "red", "timeout": "yellow", "not run": "dim"}
 STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
@@ -74,6 +76,7 @@ class Reporter:
         self._official = options.official
         if self._json_document:
             self.document = RunDocument(what, options, cases)
+        self._precheck(options)
         if options.official:
             rules = "competition verdicts only, one shared worker"
         elif what == "test":
@@ -87,6 +90,28 @@ class Reporter:
         if result.output.strip():
             body += "\n[dim]--- worker output ---[/dim]\n" + escape(result.output.rstrip())
         self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
+
+    def _precheck(self, options) -> None:
+        found = options.precheck
+        if found is None:
+            return
+        if self.document:
+            self.document.data["precheck"] = found.fields()
+        if not found.available:
+            self.console.print("[yellow]kernelguard is not installed[/yellow]: no static hack detection before this run")
+        for hit in found.hits:
+            self.console.print(f"[{'bold red' if options.strict else 'yellow'}]kernelguard {found.classification}[/]: {escape(str(hit))}")
+
+    def refused(self) -> int:
+        """--strict and kernelguard flagged the file: no case runs."""
+        self._verdict(False, "refused before any case: kernelguard flagged the file (--strict)")
+        if self.document:
+            self.document.finish(False, refused="kernelguard flagged the file (--strict)")
+        return EXIT_FAIL
+
+    def _warn(self, result) -> None:
+        if result.warning:
+            self.console.print(f"  [yellow]warning[/yellow]: {escape(result.warning)}")
 
     def _log_failure(self, kind: str, index: int, result) -> None:
         """`KIND.N.status: fail` and its error line: as the competition words it under --official
@@ -130,6 +155,7 @@ class Reporter:
         self._test_rows.append((index, case, result))
         style = STATUS_STYLE.get(result.status, "red")
         self.console.print(f"  test {index:2d} {case.label:>18}  [{style}]{result.status:7}[/{style}] {result.wall_s:6.1f} s")
+        self._warn(result)
 
     def end_tests(self, passed: bool) -> None:
         if self.document:
@@ -157,6 +183,7 @@ class Reporter:
                 self.popcorn.log(f"benchmark.{index}.{field}", getattr(result.stats, field))
             s = result.stats
             self.console.print(f"  {case.label:>18}  mean {us(s.mean)} us  ± {us(s.err)}  ({s.runs} rounds, {result.wall_s:.1f} s)")
+            self._warn(result)
         else:
             self._log_failure("benchmark", index, result)
             self._show_failure(f"benchmark {index} {case.spec}: {result.status}", result)

@@ -8,14 +8,14 @@ from pathlib import Path
 from harness import sol
 from harness import stats as timing_rules
 from harness.isolation import WorkerProcess
+from harness.precheck import Precheck
 from harness.jobs import ERROR, NOT_RUN, PASS, CaseResult, Job, Rules
-from harness.report import Reporter
+from harness.report import EXIT_FAIL, Reporter
 from harness.runner_files import make_runner_folder
 from harness.results import append_rows, rows_for_run
 from harness.shapes import Case
 
 EXIT_PASS = 0
-EXIT_FAIL = 112  # the competition's status for a failed check
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,12 @@ class RunOptions:
     ncu: bool = False
     record_to: Path | None = None  # the CSV benchmark rows are appended to (never for CPU runs)
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
+    strict: bool = False  # kernelguard's hits refuse the file instead of warning
+    precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
+
+    @property
+    def refused(self) -> bool:
+        return self.strict and self.precheck is not None and bool(self.precheck.hits)
 
     @property
     def rules(self) -> Rules:
@@ -84,6 +90,8 @@ class Executor:
 
 def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
     reporter.begin_tests(cases, options)
+    if options.refused:
+        return reporter.refused()
     passed = True
     with Executor(options, reporter, reuse=True) as executor:
         for index, case in enumerate(cases):
@@ -117,6 +125,8 @@ def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
 def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, leaderboard: bool) -> int:
     mode = "leaderboard" if leaderboard else "benchmark"
     reporter.begin_benchmarks(cases, options, mode)
+    if options.refused:
+        return reporter.refused()
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     results = []
     with Executor(options, reporter) as executor:
@@ -152,6 +162,8 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
 
 def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
     reporter.begin_benchmarks(cases, options, "profile")
+    if options.refused:
+        return reporter.refused()
     passed = True
     with Executor(options, reporter) as executor:
         for index, case in enumerate(cases):

@@ -25,6 +25,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 BROKEN = sorted(FIXTURES.glob("broken_*.py"))
 CONTROL = FIXTURES / "torch_submission.py"
 TEMPLATE = FIXTURES / "template_torch_submission.py"
+CHEATS = sorted(FIXTURES.glob("cheat_*.py"))
 HAS_CUDA = torch.cuda.is_available()
 
 EXIT_PASS, EXIT_LINT_FAIL, EXIT_CASE_FAIL = 0, 1, 112
@@ -84,6 +85,14 @@ VERDICTS = [
              r"recheck on fresh inputs: input \d+: mismatch found!.*: nan", cases=(BENCHMARK_CASE,)),
     Expected("broken_caches_by_address", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,)),
     # Two cases: the first one's timeout must not stop the second from being run.
+    # Threat class 2: the clock is captured before the import and checked after every case.
+    Expected("cheat_fakes_the_clock", "test", EXIT_CASE_FAIL, "fail",
+             r"the submission replaced torch\.cuda\.Event\.elapsed_time: times read from that clock mean nothing"),
+    Expected("cheat_fakes_the_clock", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"the submission replaced torch\.cuda\.Event\.elapsed_time", cases=(BENCHMARK_CASE,)),
+    Expected("cheat_fakes_the_clock", "test", EXIT_PASS, "pass",
+             r"warning: the competition would have missed this: the submission replaced torch\.cuda\.Event\.elapsed_time",
+             official=True),
     Expected("broken_hangs", "test", EXIT_CASE_FAIL, "timeout",
              rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed",
              cases=(TEST_CASE, SECOND_TEST_CASE), timeout_s=HANG_TIMEOUT_S),
@@ -197,6 +206,33 @@ def test_run_verdict(expected, device, tally, tmp_path):
         assert statuses == {index: expected.status for index in range(len(expected.cases))}, report
     if expected.message:
         assert re.search(expected.message, report), report
-    if expected.fixture.startswith("broken_"):
+    if expected.fixture.startswith(("broken_", "cheat_")):
         tally.record("broken submissions", expected.fixture)
     tally.record("fixture verdicts", label)
+
+
+HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py"]
+
+
+@pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)
+def test_kernelguard_finds_nothing_against_the_honest_files(path):
+    from harness.precheck import precheck
+
+    found = precheck(path.read_text())
+    assert found.available and found.hits == [], found
+
+
+@pytest.mark.parametrize("path", CHEATS, ids=lambda path: path.stem)
+def test_kernelguard_flags_the_cheats_lint_warns_and_strict_refuses(path, tmp_path, tally):
+    result = harness("lint", "--submission", str(path))
+    assert result.returncode == EXIT_PASS and "kernelguard WARN hacked: TIMER_MONKEYPATCH" in flatten(result.stdout)
+    result = harness("lint", "--strict", "--submission", str(path))
+    assert result.returncode == EXIT_LINT_FAIL and "kernelguard FAIL hacked: TIMER_MONKEYPATCH" in flatten(result.stdout)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(TEST_CASE + "\n")
+    result = harness("test", "--strict", "--device", "cpu", "--submission", str(path), str(cases))
+    report = flatten(result.stdout + result.stderr)
+    assert result.returncode == EXIT_CASE_FAIL, report
+    assert "check: fail refused before any case: kernelguard flagged the file (--strict)" in report
+    assert "importing submission" not in report  # no worker ran it
+    tally.record("fixture verdicts", f"{path.stem} kernelguard")

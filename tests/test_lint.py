@@ -29,7 +29,7 @@ def detail(source: str, check: str) -> str:
 
 def test_clean_file_passes_every_check():
     found = levels(CLEAN)
-    assert set(found) == {"size", "forbidden word", "header leaderboard", "header gpu", "custom_kernel", "imports"}
+    assert set(found) == {"size", "forbidden word", "header leaderboard", "header gpu", "custom_kernel", "imports", "kernelguard"}
     assert set(found.values()) == {PASS}
     assert not failed(lint_bytes(CLEAN.encode()))
 
