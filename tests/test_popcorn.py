@@ -14,6 +14,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 TORCH_SUBMISSION = FIXTURES / "torch_submission.py"
 TEMPLATE_SUBMISSION = FIXTURES / "template_torch_submission.py"
 CASES = "m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 256; n: 128; k: 512; l: 2; seed: 7\n"
+# What the competition's eval writes for CASES when both pass.
+LINES_OF_TWO_PASSES = [
+    "test-count: 2",
+    "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111",
+    "test.0.status: pass",
+    "test.1.spec: m: 256; n: 128; k: 512; l: 2; seed: 7",
+    "test.1.status: pass",
+    "check: pass",
+]
 
 
 def run_with_fd(tmp_path, *args, env_extra=None):
@@ -39,14 +48,7 @@ def cases_file(tmp_path):
 def test_test_mode_writes_the_official_lines(tmp_path, cases_file):
     status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(TORCH_SUBMISSION))
     assert status == 0
-    assert lines == [
-        "test-count: 2",
-        "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111",
-        "test.0.status: pass",
-        "test.1.spec: m: 256; n: 128; k: 512; l: 2; seed: 7",
-        "test.1.status: pass",
-        "check: pass",
-    ]
+    assert lines == LINES_OF_TWO_PASSES
 
 
 def test_a_failing_test_writes_status_error_and_check_fail(tmp_path, cases_file):
@@ -124,14 +126,7 @@ def test_popcorn_fd_may_be_a_standard_stream(fd, cases_file):
                             cwd=ROOT, env={**env, "POPCORN_FD": str(fd)}, capture_output=True, text=True, timeout=600)
     verdicts, people = (result.stdout, result.stderr) if fd == 1 else (result.stderr, result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert popcorn_lines(verdicts) == [
-        "test-count: 2",
-        "test.0.spec: m: 128; n: 256; k: 256; l: 1; seed: 1111",
-        "test.0.status: pass",
-        "test.1.spec: m: 256; n: 128; k: 512; l: 2; seed: 7",
-        "test.1.status: pass",
-        "check: pass",
-    ]
+    assert popcorn_lines(verdicts) == LINES_OF_TWO_PASSES
     assert "2 of 2 tests passed" in people and "test-count" not in people
 
 
