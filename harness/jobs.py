@@ -1,7 +1,6 @@
 """What the harness asks of a worker process, and what comes back."""
 
 import dataclasses
-from pathlib import Path
 
 from harness.shapes import Case
 from harness.stats import Stats
@@ -46,7 +45,6 @@ class Rules:
 class Job:
     kind: str  # "test", "benchmark", "profile" or "ceilings"
     case: Case | None
-    submission: Path
     device: str = "cuda"
     rules: Rules = Rules()
     global_seed: int = 42

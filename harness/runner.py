@@ -42,7 +42,7 @@ class RunOptions:
         return Rules(strict=not self.official)
 
     def job(self, kind: str, case: Case | None, **fields) -> Job:
-        return Job(kind=kind, case=case, submission=self.submission, device=self.device, rules=self.rules, global_seed=self.global_seed, **fields)
+        return Job(kind=kind, case=case, device=self.device, rules=self.rules, global_seed=self.global_seed, **fields)
 
 
 class OfficialEvalStopped(Exception):

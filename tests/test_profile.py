@@ -1,7 +1,6 @@
 """The profile mode's calls, as a profiler wrapped around it sees them."""
 
 import contextlib
-from pathlib import Path
 
 import pytest
 
@@ -32,7 +31,7 @@ def test_profile_calls_and_their_nvtx_ranges(monkeypatch, ncu, expected):
         return data[6]
 
     case = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 3")[0]
-    job = Job(kind="profile", case=case, submission=Path("submission.py"), device="cpu", ncu=ncu)
+    job = Job(kind="profile", case=case, device="cpu", ncu=ncu)
     result = cases.run_profile(job, kernel, progress=lambda text: None)
     assert result.status == PASS
     assert calls == expected
