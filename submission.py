@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -512,11 +513,23 @@ SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 2048, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
 }
 SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
+# The conservative configuration, for a first run on a B200 that fails: no split-K, so no
+# partials, no arrival counters and no cross-CTA reduction; tiles and stages as chosen.
+SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
 
 
-def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
+def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
+                 conservative: bool | None = None) -> Sm100Config:
     """The benchmark shapes' measured configurations; otherwise halve the M tile and then
-    split K while that still leaves every work unit on its own SM."""
+    split K while that still leaves every work unit on its own SM. `conservative` (default: the
+    NVFP4_SM100_CONSERVATIVE environment variable set to 1) takes split-K away."""
+    if conservative is None:
+        conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
+    config = _sm100_config(problem, num_sms)
+    return Sm100Config(config.tile_m, 1, config.stages) if conservative else config
+
+
+def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
     known = SM100_BENCHMARK_CONFIGS.get(problem)
     if known is not None:
         return known

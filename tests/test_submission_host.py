@@ -224,3 +224,14 @@ def test_without_tvm_ffi_the_plans_call_the_compiled_kernel(monkeypatch):
     monkeypatch.setitem(sys.modules, "tvm_ffi", None)  # import tvm_ffi raises ImportError
     compiled = object()
     assert sub.bare_tvm_ffi_function(compiled) is compiled
+
+
+@pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
+def test_the_conservative_configuration_has_no_split_k_and_keeps_the_rest(problem, monkeypatch):
+    chosen = sub.sm100_config(problem, conservative=False)
+    monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
+    conservative = sub.sm100_config(problem)
+    assert conservative.split_k == 1
+    assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
+    monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
+    assert sub.sm100_config(problem) == chosen
