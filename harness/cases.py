@@ -1,6 +1,7 @@
 """One case, inside a worker process: generate inputs, call the submission, judge, time."""
 
 import contextlib
+import threading
 
 import torch
 
@@ -8,7 +9,7 @@ from harness import baselines, ceilings
 from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.stats import StoppingRule, calculate_stats
 from harness.timing import L2Flush, synchronize, time_rounds
-from harness.verdicts import OUTPUT_INDEX, bits, changed_inputs, check_call, check_calls, clone_data, poison_output
+from harness.verdicts import OUTPUT_INDEX, bits, changed_inputs, check_call, check_calls, clone_data, poison_output, refill_outputs
 from reference import generate_input, ref_kernel
 
 SEED_STEP = 42  # the competition adds 42 to the seed before drawing each benchmark input
@@ -28,8 +29,14 @@ def _judged_call(kernel, data, job: Job):
     handed_in = clone_data(data)
     if job.rules.poison_output:
         poison_output(handed_in)
+    threads_before = set(threading.enumerate())
     output = kernel(handed_in)
     problem = None
+    if job.rules.strict:
+        left = [thread.name for thread in threading.enumerate() if thread not in threads_before and thread.is_alive()]
+        if left:
+            return output, handed_in, (f"custom_kernel left thread(s) running after it returned ({', '.join(left)}): "
+                                       "work that goes on after the call escapes the timing")
     if job.rules.check_inputs_unchanged:
         changed = changed_inputs(data, handed_in)
         if changed:
@@ -121,9 +128,14 @@ def run_benchmark(job: Job, kernel, progress) -> CaseResult:
     measurement = time_rounds(
         kernel, data_list, StoppingRule(*job.run), flush, device, check_round,
         on_round=lambda where: progress(f"timing, {where}"),
+        before_round=(lambda index: refill_outputs(data_list, index)) if job.rules.strict else None,
     )
     if measurement.error:
         return CaseResult(FAIL, measurement.error)
+    if job.rules.strict and not job.recheck:  # the leaderboard checked every round already
+        good, message = check_calls(expected, measurement.last_outputs, [data[OUTPUT_INDEX] for data in data_list], strict=True)
+        if not good:
+            return CaseResult(FAIL, f"last timed round: {message}")
 
     if job.rules.check_inputs_unchanged:
         for index, (original, now) in enumerate(zip(check_copy, data_list)):

@@ -68,6 +68,7 @@ class Measurement:
     durations_ns: list[float]  # per call, one value per round
     host_ns: list[float]  # host time of one call, one value per round
     error: str = ""  # set when a round's check failed; timing stopped there
+    last_outputs: list = dataclasses.field(default_factory=list)  # what the last round's calls returned
 
 
 def time_rounds(
@@ -78,6 +79,7 @@ def time_rounds(
     device: torch.device,
     check_round: Callable[[list], str | None] | None = None,
     on_round: Callable[[str], None] | None = None,
+    before_round: Callable[[int], None] | None = None,
 ) -> Measurement:
     """Rounds of: sync, flush, start event, all inputs back to back, end event, sync.
 
@@ -89,6 +91,8 @@ def time_rounds(
     started = rule.start()
     while True:
         synchronize(device)
+        if before_round is not None:  # ahead of the flush: what it writes leaves L2 again
+            before_round(len(measurement.durations_ns))
         flush()
         if device.type == "cuda":
             start_event = torch.cuda.Event(enable_timing=True)
@@ -106,6 +110,7 @@ def time_rounds(
             round_ns = float(time.perf_counter_ns() - host_start)
         measurement.durations_ns.append(round_ns / len(inputs))
         measurement.host_ns.append(host_ns / len(inputs))
+        measurement.last_outputs = outputs
         if check_round is not None:
             problem = check_round(outputs)
             if problem:

@@ -17,6 +17,14 @@ def poison_output(data) -> None:
     data[OUTPUT_INDEX].fill_(float("nan"))
 
 
+def refill_outputs(data_list, round_index: int) -> None:
+    """Before a timed round: every c to a value no right answer has, new each round and not NaN,
+    so that a kernel that skips calls it takes for unchecked (c not poisoned, a buffer it filled
+    before) leaves that value behind for the check of the last round."""
+    for data in data_list:
+        data[OUTPUT_INDEX].fill_(-60000.0 + round_index)
+
+
 def bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view(torch.uint8) if tensor.element_size() == 1 else tensor.view(torch.int16)
 

@@ -25,7 +25,6 @@ FIXTURES = ROOT / "tests" / "fixtures"
 BROKEN = sorted(FIXTURES.glob("broken_*.py"))
 CONTROL = FIXTURES / "torch_submission.py"
 TEMPLATE = FIXTURES / "template_torch_submission.py"
-CHEATS = sorted(FIXTURES.glob("cheat_*.py"))
 HAS_CUDA = torch.cuda.is_available()
 
 EXIT_PASS, EXIT_LINT_FAIL, EXIT_CASE_FAIL = 0, 1, 112
@@ -93,6 +92,15 @@ VERDICTS = [
     Expected("cheat_fakes_the_clock", "test", EXIT_PASS, "pass",
              r"warning: the competition would have missed this: the submission replaced torch\.cuda\.Event\.elapsed_time",
              official=True),
+    # Threat class 3: a thread that finishes the work after the call returns.
+    Expected("cheat_finishes_in_a_thread", "test", EXIT_CASE_FAIL, "fail",
+             r"custom_kernel left thread\(s\) running after it returned \(finishes-late\)"),
+    # Threat class 4: the work done only where it is checked; the last timed round is checked
+    # after every c was given a value no answer has.
+    Expected("cheat_skips_unchecked_calls", "benchmark", EXIT_CASE_FAIL, "fail", r"last timed round: ",
+             cases=(BENCHMARK_CASE,)),
+    Expected("cheat_skips_unchecked_calls", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
+             official=True, cases=(BENCHMARK_CASE,)),
     Expected("broken_hangs", "test", EXIT_CASE_FAIL, "timeout",
              rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed",
              cases=(TEST_CASE, SECOND_TEST_CASE), timeout_s=HANG_TIMEOUT_S),
@@ -222,8 +230,8 @@ def test_kernelguard_finds_nothing_against_the_honest_files(path):
     assert found.available and found.hits == [], found
 
 
-@pytest.mark.parametrize("path", CHEATS, ids=lambda path: path.stem)
-def test_kernelguard_flags_the_cheats_lint_warns_and_strict_refuses(path, tmp_path, tally):
+@pytest.mark.parametrize("path", [FIXTURES / "cheat_fakes_the_clock.py"], ids=lambda path: path.stem)
+def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, tmp_path, tally):
     result = harness("lint", "--submission", str(path))
     assert result.returncode == EXIT_PASS and "kernelguard WARN hacked: TIMER_MONKEYPATCH" in flatten(result.stdout)
     result = harness("lint", "--strict", "--submission", str(path))
