@@ -7,6 +7,8 @@ import time
 
 import torch
 
+from harness.jobs import FAIL
+
 # Dotted names as a submission would reach them; each resolves to a module or class attribute.
 CLOCK = (
     "torch.cuda.Event",
@@ -33,3 +35,16 @@ def capture() -> dict:
 def replaced(captured: dict) -> list[str]:
     """The clock functions that are no longer the ones captured."""
     return [name for name, original in captured.items() if _resolve(name) is not original]
+
+
+def judge(result, captured: dict, strict: bool) -> None:
+    """A case whose submission replaced a clock function fails; under --official (the
+    competition never looks) it keeps its verdict and carries a warning."""
+    changed = replaced(captured)
+    if not changed:
+        return
+    said = f"the submission replaced {', '.join(changed)}: times read from that clock mean nothing"
+    if strict:
+        result.status, result.message = FAIL, said
+    else:
+        result.warning = f"the competition would have missed this: {said}"

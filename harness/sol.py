@@ -29,20 +29,18 @@ class Ceilings:
         memory = gemm_bytes(m, n, k, l) / self.bandwidth
         return "compute" if compute >= memory else "memory"
 
-
     def held_by(self, reached: list[tuple[tuple[int, int, int, int], float]]) -> "Ceilings":
         """These ceilings, each raised to the highest rate a measured call reached where that is
         above it ((m, n, k, l), seconds per call): a rate that is beaten is no ceiling, and the
         SOL of every shape stays at or below its time. The source says what was raised."""
-        peak, bandwidth, raised = self.peak_flops, self.bandwidth, []
+        peak, bandwidth, peak_on, bandwidth_on = self.peak_flops, self.bandwidth, None, None
         for mnkl, seconds in reached:
-            label = "x".join(map(str, mnkl))
             if gemm_flops(*mnkl) / seconds > peak:
-                peak = gemm_flops(*mnkl) / seconds
-                raised = [r for r in raised if not r.startswith("peak")] + [f"peak to {peak / 1e12:.0f} TFLOP/s, reached on {label}"]
+                peak, peak_on = gemm_flops(*mnkl) / seconds, mnkl
             if gemm_bytes(*mnkl) / seconds > bandwidth:
-                bandwidth = gemm_bytes(*mnkl) / seconds
-                raised = [r for r in raised if not r.startswith("bandwidth")] + [f"bandwidth to {bandwidth / 1e12:.2f} TB/s, reached on {label}"]
+                bandwidth, bandwidth_on = gemm_bytes(*mnkl) / seconds, mnkl
+        raised = [f"{what}, reached on {'x'.join(map(str, on))}" for what, on in (
+            (f"peak to {peak / 1e12:.0f} TFLOP/s", peak_on), (f"bandwidth to {bandwidth / 1e12:.2f} TB/s", bandwidth_on)) if on]
         if not raised:
             return self
         return dataclasses.replace(self, peak_flops=peak, bandwidth=bandwidth,

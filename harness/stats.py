@@ -67,7 +67,6 @@ class StoppingRule:
             or elapsed > WALL_LIMIT_NS
         )
 
-
     def progress(self, durations_ns: list[float], started_ns: int) -> str:
         """`round N of at most CAP, at most S s left`: the cap, the time budget and the wall limit
         bound what is left; the error target may stop it sooner."""

@@ -42,7 +42,7 @@ def serve(connection, log_path: str, repo_root: str, runner_folder: str) -> None
     os.chdir(runner_folder)
     from harness import clock
     from harness.cases import RUNNERS
-    from harness.jobs import ERROR, FAIL, CaseResult
+    from harness.jobs import ERROR, CaseResult
     from harness.runner_files import import_submission
     from utils import set_seed
 
@@ -73,24 +73,12 @@ def serve(connection, log_path: str, repo_root: str, runner_folder: str) -> None
         except BaseException as error:  # the submission's failure is the verdict, whatever it is
             traceback.print_exc()
             result = CaseResult(ERROR, _describe(error), exception=str(error), uncaught_officially=not _is_op_error(error))
-        _judge_clock(result, clock.replaced(true_clock), job.rules.strict, FAIL)
+        clock.judge(result, true_clock, job.rules.strict)
         result.device_name = _device_name(job.device)
         result.wall_s = time.perf_counter() - started
         sys.stdout.flush()
         sys.stderr.flush()
         connection.send(("result", result))
-
-
-def _judge_clock(result, replaced: list[str], strict: bool, fail: str) -> None:
-    """A case whose submission replaced a clock function fails; under --official (the
-    competition never looks) it keeps its verdict and carries a warning."""
-    if not replaced:
-        return
-    said = f"the submission replaced {', '.join(replaced)}: times read from that clock mean nothing"
-    if strict:
-        result.status, result.message = fail, said
-    else:
-        result.warning = f"the competition would have missed this: {said}"
 
 
 def _make_current(device: str) -> None:
