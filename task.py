@@ -1,6 +1,6 @@
 """The type names the competition's runner offers a submission (`from task import input_t, output_t`).
 
-The runner puts this file beside the submission; the harness does the same (harness/runner_files.py).
+The runner puts this file beside the submission; the harness does the same (harness/runner/files.py).
 """
 
 from typing import TypedDict, TypeVar

@@ -4,7 +4,7 @@ Same names, signatures and results as the runner's utils.py, so that a file writ
 competition's template runs here unchanged. The comparison keeps the runner's arithmetic: the
 difference and the tolerance are computed in the tensors' own dtype (fp16 for this problem), which
 is what decides borderline elements on the leaderboard. The harness's default mode adds an fp32
-comparison on top (harness/verdicts.py); it never replaces this one.
+comparison on top (harness/judge/verdicts.py); it never replaces this one.
 """
 
 import os
@@ -116,5 +116,5 @@ def clear_l2_cache():
 
 
 def clear_l2_cache_large():
-    """The eval's flush: a 64 GB fp32 randn tensor (harness/timing.py sizes it to the device)."""
+    """The eval's flush: a 64 GB fp32 randn tensor (harness/runner/timing.py sizes it to the device)."""
     _fill_and_free((16000, 1024, 1024))

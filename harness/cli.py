@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from harness import runner, shapes, sol, taskfile
+from harness import modes, shapes, sol, taskfile
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, strict_option, submission_option
@@ -90,7 +90,7 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
     secret = _secret_seed()
     cases = _load(tests_file, default_set, secret)
     _require_device(device)
-    options = runner.RunOptions(
+    options = modes.RunOptions(
         submission=submission, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
         global_seed=secret if secret is not None else 42, strict=strict,
         precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
@@ -99,12 +99,12 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
     reporter = Reporter(popcorn, json_document=as_json)
     try:
         if mode == "test":
-            status = runner.run_tests(cases, options, reporter)
+            status = modes.run_tests(cases, options, reporter)
         elif mode == "profile":
-            status = runner.run_profile(cases, options, reporter)
+            status = modes.run_profile(cases, options, reporter)
         else:
-            status = runner.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard")
-    except runner.OfficialEvalStopped as stopped:
+            status = modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard")
+    except modes.OfficialEvalStopped as stopped:
         reporter.eval_stopped(stopped.result)
         status = EXIT_EVAL_STOPPED
     finally:

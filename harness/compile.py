@@ -39,7 +39,7 @@ from rich.table import Table
 from harness import document, shapes
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import json_option, submission_option
-from harness.runner_files import import_submission, make_runner_folder
+from harness.runner.files import import_submission, make_runner_folder
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
 SMEM_LIMIT_BYTES = 232_448

@@ -71,7 +71,11 @@ class CaseResult:
     exception: str = ""  # str() of what the submission raised (ERROR), as the competition prints it
     uncaught_officially: bool = False  # ERROR: the competition's eval would not catch it and would stop
     warning: str = ""  # --official: what the competition's verdict missed
+    activity: str = ""  # what the verification round's calls launched on the GPU
     wall_s: float = 0.0
+
+    def warn(self, text: str) -> None:
+        self.warning = f"{self.warning}; {text}" if self.warning else text
 
     @property
     def passed(self) -> bool:

@@ -19,7 +19,7 @@ from rich.table import Table
 from harness import document
 from harness.options import json_option, strict_option, submission_option
 from harness.precheck import precheck
-from harness.runner_files import RUNNER_MODULES
+from harness.runner.files import RUNNER_MODULES
 
 LEADERBOARD = "nvfp4_gemm"
 GPU = "NVIDIA"

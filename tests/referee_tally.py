@@ -20,6 +20,8 @@ class RefereeTally:
         # checks it went through, and as skipped only if no check of it ran.
         self.tried: dict[str, dict[str, None]] = {}
         self.skipped: dict[str, dict[str, None]] = {}
+        # (threat, fixture) -> {(mode, device): observed status, with its message's gist}
+        self.verdicts: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
 
     def record(self, kind: str, case: str) -> None:
         self.tried.setdefault(kind, {})[case] = None
@@ -27,7 +29,22 @@ class RefereeTally:
     def record_skip(self, kind: str, case: str) -> None:
         self.skipped.setdefault(kind, {})[case] = None
 
+    def record_verdict(self, threat: str, fixture: str, mode: str, device: str, verdict: str) -> None:
+        self.verdicts.setdefault((threat, fixture), {})[(mode, device)] = verdict
+
+    def referee_table(self) -> list[str]:
+        """One line per threat and fixture: the verdict seen in each mode on each device."""
+        lines = []
+        for (threat, fixture), seen in sorted(self.verdicts.items()):
+            cells = "; ".join(f"{mode} on {device}: {verdict}" for (mode, device), verdict in sorted(seen.items()))
+            lines.append(f"{threat} | {fixture} | {cells}")
+        return lines
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.verdicts:
+            terminalreporter.section("referee table (threat | fixture | verdicts seen)")
+            for line in self.referee_table():
+                terminalreporter.write_line(line)
         terminalreporter.section("referee tally")
         for kind in sorted(set(self.tried) | set(self.skipped)):
             tried = list(self.tried.get(kind, {}))

@@ -35,6 +35,26 @@ BENCHMARK_CASE = "m: 128; n: 256; k: 256; l: 1; seed: 1111"
 # K = 7168 puts a few elements of this case (6 on the CPU, 8 on an H100) where the fp16 and the
 # fp32 checks disagree.
 BORDERLINE_CASE = "m: 128; n: 256; k: 7168; l: 1; seed: 1111"
+# K >= 4M: b's bytes can hold C (cheat_answers_in_an_input).
+WIDE_K_BENCHMARK_CASE = "m: 128; n: 256; k: 512; l: 1; seed: 1111"
+GPU_ONLY = ("cuda",)
+
+# The threat classes of the referee (README "What the judge withstands"); other fixtures are
+# plain mistakes.
+THREATS = {
+    "cheat_patches_the_judge": "1 rewriting the judge",
+    "cheat_fakes_the_clock": "2 rewriting the clock",
+    "cheat_finishes_in_a_thread": "3 work escaping the timed queue",
+    "cheat_hides_a_second_queue": "3 work escaping the timed queue",
+    "broken_uses_side_stream": "3 work escaping the timed queue",
+    "cheat_skips_unchecked_calls": "4 work only where checked",
+    "broken_caches_by_address": "5 replaying results",
+    "broken_caches_outputs": "5 replaying results",
+    "cheat_replays_a_cuda_graph": "5 replaying results",
+    "cheat_answers_in_an_input": "6 not the answer",
+    "broken_mutates_input": "6 not the answer",
+    "broken_wrong_dtype": "6 not the answer",
+}
 HANG_TIMEOUT_S = 5
 SUBPROCESS_LIMIT_S = 600
 
@@ -49,6 +69,7 @@ class Expected:
     official: bool = False
     cases: tuple[str, ...] = (TEST_CASE,)
     timeout_s: float | None = None
+    devices: tuple[str, ...] = ("cpu", "cuda")  # where the threat exists
 
     @property
     def id(self) -> str:
@@ -101,6 +122,29 @@ VERDICTS = [
              cases=(BENCHMARK_CASE,)),
     Expected("cheat_skips_unchecked_calls", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
              official=True, cases=(BENCHMARK_CASE,)),
+    # Threat class 1: the judge runs in a process that never imports the submission.
+    Expected("cheat_patches_the_judge", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!"),
+    Expected("cheat_patches_the_judge", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", official=True),
+    Expected("cheat_patches_the_judge", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!", cases=(BENCHMARK_CASE,)),
+    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
+    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
+             r"ran on another queue than the timed one", devices=GPU_ONLY),
+    Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"ran on another queue than the timed one", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+    Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
+             r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
+    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"ran on another queue than the timed one", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+    # Threat class 5: a CUDA graph replaying a stale answer.
+    Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"recheck on fresh inputs: input \d+: mismatch found!", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+    Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
+    # Threat class 6: the answer written over an input and returned as a view of it.
+    Expected("cheat_answers_in_an_input", "test", EXIT_CASE_FAIL, "fail", r"custom_kernel modified its input\(s\): b"),
+    Expected("cheat_answers_in_an_input", "test", EXIT_PASS, "pass", official=True),
+    Expected("cheat_answers_in_an_input", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"input 0: custom_kernel modified its input\(s\): b", cases=(WIDE_K_BENCHMARK_CASE,)),
     Expected("broken_hangs", "test", EXIT_CASE_FAIL, "timeout",
              rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed",
              cases=(TEST_CASE, SECOND_TEST_CASE), timeout_s=HANG_TIMEOUT_S),
@@ -115,7 +159,9 @@ VERDICTS = [
 DEVICES = ("cpu", "cuda")
 
 
-def skip_reason(device: str) -> str | None:
+def skip_reason(device: str, expected: Expected | None = None) -> str | None:
+    if expected is not None and device not in expected.devices:
+        return f"the threat needs a {' or '.join(expected.devices)} device"
     if device == "cuda" and not HAS_CUDA:
         return "no CUDA device: the GPU variants of the fixture verdicts need one"
     if device == "cpu" and HAS_CUDA:
@@ -188,9 +234,10 @@ def case_statuses(report: str, expected: Expected) -> dict[int, str]:
 @pytest.mark.parametrize("expected", VERDICTS, ids=lambda expected: expected.id)
 def test_run_verdict(expected, device, tally, tmp_path):
     label = f"{expected.id} on {device}"
-    reason = skip_reason(device)
+    reason = skip_reason(device, expected)
     if reason:
-        tally.record_skip("fixture verdicts", label)
+        if device in expected.devices:
+            tally.record_skip("fixture verdicts", label)
         pytest.skip(reason)
     tests_file = tmp_path / "cases.txt"
     tests_file.write_text("\n".join(expected.cases) + "\n")
@@ -217,6 +264,10 @@ def test_run_verdict(expected, device, tally, tmp_path):
     if expected.fixture.startswith(("broken_", "cheat_")):
         tally.record("broken submissions", expected.fixture)
     tally.record("fixture verdicts", label)
+    if expected.fixture in THREATS:
+        mode = expected.mode + (" --official" if expected.official else "")
+        gist = expected.status + (" with warning" if "warning:" in report else "")
+        tally.record_verdict(THREATS[expected.fixture], expected.fixture, mode, device, gist)
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py"]

@@ -4,9 +4,8 @@ import contextlib
 
 import pytest
 
-from harness import cases
-from harness.jobs import PASS, Job
-from harness.shapes import parse_cases
+from harness.runner import calls as runner_calls
+from reference import generate_input
 
 
 @pytest.mark.parametrize("ncu, expected", [
@@ -24,14 +23,14 @@ def test_profile_calls_and_their_nvtx_ranges(monkeypatch, ncu, expected):
         yield
         open_ranges.pop()
 
-    monkeypatch.setattr(cases, "nvtx_range_for", lambda device: recording_range)
+    monkeypatch.setattr(runner_calls, "nvtx_range_for", lambda device: recording_range)
 
     def kernel(data):
         calls.append(tuple(open_ranges))
-        return data[6]
+        return data[6].fill_(1.0)
 
-    case = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 3")[0]
-    job = Job(kind="profile", case=case, device="cpu", ncu=ncu)
-    result = cases.run_profile(job, kernel, progress=lambda text: None)
-    assert result.status == PASS
+    worker_side = runner_calls.Calls(".", "cpu", 42, progress=lambda text: None, kernel=kernel)
+    worker_side.hold("handed", [generate_input(128, 256, 256, 1, 3, device="cpu")])
+    report = worker_side.profile("handed", ncu)
     assert calls == expected
+    assert ("aten::fill_" in report) != ncu  # the table of what the call ran, or nothing under ncu

@@ -1,6 +1,6 @@
 import torch
 
-from harness.verdicts import changed_inputs, check_call, check_calls, clone_data, output_type_problem, poison_output, repeated_outputs, shared_outputs
+from harness.judge.verdicts import changed_inputs, check_call, check_calls, clone_data, output_type_problem, poison_output, repeated_outputs, shared_outputs
 from reference import generate_input, ref_kernel
 
 

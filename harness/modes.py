@@ -1,19 +1,26 @@
-"""The modes: test, benchmark, leaderboard, profile. Each case runs in a worker process."""
+"""The modes: test, benchmark, leaderboard, profile. The judge runs each case here; the
+submission runs in a worker process (harness/judge/isolation.py)."""
 
 import dataclasses
 import os
 import tempfile
+import time
 from pathlib import Path
+
+import torch
 
 from harness import sol
 from harness import stats as timing_rules
-from harness.isolation import WorkerProcess
+from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
+from harness.judge.cases import HANDED, RUNNERS, TIMED
+from harness.judge.isolation import CaseStopped, WorkerProcess
+from harness.judge.verdicts import judge_clock
 from harness.precheck import Precheck
-from harness.jobs import ERROR, NOT_RUN, PASS, CaseResult, Job, Rules
 from harness.report import EXIT_FAIL, Reporter
-from harness.runner_files import make_runner_folder
 from harness.results import append_rows, rows_for_run
+from harness.runner.files import make_runner_folder
 from harness.shapes import Case
+from harness.wire import UntrustedMessageError
 
 EXIT_PASS = 0
 
@@ -55,7 +62,8 @@ class OfficialEvalStopped(Exception):
 
 
 class Executor:
-    """Runs jobs in worker processes, each in the run's runner folder.
+    """Runs jobs: the judge's side of each case here, the submission in a worker process started
+    in the run's runner folder.
 
     Official: one worker for the whole run, as the competition's pool, kept after a failed case.
     Otherwise a worker is reused only while its cases pass (`reuse`, the test mode): a crash, a
@@ -69,7 +77,7 @@ class Executor:
         self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
         runner_folder = make_runner_folder(options.submission, self._logs.name)
-        self._worker = WorkerProcess(self._logs.name, runner_folder)
+        self._worker = WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed)
 
     def __enter__(self):
         return self
@@ -79,13 +87,42 @@ class Executor:
         self._logs.cleanup()
 
     def run(self, job: Job, label: str) -> CaseResult:
+        started = time.monotonic()
         with self._reporter.case_progress(label) as on_progress:
-            result = self._worker.run(job, self._options.timeout_s, on_progress)
+            self._worker.begin_case(self._options.timeout_s, on_progress)
+            try:
+                result = RUNNERS[job.kind](job, self._worker, on_progress)
+            except CaseStopped as stopped:
+                result = stopped.result
+            except UntrustedMessageError as error:
+                result = CaseResult(FAIL, str(error))
+            self._release_inputs()
+        judge_clock(result, self._worker.clock_replaced, job.rules.strict)
+        result.output = self._worker.output_of_case()
+        result.device_name = _device_name(job.device)
+        result.wall_s = time.monotonic() - started
         if self._options.official and result.status == ERROR and result.uncaught_officially:
             raise OfficialEvalStopped(result)
         if not self._reuse or (result.status != PASS and not self._options.official):
             self._worker.close()
         return result
+
+    def _release_inputs(self) -> None:
+        """The worker lets go of the case's shared memory, so that the judge can free it."""
+        if self._worker.alive:
+            try:
+                for name in (HANDED, TIMED):
+                    self._worker.request("release", name)
+            except CaseStopped:
+                pass
+        if torch.cuda.is_available():
+            torch.cuda.ipc_collect()
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu"
 
 
 def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:

@@ -1,6 +1,5 @@
 """Event-timed rounds of back-to-back calls, each after an L2 flush sized to the device."""
 
-import dataclasses
 import time
 from typing import Callable
 
@@ -63,60 +62,38 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@dataclasses.dataclass
-class Measurement:
-    durations_ns: list[float]  # per call, one value per round
-    host_ns: list[float]  # host time of one call, one value per round
-    error: str = ""  # set when a round's check failed; timing stopped there
-    last_outputs: list = dataclasses.field(default_factory=list)  # what the last round's calls returned
+def timed_round(call: Callable, inputs: list, flush: L2Flush, device: torch.device) -> tuple[float, float, list]:
+    """One round: sync, flush, start event, all inputs back to back, end event, sync.
 
-
-def time_rounds(
-    call: Callable,
-    inputs: list,
-    rule: StoppingRule,
-    flush: L2Flush,
-    device: torch.device,
-    check_round: Callable[[list], str | None] | None = None,
-    on_round: Callable[[str], None] | None = None,
-    before_round: Callable[[int], None] | None = None,
-) -> Measurement:
-    """Rounds of: sync, flush, start event, all inputs back to back, end event, sync.
-
-    Per-call time = round time / len(inputs). Host time per call is the wall time of the loop of
-    calls (no sync inside it) divided the same way: it bounds short kernels launched back to back.
-    On a CPU device the wall time of the round stands in for the events.
+    Returns (GPU time per call, host time per call, what the calls returned), in ns. The host
+    time is the wall time of the loop of calls (no sync inside it): it bounds short kernels
+    launched back to back. On a CPU device the round's wall time stands in for the events.
     """
-    measurement = Measurement([], [])
+    synchronize(device)
+    flush()
+    if device.type == "cuda":
+        start_event = torch.cuda.Event(enable_timing=True)
+        end_event = torch.cuda.Event(enable_timing=True)
+        start_event.record()
+    host_start = time.perf_counter_ns()
+    outputs = [call(data) for data in inputs]
+    host_ns = time.perf_counter_ns() - host_start
+    if device.type == "cuda":
+        end_event.record()
+    synchronize(device)
+    if device.type == "cuda":
+        round_ns = start_event.elapsed_time(end_event) * 1e6
+    else:
+        round_ns = float(time.perf_counter_ns() - host_start)
+    return round_ns / len(inputs), host_ns / len(inputs), outputs
+
+
+def time_rounds(call: Callable, inputs: list, rule: StoppingRule, flush: L2Flush, device: torch.device) -> tuple[list, list]:
+    """Rounds until `rule` stops them: (GPU time per call, host time per call), one per round."""
+    durations_ns, host_ns = [], []
     started = rule.start()
-    while True:
-        synchronize(device)
-        if before_round is not None:  # ahead of the flush: what it writes leaves L2 again
-            before_round(len(measurement.durations_ns))
-        flush()
-        if device.type == "cuda":
-            start_event = torch.cuda.Event(enable_timing=True)
-            end_event = torch.cuda.Event(enable_timing=True)
-            start_event.record()
-        host_start = time.perf_counter_ns()
-        outputs = [call(data) for data in inputs]
-        host_ns = time.perf_counter_ns() - host_start
-        if device.type == "cuda":
-            end_event.record()
-        synchronize(device)
-        if device.type == "cuda":
-            round_ns = start_event.elapsed_time(end_event) * 1e6
-        else:
-            round_ns = float(time.perf_counter_ns() - host_start)
-        measurement.durations_ns.append(round_ns / len(inputs))
-        measurement.host_ns.append(host_ns / len(inputs))
-        measurement.last_outputs = outputs
-        if check_round is not None:
-            problem = check_round(outputs)
-            if problem:
-                measurement.error = problem
-                return measurement
-        if on_round is not None:
-            on_round(rule.progress(measurement.durations_ns, started))
-        if rule.should_stop(measurement.durations_ns, started):
-            return measurement
+    while not durations_ns or not rule.should_stop(durations_ns, started):
+        duration, host, _ = timed_round(call, inputs, flush, device)
+        durations_ns.append(duration)
+        host_ns.append(host)
+    return durations_ns, host_ns

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER_FILES = ("task.py", "utils.py", "reference.py")
 RUNNER_MODULES = frozenset(Path(name).stem for name in RUNNER_FILES)
 

@@ -1,7 +1,10 @@
-"""Checks on one custom_kernel call: output type, values, untouched inputs, no shared or stale outputs."""
+"""Checks on custom_kernel's calls: output type, values, untouched inputs, no shared or stale
+outputs, no thread left running, the clock unchanged."""
 
 import torch
 
+from harness.jobs import FAIL
+from harness.wire import NotATensor
 from reference import check_against
 
 INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
@@ -41,7 +44,7 @@ def changed_inputs(before, after) -> list[str]:
 def describe_output(output) -> str:
     if isinstance(output, torch.Tensor):
         return f"a {output.dtype} tensor of shape {tuple(output.shape)} on {output.device}"
-    return f"a {type(output).__name__}"
+    return f"a {output.type_name if isinstance(output, NotATensor) else type(output).__name__}"
 
 
 def output_type_problem(output, c: torch.Tensor) -> str | None:
@@ -104,3 +107,22 @@ def check_calls(expected, outputs, cs, strict: bool) -> tuple[bool, str]:
         if not good:
             return False, f"input {index}: {message}" if strict and len(outputs) > 1 else message
     return True, ""
+
+
+def threads_left(names: list[str]) -> str | None:
+    if not names:
+        return None
+    return (f"custom_kernel left thread(s) running after it returned ({', '.join(map(str, names))}): "
+            "work that goes on after the call escapes the timing")
+
+
+def judge_clock(result, replaced: set[str], strict: bool) -> None:
+    """A case whose submission replaced a clock function fails; under --official (the
+    competition never looks) it keeps its verdict and carries a warning."""
+    if not replaced:
+        return
+    said = f"the submission replaced {', '.join(sorted(replaced))}: times read from that clock mean nothing"
+    if strict:
+        result.status, result.message = FAIL, said
+    else:
+        result.warn(f"the competition would have missed this: {said}")

@@ -1,13 +1,11 @@
-"""The functions the harness times with, captured in the worker before the submission is imported
-and checked after every case: a submission that replaces one (a fake elapsed_time, a no-op
-synchronize) has rewritten the clock its times are read from."""
+"""The functions the worker times with, captured before the submission is imported and compared
+after every request: a submission that replaces one (a fake elapsed_time, a no-op synchronize)
+has rewritten the clock its times are read from. The judge gets the names with every reply."""
 
 import functools
 import time
 
 import torch
-
-from harness.jobs import FAIL
 
 # Dotted names as a submission would reach them; each resolves to a module or class attribute.
 CLOCK = (
@@ -36,15 +34,3 @@ def replaced(captured: dict) -> list[str]:
     """The clock functions that are no longer the ones captured."""
     return [name for name, original in captured.items() if _resolve(name) is not original]
 
-
-def judge(result, captured: dict, strict: bool) -> None:
-    """A case whose submission replaced a clock function fails; under --official (the
-    competition never looks) it keeps its verdict and carries a warning."""
-    changed = replaced(captured)
-    if not changed:
-        return
-    said = f"the submission replaced {', '.join(changed)}: times read from that clock mean nothing"
-    if strict:
-        result.status, result.message = FAIL, said
-    else:
-        result.warning = f"the competition would have missed this: {said}"

@@ -1,0 +1,65 @@
+"""The verification round's GPU activity, judged: every kernel the calls launched, with its queue
+and its time, set against the CUDA events that timed the same round.
+
+The worker records the round under CUPTI (torch.profiler) with a marker kernel on the timed
+queue before the start event and after the end event. Honest work runs on that queue between
+the markers. A kernel on another queue escaped the events' bracket; one that starts after the
+closing marker was launched after the timed window closed; and events that disagree with the
+markers' window were not read from the GPU's clock.
+"""
+
+import dataclasses
+from collections import Counter
+
+MARKER_KERNEL = "spin_kernel"
+# Events and markers bracket the same work; they differ by a marker's length and launch gaps.
+AGREEMENT_RELATIVE = 0.10
+AGREEMENT_ABSOLUTE_NS = 20_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    name: str
+    queue: int
+    start_ns: int
+    end_ns: int
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 80 else name[:77] + "..."
+
+
+def summary(kernels: list[Kernel]) -> str:
+    """`N kernels on queue Q: name xcount, ...` for the report."""
+    counts = Counter((kernel.queue, _short(kernel.name)) for kernel in kernels)
+    return "; ".join(f"{name} x{count} (queue {queue})" for (queue, name), count in counts.most_common(4))
+
+
+def judge_round(records: list, event_ns_per_call: float | None, calls: int) -> tuple[str | None, str]:
+    """(the problem, or None; what the calls launched) for the records of calls
+    [(name, queue, start ns, end ns)] and, where events timed them, the event time per call."""
+    kernels = sorted((Kernel(str(name), int(queue), int(start), int(end)) for name, queue, start, end in records),
+                     key=lambda kernel: kernel.start_ns)
+    markers = [kernel for kernel in kernels if MARKER_KERNEL in kernel.name]
+    if len(markers) < 2:
+        return None, "no GPU activity recorded (CUPTI unavailable): not verified"
+    opening, closing = markers[0], markers[-1]
+    launched = [kernel for kernel in kernels if kernel is not opening and kernel is not closing]
+    seen = f"{len(launched)} GPU activities: {summary(launched)}" if launched else "no GPU activity"
+    elsewhere = [kernel for kernel in launched if kernel.queue != opening.queue]
+    if elsewhere:
+        kernel = elsewhere[0]
+        return (f"{len(elsewhere)} of the calls' kernels ran on another queue than the timed one ({_short(kernel.name)} on "
+                f"queue {kernel.queue}, timed queue {opening.queue}): work the events do not bracket"), seen
+    late = [kernel for kernel in launched if kernel.start_ns >= closing.start_ns]
+    if late:
+        return (f"{len(late)} kernel(s) started after the timed window closed ({_short(late[0].name)}): "
+                "work launched after custom_kernel's calls returned"), seen
+    if event_ns_per_call is None:
+        return None, seen
+    window_ns = closing.start_ns - opening.end_ns
+    event_ns = event_ns_per_call * calls
+    if abs(window_ns - event_ns) > max(AGREEMENT_RELATIVE * window_ns, AGREEMENT_ABSOLUTE_NS):
+        return (f"the events timed the round at {event_ns / 1e3:.1f} us but the GPU ran it in {window_ns / 1e3:.1f} us: "
+                "the times were not read from the GPU's clock"), seen
+    return None, seen

@@ -1,0 +1,147 @@
+"""The worker process seen from the judge: requests with a case's time limit, replies read as
+untrusted, a hang turned into a timeout and a dead process into a crash report."""
+
+import multiprocessing
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from harness import wire
+from harness.jobs import CRASH, ERROR, TIMEOUT, CaseResult
+from harness.runner import worker
+from harness.runner.files import REPO_ROOT
+
+POLL_S = 0.2
+OUTPUT_TAIL_CHARS = 4000
+
+
+def _exit_description(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-exitcode).name} (exit status {exitcode})"
+        except ValueError:
+            return f"killed by signal {-exitcode} (exit status {exitcode})"
+    return f"exit status {exitcode}"
+
+
+class CaseStopped(Exception):
+    """The case cannot go on: the submission raised, the worker died or ran out of time, or it
+    sent what no reply holds. `result` is the case's verdict."""
+
+    def __init__(self, result: CaseResult):
+        super().__init__(result.message)
+        self.result = result
+
+
+class WorkerProcess:
+    """One spawned worker at a time, started on the first request after the last one ended."""
+
+    def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int):
+        self._context = multiprocessing.get_context("spawn")
+        self._log_dir = log_dir
+        self._arguments = (str(REPO_ROOT), str(runner_folder), device, global_seed)
+        self._process = None
+        self._connection = None
+        self.log_path = None
+        self._deadline = float("inf")
+        self._timeout_s = 0.0
+        self._on_progress = lambda text: None
+        self._log_start = 0
+        self.clock_replaced: set[str] = set()  # clock functions the worker found replaced, this case
+
+    def _start(self) -> None:
+        self._connection, child_end = self._context.Pipe()
+        log = tempfile.NamedTemporaryFile(dir=self._log_dir, prefix="worker-", suffix=".log", delete=False)
+        log.close()
+        self.log_path = log.name
+        self._process = self._context.Process(target=worker.serve, args=(child_end, self.log_path, *self._arguments), name="nvfp4-worker")
+        self._process.start()
+        child_end.close()
+        self._log_start = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    def begin_case(self, timeout_s: float, on_progress) -> None:
+        if not self.alive:
+            self._start()
+        self._timeout_s = timeout_s
+        self._deadline = time.monotonic() + timeout_s
+        self._on_progress = on_progress
+        self._log_start = Path(self.log_path).stat().st_size
+        self.clock_replaced = set()
+
+    def request(self, operation: str, *arguments):
+        """The worker's reply to one request (harness/runner/calls.py), or CaseStopped."""
+        try:
+            self._connection.send((operation, arguments))
+            return self._wait()
+        except (BrokenPipeError, EOFError, ConnectionResetError):
+            raise CaseStopped(self._crashed()) from None
+
+    def _wait(self):
+        while True:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise CaseStopped(CaseResult(
+                    TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker killed (raise it with --timeout)"))
+            if self._connection.poll(min(remaining, POLL_S)):
+                message = self._receive()
+                kind = message[0] if isinstance(message, tuple) and message else None
+                if kind == wire.REPLY and len(message) == 3:
+                    self.clock_replaced.update(str(name) for name in message[2])
+                    return message[1]
+                if kind == wire.RAISED and len(message) == 4:
+                    _, description, exception, caught_officially = message
+                    raise CaseStopped(CaseResult(ERROR, str(description), exception=str(exception),
+                                                 uncaught_officially=not caught_officially))
+                if kind == wire.PROGRESS and len(message) == 2:
+                    self._on_progress(str(message[1]))
+                    continue
+                self.kill()
+                raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
+            elif not self._process.is_alive():
+                raise CaseStopped(self._crashed())
+            else:
+                self._on_progress(None)
+
+    def _receive(self):
+        try:
+            return wire.receive_untrusted(self._connection)
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            raise
+        except Exception as error:  # a forged or unreadable message: never run, never trusted
+            self.kill()
+            raise CaseStopped(CaseResult(ERROR, f"the judge refused the worker's message: {error}")) from None
+
+    def _crashed(self) -> CaseResult:
+        self._process.join(timeout=5)
+        return CaseResult(CRASH, f"worker process died without a result: {_exit_description(self._process.exitcode)}")
+
+    def output_of_case(self) -> str:
+        """What the worker printed since the case began (its last OUTPUT_TAIL_CHARS)."""
+        if self.log_path is None:
+            return ""
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            text = log.read().decode("utf-8", errors="replace")
+        return text[-OUTPUT_TAIL_CHARS:]
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=10)
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self._connection.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self._process.join(timeout=10)
+        self.kill()

@@ -1,0 +1,178 @@
+"""What the worker does on the judge's request: hold the inputs the judge shares, call the
+submission on them, time rounds, record one round's GPU activity, time the baselines.
+
+Each method is one request (harness/judge/isolation.py sends them by name); each returns plain
+values and tensors only, which is all the judge will read (harness/wire.py).
+"""
+
+import contextlib
+import threading
+from pathlib import Path
+
+import torch
+
+from harness import wire
+from harness.runner import baselines, ceilings
+from harness.runner.timing import L2Flush, synchronize, time_rounds, timed_round
+from harness.stats import StoppingRule
+
+# A marker kernel on the timed queue either side of the verification round's events: where its
+# kernels must start and end on the GPU (harness/judge/activity.py). torch.cuda._sleep spins
+# this many cycles (about a microsecond).
+MARKER_CYCLES = 2000
+
+
+class Calls:
+    def __init__(self, runner_folder: str, device: str, global_seed: int, progress, kernel=None):
+        from utils import set_seed
+
+        self._runner_folder = Path(runner_folder)
+        self._device = torch.device(device)
+        self._progress = progress
+        self._kernel = kernel  # imported from the runner folder on first use when not given
+        self._held: dict[str, list] = {}
+        self._storages: dict[str, dict] = {}
+        if self._device.type == "cuda" and self._device.index is not None:
+            # A launch or an event that names no device goes where the inputs are, as on the
+            # competition's machine (`--device cuda:1` would otherwise time device 0's queue).
+            torch.cuda.set_device(self._device.index)
+        set_seed(global_seed)
+
+    @property
+    def kernel(self):
+        if self._kernel is None:
+            from harness.runner.files import import_submission
+
+            self._progress("importing submission")
+            self._kernel = import_submission(self._runner_folder).custom_kernel
+        return self._kernel
+
+    def _returned(self, name: str, output) -> tuple:
+        return wire.returned(output, self._storages[name])
+
+    def hold(self, name: str, data_list: list) -> int:
+        self._held[name] = data_list
+        self._storages[name] = wire.storage_index(data_list)
+        return len(data_list)
+
+    def release(self, name: str) -> None:
+        self._held.pop(name, None)
+        self._storages.pop(name, None)
+
+    def call(self, name: str, record_activity: bool = False) -> tuple:
+        """Each held input once, in order: ([(what it returned, threads it left running)], the GPU
+        activity of the calls when asked and on a GPU, else None)."""
+        kernel, replies = self.kernel, []
+        with self._recording(record_activity) as records:
+            for data in self._held[name]:
+                threads_before = set(threading.enumerate())
+                output = kernel(data)
+                left = [thread.name for thread in threading.enumerate() if thread not in threads_before and thread.is_alive()]
+                replies.append((self._returned(name, output), left))
+        return replies, records
+
+    def timed_round(self, name: str) -> tuple:
+        """(GPU ns per call, host ns per call, what each call returned)."""
+        duration_ns, host_ns, outputs = timed_round(self.kernel, self._held[name], self._flush(), self._device)
+        return duration_ns, host_ns, [self._returned(name, output) for output in outputs]
+
+    def verification_round(self, name: str) -> tuple:
+        """One timed round with its GPU activity recorded: (GPU ns per call by the events, what
+        each call returned, the activity)."""
+        kernel, data_list = self.kernel, self._held[name]
+        self._flush()()
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with self._recording(True) as records:
+            start_event.record()
+            outputs = [kernel(data) for data in data_list]
+            end_event.record()
+        duration_ns = start_event.elapsed_time(end_event) * 1e6 / len(data_list)
+        return duration_ns, [self._returned(name, output) for output in outputs], records
+
+    @contextlib.contextmanager
+    def _recording(self, wanted: bool):
+        """Every GPU activity of this process while the block runs, recorded by CUPTI
+        (torch.profiler), a marker kernel on the current queue first and last, into the yielded
+        list as [(kernel, queue, start ns, end ns)]; the block's work is synchronized at the end.
+        Yields None where nothing is recorded (not wanted, or no GPU)."""
+        if not (wanted and self._device.type == "cuda"):
+            yield None
+            synchronize(self._device)
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        records = []
+        synchronize(self._device)
+        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+            torch.cuda._sleep(MARKER_CYCLES)
+            yield records
+            torch.cuda._sleep(MARKER_CYCLES)
+            synchronize(self._device)
+        records.extend(
+            (event.name(), event.device_resource_id(), event.start_ns(), event.start_ns() + event.duration_ns())
+            for event in profiler.profiler.kineto_results.events()
+            if event.device_type() == torch.autograd.DeviceType.CUDA
+        )
+
+    def _flush(self) -> L2Flush:
+        return L2Flush(self._device)
+
+    def flush_description(self) -> str:
+        return self._flush().description
+
+    def time_baselines(self, name: str, rule: tuple) -> dict:
+        """Per-call GPU ns of cuBLAS and torch on the same inputs, and the host ns of an empty
+        CuTeDSL kernel's call: name -> one value per round."""
+        data_list, flush, timed = self._held[name], self._flush(), {}
+        self._progress("baseline: cuBLAS bf16 on dequantized operands")
+        operands = [baselines.dequantized_operands(data) for data in data_list]
+        timed["cublas_bf16"] = time_rounds(baselines.cublas_matmul, operands, StoppingRule(*rule), flush, self._device)[0]
+        del operands
+        self._progress("baseline: torch dequantize + matmul")
+        timed["torch_dequant_matmul"] = time_rounds(baselines.torch_dequantize_matmul, data_list, StoppingRule(*rule), flush, self._device)[0]
+        if self._device.type == "cuda":
+            try:
+                empty_call = baselines.EmptyCuteDslCall()
+            except ImportError:  # no CuTeDSL here: the table shows no host floor
+                return timed
+            self._progress(f"baseline: host time of an empty CuTeDSL kernel's call ({empty_call.call_path})")
+            arguments = [empty_call.arguments(data) for data in data_list]
+            for each in arguments:  # untimed: the first call loads the kernel's module
+                empty_call(each)
+            synchronize(self._device)
+            timed["empty_cutedsl_call_host"] = time_rounds(empty_call, arguments, StoppingRule(*rule), flush, self._device)[1]
+        return timed
+
+    def measure_ceilings(self) -> dict:
+        self._progress("measuring copy bandwidth and bf16 matmul peak")
+        return ceilings.measure(self._device)
+
+    def profile(self, name: str, ncu: bool) -> str:
+        """The held input's call under a profiler: torch's table, or (ncu) one bare call in an NVTX
+        range for a profiler wrapped around the whole run."""
+        (data,) = self._held[name]
+        kernel, nvtx_range = self.kernel, nvtx_range_for(self._device)
+        if ncu:
+            # One call before the range, so that first-call work (compiling, a submission timing its
+            # candidate configs: hundreds of launches, each replayed by ncu) stays out of the profile.
+            self._progress("first call, outside the profiled range")
+            kernel(tuple(tensor.clone() for tensor in data))
+            synchronize(self._device)
+            with nvtx_range("custom_kernel"):
+                kernel(data)
+                synchronize(self._device)
+            return ""
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self._device.type == "cuda" else [])
+        with profile(activities=activities) as profiler:
+            with nvtx_range("custom_kernel"):
+                kernel(data)
+                synchronize(self._device)
+        sort_by = "self_cuda_time_total" if self._device.type == "cuda" else "self_cpu_time_total"
+        return profiler.key_averages().table(sort_by=sort_by, row_limit=20)
+
+
+def nvtx_range_for(device: torch.device):
+    """NVTX ranges let ncu/nsys find the call (`--nvtx-include custom_kernel/`); CPU builds lack them."""
+    return torch.cuda.nvtx.range if device.type == "cuda" else lambda name: contextlib.nullcontext()
