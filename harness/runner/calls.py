@@ -37,13 +37,6 @@ class Calls:
             # competition's machine (`--device cuda:1` would otherwise time device 0's queue).
             torch.cuda.set_device(self._device.index)
         set_seed(global_seed)
-        self._cupti_ready = None
-        if self._device.type == "cuda":
-            # CUPTI's first session in a process costs seconds (about 4 on an H100); opened and
-            # closed now, beside the submission's import and compile, the recorded calls need not
-            # wait for it. Nothing timed runs before it is joined.
-            self._cupti_ready = threading.Thread(target=_open_and_close_a_session, name="harness-cupti-warm-up", daemon=True)
-            self._cupti_ready.start()
 
     @property
     def kernel(self):
@@ -80,7 +73,6 @@ class Calls:
 
     def timed_round(self, name: str) -> tuple:
         """(GPU ns per call, host ns per call, what each call returned)."""
-        self._wait_for_cupti()
         duration_ns, host_ns, outputs = timed_round(self.kernel, self._held[name], self._flush(), self._device)
         return duration_ns, host_ns, [self._returned(name, output) for output in outputs]
 
@@ -109,7 +101,6 @@ class Calls:
             return
         from torch.profiler import ProfilerActivity, profile
 
-        self._wait_for_cupti()
         records = []
         synchronize(self._device)
         with profile(activities=[ProfilerActivity.CUDA]) as profiler:
@@ -122,10 +113,6 @@ class Calls:
             for event in profiler.profiler.kineto_results.events()
             if event.device_type() == torch.autograd.DeviceType.CUDA
         )
-
-    def _wait_for_cupti(self) -> None:
-        if self._cupti_ready is not None:
-            self._cupti_ready.join()
 
     def _flush(self) -> L2Flush:
         return L2Flush(self._device)
@@ -184,13 +171,6 @@ class Calls:
                 synchronize(self._device)
         sort_by = "self_cuda_time_total" if self._device.type == "cuda" else "self_cpu_time_total"
         return profiler.key_averages().table(sort_by=sort_by, row_limit=20)
-
-
-def _open_and_close_a_session() -> None:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]):
-        pass
 
 
 def nvtx_range_for(device: torch.device):
