@@ -77,13 +77,15 @@ class Executor:
         self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
         runner_folder = make_runner_folder(options.submission, self._logs.name)
-        self._worker = WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed)
+        # A process per case (timed modes): the next one starts once a case's timing is over.
+        self._worker = WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed, spares=not self._reuse)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self._worker.close()
+        self._worker.close_spare()
         self._logs.cleanup()
 
     def run(self, job: Job, label: str) -> CaseResult:

@@ -216,6 +216,7 @@ def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
         before_round=(lambda index: refill_outputs(data_list, index)) if job.rules.strict else None,
         check_round=_round_checker(expected, data_list, job),
     )
+    worker.timing_done()
     if measurement.error:
         return CaseResult(FAIL, measurement.error)
 

@@ -37,9 +37,14 @@ class CaseStopped(Exception):
 
 
 class WorkerProcess:
-    """One spawned worker at a time, started on the first request after the last one ended."""
+    """One spawned worker at a time, started on the first request after the last one ended.
 
-    def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int):
+    With `spares`, a process for the next case may be started once a case's timed rounds are
+    over (`timing_done`): its start (interpreter, torch, CUDA context: seconds) then overlaps the
+    end of that case, never a timed round.
+    """
+
+    def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int, spares: bool = False):
         self._context = multiprocessing.get_context("spawn")
         self._log_dir = log_dir
         self._arguments = (str(REPO_ROOT), str(runner_folder), device, global_seed)
@@ -51,16 +56,29 @@ class WorkerProcess:
         self._on_progress = lambda text: None
         self._log_start = 0
         self.clock_replaced: set[str] = set()  # clock functions the worker found replaced, this case
+        self._spares = spares
+        self._spare = None  # (process, connection, log path) started ahead of the next case
 
-    def _start(self) -> None:
-        self._connection, child_end = self._context.Pipe()
+    def _spawn(self) -> tuple:
+        connection, child_end = self._context.Pipe()
         log = tempfile.NamedTemporaryFile(dir=self._log_dir, prefix="worker-", suffix=".log", delete=False)
         log.close()
-        self.log_path = log.name
-        self._process = self._context.Process(target=worker.serve, args=(child_end, self.log_path, *self._arguments), name="nvfp4-worker")
-        self._process.start()
+        process = self._context.Process(target=worker.serve, args=(child_end, log.name, *self._arguments), name="nvfp4-worker")
+        process.start()
         child_end.close()
+        return process, connection, log.name
+
+    def _start(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None and not spare[0].is_alive():
+            spare = None
+        self._process, self._connection, self.log_path = spare or self._spawn()
         self._log_start = 0
+
+    def timing_done(self) -> None:
+        """The case's timed rounds are over: start the next case's process now, if there will be one."""
+        if self._spares and self._spare is None:
+            self._spare = self._spawn()
 
     @property
     def alive(self) -> bool:
@@ -145,3 +163,11 @@ class WorkerProcess:
                 pass
             self._process.join(timeout=10)
         self.kill()
+
+    def close_spare(self) -> None:
+        if self._spare is not None:
+            process, connection, _ = self._spare
+            process.kill()
+            process.join(timeout=10)
+            connection.close()
+            self._spare = None
