@@ -154,32 +154,40 @@ def _round_checker(expected, data_list, job: Job):
     return check
 
 
-def _fresh_recheck(worker: WorkerProcess, data_list, job: Job, next_seed: int) -> str | None:
+def _fresh_inputs(job: Job, count: int, next_seed: int) -> tuple[list, list]:
+    """(inputs, references) from the seeds after the timed ones, for the recheck."""
+    fresh = [_generate(job, seed) for seed in _benchmark_seeds(next_seed, count)]
+    return fresh, [ref_kernel(data) for data in fresh]
+
+
+def _fresh_recheck(worker: WorkerProcess, data_list, fresh: list, expected: list, device: torch.device) -> str | None:
     """New values written into the very tensors the kernel was timed on, then all calls checked.
 
     A kernel that keys a cache on tensor addresses, shapes or call counts returns stale output.
     """
-    seeds = _benchmark_seeds(next_seed, len(data_list))
-    expected = []
-    for data, seed in zip(data_list, seeds):
-        fresh = _generate(job, seed)
-        for old, new in zip(data, fresh):
-            bits(old).copy_(bits(new))
-        expected.append(ref_kernel(fresh))
+    for data, new in zip(data_list, fresh):
+        for old, value in zip(data, new):
+            bits(old).copy_(bits(value))
         poison_output(data)
-    synchronize(torch.device(job.device))
+    synchronize(device)
     replies, _ = worker.request("call", TIMED)
     good, message = check_calls(expected, _outputs([spec for spec, _ in replies], data_list),
                                 [data[OUTPUT_INDEX] for data in data_list], strict=True)
     return None if good else f"recheck on fresh inputs: {message}"
 
 
-def _verification_round(worker: WorkerProcess, data_list, expected, job: Job, result: CaseResult) -> str | None:
-    """One more round with its GPU activity recorded, its c refilled first: its kernels' queues
-    and times judged, its outputs checked."""
+def _ask_verification_round(worker: WorkerProcess, data_list, device: torch.device) -> None:
+    """One more round with its GPU activity recorded, its c refilled first. The reply is
+    collected by `_judge_verification_round`: the judge may work meanwhile (CUPTI's start in
+    the worker takes seconds)."""
     refill_outputs(data_list, -1)
-    synchronize(torch.device(job.device))
-    duration_ns, specs, records = worker.request("verification_round", TIMED)
+    synchronize(device)
+    worker.ask("verification_round", TIMED)
+
+
+def _judge_verification_round(worker: WorkerProcess, data_list, expected, job: Job, result: CaseResult) -> str | None:
+    """The recorded round's kernels' queues and times judged, its outputs checked."""
+    duration_ns, specs, records = worker.reply()
     problem = _judge_activity(records, duration_ns, len(data_list), job, result)
     if problem:
         return problem
@@ -233,12 +241,15 @@ def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
                 return CaseResult(FAIL, f"input {index}: custom_kernel modified its input(s) while timed: {', '.join(changed)}")
     if device.type == "cuda":
         progress("verification round (CUPTI)")
-        problem = _verification_round(worker, data_list, expected, job, result)
+        _ask_verification_round(worker, data_list, device)
+    fresh = _fresh_inputs(job, len(data_list), seeds[-1]) if job.rules.recheck_fresh_inputs else None
+    if device.type == "cuda":
+        problem = _judge_verification_round(worker, data_list, expected, job, result)
         if problem:
             return CaseResult(FAIL, problem, activity=result.activity)
-    if job.rules.recheck_fresh_inputs:
+    if fresh is not None:
         progress("recheck on fresh inputs")
-        problem = _fresh_recheck(worker, data_list, job, seeds[-1])
+        problem = _fresh_recheck(worker, data_list, *fresh, device)
         if problem:
             return CaseResult(FAIL, problem)
     if job.baselines:

@@ -95,8 +95,18 @@ class WorkerProcess:
 
     def request(self, operation: str, *arguments):
         """The worker's reply to one request (harness/runner/calls.py), or CaseStopped."""
+        self.ask(operation, *arguments)
+        return self.reply()
+
+    def ask(self, operation: str, *arguments) -> None:
+        """Send a request whose reply the judge collects later (`reply`), working meanwhile."""
         try:
             self._connection.send((operation, arguments))
+        except (BrokenPipeError, EOFError, ConnectionResetError):
+            raise CaseStopped(self._crashed()) from None
+
+    def reply(self):
+        try:
             return self._wait()
         except (BrokenPipeError, EOFError, ConnectionResetError):
             raise CaseStopped(self._crashed()) from None
