@@ -23,6 +23,8 @@ copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into on
 accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
 column of c, so a warp's stores are 64 contiguous bytes). With split-K every split stores an
 fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
+Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
+multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
 
 Per-shape configuration on a B200 (148 SMs) and the speed-of-light model of the competition
 (7.68 TB/s, FP4 at 1.5 GHz; every benchmark is memory-bound; the split-K partials add the
@@ -466,6 +468,9 @@ class Sm100Config:
     tile_m: int  # 64 or 128
     split_k: int  # number of K ranges reduced into c by the last-arriving CTA
     stages: int  # shared-memory pipeline depth
+    # Programmatic dependent launch: the next call's grid launches while this one runs, and
+    # loads and multiplies before it waits (only its epilogue touches what this call writes).
+    pdl: bool = True
 
     @staticmethod
     def stage_bytes(tile_m: int) -> int:
@@ -502,7 +507,7 @@ class Sm100Config:
 
     def describe(self) -> str:
         return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
-                f"split-K {self.split_k}, {self.stages} stages")
+                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, no cluster")
 
 
 # Configurations of the three benchmark shapes, as measured on a B200 by the competition's
@@ -514,7 +519,8 @@ SM100_BENCHMARK_CONFIGS = {
 }
 SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
 # The conservative configuration, for a first run on a B200 that fails: no split-K, so no
-# partials, no arrival counters and no cross-CTA reduction; tiles and stages as chosen.
+# partials, no arrival counters and no cross-CTA reduction; no programmatic dependent launch,
+# so calls run one after the other; tiles and stages as chosen.
 SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
 
 
@@ -522,11 +528,11 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
     """The benchmark shapes' measured configurations; otherwise halve the M tile and then
     split K while that still leaves every work unit on its own SM. `conservative` (default: the
-    NVFP4_SM100_CONSERVATIVE environment variable set to 1) takes split-K away."""
+    NVFP4_SM100_CONSERVATIVE environment variable set to 1) takes split-K and PDL away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = _sm100_config(problem, num_sms)
-    return Sm100Config(config.tile_m, 1, config.stages) if conservative else config
+    return Sm100Config(config.tile_m, 1, config.stages, pdl=False) if conservative else config
 
 
 def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
@@ -693,7 +699,7 @@ class Sm100BlockScaledGemm:
         self.kernel(tiled_mma, tiled_mma_sfa, one_cta, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
                     tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
                     self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), min_blocks_per_mp=1)
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), min_blocks_per_mp=1, use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
@@ -782,6 +788,10 @@ class Sm100BlockScaledGemm:
 
         # ---- TMA warp: operand and scale tiles into shared memory ----
         if warp_idx == self.TMA_WARP:
+            if cutlass.const_expr(cfg.pdl):
+                # The next call's grid may launch at once: it reads only its own inputs until its
+                # epilogue, which waits for this whole grid.
+                cute.arch.griddepcontrol_launch_dependents()
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
             for unit in cutlass.range(cta, num_units, num_ctas, unroll=1):
                 m_tile, split, n_tile, batch = tile_coords(unit, tiles_m, splits, tiles_n)
@@ -854,6 +864,10 @@ class Sm100BlockScaledGemm:
         if warp_idx < self.MMA_WARP:
             tmem.allocate(cfg.tmem_columns)
             tmem.wait_for_alloc()
+            if cutlass.const_expr(cfg.pdl):
+                # The previous call's grid may still be reading the split-K partials and writing c
+                # (which may be this call's c): the first store waits for all of it.
+                cute.arch.griddepcontrol_wait()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
             copy_t2r, tTR_tAcc, tTR_gC = self._accumulator_copy(tidx, tCtAcc, tCgC, epi_tile)

@@ -207,3 +207,19 @@ def test_capture_reads_the_sm100_kernels_shared_and_tensor_memory_from_its_artif
         record = capture.compiles[-1]
         assert launch_smem_bytes(record.host_ir) == [kernel.launch_smem_bytes]
         assert tmem_columns(record.ptx) == config.tmem_columns == 512
+
+
+@pytest.mark.parametrize("pdl", [True, False], ids=["pdl", "conservative"])
+def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
+    """With PDL the TMA warp lets the next grid launch at once and the epilogue waits for the
+    previous grid before its first store; the conservative configuration has neither."""
+    from harness.compile_capture import capturing_compiles
+
+    config = sub.Sm100Config(tile_m=128, split_k=2, stages=6, pdl=pdl)
+    with capturing_compiles("sm_100a") as capture:
+        sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
+        ptx = capture.compiles[-1].ptx
+    expected = 1 if pdl else 0
+    assert ptx.count("griddepcontrol.launch_dependents") == expected
+    assert ptx.count("griddepcontrol.wait") == expected
+    assert ("PDL on" if pdl else "PDL off") in config.describe()

@@ -227,11 +227,12 @@ def test_without_tvm_ffi_the_plans_call_the_compiled_kernel(monkeypatch):
 
 
 @pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
-def test_the_conservative_configuration_has_no_split_k_and_keeps_the_rest(problem, monkeypatch):
+def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_rest(problem, monkeypatch):
     chosen = sub.sm100_config(problem, conservative=False)
+    assert chosen.pdl
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
-    assert conservative.split_k == 1
+    assert conservative.split_k == 1 and not conservative.pdl
     assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
