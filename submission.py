@@ -912,7 +912,11 @@ class Sm100BlockScaledGemm:
                         arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="acq_rel", scope="gpu")
                     arrived = cute.arch.shuffle_sync(arrived, 0)
                     if arrived == splits - 1:
-                        # Acquire: the other splits' partials are visible to every lane.
+                        # Acquire for every lane: a shuffle orders nothing in memory, so the
+                        # warp barrier (which orders its lanes' memory operations) puts lane 0's
+                        # acquiring atomic before the other lanes' loads, and the fence makes the
+                        # other splits' partials visible to each of them.
+                        cute.arch.sync_warp()
                         cute.arch.fence_acq_rel_gpu()
                         for sub in cutlass.range(subtiles, unroll=1):
                             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)

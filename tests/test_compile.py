@@ -223,3 +223,16 @@ def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
     assert ptx.count("griddepcontrol.launch_dependents") == expected
     assert ptx.count("griddepcontrol.wait") == expected
     assert ("PDL on" if pdl else "PDL off") in config.describe()
+
+
+def test_every_lane_of_the_last_split_acquires_before_reading_the_partials():
+    """Lane 0's acquiring atomic, then a warp barrier and a fence, then the first load of
+    another split's partial: a shuffle alone would order nothing in memory for the other lanes."""
+    from harness.compile_capture import capturing_compiles
+
+    with capturing_compiles("sm_100a") as capture:
+        sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
+        ptx = capture.compiles[-1].ptx
+    after_arrival = ptx[ptx.index("atom.global.acq_rel.add"):]
+    order = re.findall(r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global)\b", after_arrival)
+    assert order[:3] == ["bar.warp.sync", "fence.acq_rel.gpu", "ld.global"], order[:6]
