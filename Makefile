@@ -3,7 +3,7 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test check bench leaderboard profile sol task-yml compile lint compare submit sanitize
+.PHONY: setup test check bench leaderboard profile sol model task-yml compile lint compare submit sanitize
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is what pip installs: the package index's
@@ -33,6 +33,10 @@ profile:
 
 sol:
 	$(PYTHON) -m harness sol --gpu B200
+
+# The B200 cost model: its calibration on published times and its times for our sm_100a configurations.
+model:
+	$(PYTHON) -m harness model
 
 task-yml:
 	$(PYTHON) -m harness task-yml

@@ -26,17 +26,20 @@ fp32 partial and the last split to arrive adds the others and writes c (details 
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
 
-Per-shape configuration on a B200 (148 SMs) and the speed-of-light model of the competition
+Per-shape configuration on a B200 (148 SMs), the speed-of-light of the competition's table
 (7.68 TB/s, FP4 at 1.5 GHz; every benchmark is memory-bound; the split-K partials add the
-workspace bytes shown, which mostly stay in the 126 MB L2):
+workspace bytes shown, which mostly stay in the 126 MB L2), and the time of the cost model in
+harness/b200_model.py (`python -m harness model`: a model's figure, calibrated on published B200
+times, never measured):
 
-  shape M x N x K      tile N x M x K   split  stages  units  K tiles/unit  DRAM MB  +partials  SOL us
-  128 x 7168 x 16384   128 x 128 x 256    2      6      112        32        69.07    11.01     8.99
-  128 x 4096 x 7168    128 x  64 x 256    2      8      128        14        18.08     6.29     2.35
-  128 x 7168 x 2048    128 x  64 x 256    1      8      112         8        10.24     0.00     1.33
+  shape M x N x K      tile N x M x K   split  stages  PDL  units  DRAM MB  +partials  SOL us  model us
+  128 x 7168 x 16384   128 x 128 x 256    2      6     on    112    69.07    11.01     8.99    14.59
+  128 x 4096 x 7168    128 x  64 x 256    2      8     on    128    18.08     6.29     2.35     6.02
+  128 x 7168 x 2048    128 x  64 x 256    1      8     on    112    10.24     0.00     1.33     4.91
 
-The first-placed entry measured 18.3 / 8.29 / 6.54 us with these tiles (fp32 output); the aim
-of this design is the SOL column plus pipeline fill, below 9 us geomean. It has not been run
+The first-placed entry measured 18.3 / 8.29 / 6.54 us with these tiles (fp32 output, no PDL;
+the model gives it 17.34 / 8.77 / 6.37); the model puts this kernel at 7.56 us geomean, the
+difference being the launch and prologue that PDL overlaps with the previous call's tail. It has not been run
 on a B200: only compiled for sm_100a and checked in its SASS.
 """
 

@@ -195,6 +195,26 @@ def task_yml(check):
     click.echo(f"wrote {taskfile.write()}")
 
 
+@cli.command("model")
+@click.option("--fit", is_flag=True, help="Refit the model's constants to the published times (a few seconds) and print them.")
+def model_command(fit):
+    """The B200 cost model: its calibration against published times and its times for this kit's
+    sm_100a configurations. A model's figures, not measurements."""
+    from rich.console import Console
+
+    from harness import b200_model
+    from harness.runner.files import import_submission
+
+    console = Console(width=200)
+    constants = b200_model.fit() if fit else b200_model.FITTED
+    console.print(f"constants{' (refitted)' if fit else ''}: {constants}")
+    console.print(b200_model.calibration_table(constants))
+    submission = import_submission(Path(__file__).resolve().parents[1], "nvfp4_kit_submission")
+    configs = {shape: submission.sm100_config(submission.Problem(*shape), conservative=False)
+               for shape in b200_model.BENCHMARK_SHAPES}
+    console.print(b200_model.predictions_table(configs))
+
+
 cli.add_command(benchmark, name="bench")
 cli.add_command(lint.lint_command)
 cli.add_command(submit.submit_command)

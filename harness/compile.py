@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import document, shapes
+from harness import b200_model, document, shapes
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import json_option, submission_option
 from harness.runner.files import import_submission, make_runner_folder
@@ -235,6 +235,8 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
     console.print(table)
     compile_seconds = sum(r.seconds for r in results.values())
     console.print(f"{len(problems)} shapes, {len(results)} configurations compiled in {compile_seconds:.1f} s")
+    if arch == "sm_100a":
+        _print_model(module, kernel_class, console, facts)
     return _summary(console, arch, sum(bool(r.failures) for r in results.values()), len(results), "configurations")
 
 
@@ -310,6 +312,16 @@ def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path
                       "-" if tmem is None else str(tmem), _verdict_cell(kernel_failures))
     console.print(table)
     return _summary(console, arch, failures, len(capture.compiles) + len(official_shapes()), "shapes and compiles")
+
+
+def _print_model(module, kernel_class, console: Console, facts: dict) -> None:
+    """The B200 cost model's time per benchmark shape for the kernel's configurations (a model's
+    figures: nothing here has run on a B200)."""
+    configs = {shape: kernel_class.config_for(module.Problem(*shape)) for shape in b200_model.BENCHMARK_SHAPES}
+    console.print(b200_model.predictions_table(configs))
+    facts["model"] = [{"shape": "x".join(map(str, shape)), "configuration": config.describe(), "pdl": config.pdl,
+                       "cluster": False, "model_us": b200_model.call_seconds(b200_model.kernel_for(config), shape) * 1e6}
+                      for shape, config in configs.items()]
 
 
 def _verdict_cell(failures: list[str]) -> str:

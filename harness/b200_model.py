@@ -1,0 +1,203 @@
+"""A cost model of block-scaled FP4 GEMM kernels on a B200, for a kernel nobody here can run.
+
+It is a model, not a measurement: every figure it gives is labelled as one, and is to be
+replaced by a measurement the day a B200 run exists. It times one call of a kernel described by
+its tiles, split-K, pipeline depth, persistence and launch, on the competition's shapes, in the
+competition's timing (50 calls back to back after an L2 flush):
+
+    call = max(host time per call, launch + mainloop + epilogue tail)
+
+- launch: a grid's launch and prologue (barriers, TMEM allocation, descriptor prefetch) up to
+  its first load; with programmatic dependent launch the next call's grid does this while the
+  previous one finishes, so only the part the previous tail does not cover is paid.
+- mainloop: each CTA's K loop. With a pipeline (2 stages or more) the loads stream: the first
+  arrives after one memory latency, then each K tile costs the larger of its bytes at the per-SM
+  ingest rate and its MMAs; with one stage every K tile pays the latency, its transfer and its
+  MMAs in turn. Bounded below by the DRAM bytes at the DRAM rate and the L2-to-SM bytes at the
+  L2 rate. Non-persistent grids larger than the SM count run in waves.
+- epilogue tail: the output tile's stores, and with split-K the fp32 partial's store, the
+  arrival atomic's round trip and the other splits' partials read back.
+
+Its free constants (launch, latency, per-SM ingest, the starter's host time) are fitted to the
+published B200 times of two kernels whose configuration is known (the first-placed entry, with
+the tiles our kernel uses, and the competition's CuTeDSL starter): `python -m harness model --fit`
+refits them and `python -m harness model` prints the calibration beside every published figure.
+"""
+
+import dataclasses
+import itertools
+import math
+
+from rich.table import Table
+
+from harness.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, DEVICES, gemm_bytes
+
+BENCHMARK_SHAPES = ((128, 7168, 16384, 1), (128, 4096, 7168, 1), (128, 7168, 2048, 1))
+TILE_K = 256  # K per load: one 128-byte swizzle row of fp4
+SF_VEC = 16
+L2_TO_SM_BYTES_PER_S = 20e12  # aggregate L2 read rate; not binding on these shapes, so not fitted
+MMA_FLOPS_PER_SM_S = B200_FP4_FLOP_PER_SM_CLK * B200_CLOCK_HZ
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """What the model needs to know of a kernel."""
+
+    name: str
+    tile_n: int  # rows of B (columns of c) per CTA tile
+    tile_m: int  # rows of A (rows of c) per CTA tile
+    split_k: int = 1
+    stages: int = 2
+    persistent: bool = True
+    pdl: bool = False
+    host_s: float = 0.0  # host time per call, where it is known to bind
+
+
+@dataclasses.dataclass(frozen=True)
+class Constants:
+    launch_s: float  # launch and prologue, to the first load
+    latency_s: float  # one DRAM round trip (a load's, an atomic's)
+    ingest_bytes_per_s: float  # L2 to shared memory, per SM
+    dram_efficiency: float  # the fraction of the SOL table's DRAM rate a streaming kernel reaches
+    starter_host_s: float  # the CuTeDSL starter's host time per call
+
+
+# Fitted with `python -m harness model --fit` (results/b200-model-calibration.txt).
+FITTED = Constants(launch_s=2.75e-6, latency_s=1.4e-6, ingest_bytes_per_s=300e9, dram_efficiency=0.8, starter_host_s=36.9e-6)
+
+
+def _tile_bytes(kernel: Kernel) -> int:
+    """Bytes one CTA loads per K tile: both fp4 tiles and their e4m3 scales (128-row atoms)."""
+    rows_a = max(kernel.tile_m, 128)
+    return (kernel.tile_n + kernel.tile_m) * TILE_K // 2 + (kernel.tile_n + rows_a) * TILE_K // SF_VEC
+
+
+def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED) -> float:
+    m, n, k, l = shape
+    units = (n // kernel.tile_n) * (m // kernel.tile_m) * l * kernel.split_k
+    ctas = min(units, B200_SMS) if kernel.persistent else units
+    waves = math.ceil(units / B200_SMS) if not kernel.persistent else 1
+    units_per_cta = math.ceil(units / min(ctas, B200_SMS)) if kernel.persistent else 1
+    k_tiles = k // TILE_K // kernel.split_k
+    tile_bytes = _tile_bytes(kernel)
+    load_s = tile_bytes / constants.ingest_bytes_per_s
+    mma_s = 2 * kernel.tile_n * kernel.tile_m * TILE_K / MMA_FLOPS_PER_SM_S
+    if kernel.stages >= 2:
+        per_unit = constants.latency_s + k_tiles * max(load_s, mma_s)
+    else:
+        per_unit = k_tiles * (constants.latency_s + load_s + mma_s)
+    mainloop = per_unit * units_per_cta * waves
+    dram = gemm_bytes(m, n, k, l) / (B200_TABLE_BANDWIDTH * constants.dram_efficiency)
+    l2 = units * k_tiles * tile_bytes / L2_TO_SM_BYTES_PER_S
+    out_tile = kernel.tile_n * kernel.tile_m
+    tail = constants.latency_s + 2 * out_tile / constants.ingest_bytes_per_s
+    if kernel.split_k > 1:
+        # fp32 partial out, the arrival's round trip, the other partials back in.
+        tail += 4 * out_tile * kernel.split_k / constants.ingest_bytes_per_s + constants.latency_s
+    launch = constants.launch_s
+    if kernel.pdl:
+        launch = max(0.0, launch - tail)  # the next grid's prologue runs under this tail
+    gpu = launch + max(mainloop, dram, l2) + tail
+    return max(gpu, kernel.host_s)
+
+
+def winner(shape: tuple) -> Kernel:
+    """The first-placed entry: our tiles per shape (its published configuration), no PDL."""
+    tile_m, split_k, stages = {
+        (128, 7168, 16384, 1): (128, 2, 6), (128, 4096, 7168, 1): (64, 2, 8), (128, 7168, 2048, 1): (64, 1, 8)}[shape]
+    return Kernel("first place", 128, tile_m, split_k, stages)
+
+
+def starter(constants: Constants) -> Kernel:
+    """The competition's CuTeDSL starter: 128 x 128 tiles, one stage, one CTA per tile."""
+    return Kernel("CuTeDSL starter", 128, 128, stages=1, persistent=False, host_s=constants.starter_host_s)
+
+
+# Published B200 times per benchmark shape, in us.
+PUBLISHED = {
+    "first place": (18.3, 8.29, 6.54),
+    "cuBLAS": (22.4, 12.5, 8.49),
+    "CuTeDSL starter": (96.6, 51.6, 36.9),
+}
+
+
+def calibration(constants: Constants = FITTED) -> list[tuple[str, tuple, tuple | None]]:
+    """(kernel, published us per shape, model us per shape or None where its kernel is unknown)."""
+    rows = []
+    for name, published in PUBLISHED.items():
+        if name == "first place":
+            model = tuple(call_seconds(winner(shape), shape, constants) * 1e6 for shape in BENCHMARK_SHAPES)
+        elif name == "CuTeDSL starter":
+            model = tuple(call_seconds(starter(constants), shape, constants) * 1e6 for shape in BENCHMARK_SHAPES)
+        else:
+            model = None  # cuBLAS's kernel and its configuration are not published
+        rows.append((name, published, model))
+    sol = tuple(DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES)
+    rows.append(("speed-of-light", sol, None))
+    return rows
+
+
+def fit() -> Constants:
+    """The constants that minimise the squared log error over the modelled published times."""
+    grid = itertools.product(
+        [x * 0.25e-6 for x in range(2, 25)],  # launch 0.5-6 us
+        [x * 0.1e-6 for x in range(3, 21)],  # latency 0.3-2 us
+        [x * 20e9 for x in range(4, 21)],  # ingest 80-400 GB/s per SM
+        [x * 0.05 for x in range(14, 21)],  # DRAM efficiency 70-100 %
+    )
+    best, best_error = None, float("inf")
+    for launch_s, latency_s, ingest, efficiency in grid:
+        constants = Constants(launch_s, latency_s, ingest, efficiency, 0.0)
+        error = 0.0
+        for shape, published in zip(BENCHMARK_SHAPES, PUBLISHED["first place"]):
+            error += math.log(call_seconds(winner(shape), shape, constants) * 1e6 / published) ** 2
+        gpu_starter = [call_seconds(starter(constants), shape, constants) * 1e6 for shape in BENCHMARK_SHAPES]
+        # The starter's host time binds only where its GPU time is below the published figure.
+        host_us = max([p for g, p in zip(gpu_starter, PUBLISHED["CuTeDSL starter"]) if g < p], default=0.0)
+        for g, published in zip(gpu_starter, PUBLISHED["CuTeDSL starter"]):
+            error += math.log(max(g, host_us) / published) ** 2
+        if error < best_error:
+            best, best_error = Constants(launch_s, latency_s, ingest, efficiency, host_us * 1e-6), error
+    return best
+
+
+def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
+    """The model's description of a configuration with tile_m, split_k, stages and pdl fields
+    (submission.Sm100Config): persistent, 128-row N tiles, no cluster."""
+    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, persistent=True, pdl=config.pdl)
+
+
+def _us(values) -> list[str]:
+    return ["-" if value is None else f"{value:.2f}" for value in values]
+
+
+def _geomean(values) -> float:
+    return math.prod(values) ** (1 / len(values))
+
+
+def calibration_table(constants: Constants = FITTED) -> Table:
+    table = Table(title="B200 cost model, calibration (published times against the model's, us)", title_justify="left")
+    for column in ("kernel", *("x".join(map(str, shape)) for shape in BENCHMARK_SHAPES), "geomean"):
+        table.add_column(column)
+    for name, published, model in calibration(constants):
+        table.add_row(f"{name}, published", *_us(published), f"{_geomean(published):.2f}")
+        if model is not None:
+            table.add_row(f"{name}, model", *_us(model), f"{_geomean(model):.2f}")
+    return table
+
+
+def predictions_table(configs: dict) -> Table:
+    """The model's time per benchmark shape for the configurations {shape: config}."""
+    table = Table(title="B200 cost model: a model's times, not measurements (us)", title_justify="left")
+    for column in ("shape", "configuration", "PDL", "cluster", "model", "first place", "SOL"):
+        table.add_column(column)
+    times = []
+    for shape, published in zip(BENCHMARK_SHAPES, PUBLISHED["first place"]):
+        config = configs[shape]
+        seconds = call_seconds(kernel_for(config), shape)
+        times.append(seconds * 1e6)
+        table.add_row("x".join(map(str, shape)), config.describe(), "yes" if config.pdl else "no", "no",
+                      f"{seconds * 1e6:.2f}", f"{published:.2f}", f"{DEVICES['B200'].sol_seconds(*shape) * 1e6:.3f}")
+    sol_geomean = _geomean([DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES])
+    table.add_row("geomean", "", "", "", f"{_geomean(times):.2f}", f"{_geomean(PUBLISHED['first place']):.2f}", f"{sol_geomean:.3f}")
+    return table

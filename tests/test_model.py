@@ -1,0 +1,53 @@
+"""The B200 cost model: its constants are its fit's, its calibration holds, and the figures
+quoted in submission.py's header are its own."""
+
+import dataclasses
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import b200_model as model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_constants_in_use_are_the_fits():
+    fitted = model.fit()
+    for field in dataclasses.fields(model.Constants):
+        assert math.isclose(getattr(model.FITTED, field.name), getattr(fitted, field.name), rel_tol=1e-6), field.name
+
+
+def test_the_model_stays_within_20_percent_of_every_published_time_it_models():
+    for name, published, modelled in model.calibration():
+        if modelled is None:
+            continue
+        for expected, got in zip(published, modelled):
+            assert abs(got / expected - 1) < 0.20, (name, expected, got)
+
+
+@pytest.mark.parametrize("shape", model.BENCHMARK_SHAPES)
+def test_pdl_and_a_faster_ingest_never_slow_a_call(shape):
+    kernel = model.winner(shape)
+    assert model.call_seconds(dataclasses.replace(kernel, pdl=True), shape) <= model.call_seconds(kernel, shape)
+    faster = dataclasses.replace(model.FITTED, ingest_bytes_per_s=2 * model.FITTED.ingest_bytes_per_s)
+    assert model.call_seconds(kernel, shape, faster) <= model.call_seconds(kernel, shape)
+
+
+def test_no_call_beats_speed_of_light():
+    for shape in model.BENCHMARK_SHAPES:
+        best = dataclasses.replace(model.winner(shape), pdl=True)
+        assert model.call_seconds(best, shape) >= model.DEVICES["B200"].sol_seconds(*shape)
+
+
+def test_the_submissions_header_quotes_the_models_times():
+    import submission as sub
+
+    header = sub.__doc__
+    quoted = [float(row.split()[-1]) for row in header.splitlines() if re.match(r"\s+128 x \d+ x \d+ ", row)]
+    configs = [sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES]
+    computed = [model.call_seconds(model.kernel_for(config), shape) * 1e6 for config, shape in zip(configs, model.BENCHMARK_SHAPES)]
+    assert quoted == [round(value, 2) for value in computed]
+    geomean = math.prod(computed) ** (1 / 3)
+    assert f"{geomean:.2f} us geomean" in header
