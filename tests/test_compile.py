@@ -28,8 +28,13 @@ def _run(arch: str, tmp_path: Path) -> tuple[int, str]:
 def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     status, report = _run("sm_100a", tmp_path)
     assert status == 0, report
-    rows = [line for line in report.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+", line)]
+    check_table, model_table = report.split("B200 cost model: a model's times, not measurements")
+    rows = [line for line in check_table.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+", line)]
     assert len(rows) == len(checker.official_shapes()) == 13
+    # The model's time per benchmark shape, with its PDL and cluster facts.
+    model_rows = [line.split("│") for line in model_table.splitlines() if re.match(r"│ (\d+x\d+x\d+x\d+|geomean)", line)]
+    assert [row[1].strip() for row in model_rows] == ["128x7168x16384x1", "128x4096x7168x1", "128x7168x2048x1", "geomean"]
+    assert all(row[3].strip() == "yes" and row[4].strip() == "no" for row in model_rows[:3])
     assert all("PASS" in row for row in rows)
     sass_files = list((tmp_path / "sass").glob("sm_100a_*.sass"))
     assert sass_files, "the SASS of each configuration is kept on request"
