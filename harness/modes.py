@@ -98,6 +98,10 @@ class Executor:
                 result = stopped.result
             except UntrustedMessageError as error:
                 result = CaseResult(FAIL, str(error))
+            except (TypeError, ValueError, KeyError, IndexError) as error:
+                # Replies are the worker's, so the submission's to forge: one the judge cannot
+                # read is a failure, not the harness's crash.
+                result = CaseResult(FAIL, f"the judge could not read the worker's reply ({type(error).__name__}: {error})")
             self._release_inputs()
         judge_clock(result, self._worker.clock_replaced, job.rules.strict)
         result.output = self._worker.output_of_case()

@@ -43,6 +43,7 @@ GPU_ONLY = ("cuda",)
 # plain mistakes.
 THREATS = {
     "cheat_patches_the_judge": "1 rewriting the judge",
+    "cheat_forges_a_reply": "1 rewriting the judge",
     "cheat_fakes_the_clock": "2 rewriting the clock",
     "cheat_finishes_in_a_thread": "3 work escaping the timed queue",
     "cheat_hides_a_second_queue": "3 work escaping the timed queue",
@@ -126,6 +127,11 @@ VERDICTS = [
     Expected("cheat_patches_the_judge", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!"),
     Expected("cheat_patches_the_judge", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", official=True),
     Expected("cheat_patches_the_judge", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!", cases=(BENCHMARK_CASE,)),
+    # ... and reads the worker's messages with an unpickler that admits values and tensors only.
+    Expected("cheat_forges_a_reply", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message names posix\.system"),
+    Expected("cheat_forges_a_reply", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message names posix\.system", official=True),
     # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
     Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
              r"ran on another queue than the timed one", devices=GPU_ONLY),
