@@ -16,7 +16,7 @@ from harness import wire
 from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.judge import activity
 from harness.judge.isolation import WorkerProcess
-from harness.judge.verdicts import (OUTPUT_INDEX, bits, changed_inputs, check_call, check_calls, clone_data,
+from harness.judge.verdicts import (OUTPUT_INDEX, bits, check_call, check_calls, clone_data, first_changed_inputs,
                                     poison_output, refill_outputs, threads_left)
 from harness.runner.timing import synchronize
 from harness.stats import StoppingRule, calculate_stats
@@ -62,11 +62,11 @@ def _checked_calls(worker: WorkerProcess, data_list: list, expected: list, job: 
         if problem:
             return f"input {index}: {problem}" if many else problem
     if job.rules.check_inputs_unchanged:
-        for index, (original, handed) in enumerate(zip(check_copy, data_list)):
-            changed = changed_inputs(original, handed)
-            if changed:
-                problem = f"custom_kernel modified its input(s): {', '.join(changed)}"
-                return f"input {index}: {problem}" if many else problem
+        changed = first_changed_inputs(check_copy, data_list)
+        if changed:
+            index, names = changed
+            problem = f"custom_kernel modified its input(s): {names}"
+            return f"input {index}: {problem}" if many else problem
     if records is not None:
         problem = _judge_activity(records, None, len(data_list), job, result)
         if problem:
@@ -80,14 +80,19 @@ def _checked_calls(worker: WorkerProcess, data_list: list, expected: list, job: 
     return None if good else message
 
 
-def _judge_activity(records: list, event_ns_per_call: float | None, calls: int, job: Job, result: CaseResult) -> str | None:
-    """The recorded GPU activity's problem, if any; under --official (the competition records
-    none) it becomes a warning."""
-    problem, result.activity = activity.judge_round(records, event_ns_per_call, calls)
+def _beyond_the_competition(problem: str | None, job: Job, result: CaseResult) -> str | None:
+    """A problem of a check the competition does not make: the case's failure by default, a
+    warning on `result` under --official."""
     if problem and not job.rules.strict:
         result.warn(f"the competition would have missed this: {problem}")
         return None
     return problem
+
+
+def _judge_activity(records: list, event_ns_per_call: float | None, calls: int, job: Job, result: CaseResult) -> str | None:
+    """The recorded GPU activity's problem, if any (the competition records none)."""
+    problem, result.activity = activity.judge_round(records, event_ns_per_call, calls)
+    return _beyond_the_competition(problem, job, result)
 
 
 def run_test(job: Job, worker: WorkerProcess, progress) -> CaseResult:
@@ -192,12 +197,7 @@ def _judge_verification_round(worker: WorkerProcess, data_list, expected, job: J
     if problem:
         return problem
     good, message = check_calls(expected, _outputs(specs, data_list), [data[OUTPUT_INDEX] for data in data_list], strict=True)
-    if good:
-        return None
-    if not job.rules.strict:
-        result.warn(f"the competition would have missed this: verification round: {message}")
-        return None
-    return f"verification round: {message}"
+    return None if good else _beyond_the_competition(f"verification round: {message}", job, result)
 
 
 def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
@@ -206,7 +206,7 @@ def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
     progress("generating inputs")
     data_list = [_generate(job, seed) for seed in seeds]
     check_copy = [clone_data(data) for data in data_list]
-    expected = [ref_kernel(clone_data(data)) for data in check_copy]
+    expected = [ref_kernel(data) for data in check_copy]  # writes only c, which no check compares
 
     progress("correctness pass")
     problem = _checked_calls(worker, [clone_data(data) for data in data_list], expected, job, check_copy)
@@ -235,10 +235,9 @@ def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
         host_ns=sum(measurement.host_ns) / len(measurement.host_ns) if device.type == "cuda" else None,
     )
     if job.rules.check_inputs_unchanged:
-        for index, (original, now) in enumerate(zip(check_copy, data_list)):
-            changed = changed_inputs(original, now)
-            if changed:
-                return CaseResult(FAIL, f"input {index}: custom_kernel modified its input(s) while timed: {', '.join(changed)}")
+        changed = first_changed_inputs(check_copy, data_list)
+        if changed:
+            return CaseResult(FAIL, f"input {changed[0]}: custom_kernel modified its input(s) while timed: {changed[1]}")
     if device.type == "cuda":
         progress("verification round (CUPTI)")
         _ask_verification_round(worker, data_list, device)

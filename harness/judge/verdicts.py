@@ -41,6 +41,15 @@ def changed_inputs(before, after) -> list[str]:
     ]
 
 
+def first_changed_inputs(originals, handed) -> tuple[int, str] | None:
+    """(index, names) of the first input whose tensors other than c changed, or None."""
+    for index, (before, after) in enumerate(zip(originals, handed)):
+        changed = changed_inputs(before, after)
+        if changed:
+            return index, ", ".join(changed)
+    return None
+
+
 def describe_output(output) -> str:
     if isinstance(output, torch.Tensor):
         return f"a {output.dtype} tensor of shape {tuple(output.shape)} on {output.device}"
