@@ -2,7 +2,7 @@
 
 It is a model, not a measurement: every figure it gives is labelled as one, and is to be
 replaced by a measurement the day a B200 run exists. It times one call of a kernel described by
-its tiles, split-K, pipeline depth, persistence and launch, on the competition's shapes, in the
+its tiles, split-K, pipeline depth and launch, on the competition's shapes, in the
 competition's timing (50 calls back to back after an L2 flush):
 
     call = max(host time per call, launch + mainloop + epilogue tail)
@@ -14,7 +14,7 @@ competition's timing (50 calls back to back after an L2 flush):
   arrives after one memory latency, then each K tile costs the larger of its bytes at the per-SM
   ingest rate and its MMAs; with one stage every K tile pays the latency, its transfer and its
   MMAs in turn. Bounded below by the DRAM bytes at the DRAM rate and the L2-to-SM bytes at the
-  L2 rate. Non-persistent grids larger than the SM count run in waves.
+  L2 rate. More work units than SMs run one after another, persistent CTA or new wave alike.
 - epilogue tail: the output tile's stores, and with split-K the fp32 partial's store, the
   arrival atomic's round trip and the other splits' partials read back.
 
@@ -31,6 +31,7 @@ import math
 from rich.table import Table
 
 from harness.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, DEVICES, gemm_bytes
+from harness.stats import geomean
 
 BENCHMARK_SHAPES = ((128, 7168, 16384, 1), (128, 4096, 7168, 1), (128, 7168, 2048, 1))
 TILE_K = 256  # K per load: one 128-byte swizzle row of fp4
@@ -48,7 +49,6 @@ class Kernel:
     tile_m: int  # rows of A (rows of c) per CTA tile
     split_k: int = 1
     stages: int = 2
-    persistent: bool = True
     pdl: bool = False
     host_s: float = 0.0  # host time per call, where it is known to bind
 
@@ -75,9 +75,8 @@ def _tile_bytes(kernel: Kernel) -> int:
 def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED) -> float:
     m, n, k, l = shape
     units = (n // kernel.tile_n) * (m // kernel.tile_m) * l * kernel.split_k
-    ctas = min(units, B200_SMS) if kernel.persistent else units
-    waves = math.ceil(units / B200_SMS) if not kernel.persistent else 1
-    units_per_cta = math.ceil(units / min(ctas, B200_SMS)) if kernel.persistent else 1
+    # A persistent CTA's next unit pays the first load's latency again, as a new wave does.
+    units_per_sm = math.ceil(units / B200_SMS)
     k_tiles = k // TILE_K // kernel.split_k
     tile_bytes = _tile_bytes(kernel)
     load_s = tile_bytes / constants.ingest_bytes_per_s
@@ -86,7 +85,7 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED) ->
         per_unit = constants.latency_s + k_tiles * max(load_s, mma_s)
     else:
         per_unit = k_tiles * (constants.latency_s + load_s + mma_s)
-    mainloop = per_unit * units_per_cta * waves
+    mainloop = per_unit * units_per_sm
     dram = gemm_bytes(m, n, k, l) / (B200_TABLE_BANDWIDTH * constants.dram_efficiency)
     l2 = units * k_tiles * tile_bytes / L2_TO_SM_BYTES_PER_S
     out_tile = kernel.tile_n * kernel.tile_m
@@ -110,7 +109,7 @@ def winner(shape: tuple) -> Kernel:
 
 def starter(constants: Constants) -> Kernel:
     """The competition's CuTeDSL starter: 128 x 128 tiles, one stage, one CTA per tile."""
-    return Kernel("CuTeDSL starter", 128, 128, stages=1, persistent=False, host_s=constants.starter_host_s)
+    return Kernel("CuTeDSL starter", 128, 128, stages=1, host_s=constants.starter_host_s)
 
 
 # Published B200 times per benchmark shape, in us.
@@ -163,16 +162,12 @@ def fit() -> Constants:
 
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
     """The model's description of a configuration with tile_m, split_k, stages and pdl fields
-    (submission.Sm100Config): persistent, 128-row N tiles, no cluster."""
-    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, persistent=True, pdl=config.pdl)
+    (submission.Sm100Config): 128-row N tiles, no cluster."""
+    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl)
 
 
 def _us(values) -> list[str]:
     return ["-" if value is None else f"{value:.2f}" for value in values]
-
-
-def _geomean(values) -> float:
-    return math.prod(values) ** (1 / len(values))
 
 
 def calibration_table(constants: Constants = FITTED) -> Table:
@@ -180,9 +175,9 @@ def calibration_table(constants: Constants = FITTED) -> Table:
     for column in ("kernel", *("x".join(map(str, shape)) for shape in BENCHMARK_SHAPES), "geomean"):
         table.add_column(column)
     for name, published, model in calibration(constants):
-        table.add_row(f"{name}, published", *_us(published), f"{_geomean(published):.2f}")
+        table.add_row(f"{name}, published", *_us(published), f"{geomean(published):.2f}")
         if model is not None:
-            table.add_row(f"{name}, model", *_us(model), f"{_geomean(model):.2f}")
+            table.add_row(f"{name}, model", *_us(model), f"{geomean(model):.2f}")
     return table
 
 
@@ -198,6 +193,6 @@ def predictions_table(configs: dict) -> Table:
         times.append(seconds * 1e6)
         table.add_row("x".join(map(str, shape)), config.describe(), "yes" if config.pdl else "no", "no",
                       f"{seconds * 1e6:.2f}", f"{published:.2f}", f"{DEVICES['B200'].sol_seconds(*shape) * 1e6:.3f}")
-    sol_geomean = _geomean([DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES])
-    table.add_row("geomean", "", "", "", f"{_geomean(times):.2f}", f"{_geomean(PUBLISHED['first place']):.2f}", f"{sol_geomean:.3f}")
+    sol_geomean = geomean([DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES])
+    table.add_row("geomean", "", "", "", f"{geomean(times):.2f}", f"{geomean(PUBLISHED['first place']):.2f}", f"{sol_geomean:.3f}")
     return table
