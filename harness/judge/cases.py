@@ -16,8 +16,8 @@ from harness import wire
 from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.judge import activity
 from harness.judge.isolation import WorkerProcess
-from harness.judge.verdicts import (OUTPUT_INDEX, bits, check_call, check_calls, clone_data, first_changed_inputs,
-                                    poison_output, refill_outputs, threads_left)
+from harness.judge.verdicts import (OUTPUT_INDEX, beyond_the_competition, bits, check_call, check_calls, clone_data,
+                                    first_changed_inputs, poison_output, refill_outputs, threads_left)
 from harness.runner.timing import synchronize
 from harness.stats import StoppingRule, calculate_stats
 from reference import generate_input, ref_kernel
@@ -80,19 +80,10 @@ def _checked_calls(worker: WorkerProcess, data_list: list, expected: list, job: 
     return None if good else message
 
 
-def _beyond_the_competition(problem: str | None, job: Job, result: CaseResult) -> str | None:
-    """A problem of a check the competition does not make: the case's failure by default, a
-    warning on `result` under --official."""
-    if problem and not job.rules.strict:
-        result.warn(f"the competition would have missed this: {problem}")
-        return None
-    return problem
-
-
 def _judge_activity(records: list, event_ns_per_call: float | None, calls: int, job: Job, result: CaseResult) -> str | None:
     """The recorded GPU activity's problem, if any (the competition records none)."""
     problem, result.activity = activity.judge_round(records, event_ns_per_call, calls)
-    return _beyond_the_competition(problem, job, result)
+    return beyond_the_competition(problem, job.rules.strict, result)
 
 
 def run_test(job: Job, worker: WorkerProcess, progress) -> CaseResult:
@@ -197,7 +188,7 @@ def _judge_verification_round(worker: WorkerProcess, data_list, expected, job: J
     if problem:
         return problem
     good, message = check_calls(expected, _outputs(specs, data_list), [data[OUTPUT_INDEX] for data in data_list], strict=True)
-    return None if good else _beyond_the_competition(f"verification round: {message}", job, result)
+    return None if good else beyond_the_competition(f"verification round: {message}", job.rules.strict, result)
 
 
 def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
