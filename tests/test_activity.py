@@ -2,7 +2,7 @@
 
 from harness.judge.activity import judge_round
 
-TIMED, OTHER = 7, 13
+TIMED, OTHER = "stream 7 of cuda:0", "stream 13 of cuda:0"
 
 
 def _round(kernels, queue=TIMED, gap_ns=3_000):
@@ -19,14 +19,14 @@ def test_an_honest_round_passes_and_lists_its_kernels():
     records, span = _round([("gemm", 10_000)] * 50)
     problem, seen = judge_round(records, (span + 1_000) / 50, 50)
     assert problem is None
-    assert seen == "50 GPU activities: gemm x50 (queue 7)"
+    assert seen == "50 GPU activities: gemm x50 (stream 7 of cuda:0)"
 
 
 def test_a_kernel_on_another_queue_fails():
     records, span = _round([("gemm", 10_000)] * 2)
     records.append(("hidden_gemm", OTHER, 2_000, 30_000))
     problem, _ = judge_round(records, span / 2, 2)
-    assert "1 of the calls' kernels ran on another queue than the timed one (hidden_gemm on queue 13, timed queue 7)" in problem
+    assert "1 of the calls' kernels ran on another queue than the timed one (hidden_gemm on stream 13 of cuda:0, the timed queue being stream 7 of cuda:0)" in problem
 
 
 def test_a_kernel_after_the_window_fails():
@@ -62,4 +62,4 @@ def test_without_markers_nothing_is_verified_and_nothing_fails():
 
 def test_a_test_call_without_events_is_judged_on_queues_only():
     records, _ = _round([("gemm", 10_000)])
-    assert judge_round(records, None, 1) == (None, "1 GPU activities: gemm x1 (queue 7)")
+    assert judge_round(records, None, 1) == (None, "1 GPU activities: gemm x1 (stream 7 of cuda:0)")

@@ -1,7 +1,7 @@
 """The verification round's GPU activity, judged: every kernel the calls launched, with its queue
 and its time, set against the CUDA events that timed the same round.
 
-The worker records the round under CUPTI (torch.profiler) with a marker kernel on the timed
+The worker records the round under CUPTI (harness/runner/gpu_activity.py) with a marker kernel on the timed
 queue before the start event and after the end event. Honest work runs on that queue between
 the markers. A kernel on another queue escaped the events' bracket; one that starts after the
 closing marker was launched after the timed window closed. And the events, read from the GPU's
@@ -22,7 +22,7 @@ AGREEMENT_ABSOLUTE_NS = 2_000
 @dataclasses.dataclass(frozen=True)
 class Kernel:
     name: str
-    queue: int
+    queue: str  # "stream S of cuda:D"
     start_ns: int
     end_ns: int
 
@@ -34,13 +34,13 @@ def _short(name: str) -> str:
 def summary(kernels: list[Kernel]) -> str:
     """`N kernels on queue Q: name xcount, ...` for the report."""
     counts = Counter((kernel.queue, _short(kernel.name)) for kernel in kernels)
-    return "; ".join(f"{name} x{count} (queue {queue})" for (queue, name), count in counts.most_common(4))
+    return "; ".join(f"{name} x{count} ({queue})" for (queue, name), count in counts.most_common(4))
 
 
 def judge_round(records: list, event_ns_per_call: float | None, calls: int) -> tuple[str | None, str]:
     """(the problem, or None; what the calls launched) for the records of calls
     [(name, queue, start ns, end ns)] and, where events timed them, the event time per call."""
-    kernels = sorted((Kernel(str(name), int(queue), int(start), int(end)) for name, queue, start, end in records),
+    kernels = sorted((Kernel(str(name), str(queue), int(start), int(end)) for name, queue, start, end in records),
                      key=lambda kernel: kernel.start_ns)
     markers = [kernel for kernel in kernels if MARKER_KERNEL in kernel.name]
     if len(markers) < 2:
@@ -52,7 +52,7 @@ def judge_round(records: list, event_ns_per_call: float | None, calls: int) -> t
     if elsewhere:
         kernel = elsewhere[0]
         return (f"{len(elsewhere)} of the calls' kernels ran on another queue than the timed one ({_short(kernel.name)} on "
-                f"queue {kernel.queue}, timed queue {opening.queue}): work the events do not bracket"), seen
+                f"{kernel.queue}, the timed queue being {opening.queue}): work the events do not bracket"), seen
     late = [kernel for kernel in launched if kernel.start_ns >= closing.start_ns]
     if late:
         return (f"{len(late)} kernel(s) started after the timed window closed ({_short(late[0].name)}): "

@@ -174,8 +174,7 @@ def _fresh_recheck(worker: WorkerProcess, data_list, fresh: list, expected: list
 
 def _ask_verification_round(worker: WorkerProcess, data_list, device: torch.device) -> None:
     """One more round with its GPU activity recorded, its c refilled first. The reply is
-    collected by `_judge_verification_round`: the judge may work meanwhile (CUPTI's start in
-    the worker takes seconds)."""
+    collected by `_judge_verification_round`: the judge draws the recheck's inputs meanwhile."""
     refill_outputs(data_list, -1)
     synchronize(device)
     worker.ask("verification_round", TIMED)

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from harness import wire
-from harness.runner import baselines, ceilings
+from harness.runner import baselines, ceilings, gpu_activity
 from harness.runner.timing import L2Flush, synchronize, time_rounds, timed_round
 from harness.stats import StoppingRule
 
@@ -92,27 +92,27 @@ class Calls:
     @contextlib.contextmanager
     def _recording(self, wanted: bool):
         """Every GPU activity of this process while the block runs, recorded by CUPTI
-        (torch.profiler), a marker kernel on the current queue first and last, into the yielded
-        list as [(kernel, queue, start ns, end ns)]; the block's work is synchronized at the end.
-        Yields None where nothing is recorded (not wanted, or no GPU)."""
+        (harness/runner/gpu_activity.py), a marker kernel on the current queue first and last,
+        into the yielded list as [(name, queue, start ns, end ns)]; the block's work is
+        synchronized at the end. Yields None where nothing is recorded (not wanted, or no GPU),
+        and an empty list where CUPTI is unavailable (the judge says the round went unverified)."""
         if not (wanted and self._device.type == "cuda"):
             yield None
             synchronize(self._device)
             return
-        from torch.profiler import ProfilerActivity, profile
-
-        records = []
+        try:
+            cupti = gpu_activity.client()
+        except gpu_activity.CuptiUnavailable as error:
+            self._progress(f"GPU activity not recorded: {error}")
+            yield []
+            synchronize(self._device)
+            return
         synchronize(self._device)
-        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        with cupti.recording() as records:
             torch.cuda._sleep(MARKER_CYCLES)
             yield records
             torch.cuda._sleep(MARKER_CYCLES)
             synchronize(self._device)
-        records.extend(
-            (event.name(), event.device_resource_id(), event.start_ns(), event.start_ns() + event.duration_ns())
-            for event in profiler.profiler.kineto_results.events()
-            if event.device_type() == torch.autograd.DeviceType.CUDA
-        )
 
     def _flush(self) -> L2Flush:
         return L2Flush(self._device)
