@@ -12,7 +12,7 @@ where it would launch. A file whose call needs more than that (a device query, a
 define `compile_for_check(m, n, k, l, arch)`, which must `cute.compile` what custom_kernel would
 launch for that shape, and is called instead.
 
-This kit's submission declares more (see submission.py): `KERNELS_BY_ARCH[arch]` is a class with
+This kit's submission declares more (see submission.py): `kernel_for_arch(arch)` gives a class with
 `config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`, and
 its SASS must also show the instructions that kernel must be made of. Shapes that share a
 configuration share one compile.
@@ -343,15 +343,13 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
     with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
         with capturing_compiles(arch) as capture:  # a file may compile as it is imported
             module = import_submission(make_runner_folder(submission, folder), "submission_under_check")
-            declared = getattr(module, "KERNELS_BY_ARCH", None)
-            if declared is None:
+            kernel_for_arch = getattr(module, "kernel_for_arch", None)
+            if kernel_for_arch is None:
                 status = _check_captured(module, capture, submission, arch, sass_dir, console, facts)
-        if declared is not None:
-            kernel_class = declared.get(arch)
+        if kernel_for_arch is not None:
+            kernel_class = kernel_for_arch(arch)
             if kernel_class is None:
-                path = "Hopper" if arch == "sm_90a" else arch
-                console.print(f"[bold red]the {path} path ({arch}) is not present in {submission}[/]: "
-                              f"no KERNELS_BY_ARCH[{arch!r}] to compile")
+                console.print(f"[bold red]no {arch} kernel in {submission}[/]: kernel_for_arch({arch!r}) gave None")
                 return EXIT_PATH_MISSING
             status = _check_declared_kernels(module, kernel_class, submission, arch, sass_dir, console, facts)
     console.print(f"[dim]whole check {time.perf_counter() - started:.1f} s[/dim]")

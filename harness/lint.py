@@ -19,7 +19,7 @@ from rich.table import Table
 from harness import document
 from harness.options import json_option, strict_option, submission_option
 from harness.precheck import precheck
-from harness.runner.files import RUNNER_MODULES
+from harness.runner.files import KIT_LOCAL_MODULES, RUNNER_MODULES
 
 LEADERBOARD = "nvfp4_gemm"
 GPU = "NVIDIA"
@@ -140,7 +140,9 @@ def _imports(tree: ast.Module) -> Finding:
     outside: dict[str, int] = {}
     optional: dict[str, int] = {}
     provided: dict[str, int] = {}
+    kit_local: dict[str, int] = {}
     guarded = _guarded_imports(tree)
+    loading = {id(node) for node in _module_level(tree.body)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             roots = [alias.name.split(".")[0] for alias in node.names]
@@ -155,14 +157,22 @@ def _imports(tree: ast.Module) -> Finding:
         for root in roots:
             if root in RUNNER_MODULES:
                 provided.setdefault(root, node.lineno)
+            elif root in KIT_LOCAL_MODULES and id(node) not in loading:
+                kit_local.setdefault(root, node.lineno)
             elif root not in ALLOWED_IMPORT_ROOTS and root not in sys.stdlib_module_names:
                 (optional if id(node) in guarded else outside).setdefault(root, node.lineno)
+    kit_local_loaded = {root: line for root, line in outside.items() if root in KIT_LOCAL_MODULES}
+    if kit_local_loaded:
+        return Finding("imports", FAIL, f"the kit's local-only modules imported as the file loads: {_listed(kit_local_loaded)}; "
+                                        "the leaderboard's runner lacks them")
     if not outside:
         found = "torch, cutlass, cuda, numpy and the standard library only"
         if provided:
             found += f"; from the runner's files: {_listed(provided)}"
         if optional:
             found += f"; where installed: {_listed(optional)} (ImportError caught)"
+        if kit_local:
+            found += f"; the kit's local-only modules, inside functions: {_listed(kit_local)} (off the B200 path only)"
         return Finding("imports", PASS, found)
     return Finding("imports", WARN, f"outside torch/cutlass/cuda/numpy/stdlib: {_listed(outside)}; the runner may lack them")
 

@@ -1,6 +1,8 @@
-"""The Hopper (sm_90a) path of submission.py: its decode arithmetic and work split on the CPU,
-its results against the reference on an H100/H200."""
+"""The Hopper (sm_90a) stand-in (hopper_stand_in.py, called through submission.py): its decode
+arithmetic and work split on the CPU, its results against the reference on an H100/H200."""
 
+import contextlib
+import importlib
 import importlib.util
 import sys
 from unittest import mock
@@ -9,11 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+import hopper_stand_in
 import reference
 import submission
 from harness.shapes import official_cases
-from submission import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Problem, Sm90Config,
-                        TunedPlan, split_k_range)
+from hopper_stand_in import SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Sm90Config, TunedPlan
+from submission import Problem, split_k_range
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
 
@@ -39,7 +42,7 @@ def test_e2m1_codes_become_e4m3_bytes_of_the_same_value_times_2_pow_minus_6():
     # Words holding every code at every nibble position.
     words = np.array([0x76543210, 0xFEDCBA98, 0x89ABCDEF, 0x01234567, 0x3C5A96F0], dtype=np.uint32)
     for high in (0, 1):
-        decoded = _e4m3_values(submission.sm90_e2m1_as_e4m3(words, high))
+        decoded = _e4m3_values(hopper_stand_in.sm90_e2m1_as_e4m3(words, high))
         for word, values in zip(words.tolist(), decoded):
             for byte, value in enumerate(values):
                 assert value == _e2m1_value((word >> (4 * (2 * byte + high))) & 15) * 2.0**-6
@@ -49,11 +52,11 @@ def test_pairs_cover_each_word_once():
     """Pair i as the kernels decode it (half i % 2 of the e4m3 word of the low, i < 2, or high
     nibbles) holds the codes `SM90_PAIR_CODES[i]`, and the four pairs hold each code once: the
     K order of both operands rests on it."""
-    codes = [code for pair in submission.SM90_PAIR_CODES for code in pair]
+    codes = [code for pair in hopper_stand_in.SM90_PAIR_CODES for code in pair]
     assert sorted(codes) == list(range(8))
     words = np.array([0x76543210, 0xFEDCBA98, 0x3C5A96F0], dtype=np.uint32)
-    for i, pair_codes in enumerate(submission.SM90_PAIR_CODES):
-        halves = _e4m3_values(submission.sm90_e2m1_as_e4m3(words, i // 2))[:, 2 * (i % 2):2 * (i % 2) + 2]
+    for i, pair_codes in enumerate(hopper_stand_in.SM90_PAIR_CODES):
+        halves = _e4m3_values(hopper_stand_in.sm90_e2m1_as_e4m3(words, i // 2))[:, 2 * (i % 2):2 * (i % 2) + 2]
         for word, values in zip(words.tolist(), halves):
             assert list(values) == [_e2m1_value((word >> (4 * c)) & 15) * 2.0**-6 for c in pair_codes]
 
@@ -66,12 +69,12 @@ def test_decoded_operands_are_exact_for_every_code_and_scale():
     scale_f16 = torch.from_numpy(codes).view(torch.float8_e4m3fn).to(torch.float16).numpy()
     np.testing.assert_array_equal(scale_f16.astype(np.float64), scales)
     all_codes = np.arange(16, dtype=np.uint32)  # one code per word, in the low nibble
-    elements = _e4m3_values(submission.sm90_e2m1_as_e4m3(all_codes, 0))[:, 0].astype(np.float16)
+    elements = _e4m3_values(hopper_stand_in.sm90_e2m1_as_e4m3(all_codes, 0))[:, 0].astype(np.float16)
     products = elements[:, None] * scale_f16[None, :]  # fp16 x fp16 -> fp16, rounded
     expected = np.array([_e2m1_value(c) for c in range(16)])[:, None] * scales[None, :] * 2.0**-6
     np.testing.assert_array_equal(products.astype(np.float64), expected)
     assert np.abs(expected[expected != 0]).min() == 2.0**-16  # an fp16 subnormal
-    assert submission.SM90_ACC_RESCALE == 2.0 ** (2 * submission.SM90_OPERAND_EXPONENT)
+    assert hopper_stand_in.SM90_ACC_RESCALE == 2.0 ** (2 * hopper_stand_in.SM90_OPERAND_EXPONENT)
 
 
 OFFICIAL = [Problem(*(case.args[key] for key in "mnkl")) for name in ("tests", "benchmarks")
@@ -287,16 +290,18 @@ def test_calls_on_a_device_that_is_not_current_match_reference():
         assert ok, f"call {i} on {data[6].device}: {message}"
 
 
+@contextlib.contextmanager
 def _submission_without_tvm_ffi():
-    """Another copy of submission.py, loaded as where apache-tvm-ffi is not installed."""
+    """Fresh copies of submission.py and the stand-in it imports, loaded as where apache-tvm-ffi
+    is not installed, for as long as the block runs (the stand-in takes its host side from the
+    module named `submission`, as on the runner)."""
     find_spec = importlib.util.find_spec
-    spec = importlib.util.spec_from_file_location("submission_without_tvm_ffi", submission.__file__)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    with mock.patch.object(importlib.util, "find_spec",
-                           lambda name, package=None: None if name == "tvm_ffi" else find_spec(name, package)):
-        spec.loader.exec_module(module)
-    return module
+    with (mock.patch.object(importlib.util, "find_spec",
+                            lambda name, package=None: None if name == "tvm_ffi" else find_spec(name, package)),
+          mock.patch.dict(sys.modules)):
+        for name in ("submission", "hopper_stand_in"):
+            sys.modules.pop(name, None)
+        yield importlib.import_module("submission")
 
 
 @pytest.mark.skipif(_hopper_device() is not True,
@@ -305,13 +310,13 @@ def test_without_tvm_ffi_calls_take_cute_pointers_and_match_reference():
     """The competition's image may lack apache-tvm-ffi: then the kernels compile without it and
     every call passes CuTe pointers (from the pointer cache) instead of bare addresses. Calls
     queued back to back, every decoded-A buffer taken twice, and a batched problem."""
-    without = _submission_without_tvm_ffi()
-    assert not without.HAVE_TVM_FFI
-    calls = ([(Problem(128, 7168, 2048, 1), None)] * (2 * SM90_DECODED_A_BUFFERS + 1)
-             + [(Problem(256, 384, 512, 3), None)] * 2)
-    _check_calls_queued_back_to_back(calls, without.custom_kernel)
-    assert without._COMPILED and not any(tvm_ffi for *_, tvm_ffi in without._COMPILED)
-    assert without._POINTERS
+    with _submission_without_tvm_ffi() as without:
+        assert not without.HAVE_TVM_FFI and without is not submission
+        calls = ([(Problem(128, 7168, 2048, 1), None)] * (2 * SM90_DECODED_A_BUFFERS + 1)
+                 + [(Problem(256, 384, 512, 3), None)] * 2)
+        _check_calls_queued_back_to_back(calls, without.custom_kernel)
+        assert without._COMPILED and not any(tvm_ffi for *_, tvm_ffi in without._COMPILED)
+        assert without._POINTERS
 
 
 @pytest.mark.skipif(_hopper_device() is not True,
@@ -322,7 +327,7 @@ def test_the_first_call_times_the_best_ranked_configs_and_keeps_one():
     plan = HopperNvfp4Gemm.launch_plan(problem, device)
     assert isinstance(plan, TunedPlan) and plan.config is None
     ranked = HopperNvfp4Gemm.ranked_configs(problem, torch.cuda.get_device_properties(device).multi_processor_count,
-                                            lambda size: submission._sm90_cluster_capacity(device.index or 0, size))
+                                            lambda size: hopper_stand_in._sm90_cluster_capacity(device.index or 0, size))
     for seed in (11, 12):  # the first call times the candidates, the second runs the one kept
         _check_one_call(plan, problem, seed)
         assert plan.config in ranked[:HopperNvfp4Gemm.TUNING_CANDIDATES]

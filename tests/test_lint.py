@@ -115,3 +115,14 @@ def test_the_runners_modules_are_imports_that_pass():
     source = CLEAN + "from task import input_t, output_t\nimport utils\nfrom reference import to_blocked\n"
     assert levels(source)["imports"] == PASS
     assert "from the runner's files: task (line 12), utils (line 13), reference (line 14)" in detail(source, "imports")
+
+
+def test_the_kits_hopper_stand_in_passes_only_where_a_function_imports_it():
+    """The runner folder here holds hopper_stand_in.py; the leaderboard's does not, so a file
+    that imports it as it loads would fail there on import."""
+    inside = CLEAN + "def kernel_for_hopper():\n    from hopper_stand_in import HopperNvfp4Gemm\n    return HopperNvfp4Gemm\n"
+    assert levels(inside)["imports"] == PASS
+    assert "the kit's local-only modules, inside functions: hopper_stand_in (line 13)" in detail(inside, "imports")
+    loading = CLEAN + "import hopper_stand_in\n"
+    assert levels(loading)["imports"] == FAIL
+    assert "imported as the file loads: hopper_stand_in (line 12)" in detail(loading, "imports")
