@@ -303,7 +303,6 @@ class HopperOperandDecode:
             _sm90_count_up(counters + 4 * SM90_READY)
 
 
-@functools.lru_cache(maxsize=None)
 class TunedPlan:
     """The fastest of a few launch plans for one problem, timed on the first call's own operands
     (each candidate writes the same c), then that plan for every call. Timed as the benchmark
@@ -348,6 +347,7 @@ class TunedPlan:
         return self.candidates[best.index(min(best))]
 
 
+@functools.lru_cache(maxsize=None)
 def _sm90_cluster_capacity(device_index: int, cluster_size: int) -> int:
     """Clusters of `cluster_size` CTAs, each filling an SM, that the device runs at once. Each
     query compiles and loads a probe kernel, so it is asked once per device and size."""
