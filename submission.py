@@ -386,14 +386,31 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
 
 
 def split_k_workspace(problem: Problem, splits: int, counters: int, device: torch.device) -> tuple:
-    """The fp32 partials of every split and the arrival counters of a last-arrival split-K
-    reduction, with the kernel's pointer arguments to them. The counters are zeroed once and
-    every last arrival puts its counter back to zero, so no call needs a memset. Without
-    split-K the kernel never touches them and one element each stands in."""
+    """The fp32 partials of every split and the 64-bit arrival counters of a last-arrival
+    split-K reduction (see `Sm100BlockScaledGemm`'s epilogue), with the kernel's pointer
+    arguments to them. The counters are zeroed once; no call needs a memset. Without split-K
+    the kernel never touches them and one element each stands in."""
     partials = split_k_partials(problem, splits, device)
-    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int32, device=device)
-    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, arrivals.data_ptr()))
+    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int64, device=device)
+    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int64, arrivals.data_ptr()))
     return args, (partials, arrivals)
+
+
+@dataclass
+class NumberedLaunchPlan(LaunchPlan):
+    """A `LaunchPlan` whose calls also pass their number, counting from 1 (a 64-bit argument
+    after the others), for a kernel that tags what it leaves in memory with the call."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._next_number = itertools.count(1).__next__
+
+    def launch(self, addresses: tuple[int, ...]) -> None:
+        number = self._next_number()
+        if HAVE_TVM_FFI:
+            self.kernel(*addresses, *self._next_args(), number)
+        else:
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args(), cutlass.Int64(number))
 
 
 # ===== Blackwell path (sm_100a) =====
@@ -405,6 +422,9 @@ SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
 SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
 SM100_ACC_STAGES = 2
 SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
+# A split-K arrival counter holds call number x this + the call's arrivals so far (see the
+# epilogue): more than any split count, so that no call's arrivals reach the next call's floor.
+SM100_ARRIVALS_PER_CALL = 256
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -452,8 +472,12 @@ class Sm100Config:
 
     def check_splits(self, problem: Problem) -> None:
         """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
-        empty and its MMA warp would commit an accumulator it never wrote."""
+        empty and its MMA warp would commit an accumulator it never wrote. And a call's arrivals
+        must stay below the next call's floor (`SM100_ARRIVALS_PER_CALL`)."""
         k_tiles = problem.k // SM100_TILE_K
+        if self.split_k >= SM100_ARRIVALS_PER_CALL:
+            raise ValueError(f"split-K {self.split_k}: a call's arrivals would reach the next call's floor "
+                             f"({SM100_ARRIVALS_PER_CALL} a call)")
         if k_tiles < self.split_k:
             raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
                              f"K = {problem.k} has {k_tiles}")
@@ -520,7 +544,7 @@ class Sm100BlockScaledGemm:
     # Pointer arguments of the compiled kernel: a, b, sfa_permuted, sfb_permuted, c, split-K
     # partials, split-K arrival counters.
     POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
-                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
+                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int64)
 
     def __init__(self, config: Sm100Config):
         self.config = config
@@ -547,7 +571,8 @@ class Sm100BlockScaledGemm:
         kernel = cls(config)
         pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
         sizes = [cutlass.Int32(1)] * 5
-        compiled = cute.compile(kernel, *pointers, *sizes,
+        call_number = cutlass.Int64(1)
+        compiled = cute.compile(kernel, *pointers, *sizes, call_number,
                                 options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
         return compiled, kernel
 
@@ -570,7 +595,7 @@ class Sm100BlockScaledGemm:
                                                       len(cls.EPILOGUE_WARPS) * tiles, device)
         num_ctas = min(tiles * config.split_k, num_sms)
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
+        return NumberedLaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -578,7 +603,7 @@ class Sm100BlockScaledGemm:
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
                  semaphore_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
+                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32, call_number: cutlass.Int64):
         cfg = self.config
         splits = cfg.split_k
         m = cute.assume(m, divby=128)
@@ -651,7 +676,7 @@ class Sm100BlockScaledGemm:
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
         self.kernel(tiled_mma, tiled_mma_sfa, one_cta, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
                     tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
-                    self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
+                    self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas, call_number).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), min_blocks_per_mp=1, use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
@@ -668,7 +693,7 @@ class Sm100BlockScaledGemm:
                gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, semaphores: cute.Tensor,
                b_smem_layout: cute.ComposedLayout, a_smem_layout: cute.ComposedLayout,
                sfb_smem_layout: cute.Layout, sfa_smem_layout: cute.Layout, epi_tile: cute.Tile,
-               num_ctas: cutlass.Int32):
+               num_ctas: cutlass.Int32, call_number: cutlass.Int64):
         cfg = self.config
         splits = cfg.split_k
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -850,6 +875,11 @@ class Sm100BlockScaledGemm:
                     # is counted per warp: no CTA-wide barrier, no second kernel and no memset
                     # (the last arrival resets its counter). The decision is warp-uniform, as
                     # the collective TMEM loads in the reduction require.
+                    # Arrivals count up from this call's floor (call number x
+                    # SM100_ARRIVALS_PER_CALL), which each arrival first raises its counter to:
+                    # what an earlier call left behind (one that stopped half-way) lies below the
+                    # floor and is never counted, and the reset keeps graph replays (one number
+                    # for every replay) counting from zero.
                     own = cute.group_modes(
                         tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + split)], 3, 5)
                     for sub in cutlass.range(subtiles, unroll=1):
@@ -862,7 +892,11 @@ class Sm100BlockScaledGemm:
                     cute.arch.sync_warp()
                     arrived = cutlass.Int32(0)
                     if lane == 0:
-                        arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+                        floor = call_number * SM100_ARRIVALS_PER_CALL
+                        # Same thread, same address: the raise is ordered before the count.
+                        cute.arch.atomic_max(counter, floor, sem="relaxed", scope="gpu")
+                        counted = cute.arch.atomic_add(counter, cutlass.Int64(1), sem="acq_rel", scope="gpu")
+                        arrived = cutlass.Int32(counted - floor)
                     arrived = cute.arch.shuffle_sync(arrived, 0)
                     if arrived == splits - 1:
                         # Acquire for every lane: a shuffle orders nothing in memory, so the
@@ -882,7 +916,7 @@ class Sm100BlockScaledGemm:
                             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
                             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
                         if lane == 0:
-                            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
+                            cute.arch.atomic_exch(counter, cutlass.Int64(0), sem="relaxed", scope="gpu")
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(epi_state)
                 epi_state.advance()

@@ -156,10 +156,11 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
     entry = sub.bare_tvm_ffi_function(compiled)
     pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
                 for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
+    call_number = 1 if tvm_ffi else cutlass.Int64(1)  # as NumberedLaunchPlan passes it
     with pytest.raises(Exception, match=r"(?i)cuda"):
+        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi), call_number)
+    with pytest.raises(Exception, match="call_number"):
         entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
-    with pytest.raises(Exception, match="num_ctas"):
-        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))
 
 
 # ----- any CuTeDSL submission: its own calls, every cute.compile captured -----
@@ -245,3 +246,23 @@ def test_every_lane_of_the_last_split_acquires_before_reading_the_partials():
     after_arrival = ptx[ptx.index("atom.global.acq_rel.add"):]
     order = re.findall(r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global)\b", after_arrival)
     assert order[:3] == ["bar.warp.sync", "fence.acq_rel.gpu", "ld.global"], order[:6]
+
+
+def test_split_k_arrivals_count_from_the_calls_floor():
+    """Lane 0 raises its counter to the call's floor (call number x SM100_ARRIVALS_PER_CALL),
+    then counts its arrival on the same counter, and the last arrival resets it: a count an
+    earlier call left behind lies below the floor and is never counted."""
+    from harness.compile_capture import capturing_compiles
+
+    with capturing_compiles("sm_100a") as capture:
+        sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
+        ptx = capture.compiles[-1].ptx
+    raise_to_floor = re.search(r"atom\.global(?:\.relaxed)?(?:\.gpu)?\.max\.s64\s+%rd\d+, \[(%rd\d+)\], (%rd\d+);", ptx)
+    assert raise_to_floor, "no 64-bit atomic max on a counter"
+    counter, floor = raise_to_floor.groups()
+    after = ptx[raise_to_floor.end():]
+    count = re.search(r"atom\.global\.acq_rel(?:\.gpu)?\.add\.u64\s+(%rd\d+), \[(%rd\d+)\], 1;", after)
+    assert count and count.group(2) == counter, "the arrival is not counted on the raised counter next"
+    assert re.search(rf"mul\.lo\.s64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL};", ptx) or \
+        re.search(rf"shl\.b64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL.bit_length() - 1};", ptx)
+    assert re.search(rf"atom\.global(?:\.relaxed)?(?:\.gpu)?\.exch\.b64\s+%rd\d+, \[{re.escape(counter)}\], 0;", after)
