@@ -425,6 +425,8 @@ SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step
 # A split-K arrival counter holds call number x this + the call's arrivals so far (see the
 # epilogue): more than any split count, so that no call's arrivals reach the next call's floor.
 SM100_ARRIVALS_PER_CALL = 256
+# Registers per epilogue thread for other splits' partials loaded ahead of their adds.
+SM100_PARTIAL_REGISTERS = 64
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -444,6 +446,10 @@ class Sm100Config:
     # Programmatic dependent launch: the next call's grid launches while this one runs, and
     # loads and multiplies before it waits (only its epilogue touches what this call writes).
     pdl: bool = True
+    # Split-K: the last arrival loads the other splits' partials `partials_ahead` subtiles ahead
+    # of the one it adds and stores, so that their round trips overlap; off, every subtile waits
+    # for its own loads.
+    prefetch_partials: bool = True
 
     @staticmethod
     def stage_bytes(tile_m: int) -> int:
@@ -469,6 +475,15 @@ class Sm100Config:
         scale_columns = (SM100_TILE_N // 32) * 4 + (_round_up(self.tile_m, 128) // 32) * 4
         used = SM100_ACC_STAGES * self.tile_m + scale_columns
         return max(32, 1 << (used - 1).bit_length())
+
+    @property
+    def partials_ahead(self) -> int:
+        """Epilogue subtiles whose partials are in flight while one is added: as many as
+        SM100_PARTIAL_REGISTERS hold (0 where one subtile's take more, as with 3 or more other
+        splits, and without prefetching or split-K)."""
+        if self.split_k == 1 or not self.prefetch_partials:
+            return 0
+        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
 
     def check_splits(self, problem: Problem) -> None:
         """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
@@ -851,11 +866,14 @@ class Sm100BlockScaledGemm:
             copy_t2r, tTR_tAcc, tTR_gC = self._accumulator_copy(tidx, tCtAcc, tCgC, epi_tile)
             _, _, tTR_gPartial = self._accumulator_copy(tidx, tCtAcc, tCgPartial, epi_tile)
             tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)
-            tTR_rPartial = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float32)
             tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
             store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
             move_fp32 = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32)
             subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
+            # The last arrival's loads of other splits' partials: slot x (other split) buffers.
+            ahead = min(cfg.partials_ahead, subtiles)
+            partial_slots = [[cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float32) for _ in range(splits - 1)]
+                             for _ in range(max(ahead, 1))]
 
             epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
             for unit in cutlass.range(cta, num_units, num_ctas, unroll=1):
@@ -905,14 +923,25 @@ class Sm100BlockScaledGemm:
                         # other splits' partials visible to each of them.
                         cute.arch.sync_warp()
                         cute.arch.fence_acq_rel_gpu()
-                        for sub in cutlass.range(subtiles, unroll=1):
+                        others = []
+                        for j in cutlass.range_constexpr(splits - 1):
+                            other = j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)  # j-th split but this one
+                            others.append(cute.group_modes(tTR_gPartial[
+                                (None, None, None, None, None, n_tile, m_tile, batch * splits + other)], 3, 5))
+                        for sub in cutlass.range_constexpr(ahead):
+                            for j in cutlass.range_constexpr(splits - 1):
+                                cute.copy(move_fp32, others[j][(None, None, None, sub)], partial_slots[sub][j])
+                        for sub in cutlass.range_constexpr(subtiles):
+                            slot = partial_slots[sub % len(partial_slots)]
+                            if cutlass.const_expr(ahead == 0):
+                                for j in cutlass.range_constexpr(splits - 1):
+                                    cute.copy(move_fp32, others[j][(None, None, None, sub)], slot[j])
                             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                            for other in cutlass.range(splits, unroll_full=True):
-                                if other != split:
-                                    partial = cute.group_modes(tTR_gPartial[
-                                        (None, None, None, None, None, n_tile, m_tile, batch * splits + other)], 3, 5)
-                                    cute.copy(move_fp32, partial[(None, None, None, sub)], tTR_rPartial)
-                                    tTR_rAcc.store(tTR_rAcc.load() + tTR_rPartial.load())
+                            for j in cutlass.range_constexpr(splits - 1):
+                                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
+                            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
+                                for j in cutlass.range_constexpr(splits - 1):  # into the slot just added
+                                    cute.copy(move_fp32, others[j][(None, None, None, sub + ahead)], slot[j])
                             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
                             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
                         if lane == 0:

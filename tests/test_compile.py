@@ -266,3 +266,25 @@ def test_split_k_arrivals_count_from_the_calls_floor():
     assert re.search(rf"mul\.lo\.s64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL};", ptx) or \
         re.search(rf"shl\.b64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL.bit_length() - 1};", ptx)
     assert re.search(rf"atom\.global(?:\.relaxed)?(?:\.gpu)?\.exch\.b64\s+%rd\d+, \[{re.escape(counter)}\], 0;", after)
+
+
+@pytest.mark.parametrize("tile_m, split_k, stages", [(128, 2, 6), (64, 4, 8)])
+def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, split_k, stages):
+    """After the acquire, the last arrival's loads of `partials_ahead` subtiles' partials all
+    come before its first accumulator load; without prefetching (or where one subtile's
+    partials overflow the register budget), one subtile's do."""
+    from harness.compile_capture import capturing_compiles
+
+    def loads_before_first_accumulator_load(config):
+        with capturing_compiles("sm_100a") as capture:
+            sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
+            ptx = capture.compiles[-1].ptx
+        acquired = ptx.index("fence.acq_rel.gpu", ptx.index("atom.global.acq_rel.add"))
+        reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
+        return len(re.findall(r"\bld\.global\b", reduction))
+
+    prefetching = sub.Sm100Config(tile_m, split_k, stages)
+    one_subtile = loads_before_first_accumulator_load(sub.Sm100Config(tile_m, split_k, stages, prefetch_partials=False))
+    assert prefetching.partials_ahead == {2: 2, 4: 0}[split_k]  # SM100_PARTIAL_REGISTERS' worth
+    assert one_subtile > 0
+    assert loads_before_first_accumulator_load(prefetching) == max(prefetching.partials_ahead, 1) * one_subtile
