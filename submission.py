@@ -450,6 +450,11 @@ class Sm100Config:
     # of the one it adds and stores, so that their round trips overlap; off, every subtile waits
     # for its own loads.
     prefetch_partials: bool = True
+    # CTAs per cluster along M: 2 pairs the CTAs of two row tiles that read the same tile of b
+    # (and its scales), and each loads half of it for both (TMA multicast), halving those L2
+    # reads. 1: no cluster. The model gives it nothing on the benchmarks (harness/b200_model.py:
+    # L2 reads do not bind there), so no configuration turns it on until a B200 says otherwise.
+    cluster_m: int = 1
 
     @staticmethod
     def stage_bytes(tile_m: int) -> int:
@@ -485,10 +490,15 @@ class Sm100Config:
             return 0
         return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
 
-    def check_splits(self, problem: Problem) -> None:
+    def check_problem(self, problem: Problem) -> None:
         """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
-        empty and its MMA warp would commit an accumulator it never wrote. And a call's arrivals
-        must stay below the next call's floor (`SM100_ARRIVALS_PER_CALL`)."""
+        empty and its MMA warp would commit an accumulator it never wrote. A call's arrivals
+        must stay below the next call's floor (`SM100_ARRIVALS_PER_CALL`). And a cluster's CTAs
+        take row tiles side by side, so the row tiles must fill whole clusters."""
+        tiles_m = problem.m // self.tile_m
+        if tiles_m % self.cluster_m:
+            raise ValueError(f"clusters of {self.cluster_m} along M need a multiple of {self.cluster_m} row tiles of "
+                             f"{self.tile_m}; M = {problem.m} has {tiles_m}")
         k_tiles = problem.k // SM100_TILE_K
         if self.split_k >= SM100_ARRIVALS_PER_CALL:
             raise ValueError(f"split-K {self.split_k}: a call's arrivals would reach the next call's floor "
@@ -499,7 +509,8 @@ class Sm100Config:
 
     def describe(self) -> str:
         return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
-                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, no cluster")
+                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, "
+                + (f"cluster of {self.cluster_m} along M, b multicast" if self.cluster_m > 1 else "no cluster"))
 
 
 # Configurations of the three benchmark shapes, as measured on a B200 by the competition's
@@ -601,14 +612,14 @@ class Sm100BlockScaledGemm:
     def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         config = cls.config_for(problem, num_sms)
-        config.check_splits(problem)
+        config.check_problem(problem)
         compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
                                    lambda: cls.compile(config)[0])
         tiles = (problem.n // SM100_TILE_N) * (problem.m // config.tile_m) * problem.l
         # Arrivals are counted per epilogue warp and tile (see the epilogue).
         workspace_args, workspace = split_k_workspace(problem, config.split_k,
                                                       len(cls.EPILOGUE_WARPS) * tiles, device)
-        num_ctas = min(tiles * config.split_k, num_sms)
+        num_ctas = min(tiles * config.split_k, num_sms // config.cluster_m * config.cluster_m)
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
         return NumberedLaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
 
@@ -640,7 +651,9 @@ class Sm100BlockScaledGemm:
 
         tiled_mma = self._tiled_mma(self.mma_tiler)
         tiled_mma_sfa = self._tiled_mma(self.mma_tiler_sfa)
-        one_cta = cute.tiled_divide(cute.make_layout((1, 1, 1)), (tiled_mma.thr_id.shape,))
+        # (MMA's M, MMA's N) = (N, M) of c: a cluster spans row tiles of c, the MMA's N.
+        cluster_mn = (1, cfg.cluster_m)
+        cluster = cute.tiled_divide(cute.make_layout((*cluster_mn, 1)), (tiled_mma.thr_id.shape,))
 
         stages = cfg.stages
         fp4, fp8 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
@@ -652,19 +665,19 @@ class Sm100BlockScaledGemm:
         def one_stage(layout):
             return cute.slice_(layout, (None, None, None, 0))
 
-        load_op = sm100_utils.cluster_shape_to_tma_atom_A((1, 1), tiled_mma.thr_id)
-        load_op_b_side = sm100_utils.cluster_shape_to_tma_atom_B((1, 1), tiled_mma.thr_id)
-        load_op_sf_b_side = sm100_utils.cluster_shape_to_tma_atom_SFB((1, 1), tiled_mma.thr_id)
+        load_op = sm100_utils.cluster_shape_to_tma_atom_A(cluster_mn, tiled_mma.thr_id)
+        load_op_b_side = sm100_utils.cluster_shape_to_tma_atom_B(cluster_mn, tiled_mma.thr_id)
+        load_op_sf_b_side = sm100_utils.cluster_shape_to_tma_atom_SFB(cluster_mn, tiled_mma.thr_id)
         tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, b, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, one_cta.shape)
+            load_op, b, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
         tma_a, gmem_a = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op_b_side, a, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, one_cta.shape)
+            load_op_b_side, a, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
         tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, sfb, one_stage(self.sfb_smem_layout), self.mma_tiler, tiled_mma, one_cta.shape,
+            load_op, sfb, one_stage(self.sfb_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
             internal_type=cutlass.Int16)
         tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_B(
             load_op_sf_b_side, sfa, one_stage(self.sfa_smem_layout), self.mma_tiler_sfa, tiled_mma_sfa,
-            one_cta.shape, internal_type=cutlass.Int16)
+            cluster.shape, internal_type=cutlass.Int16)
         self.stage_tx_bytes = (cute.size_in_bytes(fp4, one_stage(self.b_smem_layout))
                                + cute.size_in_bytes(fp4, one_stage(self.a_smem_layout))
                                + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout))
@@ -689,10 +702,11 @@ class Sm100BlockScaledGemm:
 
         self.shared_storage = SharedStorage
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
-        self.kernel(tiled_mma, tiled_mma_sfa, one_cta, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
+        self.kernel(tiled_mma, tiled_mma_sfa, cluster, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
                     tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
                     self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas, call_number).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), min_blocks_per_mp=1, use_pdl=cfg.pdl)
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(cfg.cluster_m, 1, 1), min_blocks_per_mp=1,
+            use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
@@ -702,7 +716,7 @@ class Sm100BlockScaledGemm:
     # ----- the kernel, in data-flow order: TMA loads -> MMA -> epilogue -----
 
     @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfa: cute.TiledMma, one_cta: cute.Layout,
+    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfa: cute.TiledMma, cluster: cute.Layout,
                tma_b: cute.CopyAtom, gmem_b: cute.Tensor, tma_a: cute.CopyAtom, gmem_a: cute.Tensor,
                tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, tma_sfa: cute.CopyAtom,
                gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, semaphores: cute.Tensor,
@@ -715,6 +729,11 @@ class Sm100BlockScaledGemm:
         tidx, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
         cta, _, _ = cute.arch.block_idx()
+        # The unit loops below walk groups of `cluster_m` units (row tiles side by side, one
+        # split, column tile and batch): a cluster takes a group, each of its CTAs one unit.
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        in_cluster = cluster.get_flat_coord(rank)
+        first_group, groups_in_flight = cta // cfg.cluster_m, num_ctas // cfg.cluster_m
 
         if warp_idx == self.TMA_WARP:
             for atom in (tma_b, tma_a, tma_sfb, tma_sfa):
@@ -724,16 +743,17 @@ class Sm100BlockScaledGemm:
         smem_pipeline = pipeline.PipelineTmaUmma.create(
             barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
-            tx_count=self.stage_tx_bytes, cta_layout_vmnk=one_cta, defer_sync=True)
+            # A stage is free once the MMA warp of every CTA its loads reach has used it.
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, cfg.cluster_m),
+            tx_count=self.stage_tx_bytes, cta_layout_vmnk=cluster, defer_sync=True)
         acc_pipeline = pipeline.PipelineUmmaAsync.create(
             barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)),
-            cta_layout_vmnk=one_cta, defer_sync=True)
+            cta_layout_vmnk=cluster, defer_sync=True)
         tmem = utils.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
                                    allocator_warp_id=self.EPILOGUE_WARPS[0])
-        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, cfg.cluster_m), is_relaxed=True)
 
         sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
@@ -750,7 +770,7 @@ class Sm100BlockScaledGemm:
         k_tiles = cute.size(gB, mode=[3])
         tiles_n = cute.size(gB, mode=[2])
         tiles_m = cute.size(gA, mode=[2])
-        num_units = tiles_n * tiles_m * splits * cute.size(gB, mode=[4])
+        num_groups = tiles_n * tiles_m * splits * cute.size(gB, mode=[4]) // cfg.cluster_m
 
         thr_mma = tiled_mma.get_slice(0)
         thr_mma_sfa = tiled_mma_sfa.get_slice(0)
@@ -762,13 +782,20 @@ class Sm100BlockScaledGemm:
         tCgPartial = thr_mma.partition_C(gPartial)
 
         # TMA views: ((atom, rest), stage) in shared memory, ((atom, rest), tiles, K tiles, batch) in global.
-        single = cute.make_layout(1)
-        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, single, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
-        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, single, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
+        # In a cluster, each CTA loads its share of the b tile and its scales for all of them.
+        sharing_b = cute.make_layout(cute.slice_(cluster, (0, 0, None, 0)).shape)
+        sharing_a = cute.make_layout(cute.slice_(cluster, (0, None, 0, 0)).shape)
+        tBsB, tBgB = cpasync.tma_partition(
+            tma_b, in_cluster[2], sharing_b, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
+        tAsA, tAgA = cpasync.tma_partition(
+            tma_a, in_cluster[1], sharing_a, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
         tBsSFB, tBgSFB = cpasync.tma_partition(
-            tma_sfb, 0, single, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+            tma_sfb, in_cluster[2], sharing_b, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
         tAsSFA, tAgSFA = cpasync.tma_partition(
-            tma_sfa, 0, single, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
+            tma_sfa, in_cluster[1], sharing_a, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
+        b_multicast = None
+        if cutlass.const_expr(cfg.cluster_m > 1):
+            b_multicast = cpasync.create_tma_multicast_mask(cluster, in_cluster, mcast_mode=2)
         tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
         tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
 
@@ -777,7 +804,7 @@ class Sm100BlockScaledGemm:
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
         tCtAcc_layout = tiled_mma.make_fragment_C(cute.append(acc_shape, SM100_ACC_STAGES)).layout
 
-        pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+        pipeline.pipeline_init_wait(cluster_shape_mn=(1, cfg.cluster_m))
 
         # ---- TMA warp: operand and scale tiles into shared memory ----
         if warp_idx == self.TMA_WARP:
@@ -786,8 +813,8 @@ class Sm100BlockScaledGemm:
                 # epilogue, which waits for this whole grid.
                 cute.arch.griddepcontrol_launch_dependents()
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
-            for unit in cutlass.range(cta, num_units, num_ctas, unroll=1):
-                m_tile, split, n_tile, batch = tile_coords(unit, tiles_m, splits, tiles_n)
+            for group in cutlass.range(first_group, num_groups, groups_in_flight, unroll=1):
+                m_tile, split, n_tile, batch = tile_coords(group * cfg.cluster_m + rank, tiles_m, splits, tiles_n)
                 k_begin, k_end = split_k_range(split, k_tiles, splits)
                 b_tiles = tBgB[(None, n_tile, None, batch)]
                 a_tiles = tAgA[(None, m_tile, None, batch)]
@@ -797,9 +824,10 @@ class Sm100BlockScaledGemm:
                     smem_pipeline.producer_acquire(load_state)
                     full = smem_pipeline.producer_get_barrier(load_state)
                     stage = load_state.index
-                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full, mcast_mask=b_multicast)
                     cute.copy(tma_a, a_tiles[(None, k_tile)], tAsA[(None, stage)], tma_bar_ptr=full)
-                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full,
+                              mcast_mask=b_multicast)
                     cute.copy(tma_sfa, sfa_tiles[(None, k_tile)], tAsSFA[(None, stage)], tma_bar_ptr=full)
                     load_state.advance()
             smem_pipeline.producer_tail(load_state)
@@ -823,8 +851,8 @@ class Sm100BlockScaledGemm:
             mma_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, SM100_ACC_STAGES)
             num_kblocks = cute.size(tCrB, mode=[2])
-            for unit in cutlass.range(cta, num_units, num_ctas, unroll=1):
-                m_tile, split, n_tile, batch = tile_coords(unit, tiles_m, splits, tiles_n)
+            for group in cutlass.range(first_group, num_groups, groups_in_flight, unroll=1):
+                m_tile, split, n_tile, batch = tile_coords(group * cfg.cluster_m + rank, tiles_m, splits, tiles_n)
                 k_begin, k_end = split_k_range(split, k_tiles, splits)
                 acc = tCtAcc[(None, None, None, acc_state.index)]
                 tCtSFA_unit = tCtSFA
@@ -876,8 +904,8 @@ class Sm100BlockScaledGemm:
                              for _ in range(max(ahead, 1))]
 
             epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
-            for unit in cutlass.range(cta, num_units, num_ctas, unroll=1):
-                m_tile, split, n_tile, batch = tile_coords(unit, tiles_m, splits, tiles_n)
+            for group in cutlass.range(first_group, num_groups, groups_in_flight, unroll=1):
+                m_tile, split, n_tile, batch = tile_coords(group * cfg.cluster_m + rank, tiles_m, splits, tiles_n)
                 acc_tiles = cute.group_modes(tTR_tAcc[(None, None, None, None, None, epi_state.index)], 3, 5)
                 c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, n_tile, m_tile, batch)], 3, 5)
                 acc_pipeline.consumer_wait(epi_state)

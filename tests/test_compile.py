@@ -288,3 +288,28 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, spli
     assert prefetching.partials_ahead == {2: 2, 4: 0}[split_k]  # SM100_PARTIAL_REGISTERS' worth
     assert one_subtile > 0
     assert loads_before_first_accumulator_load(prefetching) == max(prefetching.partials_ahead, 1) * one_subtile
+
+
+def test_a_cluster_of_two_along_m_multicasts_the_shared_b_tile():
+    """`cluster_m=2` (on in no configuration yet): the b tile and its scales come through
+    multicast TMA loads, a and its scales through plain ones, the pipelines' barriers are set up
+    across the cluster, and the kernel passes every sm_100a SASS check."""
+    from harness.compile_capture import capturing_compiles
+
+    clustered = sub.Sm100Config(tile_m=64, split_k=2, stages=8, cluster_m=2)
+
+    class Clustered(sub.Sm100BlockScaledGemm):
+        @classmethod
+        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
+            return clustered
+
+    result = checker.check_config(Clustered, sub.Problem(128, 4096, 7168, 1), "sm_100a", checker.RULES["sm_100a"], None)
+    assert not result.failures, result.failures
+    assert "cluster of 2 along M" in result.config
+    with capturing_compiles("sm_100a") as capture:
+        sub.Sm100BlockScaledGemm.compile(clustered, "sm_100a", tvm_ffi=False)
+        ptx = capture.compiles[-1].ptx
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.(\d)d\.(shared::\w+)\.global[.\w:]*", ptx)
+    multicast = re.findall(r"cp\.async\.bulk\.tensor\.(\d)d[.\w:]*multicast::cluster", ptx)
+    assert sorted(multicast) == ["3", "4"]  # the b tile, its scale tile
+    assert len(loads) == 4 and "barrier.cluster.wait" in ptx

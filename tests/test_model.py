@@ -51,3 +51,14 @@ def test_the_submissions_header_quotes_the_models_times():
     assert quoted == [round(value, 2) for value in computed]
     geomean = math.prod(computed) ** (1 / 3)
     assert f"{geomean:.2f} us geomean" in header
+
+
+def test_multicast_pays_only_where_l2_reads_bind(monkeypatch):
+    """A cluster of two 64-row CTAs halves the L2 reads of their shared B tile: nothing on
+    128 x 4096 x 7168 at the model's L2 rate (DRAM binds), the L2 term's share at a third of it."""
+    shape = (128, 4096, 7168, 1)
+    single = dataclasses.replace(model.winner(shape), pdl=True)
+    clustered = dataclasses.replace(single, cluster_m=2)
+    assert model.call_seconds(clustered, shape) == pytest.approx(model.call_seconds(single, shape))
+    monkeypatch.setattr(model, "L2_TO_SM_BYTES_PER_S", 6e12)
+    assert model.call_seconds(clustered, shape) < 0.8 * model.call_seconds(single, shape)

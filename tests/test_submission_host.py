@@ -4,6 +4,7 @@ CuTe's own layout), and input validation."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import sys
@@ -89,14 +90,14 @@ def test_a_split_without_a_k_tile_is_refused_before_launch():
     accumulator it never wrote: the launch plan refuses such a config on the host."""
     pinned = sub.Sm100Config(tile_m=64, split_k=4, stages=8)
     with pytest.raises(ValueError, match="split-K 4 needs at least 4 K tiles of 256; K = 512 has 2"):
-        pinned.check_splits(sub.Problem(128, 1024, 512, 1))
-    pinned.check_splits(sub.Problem(128, 1024, 1024, 1))  # one tile each: accepted
+        pinned.check_problem(sub.Problem(128, 1024, 512, 1))
+    pinned.check_problem(sub.Problem(128, 1024, 1024, 1))  # one tile each: accepted
     assert sub.split_k_range(0, 2, 4) == (0, 0)  # the empty range it prevents
     for m in (128, 256, 384):
         for n in (128, 256, 1024, 7168):
             for k in (256, 512, 768, 1024, 4096):
                 problem = sub.Problem(m, n, k, 1)
-                sub.sm100_config(problem).check_splits(problem)
+                sub.sm100_config(problem).check_problem(problem)
 
 
 def test_a_split_count_that_would_reach_the_next_calls_floor_is_refused():
@@ -104,7 +105,7 @@ def test_a_split_count_that_would_reach_the_next_calls_floor_is_refused():
     many splits would count into the next call's range."""
     too_many = sub.Sm100Config(tile_m=128, split_k=sub.SM100_ARRIVALS_PER_CALL, stages=6)
     with pytest.raises(ValueError, match="would reach the next call's floor"):
-        too_many.check_splits(sub.Problem(128, 128, 256 * sub.SM100_ARRIVALS_PER_CALL, 1))
+        too_many.check_problem(sub.Problem(128, 128, 256 * sub.SM100_ARRIVALS_PER_CALL, 1))
 
 
 def test_the_b200_plan_numbers_its_calls_from_one_after_the_other_arguments():
@@ -121,18 +122,32 @@ def test_the_b200_plan_numbers_its_calls_from_one_after_the_other_arguments():
     assert all(args[-8:-1] == ("partials", "arrivals", 128, 7168, 2048, 1, 112) for args in passed)
 
 
+@pytest.mark.parametrize("cluster_m", [1, 2], ids=["no-cluster", "cluster-2"])
 @pytest.mark.parametrize("problem", OFFICIAL + [sub.Problem(256, 384, 4096, 3)],
                          ids=lambda p: "x".join(map(str, p)))
-def test_persistent_schedule_covers_every_output_tile_once_per_split(problem):
-    config = sub.sm100_config(problem)
+def test_persistent_schedule_covers_every_output_tile_once_per_split(problem, cluster_m):
+    """The kernel's loop: each cluster walks groups of units; its CTAs take the group's row
+    tiles side by side, with the same split, column tile and batch (they share that b tile)."""
+    config = dataclasses.replace(sub.sm100_config(problem), cluster_m=cluster_m)
     tiles_m = problem.m // config.tile_m
+    if tiles_m % cluster_m:
+        with pytest.raises(ValueError, match="need a multiple of 2 row tiles"):
+            config.check_problem(problem)
+        return
+    config.check_problem(problem)
     tiles_n = problem.n // sub.SM100_TILE_N
     units = tiles_m * tiles_n * config.split_k * problem.l
-    num_ctas = min(units, sub.SM100_NUM_SMS)
+    num_ctas = min(units, sub.SM100_NUM_SMS // cluster_m * cluster_m)
+    groups, groups_in_flight = units // cluster_m, num_ctas // cluster_m
     seen = []
-    for cta in range(num_ctas):  # the kernel's loop: cutlass.range(cta, units, num_ctas)
-        seen += [sub.tile_coords(unit, tiles_m, config.split_k, tiles_n)
-                 for unit in range(cta, units, num_ctas)]
+    for cta in range(num_ctas):
+        rank = cta % cluster_m
+        for group in range(cta // cluster_m, groups, groups_in_flight):
+            seen.append(sub.tile_coords(group * cluster_m + rank, tiles_m, config.split_k, tiles_n))
+            if rank:
+                m_tile, *shared = seen[-1]
+                partner_m, *partner_shared = sub.tile_coords(group * cluster_m, tiles_m, config.split_k, tiles_n)
+                assert shared == partner_shared and m_tile == partner_m + rank
     expected = set(itertools.product(range(tiles_m), range(config.split_k), range(tiles_n), range(problem.l)))
     assert len(seen) == len(expected) and set(seen) == expected
 
