@@ -403,14 +403,9 @@ class NumberedLaunchPlan(LaunchPlan):
 
     def __post_init__(self):
         super().__post_init__()
-        self._next_number = itertools.count(1).__next__
-
-    def launch(self, addresses: tuple[int, ...]) -> None:
-        number = self._next_number()
-        if HAVE_TVM_FFI:
-            self.kernel(*addresses, *self._next_args(), number)
-        else:
-            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args(), cutlass.Int64(number))
+        next_args, next_number = self._next_args, itertools.count(1).__next__
+        as_argument = int if HAVE_TVM_FFI else cutlass.Int64
+        self._next_args = lambda: (*next_args(), as_argument(next_number()))
 
 
 # ===== Blackwell path (sm_100a) =====
