@@ -27,7 +27,7 @@ FIELD_OFFSETS = {
     MEMSET: (16, 24, 32, 40),
 }
 KERNEL_NAME_OFFSET = 104  # const char *name
-MEMCPY_BYTES_OFFSET = MEMSET_BYTES_OFFSET = 8
+COPY_BYTES_OFFSET = 8  # uint64_t bytes, in memcpy and memset records alike
 BUFFER_BYTES = 8 << 20
 CUPTI_SUCCESS = 0
 
@@ -63,10 +63,8 @@ def decode(address: int) -> tuple | None:
     start, end, device, stream = FIELD_OFFSETS[kind]
     if kind == CONCURRENT_KERNEL:
         name = _demangled(ctypes.c_char_p(ctypes.c_void_p.from_address(address + KERNEL_NAME_OFFSET).value).value or b"?")
-    elif kind == MEMCPY:
-        name = f"memcpy of {_u64(address + MEMCPY_BYTES_OFFSET)} bytes"
     else:
-        name = f"memset of {_u64(address + MEMSET_BYTES_OFFSET)} bytes"
+        name = f"{'memcpy' if kind == MEMCPY else 'memset'} of {_u64(address + COPY_BYTES_OFFSET)} bytes"
     queue = f"stream {_u32(address + stream)} of cuda:{_u32(address + device)}"
     return name, queue, _u64(address + start), _u64(address + end)
 
