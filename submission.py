@@ -952,19 +952,16 @@ class Sm100BlockScaledGemm:
                             others.append(cute.group_modes(tTR_gPartial[
                                 (None, None, None, None, None, n_tile, m_tile, batch * splits + other)], 3, 5))
                         for sub in cutlass.range_constexpr(ahead):
-                            for j in cutlass.range_constexpr(splits - 1):
-                                cute.copy(move_fp32, others[j][(None, None, None, sub)], partial_slots[sub][j])
+                            self._load_partials(move_fp32, others, sub, partial_slots[sub])
                         for sub in cutlass.range_constexpr(subtiles):
                             slot = partial_slots[sub % len(partial_slots)]
                             if cutlass.const_expr(ahead == 0):
-                                for j in cutlass.range_constexpr(splits - 1):
-                                    cute.copy(move_fp32, others[j][(None, None, None, sub)], slot[j])
+                                self._load_partials(move_fp32, others, sub, slot)
                             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
                             for j in cutlass.range_constexpr(splits - 1):
                                 tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
                             if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
-                                for j in cutlass.range_constexpr(splits - 1):  # into the slot just added
-                                    cute.copy(move_fp32, others[j][(None, None, None, sub + ahead)], slot[j])
+                                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
                             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
                             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
                         if lane == 0:
@@ -976,6 +973,12 @@ class Sm100BlockScaledGemm:
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_base)
+
+    @staticmethod
+    def _load_partials(copy_atom, others: list, sub: int, slot: list) -> None:
+        """Epilogue subtile `sub` of every other split's partial into the registers of `slot`."""
+        for other, registers in zip(others, slot):
+            cute.copy(copy_atom, other[(None, None, None, sub)], registers)
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
