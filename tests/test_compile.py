@@ -290,6 +290,30 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, spli
     assert loads_before_first_accumulator_load(prefetching) == max(prefetching.partials_ahead, 1) * one_subtile
 
 
+def _check_sm100_config(config, problem) -> checker.ConfigResult:
+    """The compile checker's verdict on `config` in place of the one the kernel would choose."""
+
+    class Pinned(sub.Sm100BlockScaledGemm):
+        @classmethod
+        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
+            return config
+
+    return checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
+
+
+@pytest.mark.parametrize("problem, config", [
+    (sub.Problem(128, 7168, 16384, 1), sub.Sm100Config(tile_m=64, split_k=3, stages=8, share_k=True)),
+    (sub.Problem(128, 4096, 7168, 1), sub.Sm100Config(tile_m=64, split_k=4, stages=8, share_k=True, cluster_m=2)),
+], ids=["three-parts", "four-parts-cluster-2"])
+def test_share_k_passes_every_sm100a_check(problem, config):
+    """Share-K beyond the one official shape that takes it (two K ranges a tile): three, and
+    four in clusters of two, compile without spilling the partials they load."""
+    config.check_problem(problem)
+    result = _check_sm100_config(config, problem)
+    assert not result.failures, result.failures
+    assert result.config.startswith(f"tile 128x64x256 (N x M x K), share-K (up to {config.split_k} ranges a tile)")
+
+
 def test_a_cluster_of_two_along_m_multicasts_the_shared_b_tile():
     """`cluster_m=2` (on in no configuration yet): the b tile and its scales come through
     multicast TMA loads, a and its scales through plain ones, the pipelines' barriers are set up
@@ -297,13 +321,7 @@ def test_a_cluster_of_two_along_m_multicasts_the_shared_b_tile():
     from harness.compile_capture import capturing_compiles
 
     clustered = sub.Sm100Config(tile_m=64, split_k=2, stages=8, cluster_m=2)
-
-    class Clustered(sub.Sm100BlockScaledGemm):
-        @classmethod
-        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
-            return clustered
-
-    result = checker.check_config(Clustered, sub.Problem(128, 4096, 7168, 1), "sm_100a", checker.RULES["sm_100a"], None)
+    result = _check_sm100_config(clustered, sub.Problem(128, 4096, 7168, 1))
     assert not result.failures, result.failures
     assert "cluster of 2 along M" in result.config
     with capturing_compiles("sm_100a") as capture:

@@ -122,34 +122,103 @@ def test_the_b200_plan_numbers_its_calls_from_one_after_the_other_arguments():
     assert all(args[-8:-1] == ("partials", "arrivals", 128, 7168, 2048, 1, 112) for args in passed)
 
 
+def schedule_units(config: sub.Sm100Config, problem: sub.Problem, num_sms: int) -> dict:
+    """Every CTA's work units, as the kernel's warps walk them ({cta: [WorkUnit, ...]}), from
+    the kernel's own `Sm100Schedule` run on ints."""
+    cluster_m = config.cluster_m
+    clusters = config.grid_clusters(problem, num_sms)
+    tiles_m, tiles_n, k_tiles = problem.m // config.tile_m, problem.n // sub.SM100_TILE_N, problem.k // sub.SM100_TILE_K
+    units = {}
+    for cta in range(clusters * cluster_m):
+        schedule = sub.Sm100Schedule(config, cta % cluster_m, cta // cluster_m, clusters, tiles_m, tiles_n,
+                                     k_tiles, problem.l)
+        units[cta] = [schedule.unit(group) for group in range(*schedule.groups)]
+    return units
+
+
+SCHEDULED = OFFICIAL + [sub.Problem(256, 384, 4096, 3), sub.Problem(384, 7168, 2304, 2)]
+
+
+@pytest.mark.parametrize("num_sms", [148, 132, 7])
+@pytest.mark.parametrize("share_k", [False, True], ids=["split-k", "share-k"])
 @pytest.mark.parametrize("cluster_m", [1, 2], ids=["no-cluster", "cluster-2"])
-@pytest.mark.parametrize("problem", OFFICIAL + [sub.Problem(256, 384, 4096, 3)],
-                         ids=lambda p: "x".join(map(str, p)))
-def test_persistent_schedule_covers_every_output_tile_once_per_split(problem, cluster_m):
-    """The kernel's loop: each cluster walks groups of units; its CTAs take the group's row
-    tiles side by side, with the same split, column tile and batch (they share that b tile)."""
-    config = dataclasses.replace(sub.sm100_config(problem), cluster_m=cluster_m)
-    tiles_m = problem.m // config.tile_m
-    if tiles_m % cluster_m:
+@pytest.mark.parametrize("problem", SCHEDULED, ids=lambda p: "x".join(map(str, p)))
+def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, cluster_m, share_k, num_sms):
+    """Each K tile of each output tile is multiplied by exactly one CTA; the CTAs that add into
+    one tile hold the slots 0 .. parts - 1 and agree on parts, which the configuration's
+    partial slots hold; and the CTAs of a cluster take row tiles side by side over one K range
+    (they share that b tile)."""
+    config = dataclasses.replace(sub.sm100_config(problem, num_sms), cluster_m=cluster_m)
+    if share_k:
+        config = config.with_k_shares(problem, num_sms)
+    if (problem.m // config.tile_m) % cluster_m:
         with pytest.raises(ValueError, match="need a multiple of 2 row tiles"):
-            config.check_problem(problem)
+            config.check_problem(problem, num_sms)
         return
-    config.check_problem(problem)
-    tiles_n = problem.n // sub.SM100_TILE_N
-    units = tiles_m * tiles_n * config.split_k * problem.l
-    num_ctas = min(units, sub.SM100_NUM_SMS // cluster_m * cluster_m)
-    groups, groups_in_flight = units // cluster_m, num_ctas // cluster_m
-    seen = []
-    for cta in range(num_ctas):
-        rank = cta % cluster_m
-        for group in range(cta // cluster_m, groups, groups_in_flight):
-            seen.append(sub.tile_coords(group * cluster_m + rank, tiles_m, config.split_k, tiles_n))
-            if rank:
-                m_tile, *shared = seen[-1]
-                partner_m, *partner_shared = sub.tile_coords(group * cluster_m, tiles_m, config.split_k, tiles_n)
-                assert shared == partner_shared and m_tile == partner_m + rank
-    expected = set(itertools.product(range(tiles_m), range(config.split_k), range(tiles_n), range(problem.l)))
-    assert len(seen) == len(expected) and set(seen) == expected
+    config.check_problem(problem, num_sms)
+    covered, parts = [], {}
+    units = schedule_units(config, problem, num_sms)
+    for cta, walked in units.items():
+        for index, unit in enumerate(walked):
+            tile = (unit.m_tile, unit.n_tile, unit.batch)
+            assert unit.k_begin < unit.k_end, (cta, unit)
+            covered += [(*tile, k_tile) for k_tile in range(unit.k_begin, unit.k_end)]
+            parts.setdefault(tile, []).append((unit.part, unit.parts))
+            if cta % cluster_m:
+                partner = units[cta - cta % cluster_m][index]
+                assert unit.m_tile == partner.m_tile + cta % cluster_m
+                assert unit[1:] == partner[1:]
+    tiles = itertools.product(range(problem.m // config.tile_m), range(problem.n // sub.SM100_TILE_N), range(problem.l))
+    expected = [(*tile, k_tile) for tile in tiles for k_tile in range(problem.k // sub.SM100_TILE_K)]
+    assert sorted(covered) == sorted(expected)
+    for tile, held in parts.items():
+        count = held[0][1]
+        assert sorted(held) == [(part, count) for part in range(count)], tile
+        assert count <= config.split_k
+
+
+@pytest.mark.parametrize("slots", range(2, 7))
+def test_the_last_arrival_adds_every_other_part_once_and_nothing_past_the_tiles_parts(slots):
+    """The reduction's slot j = 0 .. slots - 2: static split-K reads every other split; a
+    share-K tile with fewer parts than slots reads its other parts with weight 1 and, past
+    them, its own slot with weight 0."""
+    for part in range(slots):
+        assert sorted(sub.other_part(j, part) for j in range(slots - 1)) == [p for p in range(slots) if p != part]
+    for parts in range(1, slots + 1):
+        for part in range(parts):
+            read = [sub.other_part_or_own(j, part, parts) for j in range(slots - 1)]
+            assert sorted(slot for slot, weight in read if weight == 1) == [p for p in range(parts) if p != part]
+            assert all(slot == part for slot, weight in read if weight == 0)
+            assert sorted(weight for _, weight in read) == [0] * (slots - parts) + [1] * (parts - 1)
+
+
+def test_share_k_fills_every_sm_with_an_even_share():
+    """128 x 7168 x 16384 in 64-row tiles: 112 tiles x 64 K tiles over 148 SMs, 48 or 49 K tiles
+    each (against 64 with whole tiles), a tile's K split between 2 and 3 ways."""
+    problem = sub.Problem(128, 7168, 16384, 1)
+    shared = sub.Sm100Config(tile_m=64, split_k=3, stages=8, share_k=True)
+    units = schedule_units(shared, problem, 148)
+    assert len(units) == 148
+    assert {sum(u.k_end - u.k_begin for u in walked) for walked in units.values()} == {48, 49}
+    assert {u.parts for walked in units.values() for u in walked} == {2, 3}
+    assert shared.k_share_parts(problem, 148) == 3
+    with pytest.raises(ValueError, match="adds up to 3 K ranges into a tile; split_k = 2"):
+        dataclasses.replace(shared, split_k=2).check_problem(problem, 148)
+
+
+def test_the_sanitizer_shapes_run_every_sm100_schedule():
+    """`make sanitize` on a B200 runs whole tiles, static split-K and share-K."""
+    configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
+               for case in shapes.load_cases(shapes.SHAPES_DIR / "sanitize.txt")]
+    assert {(config.share_k, config.split_k > 1) for config in configs} == {(False, False), (False, True), (True, True)}
+
+
+def test_share_k_is_chosen_where_whole_units_leave_a_last_wave_mostly_empty():
+    """384 x 7168 x 2304: 168 tiles of 128 rows, one wave of 148 and one of 20; share-K instead."""
+    config = sub.sm100_config(sub.Problem(384, 7168, 2304, 1), conservative=False)
+    assert config.share_k and config.split_k == 2 and config.tile_m == 128
+    assert not sub.sm100_config(sub.Problem(2304, 4608, 7168, 1), conservative=False).share_k  # 648 = 4 x 148 + 56
+    assert not any(sub.sm100_config(problem, conservative=False).share_k for problem in BENCHMARKS)
 
 
 def test_units_sharing_b_rows_are_scheduled_together():
@@ -269,7 +338,7 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_res
     assert chosen.pdl
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
-    assert conservative.split_k == 1 and not conservative.pdl
+    assert conservative.split_k == 1 and not conservative.pdl and not conservative.share_k
     assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
