@@ -52,11 +52,14 @@ compile:
 # return codes are not reported: CuTeDSL's driver bindings probe cuGetProcAddress for entry
 # points the driver lacks (34 CUDA_ERROR_INVALID_VALUE a run), which says nothing of a kernel.
 SANITIZE_TOOLS ?= memcheck racecheck synccheck initcheck
+SANITIZE_SHAPES ?= shapes/sanitize.txt
 sanitize:
 	for tool in $(SANITIZE_TOOLS); do \
 	  echo "== compute-sanitizer --tool $$tool"; \
-	  compute-sanitizer --tool $$tool --target-processes all --report-api-errors no --error-exitcode 86 \
-	    $(PYTHON) -m harness test shapes/sanitize.txt --submission $(SUBMISSION) --timeout 1500 $(ARGS) || exit 1; \
+	  api=yes; [ $$tool = initcheck ] && api=no; \
+	  NVFP4_HARNESS_UNDER_SANITIZER=1 compute-sanitizer --tool $$tool --target-processes all --report-api-errors no \
+	    --check-api-memory-access $$api --error-exitcode 86 \
+	    $(PYTHON) -m harness test $(SANITIZE_SHAPES) --submission $(SUBMISSION) --timeout 1500 $(ARGS) || exit 1; \
 	done
 
 # Static checks the leaderboard applies to the file: size, the word "stream", headers, imports.

@@ -6,6 +6,7 @@ values and tensors only, which is all the judge will read (harness/wire.py).
 """
 
 import contextlib
+import os
 import threading
 from pathlib import Path
 
@@ -20,6 +21,26 @@ from harness.stats import StoppingRule
 # kernels must start and end on the GPU (harness/judge/activity.py). torch.cuda._sleep spins
 # this many cycles (about a microsecond).
 MARKER_CYCLES = 2000
+
+
+# Set by `make sanitize` around compute-sanitizer (see `_write_back_shared_memory`).
+SANITIZER_ENV = "NVFP4_HARNESS_UNDER_SANITIZER"
+UNDER_COMPUTE_SANITIZER = os.environ.get(SANITIZER_ENV) == "1"
+
+
+def _write_back_shared_memory(data_list: list) -> None:
+    """Copy each shared CUDA storage to the host and back, the same bytes. initcheck tracks what
+    each process writes, so the memory the judge wrote and shares reads as uninitialized in this
+    process until this process writes it; a copy from the host writes it without a kernel
+    reading it first."""
+    seen = set()
+    for data in data_list:
+        for tensor in data:
+            storage = tensor.untyped_storage()
+            if tensor.is_cuda and storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                storage.copy_(storage.cpu())
+    torch.cuda.synchronize()
 
 
 class Calls:
@@ -51,6 +72,8 @@ class Calls:
         return wire.returned(output, self._storages[name])
 
     def hold(self, name: str, data_list: list) -> int:
+        if UNDER_COMPUTE_SANITIZER:
+            _write_back_shared_memory(data_list)
         self._held[name] = data_list
         self._storages[name] = wire.storage_index(data_list)
         return len(data_list)
