@@ -51,6 +51,8 @@ compile:
 # error fails the target; its report is in the output (ERROR SUMMARY per process). CUDA API
 # return codes are not reported: CuTeDSL's driver bindings probe cuGetProcAddress for entry
 # points the driver lacks (34 CUDA_ERROR_INVALID_VALUE a run), which says nothing of a kernel.
+# NVFP4_HARNESS_UNDER_SANITIZER=1 has the worker write back the inputs the judge shares, which
+# initcheck would otherwise read as never written in the worker's process (README).
 SANITIZE_TOOLS ?= memcheck racecheck synccheck initcheck
 SANITIZE_SHAPES ?= shapes/sanitize.txt
 sanitize:

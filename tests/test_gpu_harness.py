@@ -77,3 +77,21 @@ def test_a_device_the_machine_lacks_is_refused_before_any_case():
     result = harness("test", "--device", f"cuda:{torch.cuda.device_count()}")
     assert result.returncode == 114, result.stdout + result.stderr
     assert f"no CUDA device {torch.cuda.device_count()}" in result.stderr
+
+
+def test_the_sanitizer_write_back_leaves_every_shared_byte_as_it_was():
+    """Under `make sanitize` the worker copies the inputs the judge shares to the host and back
+    (harness/runner/calls.py): every byte of every storage, views and fp4 included, unchanged."""
+    from harness.runner.calls import _write_back_shared_memory
+    from reference import generate_input
+
+    def storage_bytes(tensor):
+        return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage()).clone()
+
+    data_list = [generate_input(128, 256, 512, 2, seed, device="cuda") for seed in (5, 6)]
+    before = [[storage_bytes(tensor) for tensor in data] for data in data_list]
+    assert any(bool(b.any()) for data in before for b in data)  # not all zeros
+    _write_back_shared_memory(data_list)
+    for data, saved in zip(data_list, before):
+        for tensor, expected in zip(data, saved):
+            assert torch.equal(storage_bytes(tensor), expected)

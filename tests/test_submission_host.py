@@ -207,10 +207,14 @@ def test_share_k_fills_every_sm_with_an_even_share():
 
 
 def test_the_sanitizer_shapes_run_every_sm100_schedule():
-    """`make sanitize` on a B200 runs whole tiles, static split-K and share-K."""
-    configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
-               for case in shapes.load_cases(shapes.SHAPES_DIR / "sanitize.txt")]
-    assert {(config.share_k, config.split_k > 1) for config in configs} == {(False, False), (False, True), (True, True)}
+    """`make sanitize` on a B200 runs whole tiles and static split-K; its share-K file, share-K."""
+    def schedules(name: str) -> set:
+        configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
+                   for case in shapes.load_cases(shapes.SHAPES_DIR / name)]
+        return {(config.share_k, config.split_k > 1) for config in configs}
+
+    assert schedules("sanitize.txt") == {(False, False), (False, True)}
+    assert schedules("sanitize-share-k.txt") == {(True, True)}
 
 
 def test_share_k_is_chosen_where_whole_units_leave_a_last_wave_mostly_empty():
