@@ -527,10 +527,13 @@ class Sm100Config:
             return 0
         return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
 
+    def tiles(self, problem: Problem) -> int:
+        """Output tiles of `problem`, all batches."""
+        return problem.l * (problem.n // SM100_TILE_N) * (problem.m // self.tile_m)
+
     def tile_groups(self, problem: Problem) -> int:
         """Output tiles in groups of `cluster_m` row tiles side by side (one cluster's work)."""
-        tiles = problem.l * (problem.n // SM100_TILE_N) * (problem.m // self.tile_m)
-        return tiles // self.cluster_m
+        return self.tiles(problem) // self.cluster_m
 
     def grid_clusters(self, problem: Problem, num_sms: int) -> int:
         """Clusters in the grid: as many as the SMs hold, but no more than the work units (static
@@ -666,9 +669,14 @@ class Sm100Schedule:
         return self.tiles_m * self.tiles_n * self.batches // self.config.cluster_m
 
     @property
+    def iterations(self):
+        """Share-K: (tile group, K tile) pairs, shared by the clusters in this order."""
+        return self.tile_groups * self.k_tiles
+
+    @property
     def share(self):
-        """Share-K: this cluster's iterations [begin, end) of (tile group, K tile)."""
-        return k_share(self.cluster, self.tile_groups * self.k_tiles, self.clusters)
+        """Share-K: this cluster's iterations [begin, end)."""
+        return k_share(self.cluster, self.iterations, self.clusters)
 
     @property
     def groups(self) -> tuple:
@@ -686,10 +694,10 @@ class Sm100Schedule:
             k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
             return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split, cfg.split_k)
         m_tile, _, n_tile, batch = tile_coords(linear, self.tiles_m, 1, self.tiles_n)
-        (begin, end), iterations = self.share, self.tile_groups * self.k_tiles
+        begin, end = self.share
         first = group * self.k_tiles
-        first_owner = k_share_owner(first, iterations, self.clusters)
-        last_owner = k_share_owner(first + self.k_tiles - 1, iterations, self.clusters)
+        first_owner = k_share_owner(first, self.iterations, self.clusters)
+        last_owner = k_share_owner(first + self.k_tiles - 1, self.iterations, self.clusters)
         return WorkUnit(m_tile, n_tile, batch, cutlass.max(begin - first, 0), cutlass.min(end - first, self.k_tiles),
                         self.cluster - first_owner, last_owner - first_owner + 1)
 
@@ -757,10 +765,9 @@ class Sm100BlockScaledGemm:
         config.check_problem(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
                                    lambda: cls.compile(config)[0])
-        tiles = config.tile_groups(problem) * config.cluster_m
         # Arrivals are counted per epilogue warp and tile (see the epilogue).
         workspace_args, workspace = split_k_workspace(problem, config.split_k,
-                                                      len(cls.EPILOGUE_WARPS) * tiles, device)
+                                                      len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
         num_ctas = config.grid_clusters(problem, num_sms) * config.cluster_m
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
         return NumberedLaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
