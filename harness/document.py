@@ -51,7 +51,8 @@ class RunDocument:
     def case(self, index: int, result, **extra) -> None:
         entry = self.data["cases"][index]
         entry.update(status=result.status, message=result.message, warning=result.warning, activity=result.activity, wall_s=result.wall_s,
-                     stats=stats_fields(result.stats), host_ns=result.host_ns,
+                     stats=stats_fields(result.stats), judged_stats=stats_fields(result.judged_stats),
+                     worker_stats=stats_fields(result.worker_stats), fixed_ns=result.fixed_ns, host_ns=result.host_ns,
                      baselines={name: stats_fields(stats) for name, stats in result.baselines.items()}, **extra)
         if result.report:
             entry["profile_table"] = result.report

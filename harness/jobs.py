@@ -60,7 +60,10 @@ class Job:
 class CaseResult:
     status: str
     message: str = ""
-    stats: Stats | None = None
+    stats: Stats | None = None  # the figures reported: the judge's own (the worker's under --official)
+    judged_stats: Stats | None = None  # per call by the judge's clock, its calibrated fixed cost subtracted
+    worker_stats: Stats | None = None  # per call by the worker's events, the competition's way (a claim)
+    fixed_ns: float | None = None  # the judge's calibrated fixed cost of a round
     host_ns: float | None = None  # host time of one custom_kernel call, back to back, no sync
     baselines: dict = dataclasses.field(default_factory=dict)  # name -> Stats
     report: str = ""  # profile table

@@ -12,9 +12,10 @@ import torch
 from harness import sol
 from harness import stats as timing_rules
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
-from harness.judge.cases import HANDED, RUNNERS, TIMED
-from harness.judge.isolation import CaseStopped, WorkerProcess
-from harness.judge.verdicts import judge_clock
+from harness.judge.cases import RUNNERS, Judging
+from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, protect_the_judge
+from harness.judge.memory import SharedPool
+from harness.judge.rounds import BATCH, JudgeClock
 from harness.precheck import Precheck
 from harness.report import EXIT_FAIL, Reporter
 from harness.results import append_rows, rows_for_run
@@ -68,42 +69,57 @@ class Executor:
     Official: one worker for the whole run, as the competition's pool, kept after a failed case.
     Otherwise a worker is reused only while its cases pass (`reuse`, the test mode): a crash, a
     hang or a broken CUDA context ends it, and the next case starts in a fresh process. Timed
-    modes start one per job, so that every case pays the competition's cold compile.
+    modes start one per job, so that every case pays the competition's cold compile, and one
+    calibration partner for the run (harness/judge/calibration.py). Whatever a case's worker
+    started is ended with the case.
     """
 
-    def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False):
+    def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False):
+        protect_the_judge()
         self._options = options
         self._reporter = reporter
         self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
         runner_folder = make_runner_folder(options.submission, self._logs.name)
+        device = torch.device(options.device)
+        self._clock = JudgeClock(device)
+        self._pool = SharedPool(device)
         # A process per case (timed modes): the next one starts once a case's timing is over.
         self._worker = WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed, spares=not self._reuse)
+        self._partner = (WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed, echo=True)
+                         if timed else None)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self._worker.close()
-        self._worker.close_spare()
+        for process in (self._worker, self._partner):
+            if process is not None:
+                process.close()
+                process.close_spare()
+        end_strays(helper_pids())
         self._logs.cleanup()
+
+    def _processes(self) -> list[WorkerProcess]:
+        return [process for process in (self._worker, self._partner) if process is not None]
 
     def run(self, job: Job, label: str) -> CaseResult:
         started = time.monotonic()
         with self._reporter.case_progress(label) as on_progress:
-            self._worker.begin_case(self._options.timeout_s, on_progress)
             try:
-                result = RUNNERS[job.kind](job, self._worker, on_progress)
+                for process in self._processes():
+                    if process.begin_case(self._options.timeout_s, on_progress):
+                        self._clock.connect(process)
+                result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
             except CaseStopped as stopped:
                 result = stopped.result
             except UntrustedMessageError as error:
                 result = CaseResult(FAIL, str(error))
-            except (TypeError, ValueError, KeyError, IndexError) as error:
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError) as error:
                 # Replies are the worker's, so the submission's to forge: one the judge cannot
                 # read is a failure, not the harness's crash.
                 result = CaseResult(FAIL, f"the judge could not read the worker's reply ({type(error).__name__}: {error})")
             self._release_inputs()
-        judge_clock(result, self._worker.clock_replaced, job.rules.strict)
         result.output = self._worker.output_of_case()
         result.device_name = _device_name(job.device)
         result.wall_s = time.monotonic() - started
@@ -111,16 +127,17 @@ class Executor:
             raise OfficialEvalStopped(result)
         if not self._reuse or (result.status != PASS and not self._options.official):
             self._worker.close()
+        end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | helper_pids())
         return result
 
     def _release_inputs(self) -> None:
-        """The worker lets go of the case's shared memory, so that the judge can free it."""
-        if self._worker.alive:
-            try:
-                for name in (HANDED, TIMED):
-                    self._worker.request("release", name)
-            except CaseStopped:
-                pass
+        """The workers let go of the case's shared memory, so that the judge can free it."""
+        for process in self._processes():
+            if process.alive:
+                try:
+                    process.request("release", BATCH)
+                except CaseStopped:
+                    pass
         if torch.cuda.is_available():
             torch.cuda.ipc_collect()
 
@@ -172,7 +189,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
         return reporter.refused()
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     results = []
-    with Executor(options, reporter) as executor:
+    with Executor(options, reporter, timed=True) as executor:
         measured_ceilings = None
         if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
             measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")

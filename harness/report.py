@@ -182,7 +182,8 @@ class Reporter:
             for field in STATS_FIELDS:
                 self.popcorn.log(f"benchmark.{index}.{field}", getattr(result.stats, field))
             s = result.stats
-            self.console.print(f"  {case.label:>18}  mean {us(s.mean)} us  ± {us(s.err)}  ({s.runs} rounds, {result.wall_s:.1f} s)")
+            events = f"; the worker's events {us(result.worker_stats.mean)} us" if result.worker_stats else ""
+            self.console.print(f"  {case.label:>18}  mean {us(s.mean)} us  ± {us(s.err)}  ({s.runs} rounds, {result.wall_s:.1f} s{events})")
             self._warn(result)
         else:
             self._log_failure("benchmark", index, result)

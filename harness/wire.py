@@ -15,7 +15,7 @@ from multiprocessing.reduction import ForkingPickler
 import torch
 
 PROGRESS = "progress"  # worker -> judge, any number before a reply: a line for the progress display
-REPLY = "reply"  # worker -> judge: (REPLY, value, clock functions found replaced)
+REPLY = "reply"  # worker -> judge: (REPLY, value)
 RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?)
 
 _TORCH_CLASSES = {"Size", "Tensor", "device", "UntypedStorage", "TypedStorage"}
@@ -104,4 +104,7 @@ def rebuild(spec: tuple, held: list):
     if not isinstance(dtype, torch.dtype) or not _within(base.untyped_storage().nbytes(), byte_offset, shape, stride, dtype.itemsize):
         raise UntrustedMessageError(f"the worker described a view outside the memory it shares ({dtype_name} {shape} at byte {byte_offset})")
     view = torch.empty(0, dtype=dtype, device=base.device)
-    return view.set_(base.untyped_storage(), byte_offset // dtype.itemsize, shape, stride)
+    try:
+        return view.set_(base.untyped_storage(), byte_offset // dtype.itemsize, shape, stride)
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise UntrustedMessageError(f"the worker described a view the judge cannot make ({dtype_name} {shape}: {error})") from None

@@ -1,6 +1,6 @@
 """The verification round's GPU activity, judged from records like those CUPTI gives."""
 
-from harness.judge.activity import judge_round
+from harness.judge.activity import NOT_RECORDED, judge_round
 
 TIMED, OTHER = "stream 7 of cuda:0", "stream 13 of cuda:0"
 
@@ -55,10 +55,11 @@ def test_a_host_slower_than_the_gpu_is_no_disagreement():
     assert judge_round(records, span / 50 + 100, 50)[0] is None
 
 
-def test_without_markers_nothing_is_verified_and_nothing_fails():
-    problem, seen = judge_round([], 1_000.0, 50)
-    assert problem is None and "not verified" in seen
-
+def test_activity_not_recorded_is_a_problem_of_its_own():
+    """CUPTI switched off (or unavailable) in the worker leaves no markers: that is no pass."""
+    for records in ([], None):
+        problem, seen = judge_round(records, 1_000.0, 50)
+        assert problem.startswith(NOT_RECORDED) and seen == "not recorded"
 
 def test_a_test_call_without_events_is_judged_on_queues_only():
     records, _ = _round([("gemm", 10_000)])

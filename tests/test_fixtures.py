@@ -97,29 +97,31 @@ VERDICTS = [
     # The competition's own checks let it through; --official reproduces them, hole included.
     Expected("broken_wrong_dtype", "test", EXIT_PASS, "pass", official=True),
     Expected("broken_mutates_input", "test", EXIT_CASE_FAIL, "fail", r"custom_kernel modified its input\(s\): b"),
-    # n = 256: columns 240..255 are never written and keep the NaN poison.
-    Expected("broken_unwritten", "test", EXIT_CASE_FAIL, "fail", r"ERROR AT \(0, 240, 0\): nan"),
+    # n = 256: columns 240..255 are never written and keep the judge's refill, a value no answer has.
+    Expected("broken_unwritten", "test", EXIT_CASE_FAIL, "fail", r"ERROR AT \(0, 240, 0\): -32768"),
     Expected("broken_caches_outputs", "benchmark", EXIT_CASE_FAIL, "fail",
              r"call \d+ returned the same values as call \d+ although the inputs differ \(cached result\)",
              cases=(BENCHMARK_CASE,)),
     Expected("broken_caches_by_address", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"recheck on fresh inputs: input \d+: mismatch found! custom implementation doesn't match reference", cases=(BENCHMARK_CASE,)),
+             r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found! custom implementation doesn't match reference",
+             cases=(BENCHMARK_CASE,)),
     Expected("broken_caches_by_address", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,)),
     # Two cases: the first one's timeout must not stop the second from being run.
-    # Threat class 2: the clock is captured before the import and checked after every case.
-    Expected("cheat_fakes_the_clock", "test", EXIT_CASE_FAIL, "fail",
-             r"the submission replaced torch\.cuda\.Event\.elapsed_time: times read from that clock mean nothing"),
+    # Threat class 2: a faked clock fakes only the worker's figure; the judge times the batch with
+    # its own events. A test times nothing, and the file computes the right answer.
+    Expected("cheat_fakes_the_clock", "test", EXIT_PASS, "pass"),
     Expected("cheat_fakes_the_clock", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"the submission replaced torch\.cuda\.Event\.elapsed_time", cases=(BENCHMARK_CASE,)),
-    Expected("cheat_fakes_the_clock", "test", EXIT_PASS, "pass",
-             r"warning: the competition would have missed this: the submission replaced torch\.cuda\.Event\.elapsed_time",
-             official=True),
-    # Threat class 3: a thread that finishes the work after the call returns.
-    Expected("cheat_finishes_in_a_thread", "test", EXIT_CASE_FAIL, "fail",
-             r"custom_kernel left thread\(s\) running after it returned \(finishes-late\)"),
-    # Threat class 4: the work done only where it is checked; the last timed round is checked
-    # after every c was given a value no answer has.
-    Expected("cheat_skips_unchecked_calls", "benchmark", EXIT_CASE_FAIL, "fail", r"last timed round: ",
+             r"the worker timed the calls at 0\.0\d\d us each, but the judge's own clock", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
+    Expected("cheat_fakes_the_clock", "benchmark", EXIT_PASS, "pass",
+             r"warning: the competition would have missed this: the worker timed the calls at", official=True,
+             cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+    # Threat class 3: a thread that finishes the work after the call returns: the judge's copy of
+    # c, taken inside its window, holds what c held before.
+    Expected("cheat_finishes_in_a_thread", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!"),
+    # Threat class 4: the work done only where it is checked. No call tells it is checked: c holds
+    # a new value no answer has before every round, and every round is checked.
+    Expected("cheat_skips_unchecked_calls", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
              cases=(BENCHMARK_CASE,)),
     Expected("cheat_skips_unchecked_calls", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
              official=True, cases=(BENCHMARK_CASE,)),
@@ -143,7 +145,8 @@ VERDICTS = [
              r"ran on another queue than the timed one", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
     # Threat class 5: a CUDA graph replaying a stale answer.
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"recheck on fresh inputs: input \d+: mismatch found!", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+             r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     # Threat class 6: the answer written over an input and returned as a view of it.

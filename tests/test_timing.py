@@ -1,8 +1,11 @@
-import pytest
+import time
+
 import torch
 
+from harness.jobs import Job, Rules
 from harness.judge import cases
-from harness.jobs import Job
+from harness.judge.memory import SharedPool
+from harness.judge.rounds import Calibration, JudgeClock
 from harness.runner.timing import OFFICIAL_FLUSH_BYTES, L2Flush, flush_bytes, time_rounds
 from harness.shapes import parse_cases
 from harness.stats import StoppingRule
@@ -20,72 +23,106 @@ def test_rounds_time_every_input_and_stop_at_the_cap():
 
 
 class ScriptedWorker:
-    """Stands in for the worker process: every timed round returns c of each input, and what the
-    judge wrote into c before the round is what the round's check reads, unless `skip` says the
-    "kernel" left it."""
+    """Stands in for a worker process on the CPU, speaking the judge's requests: each batch calls
+    `kernel(round index, data)` on every held input, returns c as a view of the shared memory,
+    and says it took `claimed_ns`; `after_reply` runs when the judge asks for the batch's time,
+    that is after the reply, as work a submission leaves running would."""
 
-    def __init__(self, data_list, write):
-        self.data_list, self.write, self.rounds = data_list, write, 0
-        self.storages = storage_index(data_list)
+    def __init__(self, kernel, claimed_ns=1000.0, after_reply=None, sleep_s=0.0):
+        self.kernel, self.claimed_ns, self.after_reply, self.sleep_s = kernel, claimed_ns, after_reply, sleep_s
+        self.rounds, self.held = 0, None
 
     def request(self, operation, *arguments):
-        assert operation == "timed_round"
-        self.write(self.rounds, self.data_list)
-        self.rounds += 1
-        return 1000.0, 10.0, [returned(data[6], self.storages) for data in self.data_list]
+        if operation == "hold":
+            self.held = arguments[1]
+            self.storages = storage_index(self.held)
+            return len(self.held)
+        if operation == "run_batch":
+            time.sleep(self.sleep_s)
+            for data in self.held:
+                self.kernel(self.rounds, data)
+            self.rounds += 1
+            return [returned(data[6], self.storages) for data in self.held], 10.0
+        if operation == "batch_time":
+            if self.after_reply is not None:
+                self.after_reply(self.held)
+            return self.claimed_ns * len(self.held), None
+        return None  # load, return_own_outputs, release
 
 
-def _benchmark_inputs(count=3):
-    return [cases._generate(Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu"), seed)
-            for seed in range(count)]
+def _judging(worker, partner=None):
+    return cases.Judging(worker, partner or ScriptedWorker(lambda index, data: None), JudgeClock(CPU), SharedPool(CPU),
+                         progress=lambda text: None)
 
 
-@pytest.mark.parametrize("recheck, strict, rounds_checked", [
-    (False, True, "last"),  # strict benchmark: the last round only
-    (True, True, "every"),  # strict leaderboard: every round
-    (False, False, "none"),  # the competition's benchmark checks no round
-])
-def test_the_judge_checks_the_rounds_its_rules_name(recheck, strict, rounds_checked):
-    from harness.jobs import Rules
-    from reference import ref_kernel
-
-    data_list = _benchmark_inputs()
-    expected = [ref_kernel(tuple(t.clone() for t in data)) for data in data_list]
-    job = Job("benchmark", None, device="cpu", rules=Rules(strict=strict), recheck=recheck)
-    wrong_in_round = 1  # the "kernel" writes the right answer in every round but this one
-
-    def write(round_index, data_list):
-        for data, reference in zip(data_list, expected):
-            data[6].copy_(reference if round_index != wrong_in_round else reference + 1)
-
-    worker = ScriptedWorker(data_list, write)
-    measurement = cases._time_rounds(worker, data_list, StoppingRule(3, 1e12), on_round=lambda text: None,
-                                     check_round=cases._round_checker(expected, data_list, job))
-    if rounds_checked == "every":
-        assert measurement.error.startswith("recheck: ") and len(measurement.durations_ns) == 2
-    else:  # round 1's wrong output goes unseen: only the last (round 2, right) is checked
-        assert measurement.error == "" and len(measurement.durations_ns) == 3
+def _case(worker, strict=True, count=3):
+    job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu",
+              rules=Rules(strict=strict), inputs_per_case=count)
+    return cases.BenchmarkCase(job, _judging(worker))
 
 
-def test_the_last_round_is_checked_against_a_skipped_call():
-    from harness.jobs import Rules
-    from harness.judge.verdicts import refill_outputs
-    from reference import ref_kernel
+def _answering(case, wrong_in_round=None):
+    def kernel(round_index, data):
+        index = next(i for i, shared in enumerate(case.shared) if shared[6].data_ptr() == data[6].data_ptr())
+        data[6].copy_(case.expected[index] + (1 if round_index == wrong_in_round else 0))
+    return kernel
 
-    data_list = _benchmark_inputs()
-    expected = [ref_kernel(tuple(t.clone() for t in data)) for data in data_list]
-    job = Job("benchmark", None, device="cpu", rules=Rules(strict=True))
 
-    def write(round_index, data_list):  # right in the first round only; later rounds skipped
-        if round_index == 0:
-            for data, reference in zip(data_list, expected):
-                data[6].copy_(reference)
+def test_every_timed_round_is_checked_by_default():
+    worker = ScriptedWorker(None)
+    case = _case(worker)
+    worker.kernel = _answering(case, wrong_in_round=2)
+    problem = cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), 0.0, on_round=lambda text: None)
+    assert problem.startswith("timed round: ") and "mismatch" in problem and worker.rounds == 3
 
-    worker = ScriptedWorker(data_list, write)
-    measurement = cases._time_rounds(worker, data_list, StoppingRule(3, 1e12), on_round=lambda text: None,
-                                     before_round=lambda index: refill_outputs(data_list, index),
-                                     check_round=cases._round_checker(expected, data_list, job))
-    assert measurement.error.startswith("last timed round: ") and len(measurement.durations_ns) == 3
+
+def test_the_competitions_benchmark_checks_no_timed_round():
+    worker = ScriptedWorker(None)
+    case = _case(worker, strict=False)
+    worker.kernel = _answering(case, wrong_in_round=2)
+    assert cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), 0.0, on_round=lambda text: None) is None
+    assert worker.rounds == 5
+
+
+def test_a_round_whose_calls_write_nothing_fails_on_the_refill():
+    worker = ScriptedWorker(None)
+    case = _case(worker)
+    answering = _answering(case)
+    worker.kernel = lambda round_index, data: answering(round_index, data) if round_index == 0 else None
+    problem = cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), 0.0, on_round=lambda text: None)
+    assert problem.startswith("timed round: ") and worker.rounds == 2
+
+
+def test_outputs_written_after_the_reply_are_missing_from_the_judges_copy():
+    worker = ScriptedWorker(lambda round_index, data: None)
+    case = _case(worker)
+    answering = _answering(case)
+    worker.after_reply = lambda held: [answering(0, data) for data in held]
+    round_ = case.round()
+    assert all(torch.equal(copy, shared[6]) is False for copy, shared in zip(round_.outputs, case.shared))
+    assert cases._value_problem(round_, case.expected, case.shared, case.job) is not None
+
+
+def test_the_judges_clock_is_its_own_on_the_cpu():
+    """A worker that claims a microsecond per call but holds the reply for 50 ms is timed at 50 ms."""
+    worker = ScriptedWorker(lambda round_index, data: None, claimed_ns=1000.0, sleep_s=0.05)
+    case = _case(worker)
+    round_ = case.round()
+    assert round_.worker_ns == 1000.0 * case.calls
+    assert round_.window_ns >= 0.05e9
+
+
+def test_the_partners_rounds_give_the_fixed_cost_and_are_subtracted():
+    worker = ScriptedWorker(lambda round_index, data: None, sleep_s=0.02)
+    partner = ScriptedWorker(lambda round_index, data: None, sleep_s=0.02)
+    job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu", inputs_per_case=2)
+    case = cases.BenchmarkCase(job, _judging(worker, partner))
+    calibration = Calibration.of(case.calibrate(returned_own=False))
+    assert partner.rounds == cases.CALIBRATION_ROUNDS and worker.rounds == 0
+    assert calibration.window_ns >= 0.02e9
+    figures = cases.Figures()
+    figures.add(case.round(), calibration.window_ns, case.calls)
+    assert abs(figures.judged_ns[0]) < 0.02e9 / case.calls  # the same sleep, calibrated away
 
 
 def test_flush_is_the_competitions_size_where_the_device_holds_it():

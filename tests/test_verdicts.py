@@ -1,6 +1,10 @@
+import math
+
+import pytest
 import torch
 
-from harness.judge.verdicts import changed_inputs, check_call, check_calls, clone_data, output_type_problem, poison_output, repeated_outputs, shared_outputs
+from harness.judge.verdicts import (Refills, all_pass_quickly, bits, changed_inputs, check_call, check_calls, clone_data,
+                                    figures_problem, near_duplicate, output_type_problem, repeated_outputs, shared_outputs)
 from reference import generate_input, ref_kernel
 
 
@@ -8,12 +12,64 @@ def small_data(seed=5):
     return generate_input(128, 256, 256, 1, seed, device="cpu")
 
 
-def test_poison_fills_c_with_nan_only():
+def test_refills_differ_in_fp16_from_every_earlier_round_and_touch_only_c():
     data = small_data()
     copy = clone_data(data)
-    poison_output(copy)
-    assert torch.isnan(copy[6]).all()
+    refills = Refills()
+    seen = set()
+    for _ in range(4096):  # more rounds than any case runs
+        refills.fill([copy])
+        values = copy[6].unique()
+        assert values.numel() == 1 and torch.isfinite(values).all()
+        value = values.item()
+        assert value not in seen and abs(value) >= 16384
+        seen.add(value)
     assert changed_inputs(data, copy) == []  # c is the output buffer, not an input
+
+
+def test_the_quick_check_agrees_with_the_full_one():
+    datas = [small_data(seed) for seed in (1, 2, 3)]
+    expected = [ref_kernel(clone_data(data)) for data in datas]
+    cs = [data[6] for data in datas]
+    right = [e.clone() for e in expected]
+    assert all_pass_quickly(expected, right) and check_calls(expected, right, cs, strict=True)[0]
+    one_off = [e.clone() for e in expected]
+    one_off[1][3, 5, 0] += 1  # beyond rtol = atol = 1e-3
+    assert not all_pass_quickly(expected, one_off) and not check_calls(expected, one_off, cs, strict=True)[0]
+    nan = [e.clone() for e in expected]
+    nan[2][0, 0, 0] = float("nan")
+    assert not all_pass_quickly(expected, nan)
+    assert not all_pass_quickly(expected, [e.float() for e in expected])  # the wrong dtype takes the full check
+    assert not all_pass_quickly(expected, right[:2])
+
+
+def test_a_near_duplicate_changes_a_few_operand_bytes_and_the_answer():
+    data = generate_input(128, 256, 256, 2, 5, device="cpu")  # L = 2: operands that are not contiguous
+    generator = torch.Generator().manual_seed(3)
+    copy = near_duplicate(data, generator, changes=4)
+    for index, (old, new) in enumerate(zip(data, copy)):
+        differing = (bits(old) != bits(new)).sum().item()
+        if index < 2:
+            assert 1 <= differing <= 4
+        else:
+            assert differing == 0
+    assert not torch.equal(ref_kernel(clone_data(data)), ref_kernel(copy))
+
+
+@pytest.mark.parametrize("worker_ns, judged_ns, words", [
+    ([1000.0, float("nan")], [1000.0, 1000.0], "reported a round time of nan"),
+    ([1000.0, -5.0], [1000.0, 1000.0], "reported a round time of -5.0"),
+    ([1000.0, math.inf], [1000.0, 1000.0], "reported a round time of inf"),
+    ([1000.0, 1000.0], [0.0, -1.0], "saw no time"),
+    ([25.0, 25.0], [1000.0, 1000.0], "the worker timed the calls at 0.025 us each, but the judge's own clock"),
+])
+def test_figures_that_cannot_stand_fail(worker_ns, judged_ns, words):
+    assert words in figures_problem(worker_ns, judged_ns, tolerance_ns=50.0)
+
+
+def test_figures_within_the_tolerance_stand():
+    assert figures_problem([960.0, 970.0], [1000.0, 1000.0], tolerance_ns=50.0) is None
+    assert figures_problem([1200.0, 1300.0], [1000.0, 1000.0], tolerance_ns=50.0) is None  # slower is the worker's loss
 
 
 def test_changed_inputs_names_what_changed():

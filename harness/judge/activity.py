@@ -17,6 +17,7 @@ MARKER_KERNEL = "spin_kernel"
 # Event and CUPTI timestamps both come from the GPU's timer; this covers their resolution.
 AGREEMENT_RELATIVE = 0.02
 AGREEMENT_ABSOLUTE_NS = 2_000
+NOT_RECORDED = "the round's GPU activity was not recorded"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,14 +38,15 @@ def summary(kernels: list[Kernel]) -> str:
     return "; ".join(f"{name} x{count} ({queue})" for (queue, name), count in counts.most_common(4))
 
 
-def judge_round(records: list, event_ns_per_call: float | None, calls: int) -> tuple[str | None, str]:
+def judge_round(records: list | None, event_ns_per_call: float | None, calls: int) -> tuple[str | None, str]:
     """(the problem, or None; what the calls launched) for the records of calls
     [(name, queue, start ns, end ns)] and, where events timed them, the event time per call."""
-    kernels = sorted((Kernel(str(name), str(queue), int(start), int(end)) for name, queue, start, end in records),
+    kernels = sorted((Kernel(str(name), str(queue), int(start), int(end)) for name, queue, start, end in records or []),
                      key=lambda kernel: kernel.start_ns)
     markers = [kernel for kernel in kernels if MARKER_KERNEL in kernel.name]
     if len(markers) < 2:
-        return None, "no GPU activity recorded (CUPTI unavailable): not verified"
+        return (f"{NOT_RECORDED} (CUPTI unavailable or switched off in the worker): what ran on the GPU, "
+                "and on which queue, cannot be verified"), "not recorded"
     opening, closing = markers[0], markers[-1]
     launched = [kernel for kernel in kernels if kernel is not opening and kernel is not closing]
     seen = f"{len(launched)} GPU activities: {summary(launched)}" if launched else "no GPU activity"

@@ -1,30 +1,55 @@
 """One case, judged: inputs drawn here from the seeds, the submission called in the worker on
-memory the judge shares with it, every verdict reached here.
+memory the judge shares with it, every figure and every verdict reached here.
 
 The judge keeps a pristine copy of every input and the reference output; the worker sees only
-the tensors it is handed. What the calls wrote is read from the judge's own mapping of that
-memory, so nothing the submission changes in its process (a checker, a reference, a generator)
-touches a verdict. The times come from the worker's events; the verification round sets them
-against the GPU activity CUPTI recorded (harness/judge/activity.py).
+the tensors it is handed (harness/judge/memory.py). Every call, whatever it is for (the first
+check, a warm-up, a timed round, the recorded round, the recheck), reaches custom_kernel through
+one request, a batch (harness/judge/rounds.py): the judge times it with its own clock and copies
+every output inside that window, and checks every round's copies. What the worker says (its own
+times, its GPU activity) is a claim, set against what the judge measured.
 """
 
 import dataclasses
+import os
+import statistics
 
 import torch
 
-from harness import wire
 from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.judge import activity
-from harness.judge.isolation import WorkerProcess
-from harness.judge.verdicts import (OUTPUT_INDEX, beyond_the_competition, bits, check_call, check_calls, clone_data,
-                                    first_changed_inputs, poison_output, refill_outputs, threads_left)
+from harness.judge.memory import SharedPool
+from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
+from harness.judge.verdicts import (OUTPUT_INDEX, Refills, all_pass_quickly, beyond_the_competition, bits, check_call,
+                                    check_calls, clone_data, figures_problem, first_changed_inputs, near_duplicate)
 from harness.runner.timing import synchronize
 from harness.stats import StoppingRule, calculate_stats
 from reference import generate_input, ref_kernel
 
 SEED_STEP = 42  # the competition adds 42 to the seed before drawing each benchmark input
-TIMED = "timed"  # the name under which the worker holds the timed inputs
-HANDED = "handed"  # ... and the copies handed to single checked calls
+# Rounds of the calibration partner before and after the timed rounds.
+CALIBRATION_ROUNDS = 8
+# A worker figure may be below the judge's by this share of it, and by three standard deviations
+# of the calibration's window (spread over the calls of a round), before the case fails.
+FIGURE_TOLERANCE = 0.05
+CALIBRATION_SPREADS = 3.0
+# The judge's flush may take this much longer while a worker waits for its go than while the
+# calibration partner does: more is GPU work the worker ran during the flush, before the window.
+FLUSH_TOLERANCE = 0.03
+NEAR_DUPLICATE_TRIES = 8
+# Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
+UNDER_SANITIZER = os.environ.get("NVFP4_HARNESS_UNDER_SANITIZER") == "1"
+
+
+@dataclasses.dataclass
+class Judging:
+    """What a case is judged with: the submission's worker, the calibration partner (timed modes),
+    the judge's clock, the pool of shared memory and the progress line."""
+
+    worker: object
+    partner: object | None
+    clock: JudgeClock
+    pool: SharedPool
+    progress: object
 
 
 def _generate(job: Job, seed: int):
@@ -36,227 +61,268 @@ def _benchmark_seeds(start: int, count: int) -> list[int]:
     return [start + SEED_STEP * (i + 1) for i in range(count)]
 
 
-def _hold(worker: WorkerProcess, name: str, data_list: list, device: torch.device) -> None:
-    synchronize(device)  # what the judge wrote is in memory before the worker reads it
-    worker.request("hold", name, data_list)
+def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
+    """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH."""
+    shared = judging.pool.copies(data_list)
+    synchronize(device)  # what the judge wrote is in memory before a worker reads it
+    for process in (judging.worker, judging.partner):
+        if process is not None:
+            process.request("hold", BATCH, shared)
+    return shared
 
 
-def _outputs(specs: list, held: list) -> list:
-    return [wire.rebuild(spec, held) for spec in specs]
-
-
-def _checked_calls(worker: WorkerProcess, data_list: list, expected: list, job: Job, check_copy: list,
-                   result: CaseResult | None = None) -> str | None:
-    """Each of `data_list` (handed copies, c poisoned when strict) called once and judged; with
-    `result`, the calls' GPU activity is recorded and judged too (activity on it)."""
-    device = torch.device(job.device)
-    if job.rules.poison_output:
-        for data in data_list:
-            poison_output(data)
-    _hold(worker, HANDED, data_list, device)
-    replies, records = worker.request("call", HANDED, result is not None)
-    worker.request("release", HANDED)
-    many = len(data_list) > 1
-    for index, (_, left) in enumerate(replies):
-        problem = threads_left(left) if job.rules.strict else None
-        if problem:
-            return f"input {index}: {problem}" if many else problem
-    if job.rules.check_inputs_unchanged:
-        changed = first_changed_inputs(check_copy, data_list)
-        if changed:
-            index, names = changed
-            problem = f"custom_kernel modified its input(s): {names}"
-            return f"input {index}: {problem}" if many else problem
-    if records is not None:
-        problem = _judge_activity(records, None, len(data_list), job, result)
-        if problem:
-            return problem
-    outputs = _outputs([spec for spec, _ in replies], data_list)
-    cs = [data[OUTPUT_INDEX] for data in data_list]
-    if many:
-        good, message = check_calls(expected, outputs, cs, job.rules.strict)
-    else:
-        good, message = check_call(expected[0], outputs[0], cs[0], job.rules.check_dtype_and_shape)
+def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str | None:
+    """Why a round's outputs (the judge's copies) are not the answers, or None."""
+    if job.rules.strict and round_.sharing:
+        return round_.sharing
+    if job.rules.strict and all_pass_quickly(expected, round_.outputs):
+        return None
+    good, message = check_calls(expected, round_.outputs, [data[OUTPUT_INDEX] for data in shared], job.rules.strict)
     return None if good else message
 
 
-def _judge_activity(records: list, event_ns_per_call: float | None, calls: int, job: Job, result: CaseResult) -> str | None:
-    """The recorded GPU activity's problem, if any (the competition records none)."""
-    problem, result.activity = activity.judge_round(records, event_ns_per_call, calls)
+def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, with_times: bool) -> str | None:
+    """The recorded round's GPU activity, judged (the competition records none)."""
+    problem, result.activity = activity.judge_round(round_.records, round_.worker_ns / calls if with_times else None, calls)
+    if problem and UNDER_SANITIZER and problem.startswith(activity.NOT_RECORDED):
+        result.warn(problem)
+        return None
     return beyond_the_competition(problem, job.rules.strict, result)
 
 
-def run_test(job: Job, worker: WorkerProcess, progress) -> CaseResult:
+def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> str | None:
+    if not job.rules.check_inputs_unchanged:
+        return None
+    changed = first_changed_inputs(pristine, shared)
+    if not changed:
+        return None
+    problem = f"custom_kernel modified its input(s){when}: {changed[1]}"
+    return f"input {changed[0]}: {problem}" if len(shared) > 1 else problem
+
+
+def run_test(job: Job, judging: Judging) -> CaseResult:
+    device = torch.device(job.device)
     data = _generate(job, job.case.args["seed"])
-    expected = ref_kernel(clone_data(data))
-    progress("calling custom_kernel")
+    expected = [ref_kernel(clone_data(data))]
+    shared = _hand_over(judging, [data], device)
+    judging.worker.request("load")
+    judging.progress("calling custom_kernel")
+    refills = Refills()
+    round_ = judging.clock.round(judging.worker, shared, before_flush=lambda: refills.fill(shared), record=True)
     result = CaseResult(PASS)
-    problem = _checked_calls(worker, [clone_data(data)], [expected], job, [data], result)
+    problem = (_inputs_problem([data], shared, job)
+               or (_activity_problem(round_, job, result, 1, with_times=False) if device.type == "cuda" else None)
+               or _value_problem(round_, expected, shared, job))
     if problem:
         result.status, result.message = FAIL, problem
     return result
 
 
 @dataclasses.dataclass
-class Measurement:
-    durations_ns: list[float]  # per call, one value per round
-    host_ns: list[float]  # host time of one call, one value per round
-    error: str = ""  # set when a round's check failed; timing stopped there
+class Figures:
+    """Per-call ns of the timed rounds: the judge's, the worker's (the competition's way) and the
+    worker's host time."""
+
+    judged_ns: list[float] = dataclasses.field(default_factory=list)
+    worker_ns: list[float] = dataclasses.field(default_factory=list)
+    host_ns: list[float] = dataclasses.field(default_factory=list)
+    flush_ns: list[float] = dataclasses.field(default_factory=list)
+
+    def add(self, round_: Round, fixed_ns: float, calls: int) -> None:
+        self.judged_ns.append((round_.window_ns - fixed_ns) / calls)
+        self.worker_ns.append(round_.worker_ns / calls)
+        self.host_ns.append(round_.host_ns / calls)
+        if round_.flush_ns is not None:
+            self.flush_ns.append(round_.flush_ns)
 
 
-def _time_rounds(worker: WorkerProcess, data_list: list, rule: StoppingRule, on_round, before_round=None, check_round=None) -> Measurement:
-    """Timed rounds in the worker until `rule` stops them; between rounds the judge may rewrite
-    the outputs (`before_round`) and check what a round returned (`check_round`)."""
-    device = data_list[0][0].device
-    measurement = Measurement([], [])
-    started = rule.start()
-    while True:
-        if before_round is not None:
-            before_round(len(measurement.durations_ns))
-            synchronize(device)
-        duration_ns, host_ns, specs = worker.request("timed_round", TIMED)
-        measurement.durations_ns.append(duration_ns)
-        measurement.host_ns.append(host_ns)
-        last = rule.should_stop(measurement.durations_ns, started)
-        if check_round is not None:
-            problem = check_round(_outputs(specs, data_list), last)
-            if problem:
-                measurement.error = problem
-                return measurement
-        on_round(rule.progress(measurement.durations_ns, started))
-        if last:
-            return measurement
+class BenchmarkCase:
+    """The rounds of one benchmark case, in the competition's order: a checked first batch,
+    warm-up, timed rounds until the stopping rule, then (ours) a recorded round and a recheck."""
+
+    def __init__(self, job: Job, judging: Judging):
+        self.job, self.judging = job, judging
+        self.device = torch.device(job.device)
+        self.strict = job.rules.strict
+        self.refills = Refills()
+        seeds = _benchmark_seeds(job.case.args["seed"], job.inputs_per_case)
+        judging.progress("generating inputs")
+        self.pristine = [_generate(job, seed) for seed in seeds]
+        self.expected = [ref_kernel(clone_data(data)) for data in self.pristine]
+        self.next_seed = seeds[-1]
+        self.shared = _hand_over(judging, self.pristine, self.device)
+        self.calls = len(self.shared)
+
+    def round(self, process=None, record: bool = False, before_window=None) -> Round:
+        return self.judging.clock.round(process or self.judging.worker, self.shared,
+                                        before_flush=lambda: self.refills.fill(self.shared),
+                                        before_window=before_window, record=record)
+
+    def calibrate(self, returned_own: bool) -> list[Round]:
+        partner = self.judging.partner
+        partner.request("return_own_outputs", returned_own)
+        return [self.round(partner) for _ in range(CALIBRATION_ROUNDS)]
+
+    def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
+        round_ = self.round()
+        if check_every_round:
+            return round_, _value_problem(round_, self.expected, self.shared, self.job)
+        if last_checked is not None:
+            return round_, last_checked(round_)
+        return round_, None
 
 
-def _round_checker(expected, data_list, job: Job):
-    """Check of a timed round's outputs, given whether it is the last: the leaderboard checks
-    every round; strict benchmark checks the last (its c were refilled with a value no answer
-    has, so a kernel that skips calls it takes for unchecked is seen)."""
-    cs = [data[OUTPUT_INDEX] for data in data_list]
-    if job.recheck and not job.rules.recheck_every_output:
-        def check(outputs, last):
-            # The competition's loop checks every output but keeps only the last verdict.
-            good, message = check_call(expected[-1], outputs[-1], cs[-1], strict=False)
-            return None if good else message
-        return check
-    if not job.recheck and not job.rules.strict:
+def _competition_round_check(job: Job, case: BenchmarkCase):
+    """--official: the rounds the competition's eval checks. The leaderboard checks every output
+    of every timed round but keeps the last verdict; the benchmark checks none."""
+    if not job.recheck:
         return None
 
-    def check(outputs, last):
-        if not (job.recheck or last):
-            return None
-        good, message = check_calls(expected, outputs, cs, strict=True)
-        return None if good else f"{'recheck' if job.recheck else 'last timed round'}: {message}"
+    def check(round_: Round) -> str | None:
+        good, message = check_call(case.expected[-1], round_.outputs[-1], case.shared[-1][OUTPUT_INDEX], strict=False)
+        return None if good else message
     return check
 
 
-def _fresh_inputs(job: Job, count: int, next_seed: int) -> tuple[list, list]:
-    """(inputs, references) from the seeds after the timed ones, for the recheck."""
-    fresh = [_generate(job, seed) for seed in _benchmark_seeds(next_seed, count)]
-    return fresh, [ref_kernel(data) for data in fresh]
+def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, fixed_ns: float, on_round) -> str | None:
+    """Timed rounds until `rule` stops them, on the judge's figures (the worker's under --official,
+    as the competition's own loop). Returns the first round's problem, if one fails."""
+    started = rule.start()
+    official_check = None if case.strict else _competition_round_check(case.job, case)
+    steering = figures.judged_ns if case.strict else figures.worker_ns
+    while True:
+        round_, problem = case.checked_round(case.strict, official_check)
+        figures.add(round_, fixed_ns, case.calls)
+        if problem and (case.strict or case.job.recheck):
+            return f"{'timed round' if case.strict else 'recheck'}: {problem}"
+        if rule.should_stop(steering, started):
+            return None
+        on_round(rule.progress(steering, started))
 
 
-def _fresh_recheck(worker: WorkerProcess, data_list, fresh: list, expected: list, device: torch.device) -> str | None:
-    """New values written into the very tensors the kernel was timed on, then all calls checked.
-
-    A kernel that keys a cache on tensor addresses, shapes or call counts returns stale output.
-    """
-    for data, new in zip(data_list, fresh):
-        for old, value in zip(data, new):
-            bits(old).copy_(bits(value))
-        poison_output(data)
-    synchronize(device)
-    replies, _ = worker.request("call", TIMED)
-    good, message = check_calls(expected, _outputs([spec for spec, _ in replies], data_list),
-                                [data[OUTPUT_INDEX] for data in data_list], strict=True)
-    return None if good else f"recheck on fresh inputs: {message}"
-
-
-def _ask_verification_round(worker: WorkerProcess, data_list, device: torch.device) -> None:
-    """One more round with its GPU activity recorded, its c refilled first. The reply is
-    collected by `_judge_verification_round`: the judge draws the recheck's inputs meanwhile."""
-    refill_outputs(data_list, -1)
-    synchronize(device)
-    worker.ask("verification_round", TIMED)
+def _recheck_inputs(case: BenchmarkCase) -> tuple[list, list]:
+    """(inputs, references) for the recheck: fresh draws from the seeds after the timed ones for
+    even indices, near-duplicates of the timed inputs (a few bytes changed) for odd ones."""
+    fresh_seeds = iter(_benchmark_seeds(case.next_seed, case.calls))
+    generator = torch.Generator().manual_seed(case.next_seed)
+    inputs, references = [], []
+    for index, data in enumerate(case.pristine):
+        seed = next(fresh_seeds)
+        if index % 2 == 0:
+            new = _generate(case.job, seed)
+            reference = ref_kernel(clone_data(new))
+        else:
+            for _ in range(NEAR_DUPLICATE_TRIES):
+                new = near_duplicate(data, generator)
+                reference = ref_kernel(clone_data(new))
+                if not torch.equal(reference, case.expected[index]):
+                    break
+        inputs.append(new)
+        references.append(reference)
+    return inputs, references
 
 
-def _judge_verification_round(worker: WorkerProcess, data_list, expected, job: Job, result: CaseResult) -> str | None:
-    """The recorded round's kernels' queues and times judged, its outputs checked."""
-    duration_ns, specs, records = worker.reply()
-    problem = _judge_activity(records, duration_ns, len(data_list), job, result)
-    if problem:
-        return problem
-    good, message = check_calls(expected, _outputs(specs, data_list), [data[OUTPUT_INDEX] for data in data_list], strict=True)
-    return None if good else beyond_the_competition(f"verification round: {message}", job.rules.strict, result)
+def _recheck(case: BenchmarkCase) -> str | None:
+    """New values written into the very tensors the kernel was timed on, after the judge's flush
+    and right before its window, then the batch checked: a kernel that keys a cache on addresses,
+    shapes, call counts or a sample of the input bytes returns stale output."""
+    inputs, references = _recheck_inputs(case)
+
+    def write_new_values():
+        for data, new in zip(case.shared, inputs):
+            for old, value in zip(data, new):
+                if old is not data[OUTPUT_INDEX]:
+                    bits(old).copy_(bits(value))
+
+    round_ = case.round(before_window=write_new_values)
+    problem = _value_problem(round_, references, case.shared, case.job)
+    return f"recheck on fresh and near-duplicate inputs: {problem}" if problem else None
 
 
-def run_benchmark(job: Job, worker: WorkerProcess, progress) -> CaseResult:
-    device = torch.device(job.device)
-    seeds = _benchmark_seeds(job.case.args["seed"], job.inputs_per_case)
-    progress("generating inputs")
-    data_list = [_generate(job, seed) for seed in seeds]
-    check_copy = [clone_data(data) for data in data_list]
-    expected = [ref_kernel(data) for data in check_copy]  # writes only c, which no check compares
+def _figures_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibration, result: CaseResult) -> str | None:
+    tolerance_ns = (FIGURE_TOLERANCE * statistics.fmean(figures.judged_ns)
+                    + CALIBRATION_SPREADS * calibration.spread_ns / case.calls)
+    problem = figures_problem(figures.worker_ns, figures.judged_ns, tolerance_ns)
+    if problem is None and calibration.flush_ns and figures.flush_ns:
+        excess_ns = statistics.median(figures.flush_ns) - calibration.flush_ns
+        if excess_ns > FLUSH_TOLERANCE * calibration.flush_ns:
+            problem = (f"the judge's L2 flush took {excess_ns / 1e3:.0f} us longer while the worker waited for its "
+                       f"batch than while nothing ran: GPU work before the timed window")
+    return beyond_the_competition(problem, case.strict, result)
 
+
+def run_benchmark(job: Job, judging: Judging) -> CaseResult:
+    progress = judging.progress
+    case = BenchmarkCase(job, judging)
+    judging.worker.request("load")
     progress("correctness pass")
-    problem = _checked_calls(worker, [clone_data(data) for data in data_list], expected, job, check_copy)
+    first = case.round()
+    problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
     if problem:
         return CaseResult(FAIL, problem)
+    returned_own = any(kind != "view" for kind in first.returned)
 
-    _hold(worker, TIMED, data_list, device)
     if job.warmup:
         progress("warm-up")
-        _time_rounds(worker, data_list, StoppingRule(*job.warmup), on_round=lambda where: progress(f"warm-up, {where}"))
+        rule, warm = StoppingRule(*job.warmup), Figures()
+        started = rule.start()
+        while True:
+            round_, problem = case.checked_round(case.strict)
+            if problem:
+                return CaseResult(FAIL, f"warm-up round: {problem}")
+            warm.add(round_, 0.0, case.calls)
+            if rule.should_stop(warm.worker_ns, started):
+                break
+            progress(f"warm-up, {rule.progress(warm.worker_ns, started)}")
 
-    measurement = _time_rounds(
-        worker, data_list, StoppingRule(*job.run),
-        on_round=lambda where: progress(f"timing, {where}"),
-        before_round=(lambda index: refill_outputs(data_list, index)) if job.rules.strict else None,
-        check_round=_round_checker(expected, data_list, job),
-    )
-    worker.timing_done()
-    if measurement.error:
-        return CaseResult(FAIL, measurement.error)
+    progress("calibrating the judge's clock")
+    calibration_rounds = case.calibrate(returned_own)
+    figures = Figures()
+    problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds).window_ns,
+                           on_round=lambda where: progress(f"timing, {where}"))
+    judging.worker.timing_done()
+    if problem:
+        return CaseResult(FAIL, problem)
+    calibration = Calibration.of(calibration_rounds + case.calibrate(returned_own))
+    fixed_shift = Calibration.of(calibration_rounds).window_ns - calibration.window_ns
+    figures.judged_ns = [value + fixed_shift / case.calls for value in figures.judged_ns]
 
-    result = CaseResult(
-        PASS,
-        stats=calculate_stats(measurement.durations_ns),
-        # On the CPU the round's wall time is the time of the calls: no host time apart from it.
-        host_ns=sum(measurement.host_ns) / len(measurement.host_ns) if device.type == "cuda" else None,
-    )
-    if job.rules.check_inputs_unchanged:
-        changed = first_changed_inputs(check_copy, data_list)
-        if changed:
-            return CaseResult(FAIL, f"input {changed[0]}: custom_kernel modified its input(s) while timed: {changed[1]}")
-    if device.type == "cuda":
-        progress("verification round (CUPTI)")
-        _ask_verification_round(worker, data_list, device)
-    fresh = _fresh_inputs(job, len(data_list), seeds[-1]) if job.rules.recheck_fresh_inputs else None
-    if device.type == "cuda":
-        problem = _judge_verification_round(worker, data_list, expected, job, result)
+    judged, claimed = calculate_stats(figures.judged_ns), calculate_stats(figures.worker_ns)
+    result = CaseResult(PASS, stats=judged if case.strict else claimed, worker_stats=claimed, judged_stats=judged,
+                        fixed_ns=calibration.window_ns,
+                        # On the CPU the round's wall time is the calls' time: no host time apart from it.
+                        host_ns=statistics.fmean(figures.host_ns) if case.device.type == "cuda" else None)
+    problem = _figures_verdict(case, figures, calibration, result) or _inputs_problem(case.pristine, case.shared, job, " while timed")
+    if problem:
+        return CaseResult(FAIL, problem, worker_stats=claimed, judged_stats=judged)
+    if case.device.type == "cuda":
+        progress("recorded round (CUPTI)")
+        recorded = case.round(record=True)
+        problem = (_activity_problem(recorded, job, result, case.calls, with_times=True)
+                   or beyond_the_competition(_value_problem(recorded, case.expected, case.shared, job), case.strict, result))
         if problem:
             return CaseResult(FAIL, problem, activity=result.activity)
-    if fresh is not None:
-        progress("recheck on fresh inputs")
-        problem = _fresh_recheck(worker, data_list, *fresh, device)
+    if job.rules.recheck_fresh_inputs:
+        progress("recheck on fresh and near-duplicate inputs")
+        problem = _recheck(case)
         if problem:
             return CaseResult(FAIL, problem)
     if job.baselines:
         progress("baselines")
         result.baselines = {name: calculate_stats(values)
-                            for name, values in worker.request("time_baselines", TIMED, job.run).items()}
-    result.flush = worker.request("flush_description")
+                            for name, values in judging.worker.request("time_baselines", BATCH, job.run).items()}
+    result.flush = judging.clock.flush.description
     return result
 
 
-def run_profile(job: Job, worker: WorkerProcess, progress) -> CaseResult:
+def run_profile(job: Job, judging: Judging) -> CaseResult:
     data = _generate(job, job.case.args["seed"])
-    _hold(worker, HANDED, [data], torch.device(job.device))
-    return CaseResult(PASS, report=str(worker.request("profile", HANDED, job.ncu)))
+    _hand_over(judging, [data], torch.device(job.device))
+    return CaseResult(PASS, report=str(judging.worker.request("profile", BATCH, job.ncu)))
 
 
-def run_ceilings(job: Job, worker: WorkerProcess, progress) -> CaseResult:
-    measured = worker.request("measure_ceilings")
+def run_ceilings(job: Job, judging: Judging) -> CaseResult:
+    measured = judging.worker.request("measure_ceilings")
     return CaseResult(PASS, ceilings={"peak_flops": float(measured["peak_flops"]), "bandwidth": float(measured["bandwidth"]),
                                       "source": str(measured["source"])})
 

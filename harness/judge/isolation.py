@@ -1,8 +1,21 @@
 """The worker process seen from the judge: requests with a case's time limit, replies read as
-untrusted, a hang turned into a timeout and a dead process into a crash report."""
+untrusted, a hang turned into a timeout and a dead process into a crash report; and the judge's
+own process kept out of its workers' reach.
 
+A worker leaves the judge's session and gives up every capability before the submission is
+imported (harness/runner/worker.py). The judge for its part is not dumpable (its /proc files,
+descriptors included, are closed to processes of its user without CAP_SYS_PTRACE) and is a
+subreaper: a process a worker started and orphaned (a double fork, a new session) becomes the
+judge's child, and is ended with the case.
+"""
+
+import contextlib
+import ctypes
 import multiprocessing
+import multiprocessing.resource_tracker
+import os
 import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +40,71 @@ def _exit_description(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def protect_the_judge() -> None:
+    """Close this process's /proc files to its workers and adopt the processes they orphan."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for option in (PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER):
+        if libc.prctl(option, 0 if option == PR_SET_DUMPABLE else 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process this one can see."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def _descendants(root: int, parents: dict[int, int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
+    """Kill every descendant of this process but `keep` and its descendants (the workers the judge
+    runs, multiprocessing's own helpers), and reap them: what a finished case's worker left
+    behind, orphaned or not. Repeated while any appear, since a stray may still be forking."""
+    ended = []
+    for _ in range(rounds):
+        parents = _parents()
+        kept = set(keep) | {pid for pid in keep for pid in _descendants(pid, parents)}
+        strays = [pid for pid in _descendants(os.getpid(), parents) if pid not in kept]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        ended.extend(strays)
+    return ended
+
+
+def helper_pids() -> set[int]:
+    """multiprocessing's resource tracker, which the judge's shared memory may have started."""
+    tracker = getattr(multiprocessing.resource_tracker, "_resource_tracker", None)
+    pid = getattr(tracker, "_pid", None)
+    return {pid} if pid else set()
+
+
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -44,10 +122,11 @@ class WorkerProcess:
     end of that case, never a timed round.
     """
 
-    def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int, spares: bool = False):
+    def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int, spares: bool = False,
+                 echo: bool = False):
         self._context = multiprocessing.get_context("spawn")
         self._log_dir = log_dir
-        self._arguments = (str(REPO_ROOT), str(runner_folder), device, global_seed)
+        self._arguments = (str(REPO_ROOT), str(runner_folder), device, global_seed, echo)
         self._process = None
         self._connection = None
         self.log_path = None
@@ -55,7 +134,6 @@ class WorkerProcess:
         self._timeout_s = 0.0
         self._on_progress = lambda text: None
         self._log_start = 0
-        self.clock_replaced: set[str] = set()  # clock functions the worker found replaced, this case
         self._spares = spares
         self._spare = None  # (process, connection, log path) started ahead of the next case
 
@@ -84,14 +162,22 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.is_alive()
 
-    def begin_case(self, timeout_s: float, on_progress) -> None:
-        if not self.alive:
+    @property
+    def pids(self) -> set[int]:
+        """The processes the judge runs here: the current one and a spare."""
+        return {process.pid for process in (self._process, self._spare[0] if self._spare else None)
+                if process is not None and process.pid is not None}
+
+    def begin_case(self, timeout_s: float, on_progress) -> bool:
+        """Ready for a case; True where that took a new process."""
+        started = not self.alive
+        if started:
             self._start()
         self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
         self._on_progress = on_progress
         self._log_start = Path(self.log_path).stat().st_size
-        self.clock_replaced = set()
+        return started
 
     def request(self, operation: str, *arguments):
         """The worker's reply to one request (harness/runner/calls.py), or CaseStopped."""
@@ -121,8 +207,7 @@ class WorkerProcess:
             if self._connection.poll(min(remaining, POLL_S)):
                 message = self._receive()
                 kind = message[0] if isinstance(message, tuple) and message else None
-                if kind == wire.REPLY and len(message) == 3:
-                    self.clock_replaced.update(str(name) for name in message[2])
+                if kind == wire.REPLY and len(message) == 2:
                     return message[1]
                 if kind == wire.RAISED and len(message) == 4:
                     _, description, exception, caught_officially = message

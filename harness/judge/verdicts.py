@@ -1,11 +1,13 @@
 """Checks on custom_kernel's calls: output type, values, untouched inputs, no shared or stale
-outputs, no thread left running, the clock unchanged."""
+outputs, and the figures: the worker's against the judge's own."""
+
+import math
 
 import torch
 
 from harness.jobs import FAIL
 from harness.wire import NotATensor
-from reference import check_against
+from reference import ATOL, RTOL, check_against
 
 INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 OUTPUT_INDEX = INPUT_NAMES.index("c")
@@ -15,17 +17,28 @@ def clone_data(data):
     return tuple(tensor.clone() for tensor in data)
 
 
-def poison_output(data) -> None:
-    """NaN in every element of c, so elements the kernel never writes cannot pass."""
-    data[OUTPUT_INDEX].fill_(float("nan"))
+class Refills:
+    """Before every round: each c filled with a value no right answer has (far beyond what these
+    inputs make), new every round and distinct in fp16 from every earlier one, so that an element
+    a kernel does not write in a round cannot pass, and nothing in c tells one round (a first
+    call, a timed round, a recheck) from another. 4,096 values: more than any case's rounds."""
 
+    # fp16 values in [-65504, -16384] and [16384, 65504]: 1,024 per binade and sign.
+    _BINADES = ((32768.0, 32.0), (16384.0, 16.0))
 
-def refill_outputs(data_list, round_index: int) -> None:
-    """Before a timed round: every c to a value no right answer has, new each round and not NaN,
-    so that a kernel that skips calls it takes for unchecked (c not poisoned, a buffer it filled
-    before) leaves that value behind for the check of the last round."""
-    for data in data_list:
-        data[OUTPUT_INDEX].fill_(-60000.0 + round_index)
+    def __init__(self):
+        self.used = 0
+
+    def next_value(self) -> float:
+        index, self.used = self.used, self.used + 1
+        sign = -1.0 if index % 2 == 0 else 1.0
+        binade, step = self._BINADES[(index // 2) // 1024 % 2]
+        return sign * (binade + step * ((index // 2) % 1024))
+
+    def fill(self, data_list) -> None:
+        value = self.next_value()
+        for data in data_list:
+            data[OUTPUT_INDEX].fill_(value)
 
 
 def bits(tensor: torch.Tensor) -> torch.Tensor:
@@ -118,13 +131,6 @@ def check_calls(expected, outputs, cs, strict: bool) -> tuple[bool, str]:
     return True, ""
 
 
-def threads_left(names: list[str]) -> str | None:
-    if not names:
-        return None
-    return (f"custom_kernel left thread(s) running after it returned ({', '.join(map(str, names))}): "
-            "work that goes on after the call escapes the timing")
-
-
 def beyond_the_competition(problem: str | None, strict: bool, result) -> str | None:
     """A problem of a check the competition does not make: returned (the case's failure) by
     default; under --official a warning on `result` instead, and None."""
@@ -134,10 +140,51 @@ def beyond_the_competition(problem: str | None, strict: bool, result) -> str | N
     return problem
 
 
-def judge_clock(result, replaced: set[str], strict: bool) -> None:
-    """A case whose submission replaced a clock function fails (a warning under --official)."""
-    if not replaced:
-        return
-    said = f"the submission replaced {', '.join(sorted(replaced))}: times read from that clock mean nothing"
-    if beyond_the_competition(said, strict, result):
-        result.status, result.message = FAIL, said
+def all_pass_quickly(expected: list, outputs: list) -> bool:
+    """Whether every output passes both value checks of `check_call` (the fp16 and the fp32
+    comparison), computed over the whole batch at once; False says only that some check needs
+    `check_calls` for its message. Every round's outputs are checked, so this must be cheap."""
+    if len(outputs) != len(expected) or not all(isinstance(output, torch.Tensor) and output.dtype == reference.dtype
+                                                and output.shape == reference.shape and output.device == reference.device
+                                                for output, reference in zip(outputs, expected)):
+        return False
+    received, wanted = torch.stack(outputs), torch.stack(expected)
+    for got, want in ((received, wanted), (received.float(), wanted.float())):
+        if (torch.isnan(got) != torch.isnan(want)).any() or (torch.isposinf(got) != torch.isposinf(want)).any() \
+                or (torch.isneginf(got) != torch.isneginf(want)).any():
+            return False
+        finite = torch.isfinite(want)
+        if ((got - want).abs() > ATOL + RTOL * want.abs())[finite].any():
+            return False
+    return True
+
+
+def near_duplicate(data, generator: torch.Generator, changes: int = 4):
+    """A copy of `data` with `changes` random bytes of each operand (a, b) set to other random
+    values: a fingerprint sampled from the inputs most likely misses every change, while the
+    answer differs (the caller checks that it does)."""
+    copy = clone_data(data)
+    for tensor in copy[:2]:
+        storage = tensor.untyped_storage()  # a clone's storage holds its elements and nothing else
+        flat = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage, 0, (storage.nbytes(),), (1,))
+        places = torch.randint(0, flat.numel(), (changes,), generator=generator)
+        shift = torch.randint(1, 256, (changes,), generator=generator, dtype=torch.int16)
+        flat[places.to(flat.device)] = ((flat[places.to(flat.device)].to(torch.int16) + shift.to(flat.device)) % 256).to(flat.dtype)
+    return copy
+
+
+def figures_problem(worker_ns: list[float], judged_ns: list[float], tolerance_ns: float) -> str | None:
+    """Why the figures cannot stand: a worker figure that is no finite positive time, a judged
+    one that is none, or a worker that reports its batches faster than the judge's own clock saw
+    them beyond `tolerance_ns` per call (means over the timed rounds)."""
+    bad = [value for value in worker_ns if not (math.isfinite(value) and value > 0)]
+    if bad:
+        return f"the worker reported a round time of {bad[0]!r} ns: no time a batch of calls can take"
+    if not all(math.isfinite(value) for value in judged_ns) or sum(judged_ns) <= 0:
+        return "the judge's own clock saw no time spent in the calls"
+    worker_mean, judged_mean = sum(worker_ns) / len(worker_ns), sum(judged_ns) / len(judged_ns)
+    if worker_mean < judged_mean - tolerance_ns:
+        return (f"the worker timed the calls at {worker_mean / 1e3:.3f} us each, but the judge's own clock around the "
+                f"same batches saw {judged_mean / 1e3:.3f} us each (beyond the {tolerance_ns / 1e3:.3f} us allowed): "
+                "the worker's clock or its work was not what it reported")
+    return None

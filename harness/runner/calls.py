@@ -1,5 +1,5 @@
 """What the worker does on the judge's request: hold the inputs the judge shares, call the
-submission on them, time rounds, record one round's GPU activity, time the baselines.
+submission on them in batches the judge times, record a batch's GPU activity, time the baselines.
 
 Each method is one request (harness/judge/isolation.py sends them by name); each returns plain
 values and tensors only, which is all the judge will read (harness/wire.py).
@@ -7,14 +7,14 @@ values and tensors only, which is all the judge will read (harness/wire.py).
 
 import contextlib
 import os
-import threading
+import time
 from pathlib import Path
 
 import torch
 
 from harness import wire
 from harness.runner import baselines, ceilings, gpu_activity
-from harness.runner.timing import L2Flush, synchronize, time_rounds, timed_round
+from harness.runner.timing import L2Flush, synchronize, time_rounds
 from harness.stats import StoppingRule
 
 # A marker kernel on the timed queue either side of the verification round's events: where its
@@ -68,6 +68,10 @@ class Calls:
             self._kernel = import_submission(self._runner_folder).custom_kernel
         return self._kernel
 
+    def load(self) -> None:
+        """Import the submission now, before the case's first call (its progress line first)."""
+        self.kernel  # noqa: B018
+
     def _returned(self, name: str, output) -> tuple:
         return wire.returned(output, self._storages[name])
 
@@ -82,35 +86,53 @@ class Calls:
         self._held.pop(name, None)
         self._storages.pop(name, None)
 
-    def call(self, name: str, record_activity: bool = False) -> tuple:
-        """Each held input once, in order: ([(what it returned, threads it left running)], the GPU
-        activity of the calls when asked and on a GPU, else None)."""
-        kernel, replies = self.kernel, []
-        with self._recording(record_activity) as records:
-            for data in self._held[name]:
-                threads_before = set(threading.enumerate())
-                output = kernel(data)
-                left = [thread.name for thread in threading.enumerate() if thread not in threads_before and thread.is_alive()]
-                replies.append((self._returned(name, output), left))
-        return replies, records
+    def open_events(self, handles: tuple) -> None:
+        """The judge's interprocess events: the batch waits on the first and records the second,
+        so that the judge's own events bracket it (harness/judge/rounds.py)."""
+        # An explicit index: an event opened on the bare "cuda" device cannot be recorded.
+        device = torch.device("cuda", torch.cuda.current_device() if self._device.index is None else self._device.index)
+        self._judge_events = tuple(torch.cuda.Event.from_ipc_handle(device, handle) for handle in handles)
 
-    def timed_round(self, name: str) -> tuple:
-        """(GPU ns per call, host ns per call, what each call returned)."""
-        duration_ns, host_ns, outputs = timed_round(self.kernel, self._held[name], self._flush(), self._device)
-        return duration_ns, host_ns, [self._returned(name, output) for output in outputs]
+    def run_batch(self, name: str, record_activity: bool = False) -> tuple:
+        """Every held input once, back to back: (what each call returned, host ns of the loop).
 
-    def verification_round(self, name: str) -> tuple:
-        """One timed round with its GPU activity recorded: (GPU ns per call by the events, what
-        each call returned, the activity)."""
+        The one way the judge reaches custom_kernel. On a GPU the batch waits for the judge's go
+        event, is timed by this process's events the competition's way, and records the judge's
+        done event; the reply goes out at once, while the GPU still works, so that the judge can
+        queue its copies of the outputs right behind the batch. `batch_time` gives this process's
+        figure afterwards.
+        """
         kernel, data_list = self.kernel, self._held[name]
-        self._flush()()
-        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with self._recording(True) as records:
+        self._recording_block = self._recording(record_activity)
+        records = self._recording_block.__enter__()
+        if self._device.type == "cuda":
+            go, done = self._judge_events
+            torch.cuda.current_stream().wait_event(go)
+            start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start_event.record()
+        host_start = time.perf_counter_ns()
+        try:
             outputs = [kernel(data) for data in data_list]
+        except BaseException:
+            self._recording_block.__exit__(None, None, None)
+            raise
+        host_ns = time.perf_counter_ns() - host_start
+        if self._device.type == "cuda":
             end_event.record()
-        duration_ns = start_event.elapsed_time(end_event) * 1e6 / len(data_list)
-        return duration_ns, [self._returned(name, output) for output in outputs], records
+            done.record()
+            self._batch = (start_event, end_event, records)
+        else:
+            self._batch = (host_ns, None, records)
+        return [self._returned(name, output) for output in outputs], host_ns
+
+    def batch_time(self) -> tuple:
+        """(ns of the last batch by this process's own clock, its GPU activity or None)."""
+        start, end_event, records = self._batch
+        self._recording_block.__exit__(None, None, None)
+        if end_event is None:
+            return float(start), records
+        end_event.synchronize()
+        return start.elapsed_time(end_event) * 1e6, records
 
     @contextlib.contextmanager
     def _recording(self, wanted: bool):
@@ -139,9 +161,6 @@ class Calls:
 
     def _flush(self) -> L2Flush:
         return L2Flush(self._device)
-
-    def flush_description(self) -> str:
-        return self._flush().description
 
     def time_baselines(self, name: str, rule: tuple) -> dict:
         """Per-call GPU ns of cuBLAS and torch on the same inputs, and the host ns of an empty

@@ -5,11 +5,22 @@ runner folder (harness/runner/files.py) and imports the submission from there, a
 competition's eval does. Its stdout and stderr go to a log file the judge shows beside the
 verdict. Requests come from the judge (trusted); replies go through harness/wire.py, which the
 judge reads as untrusted.
+
+Before the submission can run, the process gives up what would let it reach the judge: it
+leaves the judge's session and, where it runs as root, every capability (for good: the bounding
+set too, and no exec can win them back), so that the judge's descriptors under /proc stay closed
+to it and everything it starts (harness/judge/isolation.py).
 """
 
+import ctypes
 import os
 import sys
 import traceback
+
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+HIGHEST_CAPABILITY = 63
 
 
 def _redirect_output(log_path: str) -> None:
@@ -20,6 +31,26 @@ def _redirect_output(log_path: str) -> None:
     os.dup2(log_fd, 1)  # a standard stream the harness closed to its workers comes back here
     os.dup2(log_fd, 2)
     os.close(log_fd)
+
+
+def give_up_privileges() -> None:
+    """Leave the judge's session; drop every Linux capability, bounding set included, and forbid
+    gaining new ones. A judge that runs as root (GPU machines, containers) can then not be reached
+    by its workers through /proc/<judge>/fd, which the kernel grants a process of the same user
+    only with CAP_SYS_PTRACE. The user stays the judge's: CUDA IPC, which shares the judge's
+    inputs, refuses a process of another user ("mapping of buffer object failed", H100)."""
+    os.setsid()
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in range(HIGHEST_CAPABILITY + 1):
+        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # fails harmlessly for numbers the kernel lacks
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    no_capabilities = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two words each
+    if libc.capset(header, no_capabilities) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 def _describe(error: BaseException) -> str:
@@ -33,18 +64,27 @@ def _is_op_error(error: BaseException) -> bool:
     return any(cls.__name__ == "OpError" and cls.__module__.startswith("cutlass.") for cls in type(error).__mro__)
 
 
-def serve(connection, log_path: str, repo_root: str, runner_folder: str, device: str, global_seed: int) -> None:
+def serve(connection, log_path: str, repo_root: str, runner_folder: str, device: str, global_seed: int,
+          echo: bool = False) -> None:
+    """Answer the judge's requests until it closes the connection. With `echo`, the process is
+    the judge's calibration partner: it runs the same requests with a kernel of the judge's own
+    (harness/judge/calibration.py) and never imports the submission."""
     _redirect_output(log_path)
+    give_up_privileges()
     # Like the competition: every process compiles CuTeDSL kernels afresh.
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
     sys.path.insert(0, repo_root)
     os.chdir(runner_folder)
     from harness import wire
-    from harness.runner import clock
     from harness.runner.calls import Calls
 
-    true_clock = clock.capture()  # before the submission can reach it
-    calls = Calls(runner_folder, device, global_seed, progress=lambda text: wire.send(connection, (wire.PROGRESS, text)))
+    progress = lambda text: wire.send(connection, (wire.PROGRESS, text))  # noqa: E731
+    if echo:
+        from harness.judge.calibration import EchoCalls
+
+        calls = EchoCalls(runner_folder, device, global_seed, progress)
+    else:
+        calls = Calls(runner_folder, device, global_seed, progress)
     while True:
         try:
             request = connection.recv()  # from the judge
@@ -54,8 +94,7 @@ def serve(connection, log_path: str, repo_root: str, runner_folder: str, device:
             return
         operation, arguments = request
         try:
-            message = (wire.REPLY, getattr(calls, operation)(*arguments), clock.replaced(true_clock))
-            encoded = wire.encode(message)
+            encoded = wire.encode((wire.REPLY, getattr(calls, operation)(*arguments)))
         except BaseException as error:  # the submission's failure is the judge's to read, whatever it is
             traceback.print_exc()
             encoded = wire.encode((wire.RAISED, _describe(error), str(error), _is_op_error(error)))

@@ -1,0 +1,36 @@
+"""The judge's calibration partner: a second worker process that runs the very requests a
+submission's worker runs (harness/runner/calls.py), with a kernel of the judge's own that does no
+work and returns what the submission returned (its inputs' output tensors, or tensors of its
+own). The judge's window around such a batch is the fixed cost of a round: the two processes'
+hand-over on the GPU, the replies, the judge's copies. Measured with a partner the submission
+cannot reach, it cannot be inflated to make the submission's rounds look shorter.
+"""
+
+import torch
+
+from harness.runner.calls import Calls
+
+
+def output_of(data):
+    """The tensor custom_kernel writes and returns: the last of its inputs."""
+    return data[-1]
+
+
+class EchoKernel:
+    """Returns each input's output tensor as it is, or (`own`) a new tensor like it, allocated as
+    a submission that returns its own tensors would: no GPU work either way."""
+
+    def __init__(self):
+        self.own = False
+
+    def __call__(self, data):
+        output = output_of(data)
+        return torch.empty_like(output) if self.own else output
+
+
+class EchoCalls(Calls):
+    def __init__(self, runner_folder: str, device: str, global_seed: int, progress):
+        super().__init__(runner_folder, device, global_seed, progress, kernel=EchoKernel())
+
+    def return_own_outputs(self, own: bool) -> None:
+        self.kernel.own = bool(own)

@@ -1,0 +1,115 @@
+"""A round, as the judge sees it: its own clock around one batch of calls in the worker, and its
+own copy of every output the batch returned, taken inside that window.
+
+On a GPU the judge flushes L2 on its queue, records its start event and the interprocess go
+event; the worker's queue waits for go, runs the batch (timed by the worker's own events, the
+competition's way) and records the interprocess done event, replying at once. The judge's queue
+waits for done, copies every output into the judge's own memory and records the end event. Work
+the batch leaves unfinished when done fires (a lazy tensor, a thread, another queue, another
+process) is then either inside the judge's window or missing from its copy. On the CPU the
+judge's wall clock around the request plays the same part.
+
+The window also holds a fixed cost (the hand-over between the two processes' contexts, the
+reply, the copies): the same rounds run with the judge's calibration partner
+(harness/judge/calibration.py) measure it, and it is subtracted (`TimedRounds`).
+"""
+
+import dataclasses
+import statistics
+import time
+
+import torch
+
+from harness import wire
+from harness.judge.verdicts import shared_outputs
+from harness.runner.timing import L2Flush
+
+BATCH = "batch"  # the name under which a worker holds the case's inputs
+
+
+@dataclasses.dataclass
+class Round:
+    window_ns: float  # the judge's own clock, the whole batch and the copies
+    worker_ns: float  # the worker's figure for the batch (a claim)
+    host_ns: float  # the worker's host time of its loop of calls (a claim)
+    outputs: list  # the judge's copies of what each call returned
+    returned: list  # how each came back: "view", "own" or "not a tensor"
+    records: list | None  # the batch's GPU activity as the worker's CUPTI recorded it (a claim)
+    flush_ns: float | None  # the judge's L2 flush before the window, by its own clock
+    sharing: str | None = None  # outputs of different calls in the same memory, if any
+
+
+def _copy(output):
+    return output.clone() if isinstance(output, torch.Tensor) else output
+
+
+class JudgeClock:
+    """The judge's events, flush and copies for the rounds of one run on one device."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.flush = L2Flush(device)
+        self.is_cuda = device.type == "cuda"
+        if self.is_cuda:
+            self._go = torch.cuda.Event(interprocess=True)
+            self._done = torch.cuda.Event(interprocess=True)
+
+    def connect(self, worker) -> None:
+        """Hand a new worker process the interprocess events it is to wait on and record."""
+        if self.is_cuda:
+            worker.request("open_events", (self._go.ipc_handle(), self._done.ipc_handle()))
+
+    def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
+        """One batch of `held` (the tensors the worker holds as BATCH) through the worker.
+        `before_flush` and `before_window` write into them on the judge's queue: c refilled before
+        the flush, new input values after it (so that nothing could read them before the window)."""
+        if before_flush is not None:
+            before_flush()
+        if not self.is_cuda:
+            if before_window is not None:
+                before_window()
+            started = time.perf_counter_ns()
+            returned, host_ns = worker.request("run_batch", BATCH, record)
+            mapped = [wire.rebuild(spec, held) for spec in returned]
+            outputs = [_copy(output) for output in mapped]
+            window_ns = time.perf_counter_ns() - started
+            worker_ns, records = worker.request("batch_time")
+            return Round(window_ns, worker_ns, host_ns, outputs, _kinds(returned), records, None, shared_outputs(mapped))
+        flush_start, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        flush_start.record()
+        self.flush()
+        if before_window is not None:
+            before_window()
+        start.record()
+        self._go.record()
+        returned, host_ns = worker.request("run_batch", BATCH, record)
+        mapped = [wire.rebuild(spec, held) for spec in returned]
+        torch.cuda.current_stream().wait_event(self._done)
+        outputs = [_copy(output) for output in mapped]
+        end.record()
+        sharing = shared_outputs(mapped)
+        del mapped  # the worker's own memory, mapped here: not kept past the copies
+        worker_ns, records = worker.request("batch_time")
+        end.synchronize()
+        return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _kinds(returned), records,
+                     flush_start.elapsed_time(start) * 1e6, sharing)
+
+
+def _kinds(returned: list) -> list:
+    return [spec[0] if isinstance(spec, tuple) and spec else "?" for spec in returned]
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The fixed cost of a round, from the calibration partner's rounds."""
+
+    window_ns: float  # median window of a round with no work
+    spread_ns: float  # the windows' standard deviation
+    flush_ns: float | None  # median L2 flush while the partner waited
+
+    @classmethod
+    def of(cls, rounds: list[Round]) -> "Calibration":
+        windows = [round_.window_ns for round_ in rounds]
+        flushes = [round_.flush_ns for round_ in rounds if round_.flush_ns is not None]
+        return cls(statistics.median(windows), statistics.stdev(windows) if len(windows) > 1 else 0.0,
+                   statistics.median(flushes) if flushes else None)
