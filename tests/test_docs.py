@@ -1,0 +1,71 @@
+"""The documents stay navigable: every relative link in README.md and docs/ reaches a file (and,
+where it names one, a heading of that file), and the README stays a guide, not a notebook."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", ROOT / "shapes" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README_MAX_LINES = 320
+
+_FENCED_BLOCK = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$", re.MULTILINE)
+
+
+def heading_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = _FENCED_BLOCK.sub("", path.read_text())
+    return {heading_anchor(heading) for heading in _HEADING.findall(text)}
+
+
+def broken_links(path: Path) -> list[str]:
+    """The relative links of a Markdown file whose file, or whose heading, does not exist."""
+    broken = []
+    for target in _LINK.findall(_FENCED_BLOCK.sub("", path.read_text())):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: ...
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target} (no such heading in {linked.name})")
+    return broken
+
+
+def test_the_documents_exist():
+    assert (ROOT / "docs").is_dir() and len(DOCUMENTS) > 3
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_relative_link_reaches_a_file_and_heading(document):
+    assert broken_links(document) == []
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    readme_links = {target.partition("#")[0] for target in _LINK.findall((ROOT / "README.md").read_text())}
+    unlinked = [page.name for page in sorted((ROOT / "docs").glob("*.md")) if f"docs/{page.name}" not in readme_links]
+    assert unlinked == []
+
+
+def test_the_readme_stays_a_guide():
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines < README_MAX_LINES, f"README.md has {lines} lines; move depth to docs/"
+
+
+def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
+    (tmp_path / "other.md").write_text("# A heading\n\n## `--json` and more\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[fine](other.md) [fine too](other.md#a-heading) [code](other.md#--json-and-more) [web](https://example.com)\n"
+        "[gone](missing.md) [no heading](other.md#nowhere)\n"
+        "```\n[inside a code block](ignored.md)\n```\n"
+    )
+    assert broken_links(page) == ["missing.md (no such file)", "other.md#nowhere (no such heading in other.md)"]
