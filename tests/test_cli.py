@@ -33,6 +33,20 @@ def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(args, said):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("line, said", [
+    ("m: 128; n: 256; k: 256; l: 1; sed: 1", ":2: unknown key `sed`"),
+    ("m: 128; n: abc; k: 256; l: 1; seed: 1", ":2: key `n`: 'abc' is not an integer"),
+])
+def test_a_mistake_in_the_tests_file_exits_113_naming_it_before_any_worker(tmp_path, line, said):
+    cases = tmp_path / "cases.txt"
+    cases.write_text(f"m: 128; n: 256; k: 256; l: 1; seed: 1\n{line}\n")
+    result = harness("test", str(cases), "--device", "cpu", "--submission", str(TEMPLATE))
+    assert result.returncode == 113, result.stdout + result.stderr
+    (message,) = result.stderr.splitlines()
+    assert message.startswith(f"{cases}{said}")
+    assert result.stdout == ""  # no case ran
+
+
 def test_a_piped_benchmark_logs_a_line_per_phase_with_the_round_cap(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
