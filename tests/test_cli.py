@@ -75,3 +75,16 @@ def test_the_round_estimate_is_bounded_by_the_cap_the_budget_and_the_wall_limit(
     assert rule.progress([1e8] * 10, started) == "round 10 of at most 200, at most 18 s left"
     now[0] = 110e9  # ten seconds short of the two-minute wall limit
     assert rule.progress([1e6] * 10, started) == "round 10 of at most 200, at most 10 s left"
+
+
+def test_the_round_estimate_never_says_no_time_is_left():
+    now = [0]
+    quick = StoppingRule(max_repeats=3, max_time_ns=10e9, clock=lambda: now[0])
+    started = quick.start()
+    now[0] = 0.1e9  # a round of 0.1 s: the two rounds left take 0.2 s
+    assert quick.progress([1e6], started) == "round 1 of at most 3, under 1 s left"
+    # One 4 s round spends a 1 s budget, but the rule always runs three rounds: two more.
+    spent = StoppingRule(max_repeats=200, max_time_ns=1e9, clock=lambda: now[0])
+    started = spent.start()
+    now[0] = 4e9
+    assert spent.progress([4e9], started) == "round 1 of at most 200, at most 8 s left"
