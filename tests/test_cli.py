@@ -88,3 +88,42 @@ def test_the_round_estimate_never_says_no_time_is_left():
     started = spent.start()
     now[0] = 4e9
     assert spent.progress([4e9], started) == "round 1 of at most 200, at most 8 s left"
+
+
+THREE_SHAPES = "m: 128; n: 256; k: 256; l: 1; seed: 1\nm: 256; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 512; k: 256; l: 1; seed: 1\n"
+
+
+def test_an_import_failure_is_shown_once_in_the_users_words_and_the_rest_is_not_run(tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text(THREE_SHAPES)
+    failing = tmp_path / "imports_what_is_missing.py"
+    failing.write_text("import torch\n"
+                       "raise ImportError('\\x1b[31mno module named tile_tables\\x1b[0m')\n"
+                       "def custom_kernel(data):\n"
+                       "    return data[0]\n")
+    result = harness("test", str(cases), "--device", "cpu", "--submission", str(failing))
+    assert result.returncode == 112, result.stdout + result.stderr
+    out = result.stdout
+    assert out.count("ImportError: no module named tile_tables") == 2  # the message and the traceback's last line
+    assert "\x1b" not in out and "runner-" not in out and "harness/runner" not in out and "importlib" not in out
+    assert f'File "{failing}", line 2, in <module>' in out
+    assert "test 1: the same error as test 0" in out
+    assert "test  2        128x512x256  not run" in out
+    assert out.splitlines()[-2:] == [
+        "check: fail 0 of 3 tests passed, 1 not run",
+        "every case raises what test 0 raised, whatever its shape: fix that and run again "
+        f"(`python -m harness lint --submission {failing}` reads the file without importing it)",
+    ]
+
+
+def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text(THREE_SHAPES)
+    result = harness("test", str(cases), "--device", "cpu")  # this kit's submission.py
+    assert result.returncode == 112, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert sum("│ ValueError: a must be on a CUDA device, got cpu" in line for line in lines) == 2  # one panel
+    verdict = lines.index("check: fail 0 of 3 tests passed, 1 not run")
+    assert lines[verdict + 1].startswith("submission.py needs a CUDA GPU: on --device cpu every case raises what test 0 raised")
+    assert [line.split()[:4] for line in lines[verdict + 2:]] == [
+        ["python", "-m", "harness", "lint"], ["python", "-m", "harness", "compile"], ["python", "-m", "harness", "test"]]
