@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from rich.table import Table
 from harness import b200_model, document, shapes
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import json_option, submission_option
+from harness.report import as_the_user_wrote_it
 from harness.runner.files import import_submission, make_runner_folder
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
@@ -338,13 +340,28 @@ def _summary(console: Console, arch: str, failed: int, total: int, what: str) ->
     return 0
 
 
+def _import_failed(error: Exception, runner_copy: Path, submission: Path, console: Console, facts: dict) -> int:
+    """A file that does not import: the cause, in the user's words, as the verdict."""
+    cause = as_the_user_wrote_it(f"{type(error).__name__}: {error}", runner_copy, submission)
+    trace = as_the_user_wrote_it("".join(traceback.format_exception(error)), runner_copy, submission)
+    facts["error"] = cause
+    if 'File "' in trace:  # frames of the file's own remain
+        console.print(f"[dim]{escape(trace.rstrip())}[/dim]")
+    console.print(f"[bold red]COMPILE CHECK FAIL[/]: {escape(str(submission))} cannot be loaded: {escape(cause)}", soft_wrap=True)
+    return EXIT_CHECK_FAILED
+
+
 def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict | None = None) -> int:
     """The check's exit status; `facts` (the --json document) receives what it found."""
     facts = {} if facts is None else facts
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
         with capturing_compiles(arch) as capture:  # a file may compile as it is imported
-            module = import_submission(make_runner_folder(submission, folder), "submission_under_check")
+            runner_folder = make_runner_folder(submission, folder)
+            try:
+                module = import_submission(runner_folder, "submission_under_check")
+            except Exception as error:  # the file's own failure is the finding
+                return _import_failed(error, runner_folder / "submission.py", submission, console, facts)
             kernel_for_arch = getattr(module, "kernel_for_arch", None)
             if kernel_for_arch is None:
                 status = _check_captured(module, capture, submission, arch, sass_dir, console, facts)

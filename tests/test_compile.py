@@ -4,6 +4,8 @@ lack what it checks for. Compiles with fake pointers, so it needs no GPU."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,6 +194,21 @@ def test_a_file_that_fails_before_compiling_is_told_about_the_hook(tmp_path):
     assert status == checker.EXIT_CHECK_FAILED
     assert "before any compile (define compile_for_check(m, n, k, l, arch)" in report
     assert "no cute.compile was reached for any shape" in report
+
+
+@pytest.mark.parametrize("source, cause", [
+    ("import torch\n\ndef custom_kernel(data)\n    return data[-1]\n", "SyntaxError: expected ':' ({path}, line 3)"),
+    ("import torch\n\ndef kernel(data):\n    return data[-1]\n", "AttributeError: the submission defines no callable custom_kernel"),
+])
+def test_a_file_that_cannot_be_loaded_gets_a_fail_verdict_naming_the_cause(tmp_path, source, cause):
+    broken = tmp_path / "broken.py"
+    broken.write_text(source)
+    result = subprocess.run([sys.executable, "-m", "harness", "compile", "--arch", "sm_100a", "--submission", str(broken)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == checker.EXIT_CHECK_FAILED
+    shown = result.stdout + result.stderr
+    assert shown.splitlines()[-1] == f"COMPILE CHECK FAIL: {broken} cannot be loaded: {cause.format(path=broken)}"
+    assert "click" not in shown and "importlib" not in shown and "harness/" not in shown and "runner-" not in shown
 
 
 def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):
