@@ -80,7 +80,7 @@ def test_compile_document_lists_shapes_and_kernels():
     assert len(document["shapes"]) == 13 and all(shape["compiles"] == [0] for shape in document["shapes"])
     (kernel,) = document["kernels"]
     assert kernel["jit_function"] == "gemm" and kernel["registers"] > 0 and kernel["failures"] == []
-    assert set(kernel["instructions"]) >= {"tcgen05.mma", "TMA load", "STL/LDL"}
+    assert set(kernel["instructions"]) >= {"tcgen05.mma", "TMA load", "local memory"}
 
 
 @pytest.mark.parametrize("args, exit_status, error", [
