@@ -87,6 +87,7 @@ class Reporter:
         self._submission: Path | None = None
         self._last_error: tuple[str, str] | None = None  # (which case, its message): the error panel shown last
         self._after_verdict: list[str] = []  # what to do instead, once a repeated error stopped the run
+        self._not_run_reason = ""
 
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -146,9 +147,12 @@ class Reporter:
         self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
 
     def _show_case_failure(self, what: str, case, result) -> None:
-        """A failed case's panel; a case not run has its row only, and an error the case before
-        raised already is named, not shown again."""
+        """A failed case's panel; the first case not run gives the reason in a line, the rest
+        nothing, and an error the case before raised already is named, not shown again."""
         if result.status == NOT_RUN:
+            if result.message != self._not_run_reason:
+                self._not_run_reason = result.message
+                self.console.print(f"  [dim]{escape(what)} and those after it: {escape(result.message)}[/dim]")
             return
         if result.status == ERROR and self._last_error and self._last_error[1] == result.message:
             self.console.print(f"  [dim]{escape(what)}: the same error as {escape(self._last_error[0])}[/dim]")
@@ -160,6 +164,7 @@ class Reporter:
         """The run stops at an error every case raises (harness/modes.py RepeatedError): the
         reason the remaining cases are not run. What to do instead follows the verdict."""
         first, submission = f"{kind} {first_index}", escape(str(options.submission))
+        # On the CPU an error that names CUDA is the device's: the file wants a GPU.
         if not options.device.startswith("cuda") and "cuda" in result.message.lower():
             self._after_verdict = [
                 f"[bold]{submission} needs a CUDA GPU[/bold]: on --device {options.device} every case raises what {first} raised "
