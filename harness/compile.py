@@ -311,7 +311,7 @@ def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path
         try:
             outcome = _call_for_shape(module, case, arch)
         except Exception as error:  # the submission's own failure is the finding
-            outcome = f"raised {type(error).__name__}: {error}"
+            outcome = as_the_user_wrote_it(f"raised {type(error).__name__}: {error}", Path(module.__file__), submission)
             if len(capture.compiles) == before:
                 failures += 1
                 outcome = f"[bold red]FAIL[/]: {escape(outcome)} before any compile (define {HOOK}(m, n, k, l, arch): see README)"

@@ -224,6 +224,16 @@ def test_a_file_that_cannot_be_loaded_gets_a_fail_verdict_naming_the_cause(tmp_p
     assert "click" not in shown and "importlib" not in shown and "harness/" not in shown and "runner-" not in shown
 
 
+def test_what_a_file_raises_is_shown_without_escapes_and_under_its_own_path(tmp_path):
+    coloured = tmp_path / "coloured.py"
+    coloured.write_text("def custom_kernel(data):\n    raise ValueError('\\x1b[31mno tile fits\\x1b[0m in ' + __file__)\n")
+    console = Console(record=True, width=400)
+    assert checker.run_check(coloured, "sm_100a", None, console) == checker.EXIT_CHECK_FAILED
+    report = console.export_text(styles=False)
+    assert f"raised ValueError: no tile fits in {coloured} before any compile" in report
+    assert "\x1b" not in report and "runner-" not in report
+
+
 def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):
     hooked = tmp_path / "hooked.py"
     source = (FIXTURES / "template_cutedsl_submission.py").read_text()
