@@ -127,10 +127,10 @@ class Executor:
 
 
 class RepeatedError:
-    """Stops a run at an error that every remaining case would raise: the same error raised by
-    two cases in a row, of different shapes, the second in a fresh worker (a failed case ends its
-    worker), comes from the file or the device, not from a case. Not under --official, whose
-    eval runs every case."""
+    """Stops a run at an error that every remaining case would raise, not under --official (whose
+    eval runs every case): the first case's error naming CUDA on a CPU run, which the device will
+    raise again; or the same error raised by two cases in a row, of different shapes, the second
+    in a fresh worker (a failed case ends its worker), which comes from the file, not a case."""
 
     def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
         self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
@@ -143,10 +143,13 @@ class RepeatedError:
 
     def judged(self, index: int, result: CaseResult) -> None:
         previous, self._previous = self._previous, result
-        if (self._reason or self._options.official or previous is None or not result.status == previous.status == ERROR
-                or result.message != previous.message or self._cases[index].mnkl == self._cases[index - 1].mnkl):
+        if self._reason or self._options.official or result.status != ERROR:
             return
-        self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options)
+        if index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
+            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
+        elif (previous is not None and previous.status == ERROR and previous.message == result.message
+              and self._cases[index].mnkl != self._cases[index - 1].mnkl):
+            self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
 
 
 def _device_name(device: str) -> str:

@@ -160,20 +160,19 @@ class Reporter:
         self._show_failure(f"{what} {case.spec}: {result.status}", result)
         self._last_error = (what, result.message) if result.status == ERROR else None
 
-    def repeated_error(self, kind: str, first_index: int, result, options) -> str:
-        """The run stops at an error every case raises (harness/modes.py RepeatedError): the
-        reason the remaining cases are not run. What to do instead follows the verdict."""
+    def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool) -> str:
+        """The run stops at an error every case would raise (harness/modes.py RepeatedError):
+        the reason the remaining cases are not run. What to do instead follows the verdict."""
         first, submission = f"{kind} {first_index}", escape(str(options.submission))
-        # On the CPU an error that names CUDA is the device's: the file wants a GPU.
-        if not options.device.startswith("cuda") and "cuda" in result.message.lower():
+        if needs_gpu:
             self._after_verdict = [
-                f"[bold]{submission} needs a CUDA GPU[/bold]: on --device {options.device} every case raises what {first} raised "
-                "(an error naming CUDA). Without a GPU, these run:",
+                f"[bold]{submission} needs a CUDA GPU[/bold]: on --device {options.device}, {first} raised an error naming CUDA, "
+                "which every case would raise. Without a GPU, these run:",
                 f"  python -m harness lint --submission {submission}                    the leaderboard's checks of the file",
                 f"  python -m harness compile --arch sm_100a --submission {submission}   its kernels compiled for every shape, SASS checked",
                 "  python -m harness test --device cpu --submission FILE   a FILE whose custom_kernel runs on torch alone",
             ]
-            return f"not run: on --device {options.device} every case raises what {first} raised"
+            return f"not run: {first} raised an error naming CUDA on --device {options.device}"
         self._after_verdict = [
             f"[bold]every case raises what {first} raised[/bold], whatever its shape: fix that and run again "
             f"(`python -m harness lint --submission {submission}` reads the file without importing it)",

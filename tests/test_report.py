@@ -53,8 +53,8 @@ class _Reporter:
     def __init__(self):
         self.stops = []
 
-    def repeated_error(self, kind, first_index, result, options):
-        self.stops.append((kind, first_index, result.message))
+    def repeated_error(self, kind, first_index, result, options, needs_gpu):
+        self.stops.append((kind, first_index, result.message, needs_gpu))
         return f"not run: as {kind} {first_index}"
 
 
@@ -62,9 +62,9 @@ CASES = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 256; k: 2
                     "m: 256; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 512; k: 256; l: 1; seed: 1\n")
 
 
-def _judge(results, official=False):
+def _judge(results, official=False, device="cpu"):
     reporter = _Reporter()
-    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device="cpu", official=official), reporter)
+    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device=device, official=official), reporter)
     seen = []
     for index, result in enumerate(results):
         seen.append(repeated.not_run() or result)
@@ -73,10 +73,18 @@ def _judge(results, official=False):
 
 
 def test_the_same_error_on_two_shapes_in_a_row_stops_the_run():
-    error = CaseResult(ERROR, "ValueError: a must be on a CUDA device, got cpu")
+    error = CaseResult(ERROR, "RuntimeError: illegal tile configuration")
     statuses, stops = _judge([CaseResult(FAIL, "mismatch"), error, error, error])
     assert statuses == [FAIL, ERROR, ERROR, NOT_RUN]
-    assert stops == [("test", 1, error.message)]
+    assert stops == [("test", 1, error.message, False)]
+
+
+def test_a_first_error_naming_cuda_on_the_cpu_stops_the_run_at_once():
+    error = CaseResult(ERROR, "ValueError: a must be on a CUDA device, got cpu")
+    assert _judge([error] * 4) == ([ERROR, NOT_RUN, NOT_RUN, NOT_RUN], [("test", 0, error.message, True)])
+    # Later, or on a GPU, it is an error like any other.
+    assert _judge([CaseResult(FAIL, "mismatch"), error, CaseResult(FAIL, "mismatch"), error])[1] == []
+    assert _judge([error, CaseResult(FAIL, "mismatch")] * 2, device="cuda")[1] == []
 
 
 def test_an_error_repeated_on_the_same_shape_or_differing_or_under_official_goes_on():
