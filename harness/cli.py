@@ -1,8 +1,9 @@
 """`python -m harness <command>`: the local stand-in for the competition's evaluation.
 
 Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule, error, crash,
-timeout); 1 (--official) the submission raised what the competition's eval does not catch; 113 the tests file cannot be read or parsed; 114 no CUDA device for a GPU run;
-2 bad command line.
+timeout); 1 (--official) the submission raised what the competition's eval does not catch;
+113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
+that is no integer; 114 no CUDA device for a GPU run; 2 bad command line.
 """
 
 import os
@@ -241,7 +242,8 @@ def _end_early(status: int, shown: str, error: str) -> None:
 
 
 def main():
-    """Bad command lines get one line and exit status 2 (click would add its usage text)."""
+    """Bad command lines get one line and exit status 2 (click would add its usage text); a
+    command that stops before its report still writes its --json document."""
     try:
         status = cli.main(standalone_mode=False)
     except click.UsageError as error:
