@@ -1,8 +1,9 @@
 """`python -m harness <command>`: the local stand-in for the competition's evaluation.
 
 Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule, error, crash,
-timeout); 1 (--official) the submission raised what the competition's eval does not catch; 113 the tests file cannot be read or parsed; 114 no CUDA device for a GPU run;
-2 bad command line.
+timeout); 1 (--official) the submission raised what the competition's eval does not catch;
+113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
+that is no integer; 114 no CUDA device for a GPU run; 2 bad command line.
 """
 
 import os
@@ -29,12 +30,20 @@ EXIT_NO_GPU = 114
 DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}
 
 
+class Stopped(Exception):
+    """The command ends before it judges anything: `message` goes to stderr (and into the --json
+    document as its `error`), and the command exits with `status`."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
 def _load(tests_file, default_set: str, secret_seed: int | None):
     try:
         cases = shapes.load_cases(tests_file) if tests_file else shapes.official_cases(default_set)
     except shapes.ShapeFileError as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_BAD_TESTS_FILE)
+        raise Stopped(EXIT_BAD_TESTS_FILE, str(error)) from None
     return shapes.apply_secret_seed(cases, secret_seed)
 
 
@@ -49,12 +58,11 @@ def _require_device(device: str) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            click.echo("no CUDA device: GPU modes need one (`--device cpu` runs the CPU-capable checks)", err=True)
-            sys.exit(EXIT_NO_GPU)
+            raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one for a CUDA file; without one, `lint` and `compile --arch sm_100a` "
+                                       "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone"))
         index, count = torch.device(device).index, torch.cuda.device_count()
         if index is not None and index >= count:
-            click.echo(f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})", err=True)
-            sys.exit(EXIT_NO_GPU)
+            raise Stopped(EXIT_NO_GPU, f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})")
 
 
 def _device(ctx, param, value: str) -> str:
@@ -222,16 +230,28 @@ cli.add_command(compare.compare_command)
 cli.add_command(compile_command)
 
 
+def _end_early(status: int, shown: str, error: str) -> None:
+    """`shown` on stderr, and with --json on the command line the one document the command
+    promises, though it stopped before its report: `passed` false, `exit_status`, `error`."""
+    click.echo(shown, err=True)
+    arguments = sys.argv[1:]
+    if "--json" in arguments:
+        command = next((cli.commands[argument].name for argument in arguments if argument in cli.commands), None)
+        document.write({"schema": document.SCHEMA, "command": command, "passed": False, "error": error}, status)
+    sys.exit(status)
+
+
 def main():
-    """Bad command lines get one line and exit status 2 (click would add its usage text)."""
+    """Bad command lines get one line and exit status 2 (click would add its usage text); a
+    command that stops before its report still writes its --json document."""
     try:
         status = cli.main(standalone_mode=False)
     except click.UsageError as error:
-        click.echo(f"error: {error.format_message()}", err=True)
-        sys.exit(2)
+        _end_early(2, f"error: {error.format_message()}", error.format_message())
+    except Stopped as stopped:
+        _end_early(stopped.status, stopped.message, stopped.message)
     except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
+        _end_early(error.exit_code, f"Error: {error.format_message()}", error.format_message())
     except click.Abort:
         sys.exit(1)
     sys.exit(status or 0)

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from rich.table import Table
 from harness import b200_model, document, shapes
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import json_option, submission_option
+from harness.report import as_the_user_wrote_it
 from harness.runner.files import import_submission, make_runner_folder
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
@@ -49,46 +51,74 @@ EXIT_CHECK_FAILED = 1
 EXIT_PATH_MISSING = 3
 
 
-LOCAL_MEMORY = r"\b(?:STL|LDL)(?:\.\w+)*\b"
-# Programmatic dependent launch shows as griddepcontrol.wait (ACQBULK) and
-# griddepcontrol.launch_dependents (PREEXIT): the launch overlaps the previous one's tail.
-PDL_INSTRUCTIONS = {"PDL wait": r"\bACQBULK\b", "PDL trigger": r"\bPREEXIT\b"}
+@dataclass(frozen=True)
+class Instruction:
+    """What the tables count in a kernel's SASS, under one name whichever file the kernel comes
+    from: PTX's name where one PTX instruction has it (tcgen05.*, wgmma), else the mechanism's
+    (TMA, PDL, local memory), with the SASS it compiles to beside it."""
+
+    name: str
+    sass: str
+    pattern: str  # regex on the SASS instruction stream (count_instructions)
+
+    @property
+    def column(self) -> str:
+        return f"{self.name}\n{self.sass}"
+
+
+MMA = Instruction("tcgen05.mma", "UTC*MMA", r"\bUTC\w*MMA\b")
+# UTCOMMA with .4X: the block-scaled MMA consuming 4 scales per operand row per K=64, i.e. e4m3
+# scales over 16 elements (kind::mxf4nvf4.block16).
+MMA_BLOCK16 = Instruction("tcgen05.mma block16", "UTCOMMA.4X", r"\bUTCOMMA(?:\.\w+)*\.4X\b")
+TMEM_COPY = Instruction("tcgen05.cp", "UTCCP", r"\bUTCCP\b")
+TMEM_LOAD = Instruction("tcgen05.ld", "LDTM", r"\bLDTM\b")
+TMA_LOAD = Instruction("TMA load", "UTMALDG", r"\bUTMALDG\b")
+TMA_STORE = Instruction("TMA store", "UTMASTG", r"\bUTMASTG\b")
+# Programmatic dependent launch: griddepcontrol.wait and griddepcontrol.launch_dependents; the
+# launch overlaps the previous one's tail.
+PDL_WAIT = Instruction("PDL wait", "ACQBULK", r"\bACQBULK\b")
+PDL_TRIGGER = Instruction("PDL trigger", "PREEXIT", r"\bPREEXIT\b")
+LOCAL_MEMORY = Instruction("local memory", "STL/LDL", r"\b(?:STL|LDL)(?:\.\w+)*\b")
+WGMMA = Instruction("wgmma", "HGMMA", r"\bHGMMA\b")
+# ptxas serializes the wgmma of a kernel short of registers (its info C7512, which the DSL's
+# in-process compile does not show): every HGMMA is then followed by a wait for all MMAs
+# (WARPGROUP.DEPBAR.LE gsb0, 0x0) a few instructions before the next HGMMA, and the MMAs overlap
+# nothing. Counted once per HGMMA so followed.
+SERIALIZED_WGMMA = Instruction("serialized wgmma", "HGMMA, DEPBAR gsb0",
+                               r"\bHGMMA\b.*\n(?:(?!.*HGMMA).*\n){0,3}WARPGROUP\.DEPBAR\.LE gsb0, 0x0 ;\n"
+                               r"(?:(?!.*HGMMA).*\n){0,3}(?=HGMMA\b)")
 
 
 @dataclass(frozen=True)
 class ArchRules:
-    """What the SASS of the kernel for one arch must and must not contain."""
+    """What the tables count in any kernel for one arch, and what this kit's declared kernel for
+    it must and must not contain."""
 
-    required: dict[str, str]  # column name -> regex on SASS instructions
-    forbidden: dict[str, str] = field(default_factory=lambda: {"STL/LDL": LOCAL_MEMORY})
+    instructions: tuple[Instruction, ...]  # counted in every kernel: the tables' columns
+    required: tuple[Instruction, ...]
+    forbidden: tuple[Instruction, ...] = (LOCAL_MEMORY,)
     tmem_columns: int | None = None
-    reported: dict[str, str] = field(default_factory=lambda: dict(PDL_INSTRUCTIONS))  # counted, never a failure
 
 
 RULES = {
-    # UTCOMMA with .4X: the block-scaled MMA consuming 4 scales per operand row per K=64,
-    # i.e. e4m3 scales over 16 elements (kind::mxf4nvf4.block16).
     "sm_100a": ArchRules(
-        required={
-            "UTCOMMA.4X": r"\bUTCOMMA(?:\.\w+)*\.4X\b",
-            "UTCCP": r"\bUTCCP\b",
-            "UTMALDG": r"\bUTMALDG\b",
-        },
+        instructions=(MMA, MMA_BLOCK16, TMEM_COPY, TMEM_LOAD, TMA_LOAD, TMA_STORE, PDL_WAIT, PDL_TRIGGER, LOCAL_MEMORY),
+        required=(MMA_BLOCK16, TMEM_COPY, TMA_LOAD),
         tmem_columns=TMEM_COLUMNS,
     ),
-    # ptxas serializes the wgmma of a kernel short of registers (its info C7512, which the
-    # DSL's in-process compile does not show): every HGMMA is then followed by a wait for all
-    # MMAs (WARPGROUP.DEPBAR.LE gsb0, 0x0) a few instructions before the next HGMMA, and the
-    # MMAs overlap nothing. Counted once per HGMMA so followed.
     "sm_90a": ArchRules(
-        required={"HGMMA": r"\bHGMMA\b", "UTMALDG": r"\bUTMALDG\b"},
-        forbidden={
-            "STL/LDL": LOCAL_MEMORY,
-            "serialized HGMMA": r"\bHGMMA\b.*\n(?:(?!.*HGMMA).*\n){0,3}WARPGROUP\.DEPBAR\.LE gsb0, 0x0 ;\n"
-                                r"(?:(?!.*HGMMA).*\n){0,3}(?=HGMMA\b)",
-        },
+        instructions=(WGMMA, SERIALIZED_WGMMA, TMA_LOAD, TMA_STORE, PDL_WAIT, PDL_TRIGGER, LOCAL_MEMORY),
+        required=(WGMMA, TMA_LOAD),
+        forbidden=(LOCAL_MEMORY, SERIALIZED_WGMMA),
     ),
 }
+# The columns after the instructions', in both tables.
+RESOURCE_COLUMNS = ("registers", "shared memory\nbytes", "tensor memory\ncolumns", "verdict")
+
+
+def shape_text(mnkl) -> str:
+    """A shape as both tables and the --json document write it: M x N x K x L."""
+    return "x".join(map(str, mnkl))
 
 
 @dataclass
@@ -125,11 +155,12 @@ def _cuobjdump(cuobjdump: str, flag: str, cubin: Path) -> str:
     return done.stdout
 
 
-def count_instructions(sass: str, patterns: dict[str, str]) -> dict[str, int]:
-    """Matches of each pattern in the instruction stream of cuobjdump's SASS, one instruction
-    a line (addresses and encodings dropped), so that a pattern may span instructions."""
+def count_instructions(sass: str, instructions: tuple[Instruction, ...]) -> dict[str, int]:
+    """Matches of each instruction's pattern in the instruction stream of cuobjdump's SASS, one
+    instruction a line (addresses and encodings dropped), so that a pattern may span
+    instructions; by instruction name."""
     stream = "\n".join(re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*;)", sass)) + "\n"
-    return {name: len(re.findall(pattern, stream)) for name, pattern in patterns.items()}
+    return {instruction.name: len(re.findall(instruction.pattern, stream)) for instruction in instructions}
 
 
 def resource_usage(text: str) -> tuple[int, int, int]:
@@ -151,11 +182,11 @@ class CubinFacts:
     local_bytes: int
 
 
-def read_cubin(cubin: Path, patterns: dict[str, str]) -> CubinFacts:
+def read_cubin(cubin: Path, instructions: tuple[Instruction, ...]) -> CubinFacts:
     cuobjdump = find_tool("cuobjdump")
     sass = _cuobjdump(cuobjdump, "-sass", cubin)
     registers, static_smem, local_bytes = resource_usage(_cuobjdump(cuobjdump, "-res-usage", cubin))
-    return CubinFacts(sass, count_instructions(sass, patterns), registers, static_smem, local_bytes)
+    return CubinFacts(sass, count_instructions(sass, instructions), registers, static_smem, local_bytes)
 
 
 def _one_cubin(record) -> Path:
@@ -185,17 +216,20 @@ def check_config(kernel_class, problem, arch: str, rules: ArchRules, sass_dir: P
         start = time.perf_counter()
         facts = kernel_class.compile_for_check(problem, arch, "")
         seconds = time.perf_counter() - start
-        cubin = read_cubin(_one_cubin(capture.compiles[-1]), {**rules.required, **rules.reported, **rules.forbidden})
+        cubin = read_cubin(_one_cubin(capture.compiles[-1]), rules.instructions)
     _keep_sass(sass_dir, arch, facts.config, cubin.sass)
     counts = cubin.counts
-    failures = [f"no {name}" for name in rules.required if counts[name] == 0]
-    failures += [f"{counts[name]} {name}" for name in rules.forbidden if counts[name]]
+    failures = [f"no {need.name} ({need.sass})" for need in rules.required if counts[need.name] == 0]
+    failures += [f"{counts[banned.name]} {banned.name} ({banned.sass})" for banned in rules.forbidden if counts[banned.name]]
     failures += _limit_failures(cubin.local_bytes, facts.smem_bytes + cubin.static_smem, None)
     if rules.tmem_columns is not None:
         if facts.tmem_columns is None or facts.tmem_columns > rules.tmem_columns:
             failures.append(f"tensor memory columns {facts.tmem_columns} not within {rules.tmem_columns}")
     return ConfigResult(facts.config, counts, cubin.registers, cubin.static_smem, facts.smem_bytes,
                         facts.tmem_columns, seconds, failures)
+
+
+SHAPE_COLUMN = "shape\nM x N x K x L"
 
 
 def official_shapes() -> list[shapes.Case]:
@@ -218,20 +252,27 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
     results = {config: check_config(kernel_class, group[0], arch, rules, sass_dir)
                for config, group in by_config.items()}
 
-    table = Table(title=f"compile check {arch}: {submission} ({kernel_class.__name__})", title_justify="left")
-    for column in ("shape (MxNxKxL)", "configuration", *rules.required, *rules.reported, *rules.forbidden,
-                   "regs", "smem bytes", "tmem cols", "verdict"):
-        table.add_column(column)
+    number = {config: index for index, config in enumerate(results)}
+    shape_table = Table(title=f"compile check {arch}: {submission} ({kernel_class.__name__})", title_justify="left")
+    for column in (SHAPE_COLUMN, "served by configuration", "as the kernel describes it", "verdict"):
+        shape_table.add_column(column)
     for problem in problems:
-        result = results[kernel_class.config_for(problem)]
-        counts = [str(result.counts[name]) for name in (*rules.required, *rules.reported, *rules.forbidden)]
+        config = kernel_class.config_for(problem)
+        result = results[config]
         smem = result.dynamic_smem + result.static_smem
-        tmem = "-" if result.tmem_columns is None else str(result.tmem_columns)
-        table.add_row("x".join(map(str, problem)), result.config, *counts, str(result.registers),
-                      f"{smem:,}", tmem, _verdict_cell(result.failures))
+        shape_table.add_row(shape_text(problem), f"#{number[config]}", result.config,
+                            "[bold red]FAIL[/]" if result.failures else "[green]PASS[/]")
         facts.setdefault("shapes", []).append({
-            "shape": "x".join(map(str, problem)), "configuration": result.config, "instructions": result.counts,
+            "shape": shape_text(problem), "configuration": result.config, "instructions": result.counts,
             "registers": result.registers, "smem_bytes": smem, "tmem_columns": result.tmem_columns, "failures": result.failures})
+    console.print(shape_table)
+    table = Table(title="configurations compiled", title_justify="left")
+    for column in ("configuration", *(instruction.column for instruction in rules.instructions), *RESOURCE_COLUMNS):
+        table.add_column(column)
+    for config, result in results.items():
+        tmem = "-" if result.tmem_columns is None else str(result.tmem_columns)
+        table.add_row(f"#{number[config]}", *[str(result.counts[instruction.name]) for instruction in rules.instructions],
+                      str(result.registers), f"{result.dynamic_smem + result.static_smem:,}", tmem, _verdict_cell(result.failures))
     console.print(table)
     compile_seconds = sum(r.seconds for r in results.values())
     console.print(f"{len(problems)} shapes, {len(results)} configurations compiled in {compile_seconds:.1f} s")
@@ -240,13 +281,6 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
     return _summary(console, arch, sum(bool(r.failures) for r in results.values()), len(results), "configurations")
 
 
-# What the report counts in any submission's SASS, per arch.
-REPORTED_INSTRUCTIONS = {
-    "sm_100a": {"tcgen05.mma": r"\bUTC\w*MMA\b", "tcgen05.cp": r"\bUTCCP\b", "tcgen05.ld": r"\bLDTM\b",
-                "TMA load": r"\bUTMALDG\b", "TMA store": r"\bUTMASTG\b", **PDL_INSTRUCTIONS, "STL/LDL": LOCAL_MEMORY},
-    "sm_90a": {"wgmma": r"\bHGMMA\b", "TMA load": r"\bUTMALDG\b", "TMA store": r"\bUTMASTG\b",
-               **PDL_INSTRUCTIONS, "STL/LDL": LOCAL_MEMORY},
-}
 HOOK = "compile_for_check"
 
 
@@ -268,46 +302,47 @@ def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path
     """Any CuTeDSL submission: its own calls, every compile captured."""
     shape_table = Table(title=f"compile check {arch}: {submission} (its {HOOK if hasattr(module, HOOK) else 'custom_kernel'} on CPU tensors)",
                         title_justify="left")
-    for column in ("shape (MxNxKxL)", "compiles", "outcome"):
+    for column in (SHAPE_COLUMN, "served by compile", "outcome"):
         shape_table.add_column(column)
     failures = 0
     for case in official_shapes():
-        label = case.label
+        label = shape_text(case.mnkl)
         capture.shape, before = label, len(capture.compiles)
         try:
             outcome = _call_for_shape(module, case, arch)
         except Exception as error:  # the submission's own failure is the finding
-            outcome = f"raised {type(error).__name__}: {error}"
+            outcome = as_the_user_wrote_it(f"raised {type(error).__name__}: {error}", Path(module.__file__), submission)
             if len(capture.compiles) == before:
                 failures += 1
                 outcome = f"[bold red]FAIL[/]: {escape(outcome)} before any compile (define {HOOK}(m, n, k, l, arch): see README)"
         used = [record.index for record in capture.compiles if label in record.shapes or record.index >= before]
-        shape_table.add_row(label, ", ".join(map(str, used)) or "-", outcome)
+        shape_table.add_row(label, ", ".join(f"#{index}" for index in used) or "-", outcome)
         facts.setdefault("shapes", []).append({"shape": label, "compiles": used, "outcome": outcome})
     console.print(shape_table)
     if not capture.compiles:
         console.print("[bold red]COMPILE CHECK FAIL[/]: no cute.compile was reached for any shape")
         return EXIT_CHECK_FAILED
 
-    patterns = REPORTED_INSTRUCTIONS[arch]
+    instructions = RULES[arch].instructions
     table = Table(title="compiled kernels", title_justify="left")
-    for column in ("compile", "jit function", "shapes", "kernels", *patterns, "regs", "smem bytes", "tmem cols", "verdict"):
+    for column in ("compile", "@cute.jit function", "shapes served", "launches", *(instruction.column for instruction in instructions),
+                   *RESOURCE_COLUMNS):
         table.add_column(column)
     for record in capture.compiles:
-        cubin = read_cubin(_one_cubin(record), patterns)
+        cubin = read_cubin(_one_cubin(record), instructions)
         _keep_sass(sass_dir, arch, f"{record.index}_{record.function}", cubin.sass)
         launches = launch_smem_bytes(record.host_ir)
         dynamic = None if None in launches or not launches else max(launches)
         smem = None if dynamic is None else dynamic + cubin.static_smem
         tmem = tmem_columns(record.ptx)
-        kernel_failures = _limit_failures(cubin.local_bytes or cubin.counts["STL/LDL"], smem, tmem)
+        kernel_failures = _limit_failures(cubin.local_bytes or cubin.counts[LOCAL_MEMORY.name], smem, tmem)
         failures += bool(kernel_failures)
         facts.setdefault("kernels", []).append({
             "compile": record.index, "jit_function": record.function, "shapes": record.shapes, "launches": len(launches),
             "instructions": cubin.counts, "registers": cubin.registers, "static_smem_bytes": cubin.static_smem,
             "smem_bytes": smem, "tmem_columns": tmem, "local_bytes": cubin.local_bytes, "failures": kernel_failures})
-        table.add_row(str(record.index), record.function, str(len(record.shapes)), str(len(launches)),
-                      *[str(cubin.counts[name]) for name in patterns], str(cubin.registers),
+        table.add_row(f"#{record.index}", record.function, str(len(record.shapes)), str(len(launches)),
+                      *[str(cubin.counts[instruction.name]) for instruction in instructions], str(cubin.registers),
                       f"{smem:,}" if smem is not None else f"{cubin.static_smem:,} static + run-time dynamic",
                       "-" if tmem is None else str(tmem), _verdict_cell(kernel_failures))
     console.print(table)
@@ -338,13 +373,28 @@ def _summary(console: Console, arch: str, failed: int, total: int, what: str) ->
     return 0
 
 
+def _import_failed(error: Exception, runner_copy: Path, submission: Path, console: Console, facts: dict) -> int:
+    """A file that does not import: the cause, in the user's words, as the verdict."""
+    cause = as_the_user_wrote_it(f"{type(error).__name__}: {error}", runner_copy, submission)
+    trace = as_the_user_wrote_it("".join(traceback.format_exception(error)), runner_copy, submission)
+    facts["error"] = cause
+    if 'File "' in trace:  # frames of the file's own remain
+        console.print(f"[dim]{escape(trace.rstrip())}[/dim]")
+    console.print(f"[bold red]COMPILE CHECK FAIL[/]: {escape(str(submission))} cannot be loaded: {escape(cause)}", soft_wrap=True)
+    return EXIT_CHECK_FAILED
+
+
 def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict | None = None) -> int:
     """The check's exit status; `facts` (the --json document) receives what it found."""
     facts = {} if facts is None else facts
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
         with capturing_compiles(arch) as capture:  # a file may compile as it is imported
-            module = import_submission(make_runner_folder(submission, folder), "submission_under_check")
+            runner_folder = make_runner_folder(submission, folder)
+            try:
+                module = import_submission(runner_folder, "submission_under_check")
+            except Exception as error:  # the file's own failure is the finding
+                return _import_failed(error, runner_folder / "submission.py", submission, console, facts)
             kernel_for_arch = getattr(module, "kernel_for_arch", None)
             if kernel_for_arch is None:
                 status = _check_captured(module, capture, submission, arch, sass_dir, console, facts)

@@ -81,6 +81,7 @@ class Executor:
         self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
         runner_folder = make_runner_folder(options.submission, self._logs.name)
+        reporter.runs_copy(runner_folder / "submission.py", options.submission)
         device = torch.device(options.device)
         self._clock = JudgeClock(device)
         self._pool = SharedPool(device)
@@ -142,6 +143,34 @@ class Executor:
             torch.cuda.ipc_collect()
 
 
+class RepeatedError:
+    """Stops a run at an error that every remaining case would raise, not under --official (whose
+    eval runs every case): the first case's error naming CUDA on a CPU run, which the device will
+    raise again; or the same error raised by two cases in a row, of different shapes, the second
+    in a fresh worker (a failed case ends its worker), which comes from the file, not a case."""
+
+    def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
+        self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
+        self._previous: CaseResult | None = None
+        self._reason = ""
+
+    def not_run(self) -> CaseResult | None:
+        """The result of a case the run no longer reaches, or None while it goes on."""
+        return CaseResult(NOT_RUN, self._reason) if self._reason else None
+
+    def judged(self, index: int, result: CaseResult) -> None:
+        previous, self._previous = self._previous, result
+        if self._reason or self._options.official or result.status != ERROR:
+            return
+        if index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
+            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
+        elif result.while_importing:
+            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False)
+        elif (previous is not None and previous.status == ERROR and previous.message == result.message
+              and self._cases[index].mnkl != self._cases[index - 1].mnkl):
+            self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
+
+
 def _device_name(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
@@ -153,11 +182,13 @@ def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int
     if options.refused:
         return reporter.refused()
     passed = True
+    repeated = RepeatedError("test", cases, options, reporter)
     with Executor(options, reporter, reuse=True) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("test", index, case)
-            result = executor.run(options.job("test", case), f"test {index}: {case.label}")
+            result = repeated.not_run() or executor.run(options.job("test", case), f"test {index}: {case.label}")
             reporter.test_result(index, case, result)
+            repeated.judged(index, result)
             passed &= result.passed
     reporter.end_tests(passed)
     return EXIT_PASS if passed else EXIT_FAIL
@@ -189,6 +220,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
         return reporter.refused()
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     results = []
+    repeated = RepeatedError("benchmark", cases, options, reporter)
     with Executor(options, reporter, timed=True) as executor:
         measured_ceilings = None
         if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
@@ -202,8 +234,9 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
             if stop:
                 result = CaseResult(NOT_RUN, "not run: an earlier case failed (the competition stops there)")
             else:
-                result = executor.run(job, f"{mode} {index}: {case.label}")
+                result = repeated.not_run() or executor.run(job, f"{mode} {index}: {case.label}")
             reporter.benchmark_result(index, case, result)
+            repeated.judged(index, result)
             results.append(result)
             stop = options.official and leaderboard and not result.passed
     device_name = next((result.device_name for result in results if result.device_name), "")
@@ -225,11 +258,13 @@ def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter) -> i
     if options.refused:
         return reporter.refused()
     passed = True
+    repeated = RepeatedError("profile", cases, options, reporter)
     with Executor(options, reporter) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("benchmark", index, case)
-            result = executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")
+            result = repeated.not_run() or executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")
             reporter.profile_result(index, case, result)
+            repeated.judged(index, result)
             passed &= result.passed
     reporter.end_profile(passed)
     return EXIT_PASS if passed else EXIT_FAIL

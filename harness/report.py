@@ -1,8 +1,11 @@
 """What people read (rich tables, progress) and what machines read (POPCORN_FD lines)."""
 
 import contextlib
+import importlib
+import re
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,7 +14,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.document import RunDocument
-from harness.jobs import ERROR
+from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 
@@ -20,6 +23,46 @@ EXIT_FAIL = 112  # the competition's status for a failed check
 LOG_EVERY_S = 10.0
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crash": "red", "timeout": "yellow", "not run": "dim"}
 STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
+
+
+# Terminal control sequences (CSI colours and cursor moves, OSC titles and links, two-byte
+# escapes): CuTeDSL colours its messages, and inside a panel they show as raw bytes.
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# Frames of the harness's own code and of the import machinery say nothing about the user's file.
+HIDDEN_FRAME_FILES = (str(Path(__file__).resolve().parent) + "/", str(Path(importlib.__file__).resolve().parent) + "/",
+                      "<frozen importlib.")
+_FRAME = re.compile(r'^(\s*)File "([^"]+)", line \d+')
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_ESCAPE.sub("", text)
+
+
+def without_hidden_frames(text: str) -> str:
+    """`text` with each traceback frame (its `File` line and the lines indented under it) left
+    out where the frame is the harness's or importlib's."""
+    kept, hiding_below = [], None
+    for line in text.splitlines(keepends=True):
+        frame = _FRAME.match(line)
+        if frame:
+            indent, path = frame.groups()
+            hiding_below = len(indent) if path.startswith(HIDDEN_FRAME_FILES) else None
+        elif hiding_below is not None and len(line) - len(line.lstrip()) <= hiding_below:
+            hiding_below = None
+        if hiding_below is None:
+            kept.append(line)
+    return "".join(kept)
+
+
+def as_the_user_wrote_it(text: str, runner_copy: Path | None, submission: Path | None) -> str:
+    """What the worker said, for a person: no terminal escapes, no harness or importlib frames,
+    and the runner folder's copy of the submission named by the user's own path (a syntax
+    error names the copy by its bare file name)."""
+    text = without_hidden_frames(strip_ansi(text))
+    if runner_copy is not None and submission is not None:
+        text = text.replace(str(runner_copy), str(submission))
+        text = text.replace(f"({runner_copy.name}, line ", f"({submission}, line ")
+    return text
 
 
 def us(ns: float | None) -> str:
@@ -40,6 +83,11 @@ class Reporter:
         self._official = False
         self._json_document = json_document
         self.document: RunDocument | None = None
+        self._runner_copy: Path | None = None
+        self._submission: Path | None = None
+        self._last_error: tuple[str, str] | None = None  # (which case, its message): the error panel shown last
+        self._after_verdict: list[str] = []  # what to do instead, once a repeated error stopped the run
+        self._not_run_reason = ""
 
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -69,6 +117,10 @@ class Reporter:
         with progress:
             yield on_progress
 
+    def runs_copy(self, runner_copy: Path, submission: Path) -> None:
+        """The workers import `runner_copy`, a copy of `submission`: messages name the latter."""
+        self._runner_copy, self._submission = runner_copy, submission
+
     def case_started(self, kind: str, index: int, case) -> None:
         self.popcorn.log(f"{kind}.{index}.spec", case.spec)
 
@@ -85,11 +137,47 @@ class Reporter:
             rules = "all verdicts, one process per case"
         self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} on {options.device} ({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
+    def _readable(self, text: str) -> str:
+        return escape(as_the_user_wrote_it(text, self._runner_copy, self._submission))
+
     def _show_failure(self, title: str, result) -> None:
-        body = escape(result.message or result.status)
+        body = self._readable(result.message or result.status)
         if result.output.strip():
-            body += "\n[dim]--- worker output ---[/dim]\n" + escape(result.output.rstrip())
+            body += "\n[dim]--- worker output ---[/dim]\n" + self._readable(result.output.rstrip())
         self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
+
+    def _show_case_failure(self, what: str, case, result) -> None:
+        """A failed case's panel; the first case not run gives the reason in a line, the rest
+        nothing, and an error the case before raised already is named, not shown again."""
+        if result.status == NOT_RUN:
+            if result.message != self._not_run_reason:
+                self._not_run_reason = result.message
+                self.console.print(f"  [dim]{escape(what)} and those after it: {escape(result.message)}[/dim]")
+            return
+        if result.status == ERROR and self._last_error and self._last_error[1] == result.message:
+            self.console.print(f"  [dim]{escape(what)}: the same error as {escape(self._last_error[0])}[/dim]")
+            return
+        self._show_failure(f"{what} {case.spec}: {result.status}", result)
+        self._last_error = (what, result.message) if result.status == ERROR else None
+
+    def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool) -> str:
+        """The run stops at an error every case would raise (harness/modes.py RepeatedError):
+        the reason the remaining cases are not run. What to do instead follows the verdict."""
+        first, submission = f"{kind} {first_index}", escape(str(options.submission))
+        if needs_gpu:
+            self._after_verdict = [
+                f"[bold]{submission} needs a CUDA GPU[/bold]: on --device {options.device}, {first} raised an error naming CUDA, "
+                "which every case would raise. Without a GPU, these run:",
+                f"  python -m harness lint --submission {submission}                    the leaderboard's checks of the file",
+                f"  python -m harness compile --arch sm_100a --submission {submission}   its kernels compiled for every shape, SASS checked",
+                "  python -m harness test --device cpu --submission FILE   a FILE whose custom_kernel runs on torch alone",
+            ]
+            return f"not run: {first} raised an error naming CUDA on --device {options.device}"
+        self._after_verdict = [
+            f"[bold]every case raises what {first} raised[/bold], whatever its shape: fix that and run again "
+            f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
+        ]
+        return f"not run: every case raises what {first} raised"
 
     def _precheck(self, options) -> None:
         found = options.precheck
@@ -138,6 +226,8 @@ class Reporter:
         self.popcorn.log("check", "pass" if passed else "fail")
         style = "bold green" if passed else "bold red"
         self.console.print(f"[{style}]check: {'pass' if passed else 'fail'}[/{style}] {summary}")
+        for line in self._after_verdict:
+            self.console.print(line, soft_wrap=True)
 
     # -- test --------------------------------------------------------------------------------
     def begin_tests(self, cases, options) -> None:
@@ -151,7 +241,7 @@ class Reporter:
             self.popcorn.log(f"test.{index}.status", "pass")
         else:
             self._log_failure("test", index, result)
-            self._show_failure(f"test {index} {case.spec}: {result.status}", result)
+            self._show_case_failure(f"test {index}", case, result)
         self._test_rows.append((index, case, result))
         style = STATUS_STYLE.get(result.status, "red")
         self.console.print(f"  test {index:2d} {case.label:>18}  [{style}]{result.status:7}[/{style}] {result.wall_s:6.1f} s")
@@ -161,7 +251,9 @@ class Reporter:
         if self.document:
             self.document.finish(passed)
         failed = [row for row in self._test_rows if not row[2].passed]
-        self._verdict(passed, f"{len(self._test_rows) - len(failed)} of {len(self._test_rows)} tests passed")
+        not_run = sum(row[2].status == NOT_RUN for row in self._test_rows)
+        self._verdict(passed, f"{len(self._test_rows) - len(failed)} of {len(self._test_rows)} tests passed"
+                              + (f", {not_run} not run" if not_run else ""))
 
     # -- benchmark / leaderboard -------------------------------------------------------------
     def begin_benchmarks(self, cases, options, mode: str) -> None:
@@ -187,7 +279,7 @@ class Reporter:
             self._warn(result)
         else:
             self._log_failure("benchmark", index, result)
-            self._show_failure(f"benchmark {index} {case.spec}: {result.status}", result)
+            self._show_case_failure(f"benchmark {index}", case, result)
 
     def end_benchmarks(self, cases, results, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
         """`ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
@@ -264,7 +356,7 @@ class Reporter:
                 self.console.print(result.report, markup=False)
         else:
             self._log_failure("benchmark", index, result)
-            self._show_failure(f"profile {index} {case.spec}: {result.status}", result)
+            self._show_case_failure(f"profile {index}", case, result)
 
     def end_profile(self, passed: bool) -> None:
         if self.document:

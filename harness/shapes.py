@@ -11,6 +11,8 @@ from pathlib import Path
 SHAPES_DIR = Path(__file__).resolve().parent.parent / "shapes"
 OFFICIAL_SETS = {"tests": SHAPES_DIR / "tests.txt", "benchmarks": SHAPES_DIR / "benchmarks.txt"}
 GEMM_KEYS = ("m", "n", "k", "l")
+# What one nvfp4_gemm case holds, no more and no less: another problem passes its own keys.
+GEMM_CASE_KEYS = (*GEMM_KEYS, "seed")
 
 _FIELD = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
 
@@ -37,34 +39,47 @@ class Case:
         return Case(spec=self.spec, args={**self.args, "seed": seed})
 
 
-def parse_cases(text: str, source: str = "<text>") -> list[Case]:
+def _case_args(line: str, where: str, keys: tuple[str, ...]) -> dict:
+    """The line's key-value pairs: exactly `keys`, each an integer, or a ShapeFileError naming the key."""
+    args = {}
+    for part in line.split(";"):
+        field = _FIELD.fullmatch(part)
+        if field is None:
+            raise ShapeFileError(f"{where}: invalid test case: '{line}': '{part}'")
+        key, value = field.groups()
+        if key not in keys:
+            raise ShapeFileError(f"{where}: unknown key `{key}` (a case has exactly {', '.join(keys)})")
+        if key in args:
+            raise ShapeFileError(f"{where}: key `{key}` given twice")
+        if not re.fullmatch(r"[+-]?[0-9]+", value):
+            raise ShapeFileError(f"{where}: key `{key}`: '{value}' is not an integer")
+        args[key] = int(value)
+    missing = [key for key in keys if key not in args]
+    if missing:
+        raise ShapeFileError(f"{where}: '{line}' lacks key{'s' if len(missing) > 1 else ''} {', '.join(f'`{key}`' for key in missing)}")
+    return args
+
+
+def parse_cases(text: str, source: str = "<text>", keys: tuple[str, ...] = GEMM_CASE_KEYS) -> list[Case]:
+    """Every case of `text`, checked before any of them runs: a mistake in the file is the
+    file's (exit 113), never a submission's failed case."""
     cases = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        args = {}
-        for part in line.split(";"):
-            field = _FIELD.fullmatch(part)
-            if field is None:
-                raise ShapeFileError(f"{source}:{number}: invalid test case: '{line}': '{part}'")
-            key, value = field.groups()
-            args[key] = int(value) if re.fullmatch(r"[+-]?[0-9]+", value) else value
-        missing = [key for key in GEMM_KEYS if key not in args]
-        if missing:
-            raise ShapeFileError(f"{source}:{number}: '{line}' lacks {', '.join(missing)}")
-        cases.append(Case(spec=line, args=args))
+        cases.append(Case(spec=line, args=_case_args(line, f"{source}:{number}", keys)))
     if not cases:
         raise ShapeFileError(f"{source}: no cases")
     return cases
 
 
-def load_cases(path) -> list[Case]:
+def load_cases(path, keys: tuple[str, ...] = GEMM_CASE_KEYS) -> list[Case]:
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as error:
         raise ShapeFileError(f"could not open tests file `{path}`: {error}") from error
-    return parse_cases(text, source=str(path))
+    return parse_cases(text, source=str(path), keys=keys)
 
 
 def official_cases(name: str) -> list[Case]:

@@ -68,17 +68,20 @@ class StoppingRule:
         )
 
     def progress(self, durations_ns: list[float], started_ns: int) -> str:
-        """`round N of at most CAP, at most S s left`: the cap, the time budget and the wall limit
-        bound what is left; the error target may stop it sooner."""
+        """`round N of at most CAP, at most S s left`: the cap, the time budget (never below the
+        rounds the rule always runs) and the wall limit bound what is left; the error target may
+        stop it sooner. Under a second left reads as such, never as `0 s`."""
         rounds = len(durations_ns)
         elapsed = self.clock() - started_ns
         per_round = elapsed / max(rounds, 1)
         rounds_left = self.max_repeats - rounds
         mean = sum(durations_ns) / rounds if rounds else 0.0
         if mean > 0:
-            rounds_left = min(rounds_left, max(int(self.max_time_ns / mean) + 1 - rounds, 0))
+            within_budget = max(int(self.max_time_ns / mean) + 1 - rounds, MIN_ROUNDS - rounds, 0)
+            rounds_left = min(rounds_left, within_budget)
         left_ns = min(rounds_left * per_round, max(WALL_LIMIT_NS - elapsed, 0))
-        return f"round {rounds} of at most {self.max_repeats}, at most {left_ns / 1e9:.0f} s left"
+        left = "under 1 s left" if left_ns < 1e9 else f"at most {left_ns / 1e9:.0f} s left"
+        return f"round {rounds} of at most {self.max_repeats}, {left}"
 
 
 # The competition's settings: (max_repeats, max_time_ns) for warm-up and measured runs.

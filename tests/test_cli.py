@@ -1,6 +1,7 @@
 """The command line as a user meets it: arguments refused up front, progress in a log."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,20 @@ def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(args, said):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("line, said", [
+    ("m: 128; n: 256; k: 256; l: 1; sed: 1", ":2: unknown key `sed`"),
+    ("m: 128; n: abc; k: 256; l: 1; seed: 1", ":2: key `n`: 'abc' is not an integer"),
+])
+def test_a_mistake_in_the_tests_file_exits_113_naming_it_before_any_worker(tmp_path, line, said):
+    cases = tmp_path / "cases.txt"
+    cases.write_text(f"m: 128; n: 256; k: 256; l: 1; seed: 1\n{line}\n")
+    result = harness("test", str(cases), "--device", "cpu", "--submission", str(TEMPLATE))
+    assert result.returncode == 113, result.stdout + result.stderr
+    (message,) = result.stderr.splitlines()
+    assert message.startswith(f"{cases}{said}")
+    assert result.stdout == ""  # no case ran
+
+
 def test_a_piped_benchmark_logs_a_line_per_phase_with_the_round_cap(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
@@ -43,7 +58,7 @@ def test_a_piped_benchmark_logs_a_line_per_phase_with_the_round_cap(tmp_path):
     prefix = "  benchmark 0: 128x256x256: "
     phases = [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
     assert phases[:4] == ["generating inputs", "correctness pass", "importing submission", "warm-up"]
-    assert any(phase.startswith("timing, round 1 of at most 5, at most ") for phase in phases), phases
+    assert any(re.fullmatch(r"timing, round 1 of at most 5, (at most [1-9]\d* s|under 1 s) left", phase) for phase in phases), phases
     assert "recheck on fresh inputs" in phases
     # On the CPU the host time would repeat the mean: the column shows none.
     row = next(line for line in lines if line.startswith("│ 128x256x256"))
@@ -61,3 +76,56 @@ def test_the_round_estimate_is_bounded_by_the_cap_the_budget_and_the_wall_limit(
     assert rule.progress([1e8] * 10, started) == "round 10 of at most 200, at most 18 s left"
     now[0] = 110e9  # ten seconds short of the two-minute wall limit
     assert rule.progress([1e6] * 10, started) == "round 10 of at most 200, at most 10 s left"
+
+
+def test_the_round_estimate_never_says_no_time_is_left():
+    now = [0]
+    quick = StoppingRule(max_repeats=3, max_time_ns=10e9, clock=lambda: now[0])
+    started = quick.start()
+    now[0] = 0.1e9  # a round of 0.1 s: the two rounds left take 0.2 s
+    assert quick.progress([1e6], started) == "round 1 of at most 3, under 1 s left"
+    # One 4 s round spends a 1 s budget, but the rule always runs three rounds: two more.
+    spent = StoppingRule(max_repeats=200, max_time_ns=1e9, clock=lambda: now[0])
+    started = spent.start()
+    now[0] = 4e9
+    assert spent.progress([4e9], started) == "round 1 of at most 200, at most 8 s left"
+
+
+THREE_SHAPES = "m: 128; n: 256; k: 256; l: 1; seed: 1\nm: 256; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 512; k: 256; l: 1; seed: 1\n"
+
+
+def test_an_import_failure_is_shown_once_in_the_users_words_and_the_rest_is_not_run(tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text(THREE_SHAPES)
+    failing = tmp_path / "imports_what_is_missing.py"
+    failing.write_text("import torch\n"
+                       "raise ImportError('\\x1b[31mno module named tile_tables\\x1b[0m')\n"
+                       "def custom_kernel(data):\n"
+                       "    return data[0]\n")
+    result = harness("test", str(cases), "--device", "cpu", "--submission", str(failing))
+    assert result.returncode == 112, result.stdout + result.stderr
+    out = result.stdout
+    assert out.count("ImportError: no module named tile_tables") == 2  # the message and the traceback's last line
+    assert "\x1b" not in out and "runner-" not in out and "harness/runner" not in out and "importlib" not in out
+    assert f'File "{failing}", line 2, in <module>' in out
+    assert "test 1: the same error as test 0" in out
+    assert "test  2        128x512x256  not run" in out
+    assert out.splitlines()[-2:] == [
+        "check: fail 0 of 3 tests passed, 1 not run",
+        "every case raises what test 0 raised, whatever its shape: fix that and run again "
+        f"(`python -m harness lint --submission {failing}` reads the file without importing it)",
+    ]
+
+
+def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text(THREE_SHAPES)
+    result = harness("test", str(cases), "--device", "cpu")  # this kit's submission.py
+    assert result.returncode == 112, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert sum("│ ValueError: a must be on a CUDA device, got cpu" in line for line in lines) == 2  # one panel
+    assert not any(line.startswith("  test 1: ") for line in lines)  # no second worker
+    verdict = lines.index("check: fail 0 of 3 tests passed, 2 not run")
+    assert lines[verdict + 1].startswith("submission.py needs a CUDA GPU: on --device cpu, test 0 raised an error naming CUDA")
+    assert [line.split()[:4] for line in lines[verdict + 2:]] == [
+        ["python", "-m", "harness", "lint"], ["python", "-m", "harness", "compile"], ["python", "-m", "harness", "test"]]

@@ -4,6 +4,8 @@ lack what it checks for. Compiles with fake pointers, so it needs no GPU."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +41,7 @@ def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     sass_files = list((tmp_path / "sass").glob("sm_100a_*.sass"))
     assert sass_files, "the SASS of each configuration is kept on request"
     sass = sass_files[0].read_text()
-    assert re.search(checker.RULES["sm_100a"].required["UTCOMMA.4X"], sass)
+    assert re.search(checker.MMA_BLOCK16.pattern, sass)
 
 
 def test_sm90a_check_compiles_the_hopper_stand_in_from_beside_the_submission(tmp_path):
@@ -84,9 +86,9 @@ class _PlainKernel:
 def test_checker_fails_a_kernel_without_the_required_instructions():
     result = checker.check_config(_PlainKernel, sub.Problem(128, 128, 256, 1), "sm_100a",
                                   checker.RULES["sm_100a"], sass_dir=None)
-    assert "no UTCOMMA.4X" in result.failures
-    assert "no UTCCP" in result.failures
-    assert "no UTMALDG" in result.failures
+    assert "no tcgen05.mma block16 (UTCOMMA.4X)" in result.failures
+    assert "no tcgen05.cp (UTCCP)" in result.failures
+    assert "no TMA load (UTMALDG)" in result.failures
     assert any("tensor memory columns 600" in f for f in result.failures)
 
 
@@ -104,7 +106,7 @@ def test_checker_fails_shared_memory_over_the_limit(monkeypatch):
     ("        /*0100*/                   UTCOMMA.4X gdesc[UR4], gdesc[UR6], tmem[UR8] ;", 0),
 ])
 def test_local_memory_instructions_are_counted(line, spills):
-    assert checker.count_instructions(line, checker.RULES["sm_100a"].forbidden)["STL/LDL"] == spills
+    assert checker.count_instructions(line, checker.RULES["sm_100a"].forbidden)["local memory"] == spills
 
 
 def _sass(*instructions: str) -> str:
@@ -131,7 +133,7 @@ _HGMMA = "HGMMA.64x128x16.F32 R24, R88, gdesc[UR8], R24"
 ])
 def test_serialized_wgmma_is_counted(instructions, serialized):
     counts = checker.count_instructions(_sass(*instructions), checker.RULES["sm_90a"].forbidden)
-    assert counts["serialized HGMMA"] == serialized
+    assert counts["serialized wgmma"] == serialized
 
 
 def test_resource_usage_is_read_from_cuobjdump_output():
@@ -177,10 +179,23 @@ def test_a_foreign_cutedsl_file_is_compiled_for_every_shape_without_a_gpu(tmp_pa
     assert report.count("stopped at its launch") == len(checker.official_shapes()) == 13
     row = next(line for line in report.splitlines() if "│ gemm " in line)
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
-    assert cells[:4] == ["0", "gemm", "13", "1"]  # compile 0 served all 13 shapes, one launch
+    assert cells[:4] == ["#0", "gemm", "13", "1"]  # compile 0 served all 13 shapes, one launch
+    shape_rows = [line for line in report.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+ ", line)]
+    assert len(shape_rows) == 13 and all("│ #0 " in line for line in shape_rows)
     assert int(cells[-4]) > 0 and cells[-1] == "PASS"  # registers, verdict
     assert "COMPILE CHECK PASS (sm_100a)" in report
     assert list((tmp_path / "sass").glob("sm_100a_0_gemm.sass"))
+
+
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_90a"])
+def test_this_kits_kernel_and_any_other_files_are_counted_under_the_same_instruction_names(arch):
+    ours, foreign = {}, {}
+    checker.run_check(SUBMISSION, arch, None, Console(record=True, width=250), ours)
+    checker.run_check(FIXTURES / "template_cutedsl_submission.py", arch, None, Console(record=True, width=250), foreign)
+    names = [instruction.name for instruction in checker.RULES[arch].instructions]
+    assert list(ours["shapes"][0]["instructions"]) == list(foreign["kernels"][0]["instructions"]) == names
+    assert {need.name for need in checker.RULES[arch].required} <= set(names)
+    assert ours["shapes"][0]["shape"] == foreign["shapes"][0]["shape"] == "128x256x256x1"
 
 
 def test_a_file_that_fails_before_compiling_is_told_about_the_hook(tmp_path):
@@ -192,6 +207,31 @@ def test_a_file_that_fails_before_compiling_is_told_about_the_hook(tmp_path):
     assert status == checker.EXIT_CHECK_FAILED
     assert "before any compile (define compile_for_check(m, n, k, l, arch)" in report
     assert "no cute.compile was reached for any shape" in report
+
+
+@pytest.mark.parametrize("source, cause", [
+    ("import torch\n\ndef custom_kernel(data)\n    return data[-1]\n", "SyntaxError: expected ':' ({path}, line 3)"),
+    ("import torch\n\ndef kernel(data):\n    return data[-1]\n", "AttributeError: the submission defines no callable custom_kernel"),
+])
+def test_a_file_that_cannot_be_loaded_gets_a_fail_verdict_naming_the_cause(tmp_path, source, cause):
+    broken = tmp_path / "broken.py"
+    broken.write_text(source)
+    result = subprocess.run([sys.executable, "-m", "harness", "compile", "--arch", "sm_100a", "--submission", str(broken)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == checker.EXIT_CHECK_FAILED
+    shown = result.stdout + result.stderr
+    assert shown.splitlines()[-1] == f"COMPILE CHECK FAIL: {broken} cannot be loaded: {cause.format(path=broken)}"
+    assert "click" not in shown and "importlib" not in shown and "harness/" not in shown and "runner-" not in shown
+
+
+def test_what_a_file_raises_is_shown_without_escapes_and_under_its_own_path(tmp_path):
+    coloured = tmp_path / "coloured.py"
+    coloured.write_text("def custom_kernel(data):\n    raise ValueError('\\x1b[31mno tile fits\\x1b[0m in ' + __file__)\n")
+    console = Console(record=True, width=400)
+    assert checker.run_check(coloured, "sm_100a", None, console) == checker.EXIT_CHECK_FAILED
+    report = console.export_text(styles=False)
+    assert f"raised ValueError: no tile fits in {coloured} before any compile" in report
+    assert "\x1b" not in report and "runner-" not in report
 
 
 def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -79,7 +80,26 @@ def test_compile_document_lists_shapes_and_kernels():
     assert len(document["shapes"]) == 13 and all(shape["compiles"] == [0] for shape in document["shapes"])
     (kernel,) = document["kernels"]
     assert kernel["jit_function"] == "gemm" and kernel["registers"] > 0 and kernel["failures"] == []
-    assert set(kernel["instructions"]) >= {"tcgen05.mma", "TMA load", "STL/LDL"}
+    assert set(kernel["instructions"]) >= {"tcgen05.mma", "TMA load", "local memory"}
+
+
+@pytest.mark.parametrize("args, exit_status, error", [
+    (("test", "{tmp}/absent.txt", "--device", "cpu"), 113, "could not open tests file `{tmp}/absent.txt`"),
+    (("test", "{tmp}/cases.txt", "--device", "cpu"), 113, "{tmp}/cases.txt:1: unknown key `sed`"),
+    (("benchmark", "--device", "gpu"), 2, "Invalid value for '--device': 'gpu' is not cpu, cuda or cuda:N"),
+    (("lint", "--submission", "{tmp}/absent.py"), 2, "Invalid value for '--submission': File '{tmp}/absent.py' does not exist."),
+    pytest.param(("test", "--device", "cuda"), 114, "no CUDA device: ",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")),
+    (("compile", "--arch", "sm_100a", "--submission", "{tmp}/no_kernel.py"), 1,
+     "AttributeError: the submission defines no callable custom_kernel"),
+])
+def test_a_command_that_stops_early_still_writes_its_document(tmp_path, args, exit_status, error):
+    (tmp_path / "cases.txt").write_text("m: 128; n: 256; k: 256; l: 1; sed: 1\n")
+    (tmp_path / "no_kernel.py").write_text("import torch\n\ndef kernel(data):\n    return data[-1]\n")
+    status, document, _ = run_json(*(arg.format(tmp=tmp_path) for arg in args))
+    assert status == document["exit_status"] == exit_status
+    assert document["schema"] == "nvfp4-harness/1" and document["command"] == args[0] and document["passed"] is False
+    assert document["error"].startswith(error.format(tmp=tmp_path))
 
 
 def test_json_and_popcorn_on_stdout_are_refused(cases_file):

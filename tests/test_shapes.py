@@ -24,9 +24,9 @@ def test_parser_reads_the_official_format():
     assert case.label == "128x256x256"
 
 
-def test_parser_skips_comments_and_blank_lines_and_keeps_words():
-    cases = parse_cases("# sweep\n\nm: 256; n: 512; k: 1024; l: 2; seed: -5; tag: big\n")
-    assert cases[0].args == {"m": 256, "n": 512, "k": 1024, "l": 2, "seed": -5, "tag": "big"}
+def test_parser_skips_comments_and_blank_lines():
+    cases = parse_cases("# sweep\n\nm: 256; n: 512; k: 1024; l: 2; seed: -5\n")
+    assert cases[0].args == {"m": 256, "n": 512, "k": 1024, "l": 2, "seed": -5}
     assert cases[0].label == "256x512x1024x2"
 
 
@@ -34,6 +34,29 @@ def test_parser_skips_comments_and_blank_lines_and_keeps_words():
 def test_parser_rejects_bad_lines(text):
     with pytest.raises(ShapeFileError):
         parse_cases(text)
+
+
+GOOD_LINE = "m: 128; n: 256; k: 256; l: 1; seed: 1"
+
+
+@pytest.mark.parametrize("line, said", [
+    ("m: 128; n: 256; k: 256; l: 1; sed: 1", "unknown key `sed` (a case has exactly m, n, k, l, seed)"),
+    ("m: 128; n: 256; k: 256; l: 1", "lacks key `seed`"),
+    ("m: 128; n: abc; k: 256; l: 1; seed: 1", "key `n`: 'abc' is not an integer"),
+    ("m: 128; n: 256; k: 256; l: 1; seed: 1; m: 64", "key `m` given twice"),
+])
+def test_a_line_without_exactly_the_problems_integer_keys_is_named_with_its_file_line_and_key(line, said):
+    with pytest.raises(ShapeFileError) as error:
+        parse_cases(f"# sweep\n{GOOD_LINE}\n{line}\n", source="sweep.txt")
+    assert str(error.value).startswith("sweep.txt:3: ")
+    assert said in str(error.value)
+
+
+def test_another_problem_passes_its_own_keys():
+    (case,) = parse_cases("m: 64; k: 7168; l: 1; seed: 3", keys=("m", "k", "l", "seed"))
+    assert case.args == {"m": 64, "k": 7168, "l": 1, "seed": 3}
+    with pytest.raises(ShapeFileError, match="unknown key `n`"):
+        parse_cases(GOOD_LINE, keys=("m", "k", "l", "seed"))
 
 
 def test_seed_combining_is_the_competitions_pairing():

@@ -17,6 +17,7 @@ import torch
 
 from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.judge import activity
+from harness.judge.isolation import CaseStopped
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (OUTPUT_INDEX, Refills, all_pass_quickly, beyond_the_competition, bits, check_call,
@@ -71,6 +72,15 @@ def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
     return shared
 
 
+def _load(worker) -> None:
+    """Import the submission in the worker before any call, so that an import error is known as one."""
+    try:
+        worker.request("load")
+    except CaseStopped as stopped:
+        stopped.result.while_importing = True
+        raise
+
+
 def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str | None:
     """Why a round's outputs (the judge's copies) are not the answers, or None."""
     if job.rules.strict and round_.sharing:
@@ -105,7 +115,7 @@ def run_test(job: Job, judging: Judging) -> CaseResult:
     data = _generate(job, job.case.args["seed"])
     expected = [ref_kernel(clone_data(data))]
     shared = _hand_over(judging, [data], device)
-    judging.worker.request("load")
+    _load(judging.worker)
     judging.progress("calling custom_kernel")
     refills = Refills()
     round_ = judging.clock.round(judging.worker, shared, before_flush=lambda: refills.fill(shared), record=True)
@@ -254,7 +264,7 @@ def _figures_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibra
 def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     progress = judging.progress
     case = BenchmarkCase(job, judging)
-    judging.worker.request("load")
+    _load(judging.worker)
     progress("correctness pass")
     first = case.round()
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)

@@ -1,0 +1,94 @@
+"""What a person reads of an error: no terminal escapes, no harness or importlib frames, the
+user's own path; and a run that stops at an error every case raises."""
+
+from pathlib import Path
+
+import harness
+from harness.jobs import ERROR, FAIL, NOT_RUN, CaseResult
+from harness.modes import RepeatedError, RunOptions
+from harness.report import as_the_user_wrote_it, strip_ansi, without_hidden_frames
+from harness.shapes import parse_cases
+
+HARNESS = Path(harness.__file__).resolve().parent
+RUNNER_COPY = Path("/tmp/nvfp4-harness-x1/runner-y2/submission.py")
+USER_FILE = Path("kernels/mine.py")
+
+WORKER_TRACEBACK = f'''Traceback (most recent call last):
+  File "{HARNESS}/runner/worker.py", line 57, in serve
+    message = (wire.REPLY, getattr(calls, operation)(*arguments), clock.replaced(true_clock))
+                           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{HARNESS}/runner/files.py", line 40, in import_submission
+    module = importlib.import_module("submission")
+  File "<frozen importlib._bootstrap>", line 1204, in _gcd_import
+  File "<frozen importlib._bootstrap_external>", line 936, in exec_module
+  File "{RUNNER_COPY}", line 12, in <module>
+    table = build_table()
+  File "{RUNNER_COPY}", line 9, in build_table
+    raise RuntimeError("\\x1b[1;31mtile 96x80\\x1b[0m is not supported")
+RuntimeError: \\x1b[1;31mtile 96x80\\x1b[0m is not supported
+'''
+
+
+def test_escapes_are_stripped_and_the_text_kept():
+    assert strip_ansi("\x1b[1;31merror\x1b[0m: \x1b]8;;https://x\x07link\x1b]8;;\x07 done") == "error: link done"
+
+
+def test_harness_and_importlib_frames_are_left_out_and_the_submissions_kept():
+    shown = without_hidden_frames(WORKER_TRACEBACK)
+    assert str(HARNESS) not in shown and "importlib" not in shown and "getattr(calls" not in shown
+    assert shown.splitlines()[0] == "Traceback (most recent call last):"
+    assert shown.count(str(RUNNER_COPY)) == 2 and "table = build_table()" in shown and "raise RuntimeError" in shown
+    assert shown.rstrip().endswith("is not supported")
+
+
+def test_the_runner_copy_is_named_by_the_users_path():
+    shown = as_the_user_wrote_it(WORKER_TRACEBACK, RUNNER_COPY, USER_FILE)
+    assert "runner-y2" not in shown and "\x1b" not in shown
+    assert f'File "{USER_FILE}", line 9, in build_table' in shown
+    syntax_error = as_the_user_wrote_it("SyntaxError: expected ':' (submission.py, line 2)", RUNNER_COPY, USER_FILE)
+    assert syntax_error == f"SyntaxError: expected ':' ({USER_FILE}, line 2)"
+
+
+class _Reporter:
+    def __init__(self):
+        self.stops = []
+
+    def repeated_error(self, kind, first_index, result, options, needs_gpu):
+        self.stops.append((kind, first_index, result.message, needs_gpu))
+        return f"not run: as {kind} {first_index}"
+
+
+CASES = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 256; k: 256; l: 1; seed: 2\n"
+                    "m: 256; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 512; k: 256; l: 1; seed: 1\n")
+
+
+def _judge(results, official=False, device="cpu"):
+    reporter = _Reporter()
+    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device=device, official=official), reporter)
+    seen = []
+    for index, result in enumerate(results):
+        seen.append(repeated.not_run() or result)
+        repeated.judged(index, seen[-1])
+    return [result.status for result in seen], reporter.stops
+
+
+def test_the_same_error_on_two_shapes_in_a_row_stops_the_run():
+    error = CaseResult(ERROR, "RuntimeError: illegal tile configuration")
+    statuses, stops = _judge([CaseResult(FAIL, "mismatch"), error, error, error])
+    assert statuses == [FAIL, ERROR, ERROR, NOT_RUN]
+    assert stops == [("test", 1, error.message, False)]
+
+
+def test_a_first_error_naming_cuda_on_the_cpu_stops_the_run_at_once():
+    error = CaseResult(ERROR, "ValueError: a must be on a CUDA device, got cpu")
+    assert _judge([error] * 4) == ([ERROR, NOT_RUN, NOT_RUN, NOT_RUN], [("test", 0, error.message, True)])
+    # Later, or on a GPU, it is an error like any other.
+    assert _judge([CaseResult(FAIL, "mismatch"), error, CaseResult(FAIL, "mismatch"), error])[1] == []
+    assert _judge([error, CaseResult(FAIL, "mismatch")] * 2, device="cuda")[1] == []
+
+
+def test_an_error_repeated_on_the_same_shape_or_differing_or_under_official_goes_on():
+    error = CaseResult(ERROR, "RuntimeError: out of memory")
+    assert _judge([error, error, CaseResult(ERROR, "RuntimeError: other"), error]) == ([ERROR] * 4, [])
+    assert _judge([error] * 4, official=True) == ([ERROR] * 4, [])
+    assert _judge([CaseResult(FAIL, "mismatch")] * 4) == ([FAIL] * 4, [])
