@@ -64,6 +64,7 @@ THREATS = {
     "cheat_returns_an_empty_view": "1 rewriting the judge",
     "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
     "cheat_rewrites_the_captured_clock": "2 rewriting the clock",
+    "cheat_restores_the_clock_before_the_check": "2 rewriting the clock",
     "cheat_reports_nan_times": "2 rewriting the clock",
     "cheat_computes_when_serialised": "3 work escaping the timed queue",
     "cheat_works_elsewhere_while_unrecorded": "3 work escaping the timed queue",
@@ -187,6 +188,8 @@ VERDICTS = [
     Expected("cheat_rebinds_the_timers_globals", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     Expected("cheat_rewrites_the_captured_clock", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    Expected("cheat_restores_the_clock_before_the_check", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     # Output computed when the reply is described, after the round's end.
     Expected("cheat_computes_when_serialised", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
