@@ -377,7 +377,8 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
     tally.record_verdict(THREATS[fixture], fixture, "test --json with POPCORN_FD", device, "fail, nothing forged")
 
 
-HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py"]
+HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",
+          FIXTURES / "honest_waits_for_a_thread_pool.py"]
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)
@@ -388,7 +389,10 @@ def test_kernelguard_finds_nothing_against_the_honest_files(path):
     assert found.available and found.hits == [], found
 
 
-@pytest.mark.parametrize("path", [FIXTURES / "cheat_fakes_the_clock.py"], ids=lambda path: path.stem)
+FLAGGED_BY_KERNELGUARD = ["cheat_fakes_the_clock", "cheat_rewrites_the_captured_clock", "cheat_restores_the_clock_before_the_check"]
+
+
+@pytest.mark.parametrize("path", [FIXTURES / f"{name}.py" for name in FLAGGED_BY_KERNELGUARD], ids=lambda path: path.stem)
 def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, tmp_path, tally):
     result = harness("lint", "--submission", str(path))
     assert result.returncode == EXIT_PASS and "kernelguard WARN hacked: TIMER_MONKEYPATCH" in flatten(result.stdout)
