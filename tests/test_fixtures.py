@@ -184,7 +184,7 @@ VERDICTS = [
              official=True, cases=(TEST_CASE, SECOND_TEST_CASE)),
     Expected("broken_aborts", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGABRT"),
     Expected("broken_segfaults", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGSEGV"),
-    # What the worker reports is a claim (issue 34): the judge times and checks every round itself.
+    # What the worker reports is a claim: the judge times and checks every round itself.
     # Rewriting the worker's timing code: its own module globals, or the reference clock it keeps.
     Expected("cheat_rebinds_the_timers_globals", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
