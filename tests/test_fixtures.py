@@ -8,10 +8,12 @@ scarcer.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,9 @@ BORDERLINE_CASE = "m: 128; n: 256; k: 7168; l: 1; seed: 1111"
 # K >= 4M: b's bytes can hold C (cheat_answers_in_an_input).
 WIDE_K_BENCHMARK_CASE = "m: 128; n: 256; k: 512; l: 1; seed: 1111"
 GPU_ONLY = ("cuda",)
+# A timed-mode cap that keeps a CPU run of the newer fixtures in seconds; the cheat that works
+# only in the checked round reads it from the judge's command line.
+QUICK_REPEATS = 5
 
 # The threat classes of the referee (README "What the judge withstands"); other fixtures are
 # plain mistakes.
@@ -55,8 +60,26 @@ THREATS = {
     "cheat_answers_in_an_input": "6 not the answer",
     "broken_mutates_input": "6 not the answer",
     "broken_wrong_dtype": "6 not the answer",
+    "cheat_overwrites_the_judges_reference": "1 rewriting the judge",
+    "cheat_returns_an_empty_view": "1 rewriting the judge",
+    "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
+    "cheat_rewrites_the_captured_clock": "2 rewriting the clock",
+    "cheat_restores_the_clock_before_the_check": "2 rewriting the clock",
+    "cheat_reports_nan_times": "2 rewriting the clock",
+    "cheat_computes_when_serialised": "3 work escaping the timed queue",
+    "cheat_works_elsewhere_while_unrecorded": "3 work escaping the timed queue",
+    "cheat_switches_off_cupti": "3 work escaping the timed queue",
+    "cheat_replays_when_timed": "4 work only where checked",
+    "cheat_works_only_in_the_checked_round": "4 work only where checked",
+    "cheat_works_only_where_the_refill_repeats": "4 work only where checked",
+    "cheat_caches_on_sampled_bytes": "5 replaying results",
+    "cheat_forges_the_judges_output": "7 writing the judge's output",
+    "honest_waits_for_a_thread_pool": "no false positive",
 }
 HANG_TIMEOUT_S = 5
+# How long a process the submission left behind gets, after the judge exits, to write into the
+# judge's output before it is read.
+FORGER_GRACE_S = 3.0
 SUBPROCESS_LIMIT_S = 600
 
 
@@ -71,6 +94,7 @@ class Expected:
     cases: tuple[str, ...] = (TEST_CASE,)
     timeout_s: float | None = None
     devices: tuple[str, ...] = ("cpu", "cuda")  # where the threat exists
+    max_repeats: int | None = None  # --max-repeats for timed modes
 
     @property
     def id(self) -> str:
@@ -163,6 +187,44 @@ VERDICTS = [
              official=True, cases=(TEST_CASE, SECOND_TEST_CASE)),
     Expected("broken_aborts", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGABRT"),
     Expected("broken_segfaults", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGSEGV"),
+    # What the worker reports is a claim: the judge times and checks every round itself.
+    # Rewriting the worker's timing code: its own module globals, or the reference clock it keeps.
+    Expected("cheat_rebinds_the_timers_globals", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    Expected("cheat_rewrites_the_captured_clock", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    Expected("cheat_restores_the_clock_before_the_check", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    # Output computed when the reply is described, after the round's end.
+    Expected("cheat_computes_when_serialised", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    # Phases told apart: by the callers' frames, by counting refilled rounds against --max-repeats,
+    # by whether CUPTI records.
+    Expected("cheat_replays_when_timed", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    Expected("cheat_works_only_in_the_checked_round", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    Expected("cheat_works_only_where_the_refill_repeats", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    Expected("cheat_works_elsewhere_while_unrecorded", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
+    # CUPTI switched off from inside the worker: unrecorded activity is a failure by default.
+    Expected("cheat_switches_off_cupti", "test", EXIT_CASE_FAIL, "fail", devices=GPU_ONLY),
+    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
+    # A cache keyed on sampled bytes: the recheck's near-duplicates of the timed inputs hit it.
+    Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
+    Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
+    Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
+    # A reply the judge cannot rebuild fails its case; it does not end the judge.
+    Expected("cheat_returns_an_empty_view", "test", EXIT_CASE_FAIL, "fail"),
+    # Idle pool threads are no work left running.
+    Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
+    Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
 ]
 
 DEVICES = ("cpu", "cuda")
@@ -257,6 +319,8 @@ def test_run_verdict(expected, device, tally, tmp_path):
         args.append("--official")
     if expected.timeout_s:
         args += ["--timeout", str(expected.timeout_s)]
+    if expected.max_repeats:
+        args += ["--max-repeats", str(expected.max_repeats)]
     result = harness(*args, str(tests_file))
     report = flatten(result.stdout + result.stderr)
 
@@ -279,7 +343,45 @@ def test_run_verdict(expected, device, tally, tmp_path):
         tally.record_verdict(THREATS[expected.fixture], expected.fixture, mode, device, gist)
 
 
-HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py"]
+@pytest.mark.parametrize("device", DEVICES)
+def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally, tmp_path):
+    """The judge's stdout (its --json document), stderr and POPCORN_FD lines, read only after the
+    judge exits and a forger it left behind has had time to write: the judge's own verdict alone."""
+    fixture = "cheat_forges_the_judges_output"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(TEST_CASE + "\n")
+    written = {name: tmp_path / f"judge-{name}.txt" for name in ("stdout", "stderr", "popcorn")}
+    with open(written["stdout"], "w") as stdout, open(written["stderr"], "w") as stderr, open(written["popcorn"], "w") as popcorn:
+        env = {**os.environ, "COLUMNS": "200", "POPCORN_FD": str(popcorn.fileno())}
+        env.pop("POPCORN_SEED", None)
+        result = subprocess.run(
+            [sys.executable, "-m", "harness", "test", "--json", "--device", device,
+             "--submission", str(submission_path(fixture)), str(cases)],
+            cwd=ROOT, env=env, stdout=stdout, stderr=stderr, pass_fds=(popcorn.fileno(),), timeout=SUBPROCESS_LIMIT_S,
+        )
+    time.sleep(FORGER_GRACE_S)
+    stdout, stderr, popcorn = (written[name].read_text() for name in ("stdout", "stderr", "popcorn"))
+    report = flatten(stderr)
+
+    for name, text in (("stdout", stdout), ("stderr", stderr), ("POPCORN_FD lines", popcorn)):
+        assert "check: pass" not in text, f"a forged verdict landed in the judge's {name}: ...{text[-300:]}"
+    assert result.returncode == EXIT_CASE_FAIL, report
+    document = json.loads(stdout)  # one document, nothing after it
+    assert document["passed"] is False and [case["status"] for case in document["cases"]] == ["fail"], stdout
+    lines = popcorn.splitlines()
+    assert lines[-1] == "check: fail" and "test.0.status: pass" not in lines, popcorn
+    assert "check: fail" in report, report
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "test --json with POPCORN_FD", device, "fail, nothing forged")
+
+
+HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",
+          FIXTURES / "honest_waits_for_a_thread_pool.py"]
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)
@@ -290,7 +392,10 @@ def test_kernelguard_finds_nothing_against_the_honest_files(path):
     assert found.available and found.hits == [], found
 
 
-@pytest.mark.parametrize("path", [FIXTURES / "cheat_fakes_the_clock.py"], ids=lambda path: path.stem)
+FLAGGED_BY_KERNELGUARD = ["cheat_fakes_the_clock", "cheat_rewrites_the_captured_clock", "cheat_restores_the_clock_before_the_check"]
+
+
+@pytest.mark.parametrize("path", [FIXTURES / f"{name}.py" for name in FLAGGED_BY_KERNELGUARD], ids=lambda path: path.stem)
 def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, tmp_path, tally):
     result = harness("lint", "--submission", str(path))
     assert result.returncode == EXIT_PASS and "kernelguard WARN hacked: TIMER_MONKEYPATCH" in flatten(result.stdout)
