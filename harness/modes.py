@@ -108,9 +108,10 @@ class Executor:
         started = time.monotonic()
         with self._reporter.case_progress(label) as on_progress:
             try:
-                for process in self._processes():
-                    if process.begin_case(self._options.timeout_s, on_progress):
-                        self._clock.connect(process)
+                # Every process started first, then each connected: their starts overlap.
+                started = [process for process in self._processes() if process.begin_case(self._options.timeout_s, on_progress)]
+                for process in started:
+                    self._clock.connect(process)
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
             except CaseStopped as stopped:
                 result = stopped.result

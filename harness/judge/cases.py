@@ -28,7 +28,7 @@ from reference import generate_input, ref_kernel
 
 SEED_STEP = 42  # the competition adds 42 to the seed before drawing each benchmark input
 # Rounds of the calibration partner before and after the timed rounds.
-CALIBRATION_ROUNDS = 8
+CALIBRATION_ROUNDS = 6
 # A worker figure may be below the judge's by this share of it, and by three standard deviations
 # of the calibration's window (spread over the calls of a round), before the case fails.
 FIGURE_TOLERANCE = 0.05
