@@ -109,8 +109,8 @@ class Executor:
         with self._reporter.case_progress(label) as on_progress:
             try:
                 # Every process started first, then each connected: their starts overlap.
-                started = [process for process in self._processes() if process.begin_case(self._options.timeout_s, on_progress)]
-                for process in started:
+                new_processes = [process for process in self._processes() if process.begin_case(self._options.timeout_s, on_progress)]
+                for process in new_processes:
                     self._clock.connect(process)
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
             except CaseStopped as stopped:
