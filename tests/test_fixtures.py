@@ -77,6 +77,10 @@ THREATS = {
     "honest_waits_for_a_thread_pool": "no false positive",
 }
 HANG_TIMEOUT_S = 5
+# The judge's verdicts on what the worker claims, as its report words them.
+JUDGES_CLOCK = r"the worker timed the calls at [\d.]+ us each, but the judge's own clock around the same batches saw"
+RECHECK = r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!"
+NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
 # How long a process the submission left behind gets, after the judge exits, to write into the
 # judge's output before it is read.
 FORGER_GRACE_S = 3.0
@@ -189,38 +193,43 @@ VERDICTS = [
     Expected("broken_segfaults", "test", EXIT_CASE_FAIL, "crash", r"worker process died without a result: killed by signal SIGSEGV"),
     # What the worker reports is a claim: the judge times and checks every round itself.
     # Rewriting the worker's timing code: its own module globals, or the reference clock it keeps.
-    Expected("cheat_rebinds_the_timers_globals", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_rebinds_the_timers_globals", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
-    Expected("cheat_rewrites_the_captured_clock", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_rewrites_the_captured_clock", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
-    Expected("cheat_restores_the_clock_before_the_check", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_restores_the_clock_before_the_check", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK,
+             cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     # Output computed when the reply is described, after the round's end.
-    Expected("cheat_computes_when_serialised", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_computes_when_serialised", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     # Phases told apart: by the callers' frames, by counting refilled rounds against --max-repeats,
     # by whether CUPTI records.
-    Expected("cheat_replays_when_timed", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_replays_when_timed", "benchmark", EXIT_CASE_FAIL, "fail", RECHECK, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
-    Expected("cheat_works_only_in_the_checked_round", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_works_only_in_the_checked_round", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
+             cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
-    Expected("cheat_works_only_where_the_refill_repeats", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_works_only_where_the_refill_repeats", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
+             cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     Expected("cheat_works_elsewhere_while_unrecorded", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # CUPTI switched off from inside the worker: unrecorded activity is a failure by default.
-    Expected("cheat_switches_off_cupti", "test", EXIT_CASE_FAIL, "fail", devices=GPU_ONLY),
-    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_switches_off_cupti", "test", EXIT_CASE_FAIL, "fail", NOT_RECORDED, devices=GPU_ONLY),
+    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", NOT_RECORDED, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # A cache keyed on sampled bytes: the recheck's near-duplicates of the timed inputs hit it.
-    Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail", r"recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
+             cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
     Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
-    Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE,),
+    Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported a round time of nan ns",
+             cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     # A reply the judge cannot rebuild fails its case; it does not end the judge.
-    Expected("cheat_returns_an_empty_view", "test", EXIT_CASE_FAIL, "fail"),
+    Expected("cheat_returns_an_empty_view", "test", EXIT_CASE_FAIL, "fail", r"the worker described a view the judge cannot make"),
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
     Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),

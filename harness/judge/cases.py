@@ -270,22 +270,24 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
     if problem:
         return CaseResult(FAIL, problem)
-    returned_own = any(kind != "view" for kind in first.returned)
-
+    last = first
     if job.warmup:
         progress("warm-up")
         rule, warm = StoppingRule(*job.warmup), Figures()
         started = rule.start()
         while True:
-            round_, problem = case.checked_round(case.strict)
+            last, problem = case.checked_round(case.strict)
             if problem:
                 return CaseResult(FAIL, f"warm-up round: {problem}")
-            warm.add(round_, 0.0, case.calls)
+            warm.add(last, 0.0, case.calls)
             if rule.should_stop(warm.worker_ns, started):
                 break
             progress(f"warm-up, {rule.progress(warm.worker_ns, started)}")
 
     progress("calibrating the judge's clock")
+    # The partner hands its outputs back as the last round's did: c itself, or tensors of its own,
+    # whose hand-over (an IPC handle or a shared-memory file each) is part of the fixed cost.
+    returned_own = any(kind != "view" for kind in last.returned)
     calibration_rounds = case.calibrate(returned_own)
     figures = Figures()
     problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds).window_ns,
