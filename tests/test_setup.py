@@ -1,4 +1,6 @@
-"""Set-up is one way, the README's, in CI too, and asks no host but the package index."""
+"""Set-up is one way, the README's, in CI too: `make setup` picks the torch build that fits the
+machine, `TORCH=` overrides it with any pip arguments, and CI's set-up asks no host but the
+package index."""
 
 import shutil
 import subprocess
@@ -7,18 +9,63 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+MAKE = shutil.which("make")
+CPU_BUILD = ["torch", "--index-url", "https://download.pytorch.org/whl/cpu"]
+PROJECT = ["-e", ".[test]"]
+
+pytestmark = pytest.mark.skipif(MAKE is None, reason="no make on this machine")
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
-def test_make_setup_names_no_index_url():
-    commands = subprocess.run(["make", "-n", "setup", "PYTHON=python-that-is-not-run"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout
-    assert "pip install" in commands and "-e \".[test]\"" in commands
-    assert "index-url" not in commands and "http" not in commands
+def pip_installs(tmp_path: Path, nvidia_smi: str | None, torch_installed: bool = False, *make_args: str) -> list[list[str]]:
+    """The argument lists of each `pip install` that `make setup` runs, as the shell split them.
+
+    PYTHON is a script that logs its arguments; PATH holds nothing but the `nvidia-smi` given
+    (a shell script body), so the machine's own GPU, if any, plays no part."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if nvidia_smi is not None:
+        (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\n{nvidia_smi}\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    log = tmp_path / "pip.log"
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n"
+                      f'[ "$1" = -c ] && exit {0 if torch_installed else 1}\n'
+                      f"""printf '%s\\n' "$@" ---- >> '{log}'\n""")
+    python.chmod(0o755)
+    subprocess.run([MAKE, "-s", "setup", f"PYTHON={python}", *make_args], cwd=ROOT, env={"PATH": str(bin_dir)},
+                   check=True, capture_output=True, text=True)
+    commands = log.read_text().split("----\n")[:-1]
+    installs = [command.splitlines() for command in commands]
+    assert all(install[:3] == ["-m", "pip", "install"] for install in installs), installs
+    return [install[3:] for install in installs]
+
+
+@pytest.mark.parametrize("nvidia_smi", [None, "echo 'No devices were found'; exit 6"],
+                         ids=["no-nvidia-smi", "nvidia-smi-failing"])
+def test_without_a_working_nvidia_smi_setup_installs_the_cpu_build(tmp_path, nvidia_smi):
+    assert pip_installs(tmp_path, nvidia_smi) == [CPU_BUILD, PROJECT]
+
+
+def test_with_an_nvidia_gpu_setup_installs_the_index_default(tmp_path):
+    gpu = "echo 'GPU 0: NVIDIA B200 (UUID: GPU-0)'"
+    assert pip_installs(tmp_path, gpu) == [["torch"], PROJECT]
+
+
+def test_an_installed_torch_is_kept(tmp_path):
+    assert pip_installs(tmp_path, None, True) == [PROJECT]
+
+
+def test_torch_takes_index_options_as_separate_arguments(tmp_path):
+    torch = "torch==2.13.0 --index-url https://example.org/whl/cpu"
+    assert pip_installs(tmp_path, None, False, f"TORCH={torch}") == [torch.split(), PROJECT]
+
+
+def test_cis_torch_names_no_index_url(tmp_path):
+    assert pip_installs(tmp_path, None, False, "TORCH=torch==2.13.0") == [["torch==2.13.0"], PROJECT]
 
 
 def test_ci_sets_up_with_the_readmes_command():
     ci = (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
-    assert "make setup TORCH=torch==2.13.0" in ci
+    assert "make setup TORCH=torch==2.13.0\n" in ci
     assert "python3 -m venv .venv && . .venv/bin/activate\nmake setup" in readme
