@@ -3,7 +3,7 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test check bench leaderboard profile sol model task-yml compile lint compare submit sanitize
+.PHONY: setup test test-e2e check bench leaderboard profile sol model task-yml compile lint compare submit sanitize
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -16,9 +16,14 @@ setup:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install $(TORCH)
 	$(PYTHON) -m pip install -e ".[test]"
 
-# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device).
+# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones.
 test:
 	$(PYTHON) -m pytest -q -rs
+
+# The e2e tests (pyproject.toml's marker): the judge run end to end on every broken and cheating
+# fixture, --json and POPCORN_FD documents, compiles for every official shape. CI runs both targets.
+test-e2e:
+	$(PYTHON) -m pytest -q -rs -m e2e
 
 # The official tests: every check; a worker reused while its cases pass, a fresh one after a failure.
 check:

@@ -33,6 +33,7 @@ def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(args, said):
     assert result.stdout == ""
 
 
+@pytest.mark.e2e
 def test_a_piped_benchmark_logs_a_line_per_phase_with_the_round_cap(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")

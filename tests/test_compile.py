@@ -25,6 +25,7 @@ def _run(arch: str, tmp_path: Path) -> tuple[int, str]:
     return status, console.export_text()
 
 
+@pytest.mark.e2e
 def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     status, report = _run("sm_100a", tmp_path)
     assert status == 0, report
@@ -42,6 +43,7 @@ def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     assert re.search(checker.RULES["sm_100a"].required["UTCOMMA.4X"], sass)
 
 
+@pytest.mark.e2e
 def test_sm90a_check_compiles_the_hopper_stand_in_from_beside_the_submission(tmp_path):
     status, report = _run("sm_90a", tmp_path)
     assert status == 0, report
@@ -168,6 +170,7 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.mark.e2e
 def test_a_foreign_cutedsl_file_is_compiled_for_every_shape_without_a_gpu(tmp_path):
     """The template-style file of the tests: one cute.compile at its first call, then cached."""
     console = Console(record=True, width=250)
@@ -194,6 +197,7 @@ def test_a_file_that_fails_before_compiling_is_told_about_the_hook(tmp_path):
     assert "no cute.compile was reached for any shape" in report
 
 
+@pytest.mark.e2e
 def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):
     hooked = tmp_path / "hooked.py"
     source = (FIXTURES / "template_cutedsl_submission.py").read_text()
