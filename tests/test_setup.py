@@ -1,9 +1,11 @@
 """Set-up is one way, the README's, in CI too: `make setup` picks the torch build that fits the
 machine, `TORCH=` overrides it with any pip arguments, and CI's set-up asks no host but the
-package index."""
+package index. The tests are two targets, `make test` and `make test-e2e`, and CI runs both."""
 
+import shlex
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,23 @@ def test_ci_sets_up_with_the_readmes_command():
     readme = (ROOT / "README.md").read_text()
     assert "make setup TORCH=torch==2.13.0\n" in ci
     assert "python3 -m venv .venv && . .venv/bin/activate\nmake setup" in readme
+
+
+def test_make_test_leaves_out_exactly_the_tests_make_test_e2e_runs():
+    """pytest's default selection (`python -m pytest`, `make test`) is everything but the e2e
+    marker, which `make test-e2e` selects, so each test runs in one target; CI runs both."""
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert addopts == ["-m", "not e2e"]
+
+    def pytest_arguments(target: str) -> list[str]:
+        (command,) = subprocess.run([MAKE, "-n", target, "PYTHON=python"], cwd=ROOT, capture_output=True, text=True,
+                                    check=True).stdout.splitlines()
+        arguments = shlex.split(command)
+        assert arguments[:3] == ["python", "-m", "pytest"], command
+        return arguments[3:]
+
+    assert "-m" not in pytest_arguments("test")
+    e2e = pytest_arguments("test-e2e")
+    assert e2e[e2e.index("-m") + 1] == "e2e"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test ||" in ci and "make test-e2e ||" in ci
