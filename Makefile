@@ -3,19 +3,27 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test check bench leaderboard profile sol model task-yml compile lint compare submit sanitize
+.PHONY: setup test test-e2e check bench leaderboard profile sol model task-yml compile lint compare submit sanitize
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
-# build), then the project with its test extras. TORCH is what pip installs: the package index's
-# default build unless you name one (CI: TORCH=torch==2.13.0, the CPU build its machines hold).
-TORCH ?= torch
+# build), then the project with its test extras. TORCH is pip's arguments for torch, index options
+# included. Left out, it is the package index's default (CUDA) build where nvidia-smi works, and
+# PyTorch's CPU build where it does not: no NVIDIA GPU, so no gigabytes of CUDA libraries.
+# CI names TORCH=torch==2.13.0, the CPU build its machines hold, and reaches no other index.
+TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
+TORCH ?= $(if $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes),torch,torch --index-url $(TORCH_CPU_INDEX))
 setup:
-	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH)"
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install $(TORCH)
 	$(PYTHON) -m pip install -e ".[test]"
 
-# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device).
+# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones.
 test:
 	$(PYTHON) -m pytest -q -rs
+
+# The e2e tests (pyproject.toml's marker): the judge run end to end on every broken and cheating
+# fixture, --json and POPCORN_FD documents, compiles for every official shape. CI runs both targets.
+test-e2e:
+	$(PYTHON) -m pytest -q -rs -m e2e
 
 # The official tests: every check; a worker reused while its cases pass, a fresh one after a failure.
 check:

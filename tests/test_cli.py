@@ -48,6 +48,7 @@ def test_a_mistake_in_the_tests_file_exits_113_naming_it_before_any_worker(tmp_p
     assert result.stdout == ""  # no case ran
 
 
+@pytest.mark.e2e
 def test_a_piped_benchmark_logs_a_line_per_phase_with_the_round_cap(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")

@@ -27,6 +27,7 @@ def _run(arch: str, tmp_path: Path) -> tuple[int, str]:
     return status, console.export_text()
 
 
+@pytest.mark.e2e
 def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     status, report = _run("sm_100a", tmp_path)
     assert status == 0, report
@@ -44,6 +45,7 @@ def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     assert re.search(checker.MMA_BLOCK16.pattern, sass)
 
 
+@pytest.mark.e2e
 def test_sm90a_check_compiles_the_hopper_stand_in_from_beside_the_submission(tmp_path):
     status, report = _run("sm_90a", tmp_path)
     assert status == 0, report
@@ -170,6 +172,7 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.mark.e2e
 def test_a_foreign_cutedsl_file_is_compiled_for_every_shape_without_a_gpu(tmp_path):
     """The template-style file of the tests: one cute.compile at its first call, then cached."""
     console = Console(record=True, width=250)
@@ -234,6 +237,7 @@ def test_what_a_file_raises_is_shown_without_escapes_and_under_its_own_path(tmp_
     assert "\x1b" not in report and "runner-" not in report
 
 
+@pytest.mark.e2e
 def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):
     hooked = tmp_path / "hooked.py"
     source = (FIXTURES / "template_cutedsl_submission.py").read_text()

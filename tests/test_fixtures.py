@@ -312,6 +312,7 @@ def case_statuses(report: str, expected: Expected) -> dict[int, str]:
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("expected", VERDICTS, ids=lambda expected: expected.id)
+@pytest.mark.e2e
 def test_run_verdict(expected, device, tally, tmp_path):
     label = f"{expected.id} on {device}"
     reason = skip_reason(device, expected)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: end-to-end GPU runs of the harness need one")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: end-to-end GPU runs of the harness need one")]
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_SUBMISSION = ROOT / "tests" / "fixtures" / "torch_submission.py"

@@ -30,6 +30,7 @@ def cases_file(tmp_path):
     return path
 
 
+@pytest.mark.e2e
 def test_test_document_holds_every_case_and_the_verdict(cases_file):
     status, document, stderr = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(TEMPLATE))
     assert status == document["exit_status"] == 0
@@ -41,6 +42,7 @@ def test_test_document_holds_every_case_and_the_verdict(cases_file):
     assert "2 of 2 tests passed" in stderr
 
 
+@pytest.mark.e2e
 def test_a_failing_case_carries_its_message(cases_file):
     status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(FIXTURES / "broken_wrong_values.py"))
     assert status == document["exit_status"] == 112 and document["passed"] is False
@@ -48,6 +50,7 @@ def test_a_failing_case_carries_its_message(cases_file):
     assert first["status"] == "fail" and first["message"].startswith("mismatch found! custom implementation doesn't match reference")
 
 
+@pytest.mark.e2e
 def test_benchmark_document_has_statistics_and_the_score(tmp_path):
     cases = tmp_path / "bench.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
@@ -60,6 +63,7 @@ def test_benchmark_document_has_statistics_and_the_score(tmp_path):
     assert document["ceilings"] is None and document["sol_geomean_ns"] is None  # no SOL on the CPU
 
 
+@pytest.mark.e2e
 def test_official_eval_stop_is_in_the_document(cases_file):
     status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--official", "--submission", str(FIXTURES / "broken_raises.py"))
     assert status == document["exit_status"] == 1
@@ -74,6 +78,7 @@ def test_lint_document_lists_the_findings():
     assert "LINT FAIL" in stderr
 
 
+@pytest.mark.e2e
 def test_compile_document_lists_shapes_and_kernels():
     status, document, _ = run_json("compile", "--arch", "sm_100a", "--submission", str(FIXTURES / "template_cutedsl_submission.py"))
     assert status == 0 and document["passed"] is True and document["arch"] == "sm_100a"
@@ -110,6 +115,7 @@ def test_json_and_popcorn_on_stdout_are_refused(cases_file):
     assert result.stderr.strip() == "error: --json and POPCORN_FD=1 would both write to stdout"
 
 
+@pytest.mark.e2e
 def test_profile_document_carries_each_shapes_table(tmp_path):
     cases = tmp_path / "profile.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")

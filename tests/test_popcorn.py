@@ -45,12 +45,14 @@ def cases_file(tmp_path):
     return path
 
 
+@pytest.mark.e2e
 def test_test_mode_writes_the_official_lines(tmp_path, cases_file):
     status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(TORCH_SUBMISSION))
     assert status == 0
     assert lines == LINES_OF_TWO_PASSES
 
 
+@pytest.mark.e2e
 def test_a_failing_test_writes_status_error_and_check_fail(tmp_path, cases_file):
     wrong = tmp_path / "wrong.py"
     wrong.write_text("def custom_kernel(data):\n    c = data[-1]\n    c.fill_(1.0)\n    return c\n")
@@ -61,6 +63,7 @@ def test_a_failing_test_writes_status_error_and_check_fail(tmp_path, cases_file)
     assert "fail: mismatch found! custom implementation doesn't match reference: Number of mismatched elements:" in error
 
 
+@pytest.mark.e2e
 def test_benchmark_mode_writes_stats_lines(tmp_path):
     cases = tmp_path / "bench.txt"
     cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
@@ -72,6 +75,7 @@ def test_benchmark_mode_writes_stats_lines(tmp_path):
     assert values["benchmark.0.runs"] == "3" and float(values["benchmark.0.mean"]) > 0
 
 
+@pytest.mark.e2e
 def test_secret_seed_never_reaches_the_submission(tmp_path, cases_file):
     peeking = tmp_path / "peeking.py"
     peeking.write_text(
@@ -99,6 +103,7 @@ def test_gpu_mode_without_cuda_exits_114():
     assert result.returncode == 114 and "no CUDA device" in result.stderr
 
 
+@pytest.mark.e2e
 def test_profile_mode_writes_a_base64_report(tmp_path):
     import base64
 
@@ -117,6 +122,7 @@ def popcorn_lines(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("fd", [1, 2])
+@pytest.mark.e2e
 def test_popcorn_fd_may_be_a_standard_stream(fd, cases_file):
     """POPCORN_FD=1 (the README's stand-in example) or 2: verdicts on that stream, the people's
     report on the other one, and the workers keep a stdout of their own."""
@@ -130,6 +136,7 @@ def test_popcorn_fd_may_be_a_standard_stream(fd, cases_file):
     assert "2 of 2 tests passed" in people and "test-count" not in people
 
 
+@pytest.mark.e2e
 def test_official_error_lines_are_the_competitions(tmp_path, cases_file):
     """--official: the check's message, or the caught OpError's text, with no status word before it."""
     wrong = tmp_path / "wrong.py"
@@ -153,6 +160,7 @@ def test_official_error_lines_are_the_competitions(tmp_path, cases_file):
     ]
 
 
+@pytest.mark.e2e
 def test_official_eval_stops_on_an_exception_it_does_not_catch(tmp_path, cases_file):
     """The competition's eval catches only OpError: anything else ends it with no verdict lines."""
     status, lines, stderr = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--official",
@@ -166,6 +174,7 @@ def test_official_eval_stops_on_an_exception_it_does_not_catch(tmp_path, cases_f
     assert "test.1.error: error: RuntimeError: illegal tile configuration 96x80 for this shape" in lines
 
 
+@pytest.mark.e2e
 def test_official_worker_outlives_a_failed_case_and_ours_does_not(tmp_path, cases_file):
     """A file that is wrong on its process's first call only: the competition's one worker goes on
     to pass the second case; the default mode starts a fresh process after a failure."""

@@ -1,24 +1,93 @@
-"""Set-up is one way, the README's, in CI too, and asks no host but the package index."""
+"""Set-up is one way, the README's, in CI too: `make setup` picks the torch build that fits the
+machine, `TORCH=` overrides it with any pip arguments, and CI's set-up asks no host but the
+package index. The tests are two targets, `make test` and `make test-e2e`, and CI runs both."""
 
+import shlex
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+MAKE = shutil.which("make")
+CPU_BUILD = ["torch", "--index-url", "https://download.pytorch.org/whl/cpu"]
+PROJECT = ["-e", ".[test]"]
+
+pytestmark = pytest.mark.skipif(MAKE is None, reason="no make on this machine")
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
-def test_make_setup_names_no_index_url():
-    commands = subprocess.run(["make", "-n", "setup", "PYTHON=python-that-is-not-run"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout
-    assert "pip install" in commands and "-e \".[test]\"" in commands
-    assert "index-url" not in commands and "http" not in commands
+def pip_installs(tmp_path: Path, nvidia_smi: str | None, torch_installed: bool = False, *make_args: str) -> list[list[str]]:
+    """The argument lists of each `pip install` that `make setup` runs, as the shell split them.
+
+    PYTHON is a script that logs its arguments; PATH holds nothing but the `nvidia-smi` given
+    (a shell script body), so the machine's own GPU, if any, plays no part."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if nvidia_smi is not None:
+        (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\n{nvidia_smi}\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    log = tmp_path / "pip.log"
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n"
+                      f'[ "$1" = -c ] && exit {0 if torch_installed else 1}\n'
+                      f"""printf '%s\\n' "$@" ---- >> '{log}'\n""")
+    python.chmod(0o755)
+    subprocess.run([MAKE, "-s", "setup", f"PYTHON={python}", *make_args], cwd=ROOT, env={"PATH": str(bin_dir)},
+                   check=True, capture_output=True, text=True)
+    commands = log.read_text().split("----\n")[:-1]
+    installs = [command.splitlines() for command in commands]
+    assert all(install[:3] == ["-m", "pip", "install"] for install in installs), installs
+    return [install[3:] for install in installs]
+
+
+@pytest.mark.parametrize("nvidia_smi", [None, "echo 'No devices were found'; exit 6"],
+                         ids=["no-nvidia-smi", "nvidia-smi-failing"])
+def test_without_a_working_nvidia_smi_setup_installs_the_cpu_build(tmp_path, nvidia_smi):
+    assert pip_installs(tmp_path, nvidia_smi) == [CPU_BUILD, PROJECT]
+
+
+def test_with_an_nvidia_gpu_setup_installs_the_index_default(tmp_path):
+    gpu = "echo 'GPU 0: NVIDIA B200 (UUID: GPU-0)'"
+    assert pip_installs(tmp_path, gpu) == [["torch"], PROJECT]
+
+
+def test_an_installed_torch_is_kept(tmp_path):
+    assert pip_installs(tmp_path, None, True) == [PROJECT]
+
+
+def test_torch_takes_index_options_as_separate_arguments(tmp_path):
+    torch = "torch==2.13.0 --index-url https://example.org/whl/cpu"
+    assert pip_installs(tmp_path, None, False, f"TORCH={torch}") == [torch.split(), PROJECT]
+
+
+def test_cis_torch_names_no_index_url(tmp_path):
+    assert pip_installs(tmp_path, None, False, "TORCH=torch==2.13.0") == [["torch==2.13.0"], PROJECT]
 
 
 def test_ci_sets_up_with_the_readmes_command():
     ci = (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
-    assert "make setup TORCH=torch==2.13.0" in ci
+    assert "make setup TORCH=torch==2.13.0\n" in ci
     assert "python3 -m venv .venv && . .venv/bin/activate\nmake setup" in readme
+
+
+def test_make_test_leaves_out_exactly_the_tests_make_test_e2e_runs():
+    """pytest's default selection (`python -m pytest`, `make test`) is everything but the e2e
+    marker, which `make test-e2e` selects, so each test runs in one target; CI runs both."""
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert addopts == ["-m", "not e2e"]
+
+    def pytest_arguments(target: str) -> list[str]:
+        (command,) = subprocess.run([MAKE, "-n", target, "PYTHON=python"], cwd=ROOT, capture_output=True, text=True,
+                                    check=True).stdout.splitlines()
+        arguments = shlex.split(command)
+        assert arguments[:3] == ["python", "-m", "pytest"], command
+        return arguments[3:]
+
+    assert "-m" not in pytest_arguments("test")
+    e2e = pytest_arguments("test-e2e")
+    assert e2e[e2e.index("-m") + 1] == "e2e"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test ||" in ci and "make test-e2e ||" in ci
