@@ -48,10 +48,17 @@ def _scale_factor_pair(l: int, mn: int, sf_k: int, device):
     # must stay so that b's scales come from the same generator state.
     drawn = torch.randint(0, 4, drawn_shape, dtype=torch.int8, device=device)
     permuted = drawn.to(torch.float8_e4m3fn).permute(*DRAWN_TO_PERMUTED)
+    place_in_atoms(plain, permuted)
+    return plain, permuted
 
-    row = torch.arange(mn, device=device).view(mn, 1, 1)
-    col = torch.arange(sf_k, device=device).view(1, sf_k, 1)
-    batch = torch.arange(l, device=device).view(1, 1, l)
+
+def place_in_atoms(plain: torch.Tensor, permuted: torch.Tensor) -> None:
+    """Write the (mn, sf_k, l) scales into their places in the (32, 4, rest_mn, 4, rest_k, l)
+    layout; entries past mn or sf_k (padding) keep what they held."""
+    mn, sf_k, l = plain.shape
+    row = torch.arange(mn, device=permuted.device).view(mn, 1, 1)
+    col = torch.arange(sf_k, device=permuted.device).view(1, sf_k, 1)
+    batch = torch.arange(l, device=permuted.device).view(1, 1, l)
     permuted[
         row % ATOM_ROWS_INNER,
         (row % ATOM_ROWS) // ATOM_ROWS_INNER,
@@ -59,8 +66,7 @@ def _scale_factor_pair(l: int, mn: int, sf_k: int, device):
         col % ATOM_SF_COLS,
         col // ATOM_SF_COLS,
         batch,
-    ] = plain
-    return plain, permuted
+    ] = plain.to(permuted.device)
 
 
 def generate_input(m: int, n: int, k: int, l: int, seed: int, device="cuda") -> input_t:

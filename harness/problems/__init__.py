@@ -1,0 +1,333 @@
+"""The problems the judge can serve, as data: GPU MODE's NVFP4 series, or a folder a user brings.
+
+A problem is what its runner folder holds (task.yml, task.py, utils.py, reference.py: generator,
+reference and check), its official tests and benchmarks, the eval's parameters, its leaderboard
+and its speed of light. The judge and the runner know tensors, rounds and verdicts; what differs
+from one problem to the next lives here. `load_problem("nvfp4_gemv")` gives a built-in one;
+`load_problem(folder)` one laid out as reference-kernels' problem folders, whose reference.py is
+used as it is.
+"""
+
+import dataclasses
+import inspect
+import re
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from harness import sol
+from harness.problems.folder import import_runner_files
+
+PROBLEMS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PROBLEMS_DIR.parents[1]
+GIB = 1024**3
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalParameters:
+    """The competition's eval around a problem (its eval.py); (max_repeats, max_time_ns) pairs."""
+
+    script: str  # the eval file in reference-kernels' problems/nvidia/ these figures come from
+    calls_per_batch: int  # custom_kernel calls between the timing events, each on its own input
+    seed_step: int  # added to the seed before drawing each input of a batch (0: the case's seed itself)
+    flush_bytes: int  # the L2 flush before each timed batch
+    benchmark_warmup: tuple[int, float]  # on the first case only
+    benchmark_run: tuple[int, float]
+    leaderboard_warmup: tuple[int, float]
+    leaderboard_warms_every_case: bool  # else the first case only
+    leaderboard_run: tuple[int, float]
+    leaderboard_rechecks: bool  # the timed outputs are checked again in leaderboard mode
+    recheck_fresh_seed_step: int  # > 0: every timed round draws a new input, its seed this much on
+    recheck_judges_last_output_only: bool  # the eval's recheck loop keeps only the last call's verdict
+
+
+# eval_better_bench.py: 50 inputs per batch, each seed 42 past the one before; the 64 GB flush.
+BETTER_BENCH = EvalParameters(
+    script="eval_better_bench.py", calls_per_batch=50, seed_step=42, flush_bytes=16000 * 1024 * 1024 * 4,
+    benchmark_warmup=(200, 1e8), benchmark_run=(200, 10e9),
+    leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=True, leaderboard_run=(1000, 30e9),
+    leaderboard_rechecks=True, recheck_fresh_seed_step=0, recheck_judges_last_output_only=False,
+)
+# eval.py: one call per timed round on the case's own input; the 4 GiB flush (utils.clear_l2_cache);
+# on the leaderboard every round draws a fresh input (seed + 13) and checks its output.
+PLAIN_EVAL = EvalParameters(
+    script="eval.py", calls_per_batch=1, seed_step=0, flush_bytes=4 * GIB,
+    benchmark_warmup=(200, 1e8), benchmark_run=(200, 10e9),
+    leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=False, leaderboard_run=(1000, 30e9),
+    leaderboard_rechecks=True, recheck_fresh_seed_step=13, recheck_judges_last_output_only=False,
+)
+# eval_better_bench_grouped_gemm.py: 15 inputs per batch, lower caps; its recheck loop checks
+# every output but returns on the last one's verdict only.
+GROUPED_BENCH = dataclasses.replace(
+    BETTER_BENCH, script="eval_better_bench_grouped_gemm.py", calls_per_batch=15,
+    benchmark_warmup=(100, 1e8), benchmark_run=(100, 10e9), leaderboard_warmup=(50, 5e8), leaderboard_run=(100, 30e9),
+    recheck_judges_last_output_only=True,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedOfLight:
+    """The published SOL table and the formula that reproduces it: max(flops / peak, bytes / bandwidth)."""
+
+    work: object  # spec -> (flops, DRAM bytes)
+    b200_peak_flops: float
+    b200_bandwidth: float
+    basis: str  # what the figures are and where they come from
+    table: tuple[tuple[tuple[tuple[str, object], ...], float], ...]  # ((key, value) pairs, microseconds)
+
+    def rows(self) -> list[tuple[dict, float]]:
+        return [(dict(spec), microseconds) for spec, microseconds in self.table]
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    name: str
+    folder: Path  # holds the runner folder's reference.py, task.py, task.yml, and utils.py unless utils_file says otherwise
+    tests_file: Path
+    benchmarks_file: Path
+    spec_keys: tuple[str, ...]  # what a case gives generate_input besides the seed
+    leaderboard: str
+    leaderboard_id: int | None
+    deadline: str | None  # ISO 8601, UTC
+    rtol: float
+    atol: float
+    eval: EvalParameters
+    speed_of_light: SpeedOfLight | None = None
+    utils_file: Path | None = None  # the folder's own utils.py where None
+
+    def runner_files(self) -> dict[str, Path]:
+        """The files the runner folder holds beside submission.py, by module name."""
+        return {"task": self.folder / "task.py", "utils": self.utils_file or self.folder / "utils.py",
+                "reference": self.folder / "reference.py"}
+
+    def modules(self) -> dict[str, ModuleType]:
+        """The runner files imported in this process, once, under names of their own."""
+        return import_runner_files(self.runner_files(), prefix=f"problem_{_identifier(self.folder)}")
+
+    @property
+    def reference(self) -> ModuleType:
+        return self.modules()["reference"]
+
+    def generate(self, spec: dict, seed: int, device="cuda"):
+        """The folder's generate_input for `spec` (spec_keys) and `seed`; on `device` where it
+        takes one (the competition's own draw on CUDA)."""
+        generate_input = self.reference.generate_input
+        args = {key: spec[key] for key in self.spec_keys}
+        if "device" in inspect.signature(generate_input).parameters:
+            return generate_input(**args, seed=seed, device=device)
+        return generate_input(**args, seed=seed)
+
+    def expected(self, data):
+        """The folder's ref_kernel; like it, this may write into the data's outputs (hand it a copy)."""
+        return self.reference.ref_kernel(data)
+
+    @staticmethod
+    def outputs(data) -> list[torch.Tensor]:
+        """The tensors custom_kernel is to write, in order: the last tensor of the input tuple,
+        or where the first entry is a list of per-group tuples (a, b, c), each group's last."""
+        if isinstance(data[0], list):
+            return [group[-1] for group in data[0]]
+        return [data[-1]]
+
+    def check(self, expected, output) -> tuple[bool, str]:
+        """The competition's check of `output` against a reference computed beforehand, with the
+        problem's tolerance and its utils.py's comparison and messages (lists element by element)."""
+        match_reference = self.modules()["utils"].match_reference
+        return match_reference(None, output, lambda _: expected, rtol=self.rtol, atol=self.atol)
+
+    def sol_ns(self, spec: dict, gpu: str = "B200") -> float:
+        """The speed of light of `spec` on `gpu` in ns: the published formula on a B200, the same
+        work against harness/sol.py's ceilings on the others it knows (H100, H200)."""
+        if self.speed_of_light is None:
+            raise ValueError(f"{self.name} has no speed-of-light formula")
+        flops, dram_bytes = self.speed_of_light.work(spec)
+        if gpu == "B200":
+            peak, bandwidth = self.speed_of_light.b200_peak_flops, self.speed_of_light.b200_bandwidth
+        else:
+            peak, bandwidth = sol.DEVICES[gpu].peak_flops, sol.DEVICES[gpu].bandwidth
+        return max(flops / peak, dram_bytes / bandwidth) * 1e9
+
+
+def _identifier(path: Path) -> str:
+    return re.sub(r"\W", "_", str(path.resolve()))
+
+
+# A case line: `key: value` parts separated by `;`, a value an integer, a word, or a list of
+# integers in [] or () (the grouped eval's grammar, which reads the others' files alike).
+_FIELD = re.compile(r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]+)\s*")
+
+
+def parse_case(line: str) -> dict:
+    """{key: int, word or tuple of ints} from one line of a tests file."""
+    case = {}
+    for part in line.split(";"):
+        field = _FIELD.fullmatch(part)
+        if field is None:
+            raise ValueError(f"invalid test case: '{line}': '{part}'")
+        key, value = field.groups()
+        if value[0] in "[(":
+            case[key] = tuple(int(item) for item in value[1:-1].split(",") if item.strip())
+        elif re.fullmatch(r"[+-]?[0-9]+", value):
+            case[key] = int(value)
+        else:
+            case[key] = value
+    return case
+
+
+def read_cases(path: Path) -> list[dict]:
+    return [parse_case(line) for line in path.read_text().splitlines()]
+
+
+# ---- the speed-of-light formulas -------------------------------------------------------------
+# Each table is the one in the problem's task.yml (reference-kernels), stated for a B200 at
+# 1.5 GHz; each formula reproduces its table to the printed digits (tests/test_problems.py).
+B200 = sol.DEVICES["B200"]
+B200_SMS = sol.B200_SMS
+B200_FFMA_FLOP_PER_SM_CLK = 128 * 2  # 128 fp32 lanes per SM, 2 flops per FMA: our reading of "FFMA math"
+FP8_SCALE_BYTES = 1
+
+
+def _gemm_work(spec: dict) -> tuple[int, int]:
+    mnkl = spec["m"], spec["n"], spec["k"], spec["l"]
+    return sol.gemm_flops(*mnkl), sol.gemm_bytes(*mnkl)
+
+
+def _gemv_work(spec: dict) -> tuple[int, int]:
+    """A and its scales, the vector b (one row), c; sfb counts its 128 padded rows, as in the
+    generator. Both the unpadded (1 row) and fully padded (128 rows of b too) readings miss the
+    table; this one hits all three rows."""
+    m, k, l = spec["m"], spec["k"], spec["l"]
+    sf_k = k // sol.SF_VEC_SIZE
+    return 2 * m * k * l, l * (m * k // 2 + m * sf_k + k // 2 + 128 * sf_k * FP8_SCALE_BYTES + 2 * m)
+
+
+def _dual_gemm_work(spec: dict) -> tuple[int, int]:
+    m, n, k, l = spec["m"], spec["n"], spec["k"], spec["l"]
+    sf_k = k // sol.SF_VEC_SIZE
+    return 2 * 2 * m * n * k * l, l * (m * k // 2 + 2 * n * k // 2 + (m + 2 * n) * sf_k + 2 * m * n)
+
+
+def _group_gemm_work(spec: dict) -> tuple[int, int]:
+    groups = list(zip(spec["m"], spec["n"], spec["k"]))
+    return (sum(sol.gemm_flops(m, n, k, 1) for m, n, k in groups),
+            sum(sol.gemm_bytes(m, n, k, 1) for m, n, k in groups))
+
+
+# The dual GEMM's two compute-bound rows (8.714 and 6.535 us) both put the FP4 rate at
+# 6.9004e15-6.9007e15 FLOP/s (5% under the 148 SMs x 32768 FLOP/clk at 1.5 GHz that
+# harness/sol.py infers and no memory-bound table can confirm): the table's own rate is used.
+DUAL_GEMM_TABLE_FP4_PEAK = 6.9005e15
+
+
+def _table(*rows: tuple[dict, float]):
+    return tuple((tuple(spec.items()), microseconds) for spec, microseconds in rows)
+
+
+def _builtin(name: str, **fields) -> Problem:
+    folder = PROBLEMS_DIR / name
+    return Problem(name=name, folder=folder, tests_file=folder / "tests.txt", benchmarks_file=folder / "benchmarks.txt",
+                   leaderboard=name, rtol=1e-3, atol=1e-3, **fields)
+
+
+ROOT_UTILS = REPO_ROOT / "utils.py"
+
+# Leaderboard ids are gpumode.com's; deadlines from reference-kernels' problems/nvidia.yaml.
+PROBLEMS = {
+    "nvfp4_gemm": Problem(
+        name="nvfp4_gemm", folder=REPO_ROOT, tests_file=REPO_ROOT / "shapes" / "tests.txt",
+        benchmarks_file=REPO_ROOT / "shapes" / "benchmarks.txt", spec_keys=("m", "n", "k", "l"),
+        leaderboard="nvfp4_gemm", leaderboard_id=597, deadline="2025-12-21T07:59:00+00:00", rtol=1e-3, atol=1e-3,
+        eval=BETTER_BENCH,
+        speed_of_light=SpeedOfLight(
+            _gemm_work, B200.peak_flops, B200.bandwidth,
+            "max(FP4 math, DRAM traffic): harness/sol.py's B200 ceilings", _table(
+                (dict(m=128, n=7168, k=16384, l=1), 8.994), (dict(m=128, n=4096, k=7168, l=1), 2.354),
+                (dict(m=128, n=7168, k=2048, l=1), 1.333))),
+    ),
+    "nvfp4_gemv": _builtin(
+        "nvfp4_gemv", spec_keys=("m", "k", "l"), leaderboard_id=595, deadline="2025-11-29T06:59:00+00:00",
+        eval=PLAIN_EVAL, utils_file=ROOT_UTILS,
+        speed_of_light=SpeedOfLight(
+            _gemv_work, B200_SMS * B200_FFMA_FLOP_PER_SM_CLK * sol.B200_CLOCK_HZ, B200.bandwidth,
+            "max(FFMA math, DRAM traffic); every row memory-bound at harness/sol.py's B200 bandwidth", _table(
+                (dict(m=7168, k=16384, l=1), 8.622), (dict(m=4096, k=7168, l=8), 17.275),
+                (dict(m=7168, k=2048, l=4), 4.317))),
+    ),
+    "nvfp4_dual_gemm": _builtin(
+        "nvfp4_dual_gemm", spec_keys=("m", "n", "k", "l"), leaderboard_id=598, deadline="2026-01-20T07:59:00+00:00",
+        eval=BETTER_BENCH, utils_file=ROOT_UTILS,
+        speed_of_light=SpeedOfLight(
+            _dual_gemm_work, DUAL_GEMM_TABLE_FP4_PEAK, B200.bandwidth,
+            "max(FP4 math of both products, DRAM traffic of a, b1, b2, their scales and c); the FP4 rate is the table's own",
+            _table((dict(m=256, n=4096, k=7168, l=1), 4.708), (dict(m=512, n=4096, k=7168, l=1), 8.714),
+                   (dict(m=256, n=3072, k=4096, l=1), 2.125), (dict(m=512, n=3072, k=7168, l=1), 6.535))),
+    ),
+    "nvfp4_group_gemm": _builtin(
+        "nvfp4_group_gemm", spec_keys=("m", "n", "k", "g"), leaderboard_id=730, deadline="2026-02-21T07:30:00+00:00",
+        eval=GROUPED_BENCH,
+        speed_of_light=SpeedOfLight(
+            _group_gemm_work, B200.peak_flops, B200.bandwidth,
+            "max(FP4 math, DRAM traffic) summed over the groups; every row memory-bound", _table(
+                (dict(m=(80, 176, 128, 72, 64, 248, 96, 160), n=(4096,) * 8, k=(7168,) * 8, g=8), 18.833),
+                (dict(m=(40, 76, 168, 72, 164, 148, 196, 160), n=(7168,) * 8, k=(2048,) * 8, g=8), 10.667),
+                (dict(m=(192, 320), n=(3072,) * 2, k=(4096,) * 2, g=2), 2.406),
+                (dict(m=(128, 384), n=(4096,) * 2, k=(1536,) * 2, g=2), 1.525))),
+    ),
+}
+
+
+def _tolerance(check_implementation) -> tuple[float, float]:
+    """rtol and atol that a competition-style make_match_reference(ref_kernel, rtol=..., atol=...)
+    closed over; match_reference's defaults where it names none."""
+    for cell in getattr(check_implementation, "__closure__", None) or ():
+        contents = cell.cell_contents
+        if isinstance(contents, dict) and {"rtol", "atol"} & contents.keys():
+            return contents.get("rtol", 1e-05), contents.get("atol", 1e-08)
+    return 1e-05, 1e-08
+
+
+def _folder_problem(folder: Path) -> Problem:
+    """A problem from a folder laid out as reference-kernels': task.yml names the eval and the
+    cases, which are written out in the tests-file format to a folder of this process's own
+    (the runner makes its tests file the same way); the user's folder is only read."""
+    import yaml
+
+    missing = [name for name in ("task.yml", "task.py", "utils.py", "reference.py") if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}")
+    task = yaml.safe_load((folder / "task.yml").read_text())
+    eval_source = next((entry["source"] for entry in task.get("files", []) if entry.get("name") == "eval.py"), "")
+    evals = {params.script: params for params in (BETTER_BENCH, PLAIN_EVAL, GROUPED_BENCH)}
+    eval_parameters = evals.get(Path(eval_source).name, PLAIN_EVAL)
+    cases_folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-cases-"))
+    case_files = {}
+    for which in ("tests", "benchmarks"):
+        lines = ["; ".join(f"{key}: {_format_value(value)}" for key, value in case.items()) for case in task.get(which, [])]
+        case_files[which] = cases_folder / f"{which}.txt"
+        case_files[which].write_text("".join(line + "\n" for line in lines))
+    first = (task.get("tests") or task.get("benchmarks") or [{}])[0]
+    problem = Problem(
+        name=folder.name, folder=folder, tests_file=case_files["tests"], benchmarks_file=case_files["benchmarks"],
+        spec_keys=tuple(key for key in first if key != "seed"), leaderboard=folder.name, leaderboard_id=None,
+        deadline=None, rtol=1e-05, atol=1e-08, eval=eval_parameters)
+    rtol, atol = _tolerance(problem.reference.check_implementation)
+    return dataclasses.replace(problem, rtol=rtol, atol=atol)
+
+
+def _format_value(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return str(value)
+
+
+def load_problem(name_or_folder: str | Path) -> Problem:
+    """A built-in problem by name, or the problem in a folder laid out as reference-kernels'."""
+    if str(name_or_folder) in PROBLEMS:
+        return PROBLEMS[str(name_or_folder)]
+    folder = Path(name_or_folder)
+    if folder.is_dir():
+        return _folder_problem(folder.resolve())
+    raise ValueError(f"no problem {str(name_or_folder)!r}: name one of {', '.join(PROBLEMS)} or a folder "
+                     "with task.yml, task.py, utils.py and reference.py")

@@ -1,0 +1,16 @@
+"""The type names the competition's runner offers a ``nvfp4_gemv`` submission (`from task import input_t, output_t`)."""
+
+from typing import TypedDict, TypeVar
+
+import torch
+
+# (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c): see reference.generate_input.
+input_t = TypeVar("input_t", bound=tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor])
+output_t = TypeVar("output_t", bound=torch.Tensor)
+
+
+class TestSpec(TypedDict):
+    m: int
+    k: int
+    l: int
+    seed: int
