@@ -641,9 +641,11 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def launch_plan(cls, problem: Problem, device: torch.device,
-                    config: Sm90Config | None = None) -> LaunchPlan | TunedPlan:
+                    config: Sm90Config | None = None, conservative: bool = False) -> LaunchPlan | TunedPlan:
         """The plan for `problem` on `device`: for `config` where one is given (tests and
-        measurements pin one), else for the fastest of the `TUNING_CANDIDATES` configs that
+        measurements pin one); `conservative`, for the best-ranked config with neither split-K
+        nor A decoded in the GEMM's grid (the self-check's fallback where the chosen plan's
+        result is wrong: no split reduction, no decoding CTAs beside the GEMM's); else for the fastest of the `TUNING_CANDIDATES` configs that
         `ranked_configs` puts first, timed on the first call (`TunedPlan`)."""
         # The cluster occupancy query (driver API) needs the device's context current in this
         # thread; a synchronization makes it so.
@@ -656,6 +658,9 @@ class HopperNvfp4Gemm:
                 raise ValueError(f"{config.describe()}: the device cannot hold the whole grid for {problem}")
             return cls._plan_for(problem, device, config)
         ranked = cls.ranked_configs(problem, num_sms, capacity)
+        if conservative:
+            plain = next(config for config in ranked if config.splits == 1 and not config.decode_in_grid)
+            return cls._plan_for(problem, device, plain)
         candidates = [(candidate, cls._plan_for(problem, device, candidate))
                       for candidate in ranked[:cls.TUNING_CANDIDATES]]
         return TunedPlan(candidates, device) if len(candidates) > 1 else candidates[0][1]
@@ -675,7 +680,7 @@ class HopperNvfp4Gemm:
                                pointer_arg(cutlass.Float32, partials.data_ptr()),
                                pointer_arg(cutlass.Int32, buffer_counters.data_ptr())) + scalars
                               for buffer, buffer_counters in zip(decoded_a, counters))
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters))
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters), config)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
