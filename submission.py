@@ -429,26 +429,14 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
 
 
 def split_k_workspace(problem: Problem, splits: int, counters: int, device: torch.device) -> tuple:
-    """The fp32 partials of every split and the 64-bit arrival counters of a last-arrival
+    """The fp32 partials of every split and the 32-bit arrival counters of a last-arrival
     split-K reduction (see `Sm100BlockScaledGemm`'s epilogue), with the kernel's pointer
     arguments to them. The counters are zeroed once; no call needs a memset. Without split-K
     the kernel never touches them and one element each stands in."""
     partials = split_k_partials(problem, splits, device)
-    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int64, device=device)
-    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int64, arrivals.data_ptr()))
+    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int32, device=device)
+    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, arrivals.data_ptr()))
     return args, (partials, arrivals)
-
-
-@dataclass
-class NumberedLaunchPlan(LaunchPlan):
-    """A `LaunchPlan` whose calls also pass their number, counting from 1 (a 64-bit argument
-    after the others), for a kernel that tags what it leaves in memory with the call."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        next_args, next_number = self._next_args, itertools.count(1).__next__
-        as_argument = int if HAVE_TVM_FFI else cutlass.Int64
-        self._next_args = lambda: (*next_args(), as_argument(next_number()))
 
 
 # ----- the self-check: the first call of a problem checks its own result -----
@@ -562,9 +550,6 @@ SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
 SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
 SM100_ACC_STAGES = 2
 SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
-# A split-K arrival counter holds call number x this + the call's arrivals so far (see the
-# epilogue): more than any split count, so that no call's arrivals reach the next call's floor.
-SM100_ARRIVALS_PER_CALL = 256
 # Registers per epilogue thread for other splits' partials loaded ahead of their adds.
 SM100_PARTIAL_REGISTERS = 64
 
@@ -664,17 +649,13 @@ class Sm100Config:
         """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
         empty and its MMA warp would commit an accumulator it never wrote. Share-K must add no
         more K ranges into a tile than it has partial slots, and its share arithmetic must fit in
-        32 bits. A call's arrivals must stay below the next call's floor
-        (`SM100_ARRIVALS_PER_CALL`). And a cluster's CTAs take row tiles side by side, so the row
+        32 bits. And a cluster's CTAs take row tiles side by side, so the row
         tiles must fill whole clusters."""
         tiles_m = problem.m // self.tile_m
         if tiles_m % self.cluster_m:
             raise ValueError(f"clusters of {self.cluster_m} along M need a multiple of {self.cluster_m} row tiles of "
                              f"{self.tile_m}; M = {problem.m} has {tiles_m}")
         k_tiles = problem.k // SM100_TILE_K
-        if self.split_k >= SM100_ARRIVALS_PER_CALL:
-            raise ValueError(f"split-K {self.split_k}: a call's arrivals would reach the next call's floor "
-                             f"({SM100_ARRIVALS_PER_CALL} a call)")
         if self.share_k:
             iterations = self.tile_groups(problem) * k_tiles
             if iterations * self.grid_clusters(problem, num_sms) >= 2**31:
@@ -830,7 +811,7 @@ class Sm100BlockScaledGemm:
     # Pointer arguments of the compiled kernel: a, b, sfa_permuted, sfb_permuted, c, split-K
     # partials, split-K arrival counters.
     POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
-                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int64)
+                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
     def __init__(self, config: Sm100Config):
         self.config = config
@@ -857,8 +838,7 @@ class Sm100BlockScaledGemm:
         kernel = cls(config)
         pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
         sizes = [cutlass.Int32(1)] * 5
-        call_number = cutlass.Int64(1)
-        compiled = cute.compile(kernel, *pointers, *sizes, call_number,
+        compiled = cute.compile(kernel, *pointers, *sizes,
                                 options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
         return compiled, kernel
 
@@ -881,7 +861,7 @@ class Sm100BlockScaledGemm:
                                                       len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
         num_ctas = config.grid_clusters(problem, num_sms) * config.cluster_m
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return NumberedLaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace, config)
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace, config)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -889,7 +869,7 @@ class Sm100BlockScaledGemm:
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
                  semaphore_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32, call_number: cutlass.Int64):
+                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
         cfg = self.config
         splits = cfg.split_k
         m = cute.assume(m, divby=128)
@@ -964,7 +944,7 @@ class Sm100BlockScaledGemm:
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
         self.kernel(tiled_mma, tiled_mma_sfa, cluster, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
                     tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
-                    self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas, call_number).launch(
+                    self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(cfg.cluster_m, 1, 1), min_blocks_per_mp=1,
             use_pdl=cfg.pdl)
 
@@ -982,7 +962,7 @@ class Sm100BlockScaledGemm:
                gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, semaphores: cute.Tensor,
                b_smem_layout: cute.ComposedLayout, a_smem_layout: cute.ComposedLayout,
                sfb_smem_layout: cute.Layout, sfa_smem_layout: cute.Layout, epi_tile: cute.Tile,
-               num_ctas: cutlass.Int32, call_number: cutlass.Int64):
+               num_ctas: cutlass.Int32):
         cfg = self.config
         splits = cfg.split_k
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -1179,11 +1159,10 @@ class Sm100BlockScaledGemm:
                     # is counted per warp: no CTA-wide barrier, no second kernel and no memset
                     # (the last arrival resets its counter). The decision is warp-uniform, as
                     # the collective TMEM loads in the reduction require.
-                    # Arrivals count up from this call's floor (call number x
-                    # SM100_ARRIVALS_PER_CALL), which each arrival first raises its counter to:
-                    # what an earlier call left behind (one that stopped half-way) lies below the
-                    # floor and is never counted, and the reset keeps graph replays (one number
-                    # for every replay) counting from zero.
+                    # Every call finds its counters at zero: the last arrival resets its own, and
+                    # a grid runs every CTA to its end or faults the context for good. A plan
+                    # whose schedule left a count short would be wrong on its first call, which
+                    # the self-check (`first_call`) finds, dropping the plan and its counters.
                     own = cute.group_modes(
                         tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.part)], 3, 5)
                     for sub in cutlass.range(subtiles, unroll=1):
@@ -1191,24 +1170,24 @@ class Sm100BlockScaledGemm:
                         cute.copy(move_fp32, tTR_rAcc, own[(None, None, None, sub)])
                     row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
                     counter = semaphores.iterator + cute.crd2idx((warp_idx, row_tile), semaphores.layout)
-                    # Release: every lane's partial is visible at GPU scope before lane 0 arrives.
-                    cute.arch.fence_acq_rel_gpu()
+                    # Release, in the PTX memory model's terms: the warp barrier puts every
+                    # lane's partial stores before lane 0's fence in causality order, and that
+                    # fence followed by lane 0's relaxed count is a release pattern, so whichever
+                    # split's count reads this one's (and then acquires) sees the stores. The
+                    # count itself needs no ordering of its own.
                     cute.arch.sync_warp()
                     arrived = cutlass.Int32(0)
                     if lane == 0:
-                        floor = call_number * SM100_ARRIVALS_PER_CALL
-                        # Same thread, same address: the raise is ordered before the count.
-                        cute.arch.atomic_max(counter, floor, sem="relaxed", scope="gpu")
-                        counted = cute.arch.atomic_add(counter, cutlass.Int64(1), sem="acq_rel", scope="gpu")
-                        arrived = cutlass.Int32(counted - floor)
+                        cute.arch.fence_acq_rel_gpu()
+                        arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
                     arrived = cute.arch.shuffle_sync(arrived, 0)
                     if arrived == unit.parts - 1:
-                        # Acquire for every lane: a shuffle orders nothing in memory, so the
-                        # warp barrier (which orders its lanes' memory operations) puts lane 0's
-                        # acquiring atomic before the other lanes' loads, and the fence makes the
-                        # other splits' partials visible to each of them.
+                        # Acquire: lane 0's count followed by its fence is an acquire pattern,
+                        # and the warp barrier after the fence puts every lane's loads of the
+                        # other splits' partials after it (a shuffle orders nothing in memory).
+                        if lane == 0:
+                            cute.arch.fence_acq_rel_gpu()
                         cute.arch.sync_warp()
-                        cute.arch.fence_acq_rel_gpu()
                         others, weights = [], []
                         for j in cutlass.range_constexpr(splits - 1):
                             if cutlass.const_expr(cfg.share_k):
@@ -1237,7 +1216,7 @@ class Sm100BlockScaledGemm:
                             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
                             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
                         if lane == 0:
-                            cute.arch.atomic_exch(counter, cutlass.Int64(0), sem="relaxed", scope="gpu")
+                            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(epi_state)
                 epi_state.advance()

@@ -156,11 +156,10 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
     entry = sub.bare_tvm_ffi_function(compiled)
     pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
                 for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
-    call_number = 1 if tvm_ffi else cutlass.Int64(1)  # as NumberedLaunchPlan passes it
     with pytest.raises(Exception, match=r"(?i)cuda"):
-        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi), call_number)
-    with pytest.raises(Exception, match="call_number"):
         entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
+    with pytest.raises(Exception, match="num_ctas"):
+        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))
 
 
 # ----- any CuTeDSL submission: its own calls, every cute.compile captured -----
@@ -235,37 +234,33 @@ def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
     assert ("PDL on" if pdl else "PDL off") in config.describe()
 
 
-def test_every_lane_of_the_last_split_acquires_before_reading_the_partials():
-    """Lane 0's acquiring atomic, then a warp barrier and a fence, then the first load of
-    another split's partial: a shuffle alone would order nothing in memory for the other lanes."""
+def _split_k_ptx() -> str:
     from harness.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_100a") as capture:
         sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
-    after_arrival = ptx[ptx.index("atom.global.acq_rel.add"):]
-    order = re.findall(r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global)\b", after_arrival)
-    assert order[:3] == ["bar.warp.sync", "fence.acq_rel.gpu", "ld.global"], order[:6]
+        return capture.compiles[-1].ptx
 
 
-def test_split_k_arrivals_count_from_the_calls_floor():
-    """Lane 0 raises its counter to the call's floor (call number x SM100_ARRIVALS_PER_CALL),
-    then counts its arrival on the same counter, and the last arrival resets it: a count an
-    earlier call left behind lies below the floor and is never counted."""
-    from harness.compile_capture import capturing_compiles
+ARRIVAL = re.compile(r"atom\.global(?:\.relaxed)?(?:\.gpu)?\.add\.u32\s+%r\d+, \[(%rd\d+)\], 1;")
 
-    with capturing_compiles("sm_100a") as capture:
-        sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
-    raise_to_floor = re.search(r"atom\.global(?:\.relaxed)?(?:\.gpu)?\.max\.s64\s+%rd\d+, \[(%rd\d+)\], (%rd\d+);", ptx)
-    assert raise_to_floor, "no 64-bit atomic max on a counter"
-    counter, floor = raise_to_floor.groups()
-    after = ptx[raise_to_floor.end():]
-    count = re.search(r"atom\.global\.acq_rel(?:\.gpu)?\.add\.u64\s+(%rd\d+), \[(%rd\d+)\], 1;", after)
-    assert count and count.group(2) == counter, "the arrival is not counted on the raised counter next"
-    assert re.search(rf"mul\.lo\.s64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL};", ptx) or \
-        re.search(rf"shl\.b64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL.bit_length() - 1};", ptx)
-    assert re.search(rf"atom\.global(?:\.relaxed)?(?:\.gpu)?\.exch\.b64\s+%rd\d+, \[{re.escape(counter)}\], 0;", after)
+
+def test_one_relaxed_count_between_a_release_and_an_acquire_fence():
+    """A split's arrival is one relaxed atomic add: a warp barrier and lane 0's fence before
+    it (release), and, for the last arrival, lane 0's fence and a warp barrier before the first
+    load of another split's partial (acquire); the last arrival resets the counter."""
+    ptx = _split_k_ptx()
+    assert re.findall(r"atom\.global[.\w]*\.(max|add|exch)\.", ptx) == ["add", "exch"]
+    assert "acq_rel.add" not in ptx and "acquire.add" not in ptx and "release.add" not in ptx
+    count = ARRIVAL.search(ptx)
+    assert count, "no relaxed 32-bit count of an arrival"
+    ordering = r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global|st\.global|atom\.global)\b"
+    before = re.findall(ordering, ptx[:count.start()])
+    assert before[-3:] == ["st.global", "bar.warp.sync", "fence.acq_rel.gpu"], before[-6:]
+    after = re.findall(ordering, ptx[count.end():])
+    assert after[:3] == ["fence.acq_rel.gpu", "bar.warp.sync", "ld.global"], after[:6]
+    assert re.search(rf"atom\.global(?:\.relaxed)?(?:\.gpu)?\.exch\.b32\s+%r\d+, \[{re.escape(count.group(1))}\], 0;",
+                     ptx[count.end():])
 
 
 @pytest.mark.parametrize("tile_m, split_k, stages", [(128, 2, 6), (64, 4, 8)])
@@ -279,7 +274,7 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, spli
         with capturing_compiles("sm_100a") as capture:
             sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
             ptx = capture.compiles[-1].ptx
-        acquired = ptx.index("fence.acq_rel.gpu", ptx.index("atom.global.acq_rel.add"))
+        acquired = ptx.index("fence.acq_rel.gpu", ARRIVAL.search(ptx).end())
         reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
         return len(re.findall(r"\bld\.global\b", reduction))
 

@@ -100,28 +100,6 @@ def test_a_split_without_a_k_tile_is_refused_before_launch():
                 sub.sm100_config(problem).check_problem(problem)
 
 
-def test_a_split_count_that_would_reach_the_next_calls_floor_is_refused():
-    """Arrival counters hold call number x SM100_ARRIVALS_PER_CALL + arrivals: a call with as
-    many splits would count into the next call's range."""
-    too_many = sub.Sm100Config(tile_m=128, split_k=sub.SM100_ARRIVALS_PER_CALL, stages=6)
-    with pytest.raises(ValueError, match="would reach the next call's floor"):
-        too_many.check_problem(sub.Problem(128, 128, 256 * sub.SM100_ARRIVALS_PER_CALL, 1))
-
-
-def test_the_b200_plan_numbers_its_calls_from_one_after_the_other_arguments():
-    """The kernel's split-K arrivals are tagged with the call's number, so every call must pass
-    a new one, in order, as its last argument."""
-    passed = []
-    plan = sub.NumberedLaunchPlan(lambda *args: passed.append(args), sub.Sm100BlockScaledGemm.POINTER_TYPES[:5],
-                                  (("partials", "arrivals", 128, 7168, 2048, 1, 112),), ())
-    addresses = tuple(4096 * (i + 1) for i in range(5))
-    for _ in range(3):
-        plan.launch(addresses)
-    numbers = [int(args[-1]) if sub.HAVE_TVM_FFI else args[-1].value for args in passed]
-    assert numbers == [1, 2, 3]
-    assert all(args[-8:-1] == ("partials", "arrivals", 128, 7168, 2048, 1, 112) for args in passed)
-
-
 def schedule_units(config: sub.Sm100Config, problem: sub.Problem, num_sms: int) -> dict:
     """Every CTA's work units, as the kernel's warps walk them ({cta: [WorkUnit, ...]}), from
     the kernel's own `Sm100Schedule` run on ints."""
