@@ -35,21 +35,10 @@ every SM an even share of all K tiles instead, and a tile's K ranges add up the 
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
 
-Per-shape configuration on a B200 (148 SMs), the speed-of-light of the competition's table
-(7.68 TB/s, FP4 at 1.5 GHz; every benchmark is memory-bound; the split-K partials add the
-workspace bytes shown, which mostly stay in the 126 MB L2), and the time of the cost model in
-harness/b200_model.py (`python -m harness model`: a model's figure, calibrated on published B200
-times, never measured):
-
-  shape M x N x K      tile N x M x K   split  stages  PDL  units  DRAM MB  +partials  SOL us  model us
-  128 x 7168 x 16384   128 x 128 x 256    2      6     on    112    69.07    11.01     8.99    14.59
-  128 x 4096 x 7168    128 x  64 x 256    2      8     on    128    18.08     6.29     2.35     6.02
-  128 x 7168 x 2048    128 x  64 x 256    1      8     on    112    10.24     0.00     1.33     4.91
-
-The first-placed entry measured 18.3 / 8.29 / 6.54 us with these tiles (fp32 output, no PDL;
-the model gives it 17.34 / 8.77 / 6.37); the model puts this kernel at 7.56 us geomean, the
-difference being the launch and prologue that PDL overlaps with the previous call's tail. It has not been run
-on a B200: only compiled for sm_100a and checked in its SASS.
+Per-shape configurations: `sm100_config`. `python -m harness compile` prints each benchmark
+shape's configuration beside the time the cost model in harness/b200_model.py gives it (a
+model's figure, calibrated on published B200 times); the kernel has not been run on a B200, only
+compiled for sm_100a and checked in its SASS.
 """
 
 from __future__ import annotations
@@ -691,10 +680,11 @@ SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' measured configurations; otherwise halve the M tile, then take
-    share-K where whole units would leave a last wave at most a quarter full, or else split K
-    while that still leaves every work unit on its own SM. `conservative` (default: the
-    NVFP4_SM100_CONSERVATIVE environment variable set to 1) takes split-K, share-K and PDL away."""
+    """The benchmark shapes' measured configurations; otherwise halve the M tile while the
+    tiles fill at most half the SMs, then split K in two where every unit still has an SM of its
+    own (share-K pays on no official shape by the model: its grid leaves no SM free for the next
+    call). `conservative` (default: the NVFP4_SM100_CONSERVATIVE environment variable set to 1)
+    takes split-K and PDL away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = _sm100_config(problem, num_sms)
@@ -708,15 +698,10 @@ def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
     tiles_n = problem.n // SM100_TILE_N
     tile_m = 64 if tiles_n * (problem.m // 128) * problem.l * 2 <= num_sms else 128
     units = tiles_n * (problem.m // tile_m) * problem.l
-    if units > num_sms and 0 < units % num_sms <= num_sms // 4:
-        # Only here does the model (harness/b200_model.py) put share-K ahead: elsewhere its tail
-        # (a partial stored, an arrival, the others' partials read back) costs more than it saves.
-        return Sm100Config(tile_m, 1, Sm100Config.max_stages(tile_m)).with_k_shares(problem, num_sms)
     k_tiles = problem.k // SM100_TILE_K
-    split_k = 1
-    while (split_k < 4 and units * split_k * 2 <= num_sms
-           and k_tiles // (split_k * 2) >= SM100_MIN_K_TILES_PER_SPLIT):
-        split_k *= 2
+    # Two splits at most, as on the benchmarks: the official tests then run the reduction the
+    # benchmarks run, with its partials loaded ahead (`Sm100Config.partials_ahead`).
+    split_k = 2 if units * 2 <= num_sms and k_tiles // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
     return Sm100Config(tile_m, split_k, Sm100Config.max_stages(tile_m))
 
 

@@ -52,7 +52,7 @@ def test_every_official_shape_gets_a_configuration_that_fits(problem):
 def test_general_rule_fills_the_machine_without_oversubscribing_it():
     # 128 x 1536: 12 column tiles -> 64-row tiles (24 units) -> split K while units fit the SMs.
     config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
-    assert (config.tile_m, config.split_k) == (64, 4)  # 96 units of 7 K tiles each
+    assert (config.tile_m, config.split_k) == (64, 2)  # 48 units of 14 K tiles each: two splits at most
     config = sub.sm100_config(sub.Problem(128, 3072, 1536, 1))
     assert (config.tile_m, config.split_k) == (64, 1)  # 6 K tiles: too few to split
     config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
@@ -184,23 +184,33 @@ def test_share_k_fills_every_sm_with_an_even_share():
         dataclasses.replace(shared, split_k=2).check_problem(problem, 148)
 
 
-def test_the_sanitizer_shapes_run_every_sm100_schedule():
-    """`make sanitize` on a B200 runs whole tiles and static split-K; its share-K file, share-K."""
-    def schedules(name: str) -> set:
-        configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
-                   for case in shapes.load_cases(shapes.SHAPES_DIR / name)]
-        return {(config.share_k, config.split_k > 1) for config in configs}
-
-    assert schedules("sanitize.txt") == {(False, False), (False, True)}
-    assert schedules("sanitize-share-k.txt") == {(True, True)}
+def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
+    configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
+               for case in shapes.load_cases(shapes.SHAPES_DIR / "sanitize.txt")]
+    assert {config.split_k > 1 for config in configs} == {False, True}
 
 
-def test_share_k_is_chosen_where_whole_units_leave_a_last_wave_mostly_empty():
-    """384 x 7168 x 2304: 168 tiles of 128 rows, one wave of 148 and one of 20; share-K instead."""
-    config = sub.sm100_config(sub.Problem(384, 7168, 2304, 1), conservative=False)
-    assert config.share_k and config.split_k == 2 and config.tile_m == 128
-    assert not sub.sm100_config(sub.Problem(2304, 4608, 7168, 1), conservative=False).share_k  # 648 = 4 x 148 + 56
-    assert not any(sub.sm100_config(problem, conservative=False).share_k for problem in BENCHMARKS)
+def code_paths(config: sub.Sm100Config) -> set[str]:
+    """The kernel's compile-time branches that `config` takes."""
+    paths = {f"{config.tile_m}-row tiles", "PDL" if config.pdl else "no PDL"}
+    if config.split_k == 1:
+        paths.add("whole K")
+    else:
+        paths.add("share-K" if config.share_k else "split-K")
+        paths.add(f"{config.partials_ahead} subtiles of partials ahead")
+    if config.cluster_m > 1:
+        paths.add(f"clusters of {config.cluster_m}")
+    return paths
+
+
+def test_the_official_tests_run_only_paths_the_benchmarks_run():
+    """What the check passes is what the timed calls run: every branch a test shape's
+    configuration takes, a benchmark's takes too."""
+    benchmarks = set().union(*(code_paths(sub.sm100_config(problem, conservative=False)) for problem in BENCHMARKS))
+    assert benchmarks == {"64-row tiles", "128-row tiles", "PDL", "whole K", "split-K", "2 subtiles of partials ahead"}
+    tests = [sub.Problem(*case.mnkl) for case in shapes.official_cases("tests")]
+    only_tests = {problem: code_paths(sub.sm100_config(problem, conservative=False)) - benchmarks for problem in tests}
+    assert {problem: paths for problem, paths in only_tests.items() if paths} == {}
 
 
 def test_units_sharing_b_rows_are_scheduled_together():
