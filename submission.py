@@ -29,9 +29,7 @@ Warp 5 loads B, A and both scale tiles with TMA into `stages` shared-memory buff
 copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into one of two TMEM
 accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
 column of c, so a warp's stores are 64 contiguous bytes). With split-K every split stores an
-fp32 partial and the last split to arrive adds the others and writes c (details at the kernel);
-share-K (`Sm100Config.share_k`, where whole units would leave a last wave mostly empty) gives
-every SM an even share of all K tiles instead, and a tile's K ranges add up the same way.
+fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
 
@@ -48,7 +46,7 @@ import importlib.util
 import itertools
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import torch
@@ -275,36 +273,8 @@ def tile_coords(linear, tiles_m, splits, tiles_n):
 
 
 def other_part(j, part):
-    """The j-th of a tile's parts (K ranges, partial slots) but `part`, for j = 0, 1, ..."""
+    """The j-th of a tile's splits (K ranges, partial slots) but `part`, for j = 0, 1, ..."""
     return j + 1 - cutlass.min(cutlass.max(part - j, 0), 1)
-
-
-def other_part_or_own(j, part, parts):
-    """(slot, weight): `other_part` with weight 1 while j < parts - 1; past the tile's `parts`
-    (a share-K tile may have fewer than its slots), `part`'s own slot with weight 0: a partial
-    that is there to load (the caller wrote it) and adds nothing."""
-    missing = cutlass.min(cutlass.max(j + 2 - parts, 0), 1)
-    other = other_part(j, part)
-    return other + missing * (part - other), 1 - missing
-
-
-def k_share(worker, iterations, workers):
-    """Iterations [begin, end) of `worker`'s share when `workers` share `iterations` in order,
-    as evenly as integer division allows (share-K: the literature's name for it holds a word
-    the leaderboard refuses in a submitted file)."""
-    return (worker * iterations) // workers, ((worker + 1) * iterations) // workers
-
-
-def k_share_owner(iteration, iterations, workers):
-    """The worker whose `k_share` holds `iteration`."""
-    return ((iteration + 1) * workers - 1) // iterations
-
-
-def k_share_parts(tiles: int, k_tiles: int, workers: int) -> int:
-    """The most workers whose `k_share`s of `tiles` x `k_tiles` iterations meet one tile."""
-    iterations = tiles * k_tiles
-    return max(k_share_owner((tile + 1) * k_tiles - 1, iterations, workers)
-               - k_share_owner(tile * k_tiles, iterations, workers) + 1 for tile in range(tiles))
 
 
 # ----- call path: compile once per configuration, launch with little host work -----
@@ -555,27 +525,16 @@ class Sm100Config:
     M is 128 in every benchmark), its N over M in tiles of `tile_m` rows of c."""
 
     tile_m: int  # 64 or 128
-    # K ranges added into one output tile by the last to finish (its fp32 partial slots):
-    # exactly this many, or with share_k at most this many.
-    split_k: int
+    split_k: int  # K ranges added into one output tile by the last to finish (its fp32 partial slots)
     stages: int  # shared-memory pipeline depth
     # Programmatic dependent launch: the next call's grid launches while this one runs, and
     # loads and multiplies before it waits (only its epilogue touches what this call writes).
     pdl: bool = True
-    # Split-K: the last arrival loads the other splits' partials `partials_ahead` subtiles ahead
-    # of the one it adds and stores, so that their round trips overlap; off, every subtile waits
-    # for its own loads.
-    prefetch_partials: bool = True
     # CTAs per cluster along M: 2 pairs the CTAs of two row tiles that read the same tile of b
     # (and its scales), and each loads half of it for both (TMA multicast), halving those L2
     # reads. 1: no cluster. The model gives it nothing on the benchmarks (harness/b200_model.py:
     # L2 reads do not bind there), so no configuration turns it on until a B200 says otherwise.
     cluster_m: int = 1
-    # Share-K: the grid fills every SM, and the clusters share all (tile, K tile) iterations
-    # evenly in order, so that no SM waits on a partly filled last wave of whole units. A tile's
-    # K range is split where the shares meet it, between 1 and split_k ways (`Sm100Schedule`).
-    # Off: whole units of K / split_k dealt round-robin. On where `sm100_config` says.
-    share_k: bool = False
 
     @staticmethod
     def stage_bytes(tile_m: int) -> int:
@@ -604,10 +563,11 @@ class Sm100Config:
 
     @property
     def partials_ahead(self) -> int:
-        """Epilogue subtiles whose partials are in flight while one is added: as many as
-        SM100_PARTIAL_REGISTERS hold (0 where one subtile's take more, as with 3 or more other
-        splits, and without prefetching or split-K)."""
-        if self.split_k == 1 or not self.prefetch_partials:
+        """Split-K: the last arrival loads the other splits' partials this many epilogue
+        subtiles ahead of the one it adds and stores, so that their round trips overlap: as many
+        as SM100_PARTIAL_REGISTERS hold (0 where one subtile's take more, as with 3 or more
+        other splits: then each subtile's are loaded together before it is added)."""
+        if self.split_k == 1:
             return 0
         return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
 
@@ -620,47 +580,25 @@ class Sm100Config:
         return self.tiles(problem) // self.cluster_m
 
     def grid_clusters(self, problem: Problem, num_sms: int) -> int:
-        """Clusters in the grid: as many as the SMs hold, but no more than the work units (static
-        split-K) or the (tile group, K tile) iterations (share-K: every share at least one)."""
-        work = self.tile_groups(problem) * (problem.k // SM100_TILE_K if self.share_k else self.split_k)
-        return min(num_sms // self.cluster_m, work)
-
-    def k_share_parts(self, problem: Problem, num_sms: int) -> int:
-        """The most K ranges share-K adds into one tile of `problem` on `num_sms` SMs."""
-        return k_share_parts(self.tile_groups(problem), problem.k // SM100_TILE_K, self.grid_clusters(problem, num_sms))
-
-    def with_k_shares(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        """This configuration with share-K on `num_sms` SMs, its partial slots sized for `problem`."""
-        shared = replace(self, share_k=True)
-        return replace(shared, split_k=shared.k_share_parts(problem, num_sms))
+        """Clusters in the grid: as many as the SMs hold, but no more than the work units."""
+        return min(num_sms // self.cluster_m, self.tile_groups(problem) * self.split_k)
 
     def check_problem(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> None:
         """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
-        empty and its MMA warp would commit an accumulator it never wrote. Share-K must add no
-        more K ranges into a tile than it has partial slots, and its share arithmetic must fit in
-        32 bits. And a cluster's CTAs take row tiles side by side, so the row
-        tiles must fill whole clusters."""
+        empty and its MMA warp would commit an accumulator it never wrote. And a cluster's CTAs
+        take row tiles side by side, so the row tiles must fill whole clusters."""
         tiles_m = problem.m // self.tile_m
         if tiles_m % self.cluster_m:
             raise ValueError(f"clusters of {self.cluster_m} along M need a multiple of {self.cluster_m} row tiles of "
                              f"{self.tile_m}; M = {problem.m} has {tiles_m}")
         k_tiles = problem.k // SM100_TILE_K
-        if self.share_k:
-            iterations = self.tile_groups(problem) * k_tiles
-            if iterations * self.grid_clusters(problem, num_sms) >= 2**31:
-                raise ValueError(f"share-K over {iterations} iterations: the share arithmetic would overflow 32 bits")
-            parts = self.k_share_parts(problem, num_sms)
-            if parts > self.split_k:
-                raise ValueError(f"share-K on {num_sms} SMs adds up to {parts} K ranges into a tile; "
-                                 f"split_k = {self.split_k} partial slots")
-        elif k_tiles < self.split_k:
+        if k_tiles < self.split_k:
             raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
                              f"K = {problem.k} has {k_tiles}")
 
     def describe(self) -> str:
-        split = f"share-K (up to {self.split_k} ranges a tile)" if self.share_k else f"split-K {self.split_k}"
         return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
-                f"{split}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, "
+                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, "
                 + (f"cluster of {self.cluster_m} along M, b multicast" if self.cluster_m > 1 else "no cluster"))
 
 
@@ -682,8 +620,7 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
     """The benchmark shapes' measured configurations; otherwise halve the M tile while the
     tiles fill at most half the SMs, then split K in two where every unit still has an SM of its
-    own (share-K pays on no official shape by the model: its grid leaves no SM free for the next
-    call). `conservative` (default: the NVFP4_SM100_CONSERVATIVE environment variable set to 1)
+    own. `conservative` (default: the NVFP4_SM100_CONSERVATIVE environment variable set to 1)
     takes split-K and PDL away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
@@ -707,7 +644,7 @@ def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
 
 class WorkUnit(NamedTuple):
     """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `part`-th of the
-    `parts` K ranges that are added into that tile (`part` is its partial's slot)."""
+    split_k K ranges that are added into that tile (`part` is its partial's slot)."""
 
     m_tile: object
     n_tile: object
@@ -715,7 +652,6 @@ class WorkUnit(NamedTuple):
     k_begin: object
     k_end: object
     part: object
-    parts: object
 
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
@@ -724,11 +660,8 @@ class Sm100Schedule:
     arithmetic, so a host test runs it on ints. A cluster takes groups of `cluster_m` units side
     by side (row tiles over one K range); its CTA of rank r takes the r-th unit of each.
 
-    Static split-K: the groups (row tiles fastest, then splits, column tiles and batches:
-    `tile_coords`) are dealt round-robin, each over K / split_k (`split_k_range`). Share-K: the
-    clusters share the (tile group, K tile) iterations in order (`k_share`); a cluster
-    walks the tile groups its share meets, over the K tiles of each that lie in it, and a tile's
-    K ranges are those of every cluster whose share meets it. A warp loops over the groups in
+    The groups (row tiles fastest, then splits, column tiles and batches: `tile_coords`) are
+    dealt round-robin, each over K / split_k (`split_k_range`). A warp loops over the groups in
     `range(*schedule.groups)` and takes `schedule.unit(group)` of each."""
 
     config: Sm100Config
@@ -745,37 +678,16 @@ class Sm100Schedule:
         return self.tiles_m * self.tiles_n * self.batches // self.config.cluster_m
 
     @property
-    def iterations(self):
-        """Share-K: (tile group, K tile) pairs, shared by the clusters in this order."""
-        return self.tile_groups * self.k_tiles
-
-    @property
-    def share(self):
-        """Share-K: this cluster's iterations [begin, end)."""
-        return k_share(self.cluster, self.iterations, self.clusters)
-
-    @property
     def groups(self) -> tuple:
         """(start, stop, step) of this cluster's groups."""
-        if self.config.share_k:
-            begin, end = self.share
-            return begin // self.k_tiles, (end - 1) // self.k_tiles + 1, 1
         return self.cluster, self.tile_groups * self.config.split_k, self.clusters
 
     def unit(self, group) -> WorkUnit:
         cfg = self.config
         linear = group * cfg.cluster_m + self.rank
-        if not cfg.share_k:
-            m_tile, split, n_tile, batch = tile_coords(linear, self.tiles_m, cfg.split_k, self.tiles_n)
-            k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
-            return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split, cfg.split_k)
-        m_tile, _, n_tile, batch = tile_coords(linear, self.tiles_m, 1, self.tiles_n)
-        begin, end = self.share
-        first = group * self.k_tiles
-        first_owner = k_share_owner(first, self.iterations, self.clusters)
-        last_owner = k_share_owner(first + self.k_tiles - 1, self.iterations, self.clusters)
-        return WorkUnit(m_tile, n_tile, batch, cutlass.max(begin - first, 0), cutlass.min(end - first, self.k_tiles),
-                        self.cluster - first_owner, last_owner - first_owner + 1)
+        m_tile, split, n_tile, batch = tile_coords(linear, self.tiles_m, cfg.split_k, self.tiles_n)
+        k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
+        return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split)
 
 
 class Sm100BlockScaledGemm:
@@ -785,8 +697,7 @@ class Sm100BlockScaledGemm:
     tcgen05.cp, then the MMAs), warp 5 the TMA loads. Two pipelines: `smem_pipeline` holds
     operand and scale tiles between the TMA and MMA warps, `acc_pipeline` accumulators in TMEM
     between the MMA and epilogue warps. A persistent schedule (`Sm100Schedule`) walks work units
-    of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch), dealt whole or, with
-    share-K, cut where even shares of all K tiles meet."""
+    of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch)."""
 
     ARCH = "sm_100a"
     EPILOGUE_WARPS = (0, 1, 2, 3)
@@ -1166,24 +1077,16 @@ class Sm100BlockScaledGemm:
                         cute.arch.fence_acq_rel_gpu()
                         arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
                     arrived = cute.arch.shuffle_sync(arrived, 0)
-                    if arrived == unit.parts - 1:
+                    if arrived == splits - 1:
                         # Acquire: lane 0's count followed by its fence is an acquire pattern,
                         # and the warp barrier after the fence puts every lane's loads of the
                         # other splits' partials after it (a shuffle orders nothing in memory).
                         if lane == 0:
                             cute.arch.fence_acq_rel_gpu()
                         cute.arch.sync_warp()
-                        others, weights = [], []
-                        for j in cutlass.range_constexpr(splits - 1):
-                            if cutlass.const_expr(cfg.share_k):
-                                # Loads stay unconditional, in flight together and in as few
-                                # registers as static split-K's, where a tile has fewer parts.
-                                other, weight = other_part_or_own(j, unit.part, unit.parts)
-                                weights.append(cutlass.Float32(weight))
-                            else:
-                                other = other_part(j, unit.part)
-                            others.append(cute.group_modes(tTR_gPartial[
-                                (None, None, None, None, None, n_tile, m_tile, batch * splits + other)], 3, 5))
+                        others = [cute.group_modes(tTR_gPartial[(None, None, None, None, None, n_tile, m_tile,
+                                                                 batch * splits + other_part(j, unit.part))], 3, 5)
+                                  for j in range(splits - 1)]
                         for sub in cutlass.range_constexpr(ahead):
                             self._load_partials(move_fp32, others, sub, partial_slots[sub])
                         for sub in cutlass.range_constexpr(subtiles):
@@ -1192,10 +1095,7 @@ class Sm100BlockScaledGemm:
                                 self._load_partials(move_fp32, others, sub, slot)
                             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
                             for j in cutlass.range_constexpr(splits - 1):
-                                partial = slot[j].load()
-                                if cutlass.const_expr(cfg.share_k):
-                                    partial = partial * weights[j]
-                                tTR_rAcc.store(tTR_rAcc.load() + partial)
+                                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
                             if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
                                 self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
                             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))

@@ -245,10 +245,9 @@ def fit() -> Constants:
 
 
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
-    """The model's description of a configuration with tile_m, split_k, stages, pdl, cluster_m
-    and share_k fields (submission.Sm100Config): 128-row N tiles."""
-    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl, cluster_m=config.cluster_m,
-                  share_k=config.share_k)
+    """The model's description of a configuration with tile_m, split_k, stages, pdl and
+    cluster_m fields (submission.Sm100Config): 128-row N tiles."""
+    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl, cluster_m=config.cluster_m)
 
 
 def k_share_alternative(config, shape: tuple) -> tuple[float, Kernel]:

@@ -263,11 +263,12 @@ def test_one_relaxed_count_between_a_release_and_an_acquire_fence():
                      ptx[count.end():])
 
 
-@pytest.mark.parametrize("tile_m, split_k, stages", [(128, 2, 6), (64, 4, 8)])
-def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, split_k, stages):
+@pytest.mark.parametrize("tile_m, stages", [(128, 6), (64, 8)])
+def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stages):
     """After the acquire, the last arrival's loads of `partials_ahead` subtiles' partials all
-    come before its first accumulator load; without prefetching (or where one subtile's
-    partials overflow the register budget), one subtile's do."""
+    come before its first accumulator load: with two splits, two subtiles of the other split's;
+    with four (whose partials of one subtile fill the register budget), one subtile of each of
+    the three others."""
     from harness.compile_capture import capturing_compiles
 
     def loads_before_first_accumulator_load(config):
@@ -278,11 +279,11 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, spli
         reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
         return len(re.findall(r"\bld\.global\b", reduction))
 
-    prefetching = sub.Sm100Config(tile_m, split_k, stages)
-    one_subtile = loads_before_first_accumulator_load(sub.Sm100Config(tile_m, split_k, stages, prefetch_partials=False))
-    assert prefetching.partials_ahead == {2: 2, 4: 0}[split_k]  # SM100_PARTIAL_REGISTERS' worth
-    assert one_subtile > 0
-    assert loads_before_first_accumulator_load(prefetching) == max(prefetching.partials_ahead, 1) * one_subtile
+    two, four = sub.Sm100Config(tile_m, 2, stages), sub.Sm100Config(tile_m, 4, stages)
+    assert (two.partials_ahead, four.partials_ahead) == (2, 0)  # SM100_PARTIAL_REGISTERS' worth
+    one_subtile_of_one_split = loads_before_first_accumulator_load(four) / 3
+    assert one_subtile_of_one_split > 0
+    assert loads_before_first_accumulator_load(two) == 2 * one_subtile_of_one_split
 
 
 def _check_sm100_config(config, problem) -> checker.ConfigResult:
@@ -294,19 +295,6 @@ def _check_sm100_config(config, problem) -> checker.ConfigResult:
             return config
 
     return checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
-
-
-@pytest.mark.parametrize("problem, config", [
-    (sub.Problem(128, 7168, 16384, 1), sub.Sm100Config(tile_m=64, split_k=3, stages=8, share_k=True)),
-    (sub.Problem(128, 4096, 7168, 1), sub.Sm100Config(tile_m=64, split_k=4, stages=8, share_k=True, cluster_m=2)),
-], ids=["three-parts", "four-parts-cluster-2"])
-def test_share_k_passes_every_sm100a_check(problem, config):
-    """Share-K beyond the one official shape that takes it (two K ranges a tile): three, and
-    four in clusters of two, compile without spilling the partials they load."""
-    config.check_problem(problem)
-    result = _check_sm100_config(config, problem)
-    assert not result.failures, result.failures
-    assert result.config.startswith(f"tile 128x64x256 (N x M x K), share-K (up to {config.split_k} ranges a tile)")
 
 
 def test_a_cluster_of_two_along_m_multicasts_the_shared_b_tile():

@@ -103,22 +103,15 @@ def test_multicast_pays_only_where_l2_reads_bind(monkeypatch):
     assert model.call_seconds(clustered, shape) < 0.8 * model.call_seconds(single, shape)
 
 
-def test_share_k_evens_the_busiest_sm_and_counts_the_kernels_partials():
+def test_share_k_evens_the_busiest_sm():
     """128 x 7168 x 16384 in 64-row tiles: whole tiles give one SM 64 K tiles; share-K's even
-    shares give at most 49, over two tiles, and up to 3 partials a tile, as the kernel counts."""
-    import submission as sub
-
+    shares give at most 49, over two tiles, and up to 3 partials a tile."""
     tiles, k_tiles = 112, 64
     static = model.Kernel("static", 128, 64, 1, 8)
     shared = dataclasses.replace(static, split_k=model.k_share_parts(tiles, k_tiles), share_k=True)
+    assert shared.split_k == 3
     assert model._units_and_k_tiles_per_sm(static, tiles, k_tiles) == (1, 64)
     assert model._units_and_k_tiles_per_sm(shared, tiles, k_tiles) == (2, 49)
-    for shape in model.BENCHMARK_SHAPES + ((384, 7168, 2304, 1), (2304, 4608, 7168, 1)):
-        m, n, k, l = shape
-        for tile_m in (64, 128):
-            config = sub.Sm100Config(tile_m, 1, 2, share_k=True)
-            tiles = (n // 128) * (m // tile_m) * l
-            assert model.k_share_parts(tiles, k // model.TILE_K) == config.k_share_parts(sub.Problem(*shape), 148)
 
 
 def test_no_official_shape_takes_share_k_which_the_model_puts_behind_whole_units_on_each():

@@ -118,21 +118,20 @@ SCHEDULED = OFFICIAL + [sub.Problem(256, 384, 4096, 3), sub.Problem(384, 7168, 2
 
 
 @pytest.mark.parametrize("num_sms", [148, 132, 7])
-@pytest.mark.parametrize("share_k", [False, True], ids=["split-k", "share-k"])
+@pytest.mark.parametrize("split_k", [1, 2, 3])
 @pytest.mark.parametrize("cluster_m", [1, 2], ids=["no-cluster", "cluster-2"])
 @pytest.mark.parametrize("problem", SCHEDULED, ids=lambda p: "x".join(map(str, p)))
-def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, cluster_m, share_k, num_sms):
+def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, cluster_m, split_k, num_sms):
     """Each K tile of each output tile is multiplied by exactly one CTA; the CTAs that add into
-    one tile hold the slots 0 .. parts - 1 and agree on parts, which the configuration's
-    partial slots hold; and the CTAs of a cluster take row tiles side by side over one K range
-    (they share that b tile)."""
-    config = dataclasses.replace(sub.sm100_config(problem, num_sms), cluster_m=cluster_m)
-    if share_k:
-        config = config.with_k_shares(problem, num_sms)
+    one tile hold the slots 0 .. split_k - 1; and the CTAs of a cluster take row tiles side by
+    side over one K range (they share that b tile)."""
+    config = dataclasses.replace(sub.sm100_config(problem, num_sms), cluster_m=cluster_m, split_k=split_k)
     if (problem.m // config.tile_m) % cluster_m:
         with pytest.raises(ValueError, match="need a multiple of 2 row tiles"):
             config.check_problem(problem, num_sms)
         return
+    if problem.k // sub.SM100_TILE_K < split_k:
+        return  # refused by check_problem (test_a_split_without_a_k_tile_is_refused_before_launch)
     config.check_problem(problem, num_sms)
     covered, parts = [], {}
     units = schedule_units(config, problem, num_sms)
@@ -141,7 +140,7 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, clu
             tile = (unit.m_tile, unit.n_tile, unit.batch)
             assert unit.k_begin < unit.k_end, (cta, unit)
             covered += [(*tile, k_tile) for k_tile in range(unit.k_begin, unit.k_end)]
-            parts.setdefault(tile, []).append((unit.part, unit.parts))
+            parts.setdefault(tile, []).append(unit.part)
             if cta % cluster_m:
                 partner = units[cta - cta % cluster_m][index]
                 assert unit.m_tile == partner.m_tile + cta % cluster_m
@@ -150,38 +149,13 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, clu
     expected = [(*tile, k_tile) for tile in tiles for k_tile in range(problem.k // sub.SM100_TILE_K)]
     assert sorted(covered) == sorted(expected)
     for tile, held in parts.items():
-        count = held[0][1]
-        assert sorted(held) == [(part, count) for part in range(count)], tile
-        assert count <= config.split_k
+        assert sorted(held) == list(range(split_k)), tile
 
 
-@pytest.mark.parametrize("slots", range(2, 7))
-def test_the_last_arrival_adds_every_other_part_once_and_nothing_past_the_tiles_parts(slots):
-    """The reduction's slot j = 0 .. slots - 2: static split-K reads every other split; a
-    share-K tile with fewer parts than slots reads its other parts with weight 1 and, past
-    them, its own slot with weight 0."""
-    for part in range(slots):
-        assert sorted(sub.other_part(j, part) for j in range(slots - 1)) == [p for p in range(slots) if p != part]
-    for parts in range(1, slots + 1):
-        for part in range(parts):
-            read = [sub.other_part_or_own(j, part, parts) for j in range(slots - 1)]
-            assert sorted(slot for slot, weight in read if weight == 1) == [p for p in range(parts) if p != part]
-            assert all(slot == part for slot, weight in read if weight == 0)
-            assert sorted(weight for _, weight in read) == [0] * (slots - parts) + [1] * (parts - 1)
-
-
-def test_share_k_fills_every_sm_with_an_even_share():
-    """128 x 7168 x 16384 in 64-row tiles: 112 tiles x 64 K tiles over 148 SMs, 48 or 49 K tiles
-    each (against 64 with whole tiles), a tile's K split between 2 and 3 ways."""
-    problem = sub.Problem(128, 7168, 16384, 1)
-    shared = sub.Sm100Config(tile_m=64, split_k=3, stages=8, share_k=True)
-    units = schedule_units(shared, problem, 148)
-    assert len(units) == 148
-    assert {sum(u.k_end - u.k_begin for u in walked) for walked in units.values()} == {48, 49}
-    assert {u.parts for walked in units.values() for u in walked} == {2, 3}
-    assert shared.k_share_parts(problem, 148) == 3
-    with pytest.raises(ValueError, match="adds up to 3 K ranges into a tile; split_k = 2"):
-        dataclasses.replace(shared, split_k=2).check_problem(problem, 148)
+@pytest.mark.parametrize("splits", range(2, 7))
+def test_the_last_arrival_adds_every_other_split_once(splits):
+    for part in range(splits):
+        assert sorted(sub.other_part(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
 
 
 def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
@@ -196,7 +170,7 @@ def code_paths(config: sub.Sm100Config) -> set[str]:
     if config.split_k == 1:
         paths.add("whole K")
     else:
-        paths.add("share-K" if config.share_k else "split-K")
+        paths.add("split-K")
         paths.add(f"{config.partials_ahead} subtiles of partials ahead")
     if config.cluster_m > 1:
         paths.add(f"clusters of {config.cluster_m}")
@@ -330,7 +304,7 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_res
     assert chosen.pdl
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
-    assert conservative.split_k == 1 and not conservative.pdl and not conservative.share_k
+    assert conservative.split_k == 1 and not conservative.pdl
     assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
