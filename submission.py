@@ -530,11 +530,6 @@ class Sm100Config:
     # Programmatic dependent launch: the next call's grid launches while this one runs, and
     # loads and multiplies before it waits (only its epilogue touches what this call writes).
     pdl: bool = True
-    # CTAs per cluster along M: 2 pairs the CTAs of two row tiles that read the same tile of b
-    # (and its scales), and each loads half of it for both (TMA multicast), halving those L2
-    # reads. 1: no cluster. The model gives it nothing on the benchmarks (harness/b200_model.py:
-    # L2 reads do not bind there), so no configuration turns it on until a B200 says otherwise.
-    cluster_m: int = 1
 
     @staticmethod
     def stage_bytes(tile_m: int) -> int:
@@ -575,22 +570,13 @@ class Sm100Config:
         """Output tiles of `problem`, all batches."""
         return problem.l * (problem.n // SM100_TILE_N) * (problem.m // self.tile_m)
 
-    def tile_groups(self, problem: Problem) -> int:
-        """Output tiles in groups of `cluster_m` row tiles side by side (one cluster's work)."""
-        return self.tiles(problem) // self.cluster_m
-
-    def grid_clusters(self, problem: Problem, num_sms: int) -> int:
-        """Clusters in the grid: as many as the SMs hold, but no more than the work units."""
-        return min(num_sms // self.cluster_m, self.tile_groups(problem) * self.split_k)
+    def grid_ctas(self, problem: Problem, num_sms: int) -> int:
+        """CTAs in the persistent grid: one an SM, but no more than the work units."""
+        return min(num_sms, self.tiles(problem) * self.split_k)
 
     def check_problem(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> None:
         """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
-        empty and its MMA warp would commit an accumulator it never wrote. And a cluster's CTAs
-        take row tiles side by side, so the row tiles must fill whole clusters."""
-        tiles_m = problem.m // self.tile_m
-        if tiles_m % self.cluster_m:
-            raise ValueError(f"clusters of {self.cluster_m} along M need a multiple of {self.cluster_m} row tiles of "
-                             f"{self.tile_m}; M = {problem.m} has {tiles_m}")
+        empty and its MMA warp would commit an accumulator it never wrote."""
         k_tiles = problem.k // SM100_TILE_K
         if k_tiles < self.split_k:
             raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
@@ -598,8 +584,7 @@ class Sm100Config:
 
     def describe(self) -> str:
         return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
-                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, "
-                + (f"cluster of {self.cluster_m} along M, b multicast" if self.cluster_m > 1 else "no cluster"))
+                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}")
 
 
 # Configurations of the three benchmark shapes, as measured on a B200 by the competition's
@@ -656,35 +641,27 @@ class WorkUnit(NamedTuple):
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
-    """The work units of one cluster, the same for its TMA, MMA and epilogue warps; plain
-    arithmetic, so a host test runs it on ints. A cluster takes groups of `cluster_m` units side
-    by side (row tiles over one K range); its CTA of rank r takes the r-th unit of each.
-
-    The groups (row tiles fastest, then splits, column tiles and batches: `tile_coords`) are
-    dealt round-robin, each over K / split_k (`split_k_range`). A warp loops over the groups in
-    `range(*schedule.groups)` and takes `schedule.unit(group)` of each."""
+    """The work units of one CTA, the same for its TMA, MMA and epilogue warps; plain
+    arithmetic, so a host test runs it on ints. The units (row tiles fastest, then splits,
+    column tiles and batches: `tile_coords`) are dealt round-robin, each over K / split_k
+    (`split_k_range`). A warp loops over `range(*schedule.units)` and takes `schedule.unit(linear)`
+    of each."""
 
     config: Sm100Config
-    rank: object  # this CTA's place in its cluster
-    cluster: object  # this CTA's cluster in the grid
-    clusters: object
+    cta: object  # this CTA's place in the grid
+    ctas: object
     tiles_m: object
     tiles_n: object
     k_tiles: object
     batches: object
 
     @property
-    def tile_groups(self):
-        return self.tiles_m * self.tiles_n * self.batches // self.config.cluster_m
+    def units(self) -> tuple:
+        """(start, stop, step) of this CTA's units, numbered as `tile_coords` numbers them."""
+        return self.cta, self.tiles_m * self.tiles_n * self.batches * self.config.split_k, self.ctas
 
-    @property
-    def groups(self) -> tuple:
-        """(start, stop, step) of this cluster's groups."""
-        return self.cluster, self.tile_groups * self.config.split_k, self.clusters
-
-    def unit(self, group) -> WorkUnit:
+    def unit(self, linear) -> WorkUnit:
         cfg = self.config
-        linear = group * cfg.cluster_m + self.rank
         m_tile, split, n_tile, batch = tile_coords(linear, self.tiles_m, cfg.split_k, self.tiles_n)
         k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
         return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split)
@@ -755,7 +732,7 @@ class Sm100BlockScaledGemm:
         # Arrivals are counted per epilogue warp and tile (see the epilogue).
         workspace_args, workspace = split_k_workspace(problem, config.split_k,
                                                       len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
-        num_ctas = config.grid_clusters(problem, num_sms) * config.cluster_m
+        num_ctas = config.grid_ctas(problem, num_sms)
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
         return LaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace, config)
 
@@ -787,9 +764,8 @@ class Sm100BlockScaledGemm:
 
         tiled_mma = self._tiled_mma(self.mma_tiler)
         tiled_mma_sfa = self._tiled_mma(self.mma_tiler_sfa)
-        # (MMA's M, MMA's N) = (N, M) of c: a cluster spans row tiles of c, the MMA's N.
-        cluster_mn = (1, cfg.cluster_m)
-        cluster = cute.tiled_divide(cute.make_layout((*cluster_mn, 1)), (tiled_mma.thr_id.shape,))
+        # One CTA a cluster: the pipelines and the TMA atoms take this one-CTA layout.
+        cluster = cute.tiled_divide(cute.make_layout((1, 1, 1)), (tiled_mma.thr_id.shape,))
 
         stages = cfg.stages
         fp4, fp8 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
@@ -801,18 +777,16 @@ class Sm100BlockScaledGemm:
         def one_stage(layout):
             return cute.slice_(layout, (None, None, None, 0))
 
-        load_op = sm100_utils.cluster_shape_to_tma_atom_A(cluster_mn, tiled_mma.thr_id)
-        load_op_b_side = sm100_utils.cluster_shape_to_tma_atom_B(cluster_mn, tiled_mma.thr_id)
-        load_op_sf_b_side = sm100_utils.cluster_shape_to_tma_atom_SFB(cluster_mn, tiled_mma.thr_id)
+        load_op = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
         tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_A(
             load_op, b, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
         tma_a, gmem_a = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op_b_side, a, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
+            load_op, a, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
         tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_A(
             load_op, sfb, one_stage(self.sfb_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
             internal_type=cutlass.Int16)
         tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op_sf_b_side, sfa, one_stage(self.sfa_smem_layout), self.mma_tiler_sfa, tiled_mma_sfa,
+            load_op, sfa, one_stage(self.sfa_smem_layout), self.mma_tiler_sfa, tiled_mma_sfa,
             cluster.shape, internal_type=cutlass.Int16)
         self.stage_tx_bytes = (cute.size_in_bytes(fp4, one_stage(self.b_smem_layout))
                                + cute.size_in_bytes(fp4, one_stage(self.a_smem_layout))
@@ -841,7 +815,7 @@ class Sm100BlockScaledGemm:
         self.kernel(tiled_mma, tiled_mma_sfa, cluster, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
                     tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
                     self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(cfg.cluster_m, 1, 1), min_blocks_per_mp=1,
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
             use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
@@ -865,8 +839,6 @@ class Sm100BlockScaledGemm:
         tidx, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
         cta, _, _ = cute.arch.block_idx()
-        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        in_cluster = cluster.get_flat_coord(rank)
 
         if warp_idx == self.TMA_WARP:
             for atom in (tma_b, tma_a, tma_sfb, tma_sfa):
@@ -876,8 +848,7 @@ class Sm100BlockScaledGemm:
         smem_pipeline = pipeline.PipelineTmaUmma.create(
             barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            # A stage is free once the MMA warp of every CTA its loads reach has used it.
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, cfg.cluster_m),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             tx_count=self.stage_tx_bytes, cta_layout_vmnk=cluster, defer_sync=True)
         acc_pipeline = pipeline.PipelineUmmaAsync.create(
             barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
@@ -886,7 +857,7 @@ class Sm100BlockScaledGemm:
             cta_layout_vmnk=cluster, defer_sync=True)
         tmem = utils.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
                                    allocator_warp_id=self.EPILOGUE_WARPS[0])
-        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, cfg.cluster_m), is_relaxed=True)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
 
         sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
@@ -903,9 +874,8 @@ class Sm100BlockScaledGemm:
         k_tiles = cute.size(gB, mode=[3])
         tiles_n = cute.size(gB, mode=[2])
         tiles_m = cute.size(gA, mode=[2])
-        schedule = Sm100Schedule(cfg, rank, cta // cfg.cluster_m, num_ctas // cfg.cluster_m, tiles_m, tiles_n,
-                                 k_tiles, cute.size(gB, mode=[4]))
-        first_group, end_group, group_step = schedule.groups
+        schedule = Sm100Schedule(cfg, cta, num_ctas, tiles_m, tiles_n, k_tiles, cute.size(gB, mode=[4]))
+        first_unit, end_unit, unit_step = schedule.units
 
         thr_mma = tiled_mma.get_slice(0)
         thr_mma_sfa = tiled_mma_sfa.get_slice(0)
@@ -917,20 +887,13 @@ class Sm100BlockScaledGemm:
         tCgPartial = thr_mma.partition_C(gPartial)
 
         # TMA views: ((atom, rest), stage) in shared memory, ((atom, rest), tiles, K tiles, batch) in global.
-        # In a cluster, each CTA loads its share of the b tile and its scales for all of them.
-        sharing_b = cute.make_layout(cute.slice_(cluster, (0, 0, None, 0)).shape)
-        sharing_a = cute.make_layout(cute.slice_(cluster, (0, None, 0, 0)).shape)
-        tBsB, tBgB = cpasync.tma_partition(
-            tma_b, in_cluster[2], sharing_b, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
-        tAsA, tAgA = cpasync.tma_partition(
-            tma_a, in_cluster[1], sharing_a, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
+        one_cta = cute.make_layout(1)  # no other CTA shares a load
+        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
+        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
         tBsSFB, tBgSFB = cpasync.tma_partition(
-            tma_sfb, in_cluster[2], sharing_b, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+            tma_sfb, 0, one_cta, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
         tAsSFA, tAgSFA = cpasync.tma_partition(
-            tma_sfa, in_cluster[1], sharing_a, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
-        b_multicast = None
-        if cutlass.const_expr(cfg.cluster_m > 1):
-            b_multicast = cpasync.create_tma_multicast_mask(cluster, in_cluster, mcast_mode=2)
+            tma_sfa, 0, one_cta, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
         tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
         tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
 
@@ -939,7 +902,7 @@ class Sm100BlockScaledGemm:
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
         tCtAcc_layout = tiled_mma.make_fragment_C(cute.append(acc_shape, SM100_ACC_STAGES)).layout
 
-        pipeline.pipeline_init_wait(cluster_shape_mn=(1, cfg.cluster_m))
+        pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
 
         # ---- TMA warp: operand and scale tiles into shared memory ----
         if warp_idx == self.TMA_WARP:
@@ -948,8 +911,8 @@ class Sm100BlockScaledGemm:
                 # epilogue, which waits for this whole grid.
                 cute.arch.griddepcontrol_launch_dependents()
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
-            for group in cutlass.range(first_group, end_group, group_step, unroll=1):
-                unit = schedule.unit(group)
+            for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
+                unit = schedule.unit(linear)
                 b_tiles = tBgB[(None, unit.n_tile, None, unit.batch)]
                 a_tiles = tAgA[(None, unit.m_tile, None, unit.batch)]
                 sfb_tiles = tBgSFB[(None, unit.n_tile, None, unit.batch)]
@@ -958,10 +921,9 @@ class Sm100BlockScaledGemm:
                     smem_pipeline.producer_acquire(load_state)
                     full = smem_pipeline.producer_get_barrier(load_state)
                     stage = load_state.index
-                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full, mcast_mask=b_multicast)
+                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full)
                     cute.copy(tma_a, a_tiles[(None, k_tile)], tAsA[(None, stage)], tma_bar_ptr=full)
-                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full,
-                              mcast_mask=b_multicast)
+                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full)
                     cute.copy(tma_sfa, sfa_tiles[(None, k_tile)], tAsSFA[(None, stage)], tma_bar_ptr=full)
                     load_state.advance()
             smem_pipeline.producer_tail(load_state)
@@ -985,8 +947,8 @@ class Sm100BlockScaledGemm:
             mma_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, SM100_ACC_STAGES)
             num_kblocks = cute.size(tCrB, mode=[2])
-            for group in cutlass.range(first_group, end_group, group_step, unroll=1):
-                unit = schedule.unit(group)
+            for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
+                unit = schedule.unit(linear)
                 acc = tCtAcc[(None, None, None, acc_state.index)]
                 tCtSFA_unit = tCtSFA
                 if cutlass.const_expr(cfg.tile_m == 64):
@@ -1037,8 +999,8 @@ class Sm100BlockScaledGemm:
                              for _ in range(max(ahead, 1))]
 
             epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
-            for group in cutlass.range(first_group, end_group, group_step, unroll=1):
-                unit = schedule.unit(group)
+            for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
+                unit = schedule.unit(linear)
                 n_tile, m_tile, batch = unit.n_tile, unit.m_tile, unit.batch
                 acc_tiles = cute.group_modes(tTR_tAcc[(None, None, None, None, None, epi_state.index)], 3, 5)
                 c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, n_tile, m_tile, batch)], 3, 5)

@@ -245,9 +245,9 @@ def fit() -> Constants:
 
 
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
-    """The model's description of a configuration with tile_m, split_k, stages, pdl and
-    cluster_m fields (submission.Sm100Config): 128-row N tiles."""
-    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl, cluster_m=config.cluster_m)
+    """The model's description of a configuration with tile_m, split_k, stages and pdl fields
+    (submission.Sm100Config): 128-row N tiles, one CTA a cluster."""
+    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl)
 
 
 def k_share_alternative(config, shape: tuple) -> tuple[float, Kernel]:
@@ -373,7 +373,7 @@ def levers_table(configs: dict) -> Table:
 def predictions_table(configs: dict) -> Table:
     """The model's time per benchmark shape for the configurations {shape: config}."""
     table = Table(title="B200 cost model: a model's times, not measurements (us)", title_justify="left")
-    for column in ("shape", "configuration", "PDL", "cluster", "model", "share-K, every SM", "first place", "SOL"):
+    for column in ("shape", "configuration", "PDL", "model", "share-K, every SM", "first place", "SOL"):
         table.add_column(column)
     times, share_k_times = [], []
     for shape, published in zip(BENCHMARK_SHAPES, PUBLISHED["first place"]):
@@ -382,11 +382,10 @@ def predictions_table(configs: dict) -> Table:
         alternative_seconds, alternative = k_share_alternative(config, shape)
         times.append(seconds * 1e6)
         share_k_times.append(alternative_seconds * 1e6)
-        cluster = f"{config.cluster_m} along M" if config.cluster_m > 1 else "no"
-        table.add_row("x".join(map(str, shape)), config.describe(), "yes" if config.pdl else "no", cluster,
+        table.add_row("x".join(map(str, shape)), config.describe(), "yes" if config.pdl else "no",
                       f"{seconds * 1e6:.2f}", f"{alternative_seconds * 1e6:.2f} ({alternative.tile_m} rows)",
                       f"{published:.2f}", f"{DEVICES['B200'].sol_seconds(*shape) * 1e6:.3f}")
     sol_geomean = geomean([DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES])
-    table.add_row("geomean", "", "", "", f"{geomean(times):.2f}", f"{geomean(share_k_times):.2f}",
+    table.add_row("geomean", "", "", f"{geomean(times):.2f}", f"{geomean(share_k_times):.2f}",
                   f"{geomean(PUBLISHED['first place']):.2f}", f"{sol_geomean:.3f}")
     return table

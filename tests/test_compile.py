@@ -31,10 +31,10 @@ def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     check_table, model_table = report.split("B200 cost model: a model's times, not measurements")
     rows = [line for line in check_table.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+", line)]
     assert len(rows) == len(checker.official_shapes()) == 13
-    # The model's time per benchmark shape, with its PDL and cluster facts.
+    # The model's time per benchmark shape, with its PDL fact.
     model_rows = [line.split("│") for line in model_table.splitlines() if re.match(r"│ (\d+x\d+x\d+x\d+|geomean)", line)]
     assert [row[1].strip() for row in model_rows] == ["128x7168x16384x1", "128x4096x7168x1", "128x7168x2048x1", "geomean"]
-    assert all(row[3].strip() == "yes" and row[4].strip() == "no" for row in model_rows[:3])
+    assert all(row[3].strip() == "yes" for row in model_rows[:3])
     assert all("PASS" in row for row in rows)
     sass_files = list((tmp_path / "sass").glob("sm_100a_*.sass"))
     assert sass_files, "the SASS of each configuration is kept on request"
@@ -284,33 +284,3 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stag
     one_subtile_of_one_split = loads_before_first_accumulator_load(four) / 3
     assert one_subtile_of_one_split > 0
     assert loads_before_first_accumulator_load(two) == 2 * one_subtile_of_one_split
-
-
-def _check_sm100_config(config, problem) -> checker.ConfigResult:
-    """The compile checker's verdict on `config` in place of the one the kernel would choose."""
-
-    class Pinned(sub.Sm100BlockScaledGemm):
-        @classmethod
-        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
-            return config
-
-    return checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
-
-
-def test_a_cluster_of_two_along_m_multicasts_the_shared_b_tile():
-    """`cluster_m=2` (on in no configuration yet): the b tile and its scales come through
-    multicast TMA loads, a and its scales through plain ones, the pipelines' barriers are set up
-    across the cluster, and the kernel passes every sm_100a SASS check."""
-    from harness.compile_capture import capturing_compiles
-
-    clustered = sub.Sm100Config(tile_m=64, split_k=2, stages=8, cluster_m=2)
-    result = _check_sm100_config(clustered, sub.Problem(128, 4096, 7168, 1))
-    assert not result.failures, result.failures
-    assert "cluster of 2 along M" in result.config
-    with capturing_compiles("sm_100a") as capture:
-        sub.Sm100BlockScaledGemm.compile(clustered, "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
-    loads = re.findall(r"cp\.async\.bulk\.tensor\.(\d)d\.(shared::\w+)\.global[.\w:]*", ptx)
-    multicast = re.findall(r"cp\.async\.bulk\.tensor\.(\d)d[.\w:]*multicast::cluster", ptx)
-    assert sorted(multicast) == ["3", "4"]  # the b tile, its scale tile
-    assert len(loads) == 4 and "barrier.cluster.wait" in ptx

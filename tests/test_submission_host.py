@@ -103,14 +103,12 @@ def test_a_split_without_a_k_tile_is_refused_before_launch():
 def schedule_units(config: sub.Sm100Config, problem: sub.Problem, num_sms: int) -> dict:
     """Every CTA's work units, as the kernel's warps walk them ({cta: [WorkUnit, ...]}), from
     the kernel's own `Sm100Schedule` run on ints."""
-    cluster_m = config.cluster_m
-    clusters = config.grid_clusters(problem, num_sms)
+    ctas = config.grid_ctas(problem, num_sms)
     tiles_m, tiles_n, k_tiles = problem.m // config.tile_m, problem.n // sub.SM100_TILE_N, problem.k // sub.SM100_TILE_K
     units = {}
-    for cta in range(clusters * cluster_m):
-        schedule = sub.Sm100Schedule(config, cta % cluster_m, cta // cluster_m, clusters, tiles_m, tiles_n,
-                                     k_tiles, problem.l)
-        units[cta] = [schedule.unit(group) for group in range(*schedule.groups)]
+    for cta in range(ctas):
+        schedule = sub.Sm100Schedule(config, cta, ctas, tiles_m, tiles_n, k_tiles, problem.l)
+        units[cta] = [schedule.unit(linear) for linear in range(*schedule.units)]
     return units
 
 
@@ -119,32 +117,21 @@ SCHEDULED = OFFICIAL + [sub.Problem(256, 384, 4096, 3), sub.Problem(384, 7168, 2
 
 @pytest.mark.parametrize("num_sms", [148, 132, 7])
 @pytest.mark.parametrize("split_k", [1, 2, 3])
-@pytest.mark.parametrize("cluster_m", [1, 2], ids=["no-cluster", "cluster-2"])
 @pytest.mark.parametrize("problem", SCHEDULED, ids=lambda p: "x".join(map(str, p)))
-def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, cluster_m, split_k, num_sms):
-    """Each K tile of each output tile is multiplied by exactly one CTA; the CTAs that add into
-    one tile hold the slots 0 .. split_k - 1; and the CTAs of a cluster take row tiles side by
-    side over one K range (they share that b tile)."""
-    config = dataclasses.replace(sub.sm100_config(problem, num_sms), cluster_m=cluster_m, split_k=split_k)
-    if (problem.m // config.tile_m) % cluster_m:
-        with pytest.raises(ValueError, match="need a multiple of 2 row tiles"):
-            config.check_problem(problem, num_sms)
-        return
+def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, split_k, num_sms):
+    """Each K tile of each output tile is multiplied by exactly one CTA, and the CTAs that add
+    into one tile hold the slots 0 .. split_k - 1."""
+    config = dataclasses.replace(sub.sm100_config(problem, num_sms), split_k=split_k)
     if problem.k // sub.SM100_TILE_K < split_k:
         return  # refused by check_problem (test_a_split_without_a_k_tile_is_refused_before_launch)
     config.check_problem(problem, num_sms)
     covered, parts = [], {}
-    units = schedule_units(config, problem, num_sms)
-    for cta, walked in units.items():
-        for index, unit in enumerate(walked):
+    for cta, walked in schedule_units(config, problem, num_sms).items():
+        for unit in walked:
             tile = (unit.m_tile, unit.n_tile, unit.batch)
             assert unit.k_begin < unit.k_end, (cta, unit)
             covered += [(*tile, k_tile) for k_tile in range(unit.k_begin, unit.k_end)]
             parts.setdefault(tile, []).append(unit.part)
-            if cta % cluster_m:
-                partner = units[cta - cta % cluster_m][index]
-                assert unit.m_tile == partner.m_tile + cta % cluster_m
-                assert unit[1:] == partner[1:]
     tiles = itertools.product(range(problem.m // config.tile_m), range(problem.n // sub.SM100_TILE_N), range(problem.l))
     expected = [(*tile, k_tile) for tile in tiles for k_tile in range(problem.k // sub.SM100_TILE_K)]
     assert sorted(covered) == sorted(expected)
@@ -172,8 +159,6 @@ def code_paths(config: sub.Sm100Config) -> set[str]:
     else:
         paths.add("split-K")
         paths.add(f"{config.partials_ahead} subtiles of partials ahead")
-    if config.cluster_m > 1:
-        paths.add(f"clusters of {config.cluster_m}")
     return paths
 
 
