@@ -245,9 +245,10 @@ def fit() -> Constants:
 
 
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
-    """The model's description of a configuration with tile_m, split_k, stages and pdl fields
-    (submission.Sm100Config): 128-row N tiles, one CTA a cluster."""
-    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl)
+    """The model's description of a configuration with tile_m, split_k, stages, pdl and
+    ctas_per_sm fields (submission.Sm100Config): 128-row N tiles, one CTA a cluster."""
+    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl,
+                  ctas_per_sm=config.ctas_per_sm)
 
 
 def k_share_alternative(config, shape: tuple) -> tuple[float, Kernel]:
@@ -265,9 +266,14 @@ def k_share_alternative(config, shape: tuple) -> tuple[float, Kernel]:
 
 def candidates(shape: tuple, pdl: bool) -> list[Kernel]:
     """The configurations the model compares for `shape`: 64- and 128-row tiles with as many
-    stages as one CTA's shared memory holds (8 and 6), split-K 1, 2 and 4, and share-K."""
+    stages as one CTA's shared memory holds (8 and 6), split-K 1, 2 and 4, and share-K; with
+    PDL also 64-row tiles two CTAs an SM (3 stages each), split-K 1 and 2."""
     m, n, k, l = shape
     kernels = []
+    if pdl:
+        for split_k in (1, 2):
+            kernels.append(Kernel(f"64 rows, split-K {split_k}, 2 CTAs an SM", 128, 64, split_k, 3, pdl=True,
+                                  ctas_per_sm=2))
     for tile_m, stages in ((64, 8), (128, 6)):
         for split_k in (1, 2, 4):
             kernels.append(Kernel(f"{tile_m} rows, split-K {split_k}", 128, tile_m, split_k, stages, pdl=pdl))
@@ -284,11 +290,11 @@ def preferred(shape: tuple, pdl: bool) -> tuple[float, Kernel]:
 
 def levers(config, shape: tuple) -> dict[str, float]:
     """The model's seconds for `config` (submission.Sm100Config) and for the two levers beside
-    it: two CTAs an SM (64-row tiles, 4 stages: what half of the shared memory holds; 256 tensor
+    it: two CTAs an SM (64-row tiles, 3 stages: what half of the shared memory holds; 256 tensor
     memory columns each) with `config`'s split-K, and the split-K exchange through distributed
     shared memory."""
     kernel = kernel_for(config)
-    two = dataclasses.replace(kernel, tile_m=64, stages=4, ctas_per_sm=2)
+    two = dataclasses.replace(kernel, tile_m=64, stages=3, ctas_per_sm=2)
     if kernel.share_k:
         m, n, k, l = shape
         two = dataclasses.replace(two, split_k=k_share_parts((n // 128) * (m // 64) * l, k // TILE_K))

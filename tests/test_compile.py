@@ -284,3 +284,25 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stag
     one_subtile_of_one_split = loads_before_first_accumulator_load(four) / 3
     assert one_subtile_of_one_split > 0
     assert loads_before_first_accumulator_load(two) == 2 * one_subtile_of_one_split
+
+
+def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
+    """The benchmarks' two-CTA configuration: within the registers two CTAs' threads leave
+    each, the shared memory the host side counts (dynamic as launched, static as the cubin
+    holds) twice within an SM's, no spills."""
+    problem = sub.Problem(128, 7168, 2048, 1)
+    config = sub.sm100_config(problem)
+    assert config.ctas_per_sm == 2
+
+    class Pinned(sub.Sm100BlockScaledGemm):
+        @classmethod
+        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
+            return config
+
+    result = checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
+    assert not result.failures, result.failures
+    assert "2 CTAs an SM" in result.config
+    assert result.registers <= 65536 // (2 * sub.Sm100BlockScaledGemm.THREADS)
+    assert result.static_smem == sub.SM100_STATIC_SMEM_BYTES
+    assert result.dynamic_smem == config.smem_bytes
+    assert 2 * (result.dynamic_smem + result.static_smem + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM

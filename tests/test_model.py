@@ -74,22 +74,33 @@ def test_two_ctas_an_sm_pay_where_a_calls_chain_binds_and_not_past_dram():
     configuration's time halves; on 128 x 7168 x 16384 DRAM binds either way."""
     import submission as sub
 
-    configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}
     short = (128, 7168, 2048, 1)
-    times = model.levers(configs[short], short)
+    one_cta = sub.Sm100Config(64, 1, 8)
+    times = model.levers(one_cta, short)
     assert times["two CTAs an SM"] < 0.6 * times["chosen"]
+    configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}
     long = (128, 7168, 16384, 1)
     dram = model.gemm_bytes(*long) / (model.B200_TABLE_BANDWIDTH * model.FITTED.dram_efficiency)
     assert model.levers(configs[long], long)["two CTAs an SM"] == pytest.approx(dram)
-    assert model.levers(configs[short], short)["cluster reduction"] == times["chosen"]  # unsplit: nothing to exchange
+    assert model.levers(one_cta, short)["cluster reduction"] == times["chosen"]  # unsplit: nothing to exchange
 
 
-def test_the_chosen_configurations_are_the_models_fastest_with_pdl():
+def test_the_chosen_configurations_are_the_models_fastest_but_where_dram_binds_both():
+    """Two CTAs an SM where the model puts them ahead by half; on 128 x 7168 x 16384 the model
+    puts them 6 % ahead of the first-placed entry's measured tiles (inside its calibration error
+    there), both bound by DRAM in the model, and the measured tiles stay."""
     import submission as sub
 
     for shape in model.BENCHMARK_SHAPES:
-        chosen = model.call_seconds(model.kernel_for(sub.sm100_config(sub.Problem(*shape), conservative=False)), shape)
-        assert chosen == pytest.approx(model.preferred(shape, pdl=True)[0]), shape
+        config = sub.sm100_config(sub.Problem(*shape), conservative=False)
+        chosen = model.call_seconds(model.kernel_for(config), shape)
+        fastest, kernel = model.preferred(shape, pdl=True)
+        if shape == (128, 7168, 16384, 1):
+            dram = model.gemm_bytes(*shape) / (model.B200_TABLE_BANDWIDTH * model.FITTED.dram_efficiency)
+            assert fastest == pytest.approx(dram) and kernel.ctas_per_sm == 2
+            assert (config.tile_m, config.split_k, config.ctas_per_sm) == (128, 2, 1) and chosen < 1.07 * fastest
+        else:
+            assert config.ctas_per_sm == 2 and chosen == pytest.approx(fastest), shape
 
 
 def test_multicast_pays_only_where_l2_reads_bind(monkeypatch):

@@ -26,25 +26,28 @@ BENCHMARKS = [sub.Problem(*case.mnkl) for case in shapes.official_cases("benchma
 
 # ----- configuration -----
 
-def test_benchmark_shapes_get_the_measured_configurations():
+def test_benchmark_shapes_get_their_configurations():
     expected = {
-        (128, 7168, 16384, 1): (128, 2, 6),
-        (128, 4096, 7168, 1): (64, 2, 8),
-        (128, 7168, 2048, 1): (64, 1, 8),
+        (128, 7168, 16384, 1): (128, 2, 6, 1),
+        (128, 4096, 7168, 1): (64, 1, 3, 2),
+        (128, 7168, 2048, 1): (64, 1, 3, 2),
     }
     assert {tuple(p) for p in BENCHMARKS} == set(expected)
     for problem in BENCHMARKS:
         config = sub.sm100_config(problem)
-        assert (config.tile_m, config.split_k, config.stages) == expected[tuple(problem)]
+        assert (config.tile_m, config.split_k, config.stages, config.ctas_per_sm) == expected[tuple(problem)]
 
 
 @pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
 def test_every_official_shape_gets_a_configuration_that_fits(problem):
     config = sub.sm100_config(problem)
     assert config.tile_m in (64, 128) and problem.m % config.tile_m == 0
-    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m)
-    assert config.smem_bytes <= sub.SM100_SMEM_BYTES
-    assert config.tmem_columns <= TMEM_COLUMNS
+    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m, config.ctas_per_sm)
+    # Every CTA an SM holds, with its static shared memory and the system's part.
+    ctas = config.ctas_per_sm
+    assert ctas * (config.smem_bytes + sub.SM100_STATIC_SMEM_BYTES + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
+    assert config.smem_bytes + sub.SM100_STATIC_SMEM_BYTES <= sub.SM100_SMEM_BYTES
+    assert ctas * config.tmem_columns <= TMEM_COLUMNS
     k_tiles = problem.k // sub.SM100_TILE_K
     assert 1 <= config.split_k <= k_tiles
 
@@ -54,7 +57,7 @@ def test_general_rule_fills_the_machine_without_oversubscribing_it():
     config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
     assert (config.tile_m, config.split_k) == (64, 2)  # 48 units of 14 K tiles each: two splits at most
     config = sub.sm100_config(sub.Problem(128, 3072, 1536, 1))
-    assert (config.tile_m, config.split_k) == (64, 1)  # 6 K tiles: too few to split
+    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 2)  # 6 K tiles: too few to split
     config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
     assert (config.tile_m, config.split_k) == (128, 1)  # 648 tiles: already several per SM
     config = sub.sm100_config(sub.Problem(128, 256, 256, 1))
@@ -64,6 +67,14 @@ def test_general_rule_fills_the_machine_without_oversubscribing_it():
 def test_tensor_memory_budget_counts_accumulators_and_scales():
     assert sub.Sm100Config(128, 1, 6).tmem_columns == 512  # 2 x 128 + 16 + 16 = 288 -> 512
     assert sub.Sm100Config(64, 1, 8).tmem_columns == 256  # 2 x 64 + 16 + 16 = 160 -> 256
+
+
+def test_two_ctas_an_sm_take_three_stages_of_64_rows():
+    """Half of the SM's 228 KB, less each CTA's static shared memory, the system's part and the
+    barriers: three stages of 28 KB; one CTA an SM keeps eight (64 rows) and six (128 rows)."""
+    assert sub.Sm100Config.max_stages(64, 2) == 3
+    assert (sub.Sm100Config.max_stages(64), sub.Sm100Config.max_stages(128)) == (8, 6)
+    assert sub.Sm100Config.smem_limit(1) == sub.SM100_SMEM_BYTES
 
 
 def test_stage_bytes_match_the_tiles():
@@ -153,7 +164,7 @@ def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
 
 def code_paths(config: sub.Sm100Config) -> set[str]:
     """The kernel's compile-time branches that `config` takes."""
-    paths = {f"{config.tile_m}-row tiles", "PDL" if config.pdl else "no PDL"}
+    paths = {f"{config.tile_m}-row tiles", "PDL" if config.pdl else "no PDL", f"{config.ctas_per_sm} CTAs an SM"}
     if config.split_k == 1:
         paths.add("whole K")
     else:
@@ -166,7 +177,8 @@ def test_the_official_tests_run_only_paths_the_benchmarks_run():
     """What the check passes is what the timed calls run: every branch a test shape's
     configuration takes, a benchmark's takes too."""
     benchmarks = set().union(*(code_paths(sub.sm100_config(problem, conservative=False)) for problem in BENCHMARKS))
-    assert benchmarks == {"64-row tiles", "128-row tiles", "PDL", "whole K", "split-K", "2 subtiles of partials ahead"}
+    assert benchmarks == {"64-row tiles", "128-row tiles", "PDL", "whole K", "split-K", "2 subtiles of partials ahead",
+                          "1 CTAs an SM", "2 CTAs an SM"}
     tests = [sub.Problem(*case.mnkl) for case in shapes.official_cases("tests")]
     only_tests = {problem: code_paths(sub.sm100_config(problem, conservative=False)) - benchmarks for problem in tests}
     assert {problem: paths for problem, paths in only_tests.items() if paths} == {}
@@ -289,7 +301,7 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_res
     assert chosen.pdl
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
-    assert conservative.split_k == 1 and not conservative.pdl
+    assert conservative.split_k == 1 and not conservative.pdl and conservative.ctas_per_sm == 1
     assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
