@@ -272,9 +272,9 @@ def tile_coords(linear, tiles_m, splits, tiles_n):
     return m_tile, split, rest % tiles_n, rest // tiles_n
 
 
-def other_part(j, part):
-    """The j-th of a tile's splits (K ranges, partial slots) but `part`, for j = 0, 1, ..."""
-    return j + 1 - cutlass.min(cutlass.max(part - j, 0), 1)
+def other_split(j, split):
+    """The j-th of a tile's splits (K ranges, partial slots) but `split`, for j = 0, 1, ..."""
+    return j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)
 
 
 # ----- call path: compile once per configuration, launch with little host work -----
@@ -387,15 +387,15 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
     return torch.empty(size, dtype=torch.float32, device=device)
 
 
-def split_k_workspace(problem: Problem, splits: int, counters: int, device: torch.device) -> tuple:
+def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device) -> tuple:
     """The fp32 partials of every split and the 32-bit arrival counters of a last-arrival
     split-K reduction (see `Sm100BlockScaledGemm`'s epilogue), with the kernel's pointer
     arguments to them. The counters are zeroed once; no call needs a memset. Without split-K
     the kernel never touches them and one element each stands in."""
     partials = split_k_partials(problem, splits, device)
-    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int32, device=device)
-    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, arrivals.data_ptr()))
-    return args, (partials, arrivals)
+    counters = torch.zeros(counter_count if splits > 1 else 1, dtype=torch.int32, device=device)
+    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, counters.data_ptr()))
+    return args, (partials, counters)
 
 
 # ----- the self-check: the first call of a problem checks its own result -----
@@ -565,12 +565,20 @@ class Sm100Config:
     def smem_bytes(self) -> int:
         return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
 
+    # Tensor memory, by column: the accumulator stages (tile_m columns each), then the scales of
+    # b (the MMA's A operand) and of a, 4 columns for every 32 rows of the scale atoms they copy.
+    @property
+    def tmem_sfb_column(self) -> int:
+        return SM100_ACC_STAGES * self.tile_m
+
+    @property
+    def tmem_sfa_column(self) -> int:
+        return self.tmem_sfb_column + (SM100_TILE_N // 32) * 4
+
     @property
     def tmem_columns(self) -> int:
-        """Accumulator stages plus the scale columns of both operands, rounded up to the power
-        of two that `tcgen05.alloc` takes."""
-        scale_columns = (SM100_TILE_N // 32) * 4 + (_round_up(self.tile_m, 128) // 32) * 4
-        used = SM100_ACC_STAGES * self.tile_m + scale_columns
+        """The columns the map uses, rounded up to the power of two that `tcgen05.alloc` takes."""
+        used = self.tmem_sfa_column + (_round_up(self.tile_m, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
     @property
@@ -651,15 +659,15 @@ def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
 
 
 class WorkUnit(NamedTuple):
-    """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `part`-th of the
-    split_k K ranges that are added into that tile (`part` is its partial's slot)."""
+    """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `split`-th of the
+    split_k K ranges that are added into that tile (`split` is also its partial's slot)."""
 
     m_tile: object
     n_tile: object
     batch: object
     k_begin: object
     k_end: object
-    part: object
+    split: object
 
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
@@ -715,7 +723,6 @@ class Sm100BlockScaledGemm:
         # The A-side scales are loaded and copied to TMEM in 128-row atoms; a 64-row tile uses
         # half of one (see the TMEM offset in the MMA warp).
         self.mma_tiler_sfa = (SM100_TILE_N, _round_up(config.tile_m, 128), SM100_TILE_K)
-        self.acc_columns = SM100_ACC_STAGES * config.tile_m
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
             barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
@@ -742,6 +749,9 @@ class Sm100BlockScaledGemm:
     def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
         config = cls.config_for(problem)
         _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
+        if kernel.launch_smem_bytes != config.smem_bytes:  # what the stage counts are sized by
+            raise AssertionError(f"{config.describe()}: the kernel's shared storage takes {kernel.launch_smem_bytes} "
+                                 f"bytes, Sm100Config.smem_bytes counts {config.smem_bytes}")
         return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
 
     @classmethod
@@ -764,7 +774,7 @@ class Sm100BlockScaledGemm:
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
-                 semaphore_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
+                 counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
         cfg = self.config
         splits = cfg.split_k
@@ -783,7 +793,7 @@ class Sm100BlockScaledGemm:
         tiles_m = m // cfg.tile_m
         tiles_n = n // SM100_TILE_N
         # Split-K arrival counters: one per epilogue warp of every output tile.
-        semaphores = cute.make_tensor(semaphore_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), tiles_m * tiles_n * l)))
+        counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), tiles_m * tiles_n * l)))
 
         tiled_mma = self._tiled_mma(self.mma_tiler)
         tiled_mma_sfa = self._tiled_mma(self.mma_tiler_sfa)
@@ -836,7 +846,7 @@ class Sm100BlockScaledGemm:
         self.shared_storage = SharedStorage
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
         self.kernel(tiled_mma, tiled_mma_sfa, cluster, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
-                    tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
+                    tma_sfa, gmem_sfa, c, partials, counters, self.b_smem_layout, self.a_smem_layout,
                     self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
             use_pdl=cfg.pdl)
@@ -852,7 +862,7 @@ class Sm100BlockScaledGemm:
     def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfa: cute.TiledMma, cluster: cute.Layout,
                tma_b: cute.CopyAtom, gmem_b: cute.Tensor, tma_a: cute.CopyAtom, gmem_a: cute.Tensor,
                tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, tma_sfa: cute.CopyAtom,
-               gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, semaphores: cute.Tensor,
+               gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
                b_smem_layout: cute.ComposedLayout, a_smem_layout: cute.ComposedLayout,
                sfb_smem_layout: cute.Layout, sfa_smem_layout: cute.Layout, epi_tile: cute.Tile,
                num_ctas: cutlass.Int32):
@@ -956,8 +966,8 @@ class Sm100BlockScaledGemm:
             tmem.wait_for_alloc()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
-            sfb_base = acc_base + self.acc_columns
-            sfa_base = sfb_base + (SM100_TILE_N // 32) * 4
+            sfb_base = acc_base + cfg.tmem_sfb_column
+            sfa_base = acc_base + cfg.tmem_sfa_column
             tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfa(
                 tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
             tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfb(
@@ -1045,12 +1055,12 @@ class Sm100BlockScaledGemm:
                     # whose schedule left a count short would be wrong on its first call, which
                     # the self-check (`first_call`) finds, dropping the plan and its counters.
                     own = cute.group_modes(
-                        tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.part)], 3, 5)
+                        tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.split)], 3, 5)
                     for sub in cutlass.range(subtiles, unroll=1):
                         cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
                         cute.copy(move_fp32, tTR_rAcc, own[(None, None, None, sub)])
                     row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
-                    counter = semaphores.iterator + cute.crd2idx((warp_idx, row_tile), semaphores.layout)
+                    counter = counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout)
                     # Release, in the PTX memory model's terms: the warp barrier puts every
                     # lane's partial stores before lane 0's fence in causality order, and that
                     # fence followed by lane 0's relaxed count is a release pattern, so whichever
@@ -1070,7 +1080,7 @@ class Sm100BlockScaledGemm:
                             cute.arch.fence_acq_rel_gpu()
                         cute.arch.sync_warp()
                         others = [cute.group_modes(tTR_gPartial[(None, None, None, None, None, n_tile, m_tile,
-                                                                 batch * splits + other_part(j, unit.part))], 3, 5)
+                                                                 batch * splits + other_split(j, unit.split))], 3, 5)
                                   for j in range(splits - 1)]
                         for sub in cutlass.range_constexpr(ahead):
                             self._load_partials(move_fp32, others, sub, partial_slots[sub])

@@ -142,7 +142,7 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, spl
             tile = (unit.m_tile, unit.n_tile, unit.batch)
             assert unit.k_begin < unit.k_end, (cta, unit)
             covered += [(*tile, k_tile) for k_tile in range(unit.k_begin, unit.k_end)]
-            parts.setdefault(tile, []).append(unit.part)
+            parts.setdefault(tile, []).append(unit.split)
     tiles = itertools.product(range(problem.m // config.tile_m), range(problem.n // sub.SM100_TILE_N), range(problem.l))
     expected = [(*tile, k_tile) for tile in tiles for k_tile in range(problem.k // sub.SM100_TILE_K)]
     assert sorted(covered) == sorted(expected)
@@ -153,7 +153,7 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, spl
 @pytest.mark.parametrize("splits", range(2, 7))
 def test_the_last_arrival_adds_every_other_split_once(splits):
     for part in range(splits):
-        assert sorted(sub.other_part(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
+        assert sorted(sub.other_split(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
 
 
 def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
