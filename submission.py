@@ -1039,10 +1039,7 @@ class Sm100BlockScaledGemm:
                 c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, n_tile, m_tile, batch)], 3, 5)
                 acc_pipeline.consumer_wait(epi_state)
                 if cutlass.const_expr(splits == 1):
-                    for sub in cutlass.range(subtiles, unroll=1):
-                        cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                        tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-                        cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+                    self._store_c(copy_t2r, store_c, acc_tiles, c_tiles, tTR_rAcc, tTR_rC, subtiles)
                 else:
                     # Split-K: every split writes its fp32 partial; the split that arrives last
                     # adds the others to its own accumulator (still in TMEM) and writes c. An
@@ -1056,47 +1053,15 @@ class Sm100BlockScaledGemm:
                     # the self-check (`first_call`) finds, dropping the plan and its counters.
                     own = cute.group_modes(
                         tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.split)], 3, 5)
-                    for sub in cutlass.range(subtiles, unroll=1):
-                        cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                        cute.copy(move_fp32, tTR_rAcc, own[(None, None, None, sub)])
+                    self._store_partial(copy_t2r, move_fp32, acc_tiles, own, tTR_rAcc, subtiles)
                     row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
                     counter = counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout)
-                    # Release, in the PTX memory model's terms: the warp barrier puts every
-                    # lane's partial stores before lane 0's fence in causality order, and that
-                    # fence followed by lane 0's relaxed count is a release pattern, so whichever
-                    # split's count reads this one's (and then acquires) sees the stores. The
-                    # count itself needs no ordering of its own.
-                    cute.arch.sync_warp()
-                    arrived = cutlass.Int32(0)
-                    if lane == 0:
-                        cute.arch.fence_acq_rel_gpu()
-                        arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
-                    arrived = cute.arch.shuffle_sync(arrived, 0)
+                    arrived = self._arrive(counter, lane)
                     if arrived == splits - 1:
-                        # Acquire: lane 0's count followed by its fence is an acquire pattern,
-                        # and the warp barrier after the fence puts every lane's loads of the
-                        # other splits' partials after it (a shuffle orders nothing in memory).
-                        if lane == 0:
-                            cute.arch.fence_acq_rel_gpu()
-                        cute.arch.sync_warp()
-                        others = [cute.group_modes(tTR_gPartial[(None, None, None, None, None, n_tile, m_tile,
-                                                                 batch * splits + other_split(j, unit.split))], 3, 5)
-                                  for j in range(splits - 1)]
-                        for sub in cutlass.range_constexpr(ahead):
-                            self._load_partials(move_fp32, others, sub, partial_slots[sub])
-                        for sub in cutlass.range_constexpr(subtiles):
-                            slot = partial_slots[sub % len(partial_slots)]
-                            if cutlass.const_expr(ahead == 0):
-                                self._load_partials(move_fp32, others, sub, slot)
-                            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                            for j in cutlass.range_constexpr(splits - 1):
-                                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
-                            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
-                                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
-                            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-                            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-                        if lane == 0:
-                            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
+                        self._reduce_and_store_c(copy_t2r, move_fp32, store_c, acc_tiles, c_tiles,
+                                                 tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)],
+                                                 batch * splits, unit.split, partial_slots, tTR_rAcc, tTR_rC,
+                                                 subtiles, ahead, counter, lane)
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(epi_state)
                 epi_state.advance()
@@ -1105,9 +1070,79 @@ class Sm100BlockScaledGemm:
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_base)
 
+    # ----- the epilogue's steps -----
+
+    @cute.jit
+    def _store_c(self, copy_t2r: cute.TiledCopy, store_c: cute.CopyAtom, acc_tiles: cute.Tensor,
+                 c_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr):
+        """The accumulator, subtile by subtile, into fp16 c."""
+        for sub in cutlass.range(subtiles, unroll=1):
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
+            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+
+    @cute.jit
+    def _store_partial(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, acc_tiles: cute.Tensor,
+                       partial_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, subtiles: cutlass.Constexpr):
+        """The accumulator, subtile by subtile, into this split's fp32 partial."""
+        for sub in cutlass.range(subtiles, unroll=1):
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            cute.copy(move_fp32, tTR_rAcc, partial_tiles[(None, None, None, sub)])
+
+    @cute.jit
+    def _arrive(self, counter: cute.Pointer, lane: cutlass.Int32) -> cutlass.Int32:
+        """Counts this warp's arrival at its tile's counter; every lane gets the arrivals before it.
+
+        Release, in the PTX memory model's terms: the warp barrier puts every lane's partial
+        stores before lane 0's fence in causality order, and that fence followed by lane 0's
+        relaxed count is a release pattern, so whichever split's count reads this one's (and
+        then acquires, `_reduce_and_store_c`) sees the stores. The count itself needs no
+        ordering of its own."""
+        cute.arch.sync_warp()
+        arrived = cutlass.Int32(0)
+        if lane == 0:
+            cute.arch.fence_acq_rel_gpu()
+            arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
+        return cute.arch.shuffle_sync(arrived, 0)
+
+    @cute.jit
+    def _reduce_and_store_c(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, store_c: cute.CopyAtom,
+                            acc_tiles: cute.Tensor, c_tiles: cute.Tensor, tile_partials: cute.Tensor,
+                            first_slot: cutlass.Int32, split: cutlass.Int32, partial_slots: list,
+                            tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr,
+                            ahead: cutlass.Constexpr, counter: cute.Pointer, lane: cutlass.Int32):
+        """The last arrival: the other splits' partials of the tile (slots first_slot + j of
+        `tile_partials`, all but `split`'s) added to the accumulator and the sum written to fp16
+        c, their loads `ahead` subtiles before their adds, through the register buffers
+        `partial_slots`; then the counter back to zero.
+
+        Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
+        warp barrier after the fence puts every lane's loads of the other splits' partials after
+        it (a shuffle orders nothing in memory)."""
+        if lane == 0:
+            cute.arch.fence_acq_rel_gpu()
+        cute.arch.sync_warp()
+        others = [cute.group_modes(tile_partials[(None, None, None, None, None, first_slot + other_split(j, split))], 3, 5)
+                  for j in range(len(partial_slots[0]))]
+        for sub in cutlass.range_constexpr(ahead):
+            self._load_partials(move_fp32, others, sub, partial_slots[sub])
+        for sub in cutlass.range_constexpr(subtiles):
+            slot = partial_slots[sub % len(partial_slots)]
+            if cutlass.const_expr(ahead == 0):
+                self._load_partials(move_fp32, others, sub, slot)
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            for j in cutlass.range_constexpr(len(others)):
+                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
+            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
+                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
+            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
+            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+        if lane == 0:
+            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
+
     @staticmethod
     def _load_partials(copy_atom, others: list, sub: int, slot: list) -> None:
-        """Epilogue subtile `sub` of every other part's partial into the registers of `slot`."""
+        """Epilogue subtile `sub` of every other split's partial into the registers of `slot`."""
         for other, registers in zip(others, slot):
             cute.copy(copy_atom, other[(None, None, None, sub)], registers)
 
