@@ -32,6 +32,8 @@ column of c, so a warp's stores are 64 contiguous bytes). With split-K every spl
 fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
+Where 64-row tiles take K whole, an SM holds two CTAs (`Sm100Config.ctas_per_sm`), so that the
+next call's CTA starts beside this call's on every SM, not only on the free ones.
 
 Per-shape configurations: `sm100_config`. `python -m harness compile` prints each benchmark
 shape's configuration beside the time the cost model in harness/b200_model.py gives it (a
