@@ -15,6 +15,7 @@ as in the reference, the only roundings are the fp32 sums and the final fp16 sto
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -301,6 +302,21 @@ class HopperOperandDecode:
         cute.arch.barrier()
         if tidx == 0:
             _sm90_count_up(counters + 4 * SM90_READY)
+
+
+@dataclass
+class CyclingLaunchPlan(LaunchPlan):
+    """A `LaunchPlan` whose calls take the tuples of `trailing_args` in turn: consecutive calls
+    never share a decoded-A buffer (`SM90_DECODED_A_BUFFERS`)."""
+
+    def __post_init__(self):
+        self._next_args = itertools.cycle(self.trailing_args).__next__
+
+    def launch(self, addresses: tuple[int, ...]) -> None:
+        if HAVE_TVM_FFI:
+            self.kernel(*addresses, *self._next_args())
+        else:
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args())
 
 
 class TunedPlan:
@@ -680,7 +696,7 @@ class HopperNvfp4Gemm:
                                pointer_arg(cutlass.Float32, partials.data_ptr()),
                                pointer_arg(cutlass.Int32, buffer_counters.data_ptr())) + scalars
                               for buffer, buffer_counters in zip(decoded_a, counters))
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters), config)
+        return CyclingLaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters), config)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -366,21 +365,16 @@ class LaunchPlan:
 
     kernel: Callable  # the compiled kernel
     operand_types: tuple  # CuTe element types of a, b, sfa_permuted, sfb_permuted, c
-    # The workspace pointers, then the scalar arguments: one tuple, or several that the calls
-    # take in turn (a kernel whose consecutive calls must not share a workspace buffer).
-    trailing_args: tuple[tuple, ...]
+    trailing_args: tuple  # the workspace pointers, then the scalar arguments
     workspace: tuple  # the tensors behind the workspace pointers: alive as long as the plan
     config: object = None  # what the kernel was compiled for (its `describe()` names it)
-
-    def __post_init__(self):
-        self._next_args = itertools.cycle(self.trailing_args).__next__
 
     def launch(self, addresses: tuple[int, ...]) -> None:
         """Run the kernel on the operands at `addresses` (`operand_addresses`)."""
         if HAVE_TVM_FFI:
-            self.kernel(*addresses, *self._next_args())
+            self.kernel(*addresses, *self.trailing_args)
         else:
-            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args())
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self.trailing_args)
 
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
@@ -769,7 +763,7 @@ class Sm100BlockScaledGemm:
                                                       len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
         num_ctas = config.grid_ctas(problem, num_sms)
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace, config)
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
