@@ -561,20 +561,20 @@ class Sm100Config:
     def smem_bytes(self) -> int:
         return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
 
-    # Tensor memory, by column: the accumulator stages (tile_m columns each), then the scales of
-    # b (the MMA's A operand) and of a, 4 columns for every 32 rows of the scale atoms they copy.
+    # Tensor memory, by column: the accumulator stages (tile_m columns each), then the MMA's SFA
+    # (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms they copy.
     @property
-    def tmem_sfb_column(self) -> int:
+    def tmem_sfa_column(self) -> int:
         return SM100_ACC_STAGES * self.tile_m
 
     @property
-    def tmem_sfa_column(self) -> int:
-        return self.tmem_sfb_column + (SM100_TILE_N // 32) * 4
+    def tmem_sfb_column(self) -> int:
+        return self.tmem_sfa_column + (SM100_TILE_N // 32) * 4
 
     @property
     def tmem_columns(self) -> int:
         """The columns the map uses, rounded up to the power of two that `tcgen05.alloc` takes."""
-        used = self.tmem_sfa_column + (_round_up(self.tile_m, 128) // 32) * 4
+        used = self.tmem_sfb_column + (_round_up(self.tile_m, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
     @property
@@ -716,9 +716,9 @@ class Sm100BlockScaledGemm:
     def __init__(self, config: Sm100Config):
         self.config = config
         self.mma_tiler = (SM100_TILE_N, config.tile_m, SM100_TILE_K)
-        # The A-side scales are loaded and copied to TMEM in 128-row atoms; a 64-row tile uses
-        # half of one (see the TMEM offset in the MMA warp).
-        self.mma_tiler_sfa = (SM100_TILE_N, _round_up(config.tile_m, 128), SM100_TILE_K)
+        # The MMA's SFB (a's scales) is loaded and copied to TMEM in 128-row atoms; a 64-row
+        # tile uses half of one (see the TMEM offset in the MMA warp).
+        self.mma_tiler_sfb = (SM100_TILE_N, _round_up(config.tile_m, 128), SM100_TILE_K)
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
             barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
@@ -777,12 +777,14 @@ class Sm100BlockScaledGemm:
         m = cute.assume(m, divby=128)
         n = cute.assume(n, divby=128)
         k = cute.assume(k, divby=SM100_TILE_K)
-        # Operands swapped: the MMA's A operand is b (N x K), its B operand is a (M x K), and
-        # the accumulator is a (N, M) tile of c, whose N-contiguous rows make it column-major.
-        b = cute.make_tensor(b_ptr, cute.make_ordered_layout((n, k, l), order=(1, 0, 2)))
-        a = cute.make_tensor(a_ptr, cute.make_ordered_layout((m, k, l), order=(1, 0, 2)))
-        sfb = cute.make_tensor(sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(b.shape, SF_VEC_SIZE))
-        sfa = cute.make_tensor(sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(a.shape, SF_VEC_SIZE))
+        # The operand swap, here and nowhere else: the MMA's A operand is b (N x K) with its
+        # scales, its B operand a (M x K) with its scales, and the accumulator is an (N, M) tile
+        # of c, whose N-contiguous rows make it column-major. From here on A, B, SFA and SFB name
+        # the MMA's operands.
+        mA = cute.make_tensor(b_ptr, cute.make_ordered_layout((n, k, l), order=(1, 0, 2)))
+        mB = cute.make_tensor(a_ptr, cute.make_ordered_layout((m, k, l), order=(1, 0, 2)))
+        mSFA = cute.make_tensor(sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(mA.shape, SF_VEC_SIZE))
+        mSFB = cute.make_tensor(sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(mB.shape, SF_VEC_SIZE))
         c = cute.make_tensor(c_ptr, cute.make_ordered_layout((n, m, l), order=(0, 1, 2)))
         # Split-K partial sums: one (N, M) fp32 slab per (batch, split).
         partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((n, m, l * splits), order=(0, 1, 2)))
@@ -792,35 +794,35 @@ class Sm100BlockScaledGemm:
         counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), tiles_m * tiles_n * l)))
 
         tiled_mma = self._tiled_mma(self.mma_tiler)
-        tiled_mma_sfa = self._tiled_mma(self.mma_tiler_sfa)
+        tiled_mma_sfb = self._tiled_mma(self.mma_tiler_sfb)
         # One CTA a cluster: the pipelines and the TMA atoms take this one-CTA layout.
         cluster = cute.tiled_divide(cute.make_layout((1, 1, 1)), (tiled_mma.thr_id.shape,))
 
         stages = cfg.stages
         fp4, fp8 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
-        self.b_smem_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, fp4, stages)
-        self.a_smem_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, fp4, stages)
-        self.sfb_smem_layout = blockscaled_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
-        self.sfa_smem_layout = blockscaled_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
+        self.a_smem_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, fp4, stages)
+        self.b_smem_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, fp4, stages)
+        self.sfa_smem_layout = blockscaled_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
+        self.sfb_smem_layout = blockscaled_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
 
         def one_stage(layout):
             return cute.slice_(layout, (None, None, None, 0))
 
         load_op = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
-        tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, b, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
-        tma_a, gmem_a = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op, a, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
-        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, sfb, one_stage(self.sfb_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
+        tma_a, gmem_a = cute.nvgpu.make_tiled_tma_atom_A(
+            load_op, mA, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
+        tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_B(
+            load_op, mB, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
+        tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_A(
+            load_op, mSFA, one_stage(self.sfa_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
             internal_type=cutlass.Int16)
-        tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op, sfa, one_stage(self.sfa_smem_layout), self.mma_tiler_sfa, tiled_mma_sfa,
+        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(
+            load_op, mSFB, one_stage(self.sfb_smem_layout), self.mma_tiler_sfb, tiled_mma_sfb,
             cluster.shape, internal_type=cutlass.Int16)
-        self.stage_tx_bytes = (cute.size_in_bytes(fp4, one_stage(self.b_smem_layout))
-                               + cute.size_in_bytes(fp4, one_stage(self.a_smem_layout))
-                               + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout))
-                               + cute.size_in_bytes(fp8, one_stage(self.sfa_smem_layout)))
+        self.stage_tx_bytes = (cute.size_in_bytes(fp4, one_stage(self.a_smem_layout))
+                               + cute.size_in_bytes(fp4, one_stage(self.b_smem_layout))
+                               + cute.size_in_bytes(fp8, one_stage(self.sfa_smem_layout))
+                               + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout)))
 
         # Epilogue subtiles of 128 rows x 32 columns of the accumulator.
         self.epi_tile = (SM100_TILE_N, SM100_EPILOGUE_COLUMNS)
@@ -834,16 +836,16 @@ class Sm100BlockScaledGemm:
             acc_full: cute.struct.MemRange[cutlass.Int64, SM100_ACC_STAGES]
             acc_empty: cute.struct.MemRange[cutlass.Int64, SM100_ACC_STAGES]
             tmem_address: cutlass.Int32
-            sB: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.b_smem_layout.outer)], 1024]
             sA: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.a_smem_layout.outer)], 1024]
-            sSFB: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfb_smem_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.b_smem_layout.outer)], 1024]
             sSFA: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfa_smem_layout)], 1024]
+            sSFB: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfb_smem_layout)], 1024]
 
         self.shared_storage = SharedStorage
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
-        self.kernel(tiled_mma, tiled_mma_sfa, cluster, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
-                    tma_sfa, gmem_sfa, c, partials, counters, self.b_smem_layout, self.a_smem_layout,
-                    self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas).launch(
+        self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
+                    tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
+                    self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
             use_pdl=cfg.pdl)
 
@@ -855,12 +857,12 @@ class Sm100BlockScaledGemm:
     # ----- the kernel, in data-flow order: TMA loads -> MMA -> epilogue -----
 
     @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfa: cute.TiledMma, cluster: cute.Layout,
-               tma_b: cute.CopyAtom, gmem_b: cute.Tensor, tma_a: cute.CopyAtom, gmem_a: cute.Tensor,
-               tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, tma_sfa: cute.CopyAtom,
-               gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
-               b_smem_layout: cute.ComposedLayout, a_smem_layout: cute.ComposedLayout,
-               sfb_smem_layout: cute.Layout, sfa_smem_layout: cute.Layout, epi_tile: cute.Tile,
+    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout,
+               tma_a: cute.CopyAtom, gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor,
+               tma_sfa: cute.CopyAtom, gmem_sfa: cute.Tensor, tma_sfb: cute.CopyAtom,
+               gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
+               a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout,
+               sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout, epi_tile: cute.Tile,
                num_ctas: cutlass.Int32):
         cfg = self.config
         splits = cfg.split_k
@@ -870,7 +872,7 @@ class Sm100BlockScaledGemm:
         cta, _, _ = cute.arch.block_idx()
 
         if warp_idx == self.TMA_WARP:
-            for atom in (tma_b, tma_a, tma_sfb, tma_sfa):
+            for atom in (tma_a, tma_b, tma_sfa, tma_sfb):
                 cpasync.prefetch_descriptor(atom)
 
         storage = utils.SmemAllocator().allocate(self.shared_storage)
@@ -888,46 +890,46 @@ class Sm100BlockScaledGemm:
                                    allocator_warp_id=self.EPILOGUE_WARPS[0])
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
 
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
-        sSFB = storage.sSFB.get_tensor(sfb_smem_layout)
+        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
         sSFA = storage.sSFA.get_tensor(sfa_smem_layout)
+        sSFB = storage.sSFB.get_tensor(sfb_smem_layout)
 
         # Global tiles: (tile rows, tile K, row tiles, K tiles, batch).
-        gB = cute.local_tile(gmem_b, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
-        gA = cute.local_tile(gmem_a, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
-        gSFB = cute.local_tile(gmem_sfb, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
-        gSFA = cute.local_tile(gmem_sfa, cute.slice_(self.mma_tiler_sfa, (0, None, None)), (None, None, None))
+        gA = cute.local_tile(gmem_a, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
+        gB = cute.local_tile(gmem_b, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
+        gSFA = cute.local_tile(gmem_sfa, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
+        gSFB = cute.local_tile(gmem_sfb, cute.slice_(self.mma_tiler_sfb, (0, None, None)), (None, None, None))
         gC = cute.local_tile(c, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
         gPartial = cute.local_tile(partials, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        k_tiles = cute.size(gB, mode=[3])
-        tiles_n = cute.size(gB, mode=[2])
-        tiles_m = cute.size(gA, mode=[2])
-        schedule = Sm100Schedule(cfg, cta, num_ctas, tiles_m, tiles_n, k_tiles, cute.size(gB, mode=[4]))
+        k_tiles = cute.size(gA, mode=[3])
+        tiles_n = cute.size(gA, mode=[2])
+        tiles_m = cute.size(gB, mode=[2])
+        schedule = Sm100Schedule(cfg, cta, num_ctas, tiles_m, tiles_n, k_tiles, cute.size(gA, mode=[4]))
         first_unit, end_unit, unit_step = schedule.units
 
         thr_mma = tiled_mma.get_slice(0)
-        thr_mma_sfa = tiled_mma_sfa.get_slice(0)
-        tCgB = thr_mma.partition_A(gB)
-        tCgA = thr_mma.partition_B(gA)
-        tCgSFB = thr_mma.partition_A(gSFB)
-        tCgSFA = thr_mma_sfa.partition_B(gSFA)
+        thr_mma_sfb = tiled_mma_sfb.get_slice(0)
+        tCgA = thr_mma.partition_A(gA)
+        tCgB = thr_mma.partition_B(gB)
+        tCgSFA = thr_mma.partition_A(gSFA)
+        tCgSFB = thr_mma_sfb.partition_B(gSFB)
         tCgC = thr_mma.partition_C(gC)
         tCgPartial = thr_mma.partition_C(gPartial)
 
         # TMA views: ((atom, rest), stage) in shared memory, ((atom, rest), tiles, K tiles, batch) in global.
         one_cta = cute.make_layout(1)  # no other CTA shares a load
-        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
         tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
-        tBsSFB, tBgSFB = cpasync.tma_partition(
-            tma_sfb, 0, one_cta, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
         tAsSFA, tAgSFA = cpasync.tma_partition(
             tma_sfa, 0, one_cta, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
-        tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
+        tBsSFB, tBgSFB = cpasync.tma_partition(
+            tma_sfb, 0, one_cta, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
         tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
+        tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
 
-        tCrB = tiled_mma.make_fragment_A(sB)
-        tCrA = tiled_mma.make_fragment_B(sA)
+        tCrA = tiled_mma.make_fragment_A(sA)
+        tCrB = tiled_mma.make_fragment_B(sB)
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
         tCtAcc_layout = tiled_mma.make_fragment_C(cute.append(acc_shape, SM100_ACC_STAGES)).layout
 
@@ -942,18 +944,18 @@ class Sm100BlockScaledGemm:
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
                 unit = schedule.unit(linear)
-                b_tiles = tBgB[(None, unit.n_tile, None, unit.batch)]
-                a_tiles = tAgA[(None, unit.m_tile, None, unit.batch)]
-                sfb_tiles = tBgSFB[(None, unit.n_tile, None, unit.batch)]
-                sfa_tiles = tAgSFA[(None, unit.m_tile * cfg.tile_m // self.mma_tiler_sfa[1], None, unit.batch)]
+                a_tiles = tAgA[(None, unit.n_tile, None, unit.batch)]
+                b_tiles = tBgB[(None, unit.m_tile, None, unit.batch)]
+                sfa_tiles = tAgSFA[(None, unit.n_tile, None, unit.batch)]
+                sfb_tiles = tBgSFB[(None, unit.m_tile * cfg.tile_m // self.mma_tiler_sfb[1], None, unit.batch)]
                 for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
                     smem_pipeline.producer_acquire(load_state)
                     full = smem_pipeline.producer_get_barrier(load_state)
                     stage = load_state.index
-                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full)
                     cute.copy(tma_a, a_tiles[(None, k_tile)], tAsA[(None, stage)], tma_bar_ptr=full)
-                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full)
                     cute.copy(tma_sfa, sfa_tiles[(None, k_tile)], tAsSFA[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full)
                     load_state.advance()
             smem_pipeline.producer_tail(load_state)
 
@@ -962,42 +964,42 @@ class Sm100BlockScaledGemm:
             tmem.wait_for_alloc()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
-            sfb_base = acc_base + cfg.tmem_sfb_column
             sfa_base = acc_base + cfg.tmem_sfa_column
-            tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfa(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
-            tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfb(
+            sfb_base = acc_base + cfg.tmem_sfb_column
+            tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfa(
                 tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
-            tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+            tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfb(
+                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
-            copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
+            tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
             copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
+            copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
 
             mma_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, SM100_ACC_STAGES)
-            num_kblocks = cute.size(tCrB, mode=[2])
+            num_kblocks = cute.size(tCrA, mode=[2])
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
                 unit = schedule.unit(linear)
                 acc = tCtAcc[(None, None, None, acc_state.index)]
-                tCtSFA_unit = tCtSFA
+                tCtSFB_unit = tCtSFB
                 if cutlass.const_expr(cfg.tile_m == 64):
                     # A 64-row tile uses the lower or upper half of the 128-row scale atom,
                     # two TMEM words further for the upper half.
                     half = cutlass.Int32((unit.m_tile % 2) * 2)
-                    tCtSFA_unit = cute.make_tensor(
-                        cute.recast_ptr(sfa_base + half, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
+                    tCtSFB_unit = cute.make_tensor(
+                        cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
                 acc_pipeline.producer_acquire(acc_state)
                 tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
                 for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
                     smem_pipeline.consumer_wait(mma_state)
                     stage = mma_state.index
-                    cute.copy(copy_sfb, tCsSFB_s2t[(None, None, None, None, stage)], tCtSFB_s2t)
                     cute.copy(copy_sfa, tCsSFA_s2t[(None, None, None, None, stage)], tCtSFA_s2t)
+                    cute.copy(copy_sfb, tCsSFB_s2t[(None, None, None, None, stage)], tCtSFB_s2t)
                     for kblock in cutlass.range(num_kblocks, unroll_full=True):
-                        tiled_mma.set(tcgen05.Field.SFA, tCtSFB[(None, None, kblock)].iterator)
-                        tiled_mma.set(tcgen05.Field.SFB, tCtSFA_unit[(None, None, kblock)].iterator)
-                        cute.gemm(tiled_mma, acc, tCrB[(None, None, kblock, stage)],
-                                  tCrA[(None, None, kblock, stage)], acc)
+                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
+                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB_unit[(None, None, kblock)].iterator)
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kblock, stage)],
+                                  tCrB[(None, None, kblock, stage)], acc)
                         tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                     smem_pipeline.consumer_release(mma_state)
                     mma_state.advance()
