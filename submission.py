@@ -124,8 +124,8 @@ class Sm100Config:
 
     @staticmethod
     def stage_bytes(tile_m: int) -> int:
-        """Shared memory of one pipeline stage: B tile, A tile, and both scale tiles (the A-side
-        scale tile always covers 128 rows: the scale atoms are 128 rows tall)."""
+        """Shared memory of one pipeline stage: b's tile, a's tile and both scale tiles (a's
+        always covers 128 rows: the scale atoms are 128 rows tall)."""
         b_tile = SM100_TILE_N * SM100_TILE_K // 2
         a_tile = tile_m * SM100_TILE_K // 2
         scales = (SM100_TILE_N + _round_up(tile_m, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
