@@ -13,10 +13,9 @@ competition's timing (50 calls back to back after an L2 flush):
   leaves free take the next call's CTAs at once. Those load their share of the operands while
   this call's tail runs; the others start on this call's SMs as its CTAs exit and pay a CTA's
   start (`CTA_START_S`, the part of the launch that is per SM). Where the whole next grid fits
-  on the free SMs, the launch is hidden under the tail, as far as the tail reaches. Two CTAs an
-  SM (`Kernel.ctas_per_sm`) give every SM room for the next call's CTA: two calls are in flight
-  on every SM, and a call's time is the larger of the busiest resource and half of one call's
-  chain (start, main loop, tail).
+  on the free SMs, or where two CTAs an SM (`Kernel.ctas_per_sm`) give every SM room for the
+  next call's CTA, two calls are in flight, and a call's time is the larger of the busiest
+  resource and half of one call's chain (start, main loop, tail).
 - mainloop: each CTA's K loop. With a pipeline (2 stages or more) the loads stream: the first
   arrives after one memory latency, then each K tile costs the larger of its bytes at the per-SM
   ingest rate and its MMAs; with one stage every K tile pays the latency, its transfer and its
@@ -164,22 +163,22 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, ct
     elif kernel.split_k > 1:
         # fp32 partial out, the arrival's round trip, the other partials back in.
         tail += 4 * out_tile * kernel.split_k / constants.ingest_bytes_per_s + constants.latency_s
-    if kernel.pdl and kernel.ctas_per_sm > 1:
-        # Every SM runs one call's tail beside the next call's start and main loop.
+    free = B200_SMS - grid
+    if kernel.pdl and (kernel.ctas_per_sm > 1 or free >= grid):
+        # Two calls in flight: every SM runs one call's tail beside the next call's start and
+        # main loop (two CTAs an SM), or the next call's whole grid runs on the SMs this one
+        # leaves free.
+        in_flight = max(kernel.ctas_per_sm, 2)
         chain = cta_start_s + mainloop + tail
-        gpu = max(chain / kernel.ctas_per_sm, mainloop - units_per_sm * constants.latency_s, dram_bytes / dram_rate, l2)
+        gpu = max(chain / in_flight, mainloop - units_per_sm * constants.latency_s, dram_bytes / dram_rate, l2)
         return max(gpu, kernel.host_s)
     launch = constants.launch_s
     if kernel.pdl:
-        free = B200_SMS - grid
-        if free >= grid:
-            launch = max(0.0, launch - tail)  # the whole next grid starts under this tail
-        else:
-            # The next call's CTAs on free SMs load their share during this tail (and the other
-            # CTAs' start); the rest start on this call's SMs after its CTAs exit.
-            if loads_under_tail:
-                dram_bytes -= min(dram_bytes * free / grid, (tail + cta_start_s) * dram_rate)
-            launch = cta_start_s
+        # The next call's CTAs on free SMs load their share during this tail (and the other
+        # CTAs' start); the rest start on this call's SMs after its CTAs exit.
+        if loads_under_tail:
+            dram_bytes -= min(dram_bytes * free / grid, (tail + cta_start_s) * dram_rate)
+        launch = cta_start_s
     gpu = launch + max(mainloop, dram_bytes / dram_rate, l2) + tail
     return max(gpu, kernel.host_s)
 

@@ -29,7 +29,7 @@ BENCHMARKS = [sub.Problem(*case.mnkl) for case in shapes.official_cases("benchma
 def test_benchmark_shapes_get_their_configurations():
     expected = {
         (128, 7168, 16384, 1): (128, 2, 6, 1),
-        (128, 4096, 7168, 1): (64, 1, 3, 2),
+        (128, 4096, 7168, 1): (64, 1, 8, 1),
         (128, 7168, 2048, 1): (64, 1, 3, 2),
     }
     assert {tuple(p) for p in BENCHMARKS} == set(expected)
@@ -57,7 +57,10 @@ def test_general_rule_fills_the_machine_without_oversubscribing_it():
     config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
     assert (config.tile_m, config.split_k) == (64, 2)  # 48 units of 14 K tiles each: two splits at most
     config = sub.sm100_config(sub.Problem(128, 3072, 1536, 1))
-    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 2)  # 6 K tiles: too few to split
+    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 1)  # 6 K tiles: too few to split
+    config = sub.sm100_config(sub.Problem(512, 1536, 7168, 1))
+    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 2)  # 96 units: too many to split or
+    # to leave the next call a grid's worth of SMs
     config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
     assert (config.tile_m, config.split_k) == (128, 1)  # 648 tiles: already several per SM
     config = sub.sm100_config(sub.Problem(128, 256, 256, 1))
