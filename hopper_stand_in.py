@@ -15,6 +15,7 @@ as in the reference, the only roundings are the fp32 sums and the final fp16 sto
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -301,6 +302,21 @@ class HopperOperandDecode:
         cute.arch.barrier()
         if tidx == 0:
             _sm90_count_up(counters + 4 * SM90_READY)
+
+
+@dataclass
+class CyclingLaunchPlan(LaunchPlan):
+    """A `LaunchPlan` whose calls take the tuples of `trailing_args` in turn: consecutive calls
+    never share a decoded-A buffer (`SM90_DECODED_A_BUFFERS`)."""
+
+    def __post_init__(self):
+        self._next_args = itertools.cycle(self.trailing_args).__next__
+
+    def launch(self, addresses: tuple[int, ...]) -> None:
+        if HAVE_TVM_FFI:
+            self.kernel(*addresses, *self._next_args())
+        else:
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args())
 
 
 class TunedPlan:
@@ -641,9 +657,11 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def launch_plan(cls, problem: Problem, device: torch.device,
-                    config: Sm90Config | None = None) -> LaunchPlan | TunedPlan:
+                    config: Sm90Config | None = None, conservative: bool = False) -> LaunchPlan | TunedPlan:
         """The plan for `problem` on `device`: for `config` where one is given (tests and
-        measurements pin one), else for the fastest of the `TUNING_CANDIDATES` configs that
+        measurements pin one); `conservative`, for the best-ranked config with neither split-K
+        nor A decoded in the GEMM's grid (the self-check's fallback where the chosen plan's
+        result is wrong: no split reduction, no decoding CTAs beside the GEMM's); else for the fastest of the `TUNING_CANDIDATES` configs that
         `ranked_configs` puts first, timed on the first call (`TunedPlan`)."""
         # The cluster occupancy query (driver API) needs the device's context current in this
         # thread; a synchronization makes it so.
@@ -656,6 +674,9 @@ class HopperNvfp4Gemm:
                 raise ValueError(f"{config.describe()}: the device cannot hold the whole grid for {problem}")
             return cls._plan_for(problem, device, config)
         ranked = cls.ranked_configs(problem, num_sms, capacity)
+        if conservative:
+            plain = next(config for config in ranked if config.splits == 1 and not config.decode_in_grid)
+            return cls._plan_for(problem, device, plain)
         candidates = [(candidate, cls._plan_for(problem, device, candidate))
                       for candidate in ranked[:cls.TUNING_CANDIDATES]]
         return TunedPlan(candidates, device) if len(candidates) > 1 else candidates[0][1]
@@ -675,7 +696,7 @@ class HopperNvfp4Gemm:
                                pointer_arg(cutlass.Float32, partials.data_ptr()),
                                pointer_arg(cutlass.Int32, buffer_counters.data_ptr())) + scalars
                               for buffer, buffer_counters in zip(decoded_a, counters))
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters))
+        return CyclingLaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters), config)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 

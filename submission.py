@@ -11,6 +11,12 @@ as fp16 into `c`. `custom_kernel` validates its inputs, then dispatches on the d
 - compute capability 9.x (H100/H200, sm_90a): the Hopper stand-in, hopper_stand_in.py beside
   this file, which only local runs import: it is never submitted.
 
+Self-check: the first call of each problem compares its c with the exact product (decoded
+operands multiplied in float64 with torch on the GPU); where an element is wrong it prints a line
+starting "nvfp4 self-check FALLBACK:" on stderr and tries the conservative configuration, then
+the exact product itself, and later calls run what passed (`first_call`; NVFP4_SELF_CHECK=0 turns
+it off).
+
 Shared host side: `validate_inputs`, the kernel for each target (`kernel_for_arch`), the
 compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
 pointers otherwise), split-K and tile-schedule arithmetic, and the scale-layout helpers. Each
@@ -23,36 +29,26 @@ Warp 5 loads B, A and both scale tiles with TMA into `stages` shared-memory buff
 copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into one of two TMEM
 accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
 column of c, so a warp's stores are 64 contiguous bytes). With split-K every split stores an
-fp32 partial and the last split to arrive adds the others and writes c (details at the kernel);
-share-K (`Sm100Config.share_k`, where whole units would leave a last wave mostly empty) gives
-every SM an even share of all K tiles instead, and a tile's K ranges add up the same way.
+fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
+Where whole-K 64-row tiles fill more than half the SMs, an SM holds two CTAs
+(`Sm100Config.ctas_per_sm`), so that the next call's CTA starts beside this call's on every SM,
+not only on the free ones.
 
-Per-shape configuration on a B200 (148 SMs), the speed-of-light of the competition's table
-(7.68 TB/s, FP4 at 1.5 GHz; every benchmark is memory-bound; the split-K partials add the
-workspace bytes shown, which mostly stay in the 126 MB L2), and the time of the cost model in
-harness/b200_model.py (`python -m harness model`: a model's figure, calibrated on published B200
-times, never measured):
-
-  shape M x N x K      tile N x M x K   split  stages  PDL  units  DRAM MB  +partials  SOL us  model us
-  128 x 7168 x 16384   128 x 128 x 256    2      6     on    112    69.07    11.01     8.99    14.59
-  128 x 4096 x 7168    128 x  64 x 256    2      8     on    128    18.08     6.29     2.35     6.02
-  128 x 7168 x 2048    128 x  64 x 256    1      8     on    112    10.24     0.00     1.33     4.91
-
-The first-placed entry measured 18.3 / 8.29 / 6.54 us with these tiles (fp32 output, no PDL;
-the model gives it 17.34 / 8.77 / 6.37); the model puts this kernel at 7.56 us geomean, the
-difference being the launch and prologue that PDL overlaps with the previous call's tail. It has not been run
-on a B200: only compiled for sm_100a and checked in its SASS.
+Per-shape configurations: `sm100_config`. `python -m harness compile` prints each benchmark
+shape's configuration beside the time the cost model in harness/b200_model.py gives it (a
+model's figure, calibrated on published B200 times); the kernel has not been run on a B200, only
+compiled for sm_100a and checked in its SASS.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-import itertools
 import os
-from dataclasses import dataclass, replace
+import sys
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import torch
@@ -66,7 +62,7 @@ import cutlass.utils.blockscaled_layout as blockscaled_layout
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.cute.runtime import make_ptr
 
-# ===== shared host-side section =====
+# ===== shared constants =====
 
 SF_VEC_SIZE = 16  # one e4m3 scale per 16 consecutive K elements
 MN_ALIGN = 128  # the scale-factor atom covers 128 rows; tiles are 128 rows
@@ -81,6 +77,688 @@ class Problem(NamedTuple):
     k: int
     l: int
 
+
+HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
+
+
+# ===== Blackwell path (sm_100a) =====
+
+SM100_SMEM_BYTES = 232_448  # shared memory one block may use on sm_100
+SM100_SMEM_PER_SM = 233_472  # what the blocks on one SM share, each less SM100_SMEM_RESERVED
+SM100_SMEM_RESERVED = 1024  # the system's part of every block's shared memory
+SM100_STATIC_SMEM_BYTES = 1024  # the compiled kernel's static shared memory (cuobjdump -res-usage)
+SM100_NUM_SMS = 148  # B200; the live count is read from the device at call time
+SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
+SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
+SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
+SM100_ACC_STAGES = 2
+SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
+# Registers per epilogue thread for other splits' partials loaded ahead of their adds.
+SM100_PARTIAL_REGISTERS = 64
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return (x + multiple - 1) // multiple * multiple
+
+
+@dataclass(frozen=True)
+class Sm100Config:
+    """One compiled variant of the sm_100a kernel.
+
+    The operands are swapped: the MMA's M runs over N (block-scaled fp4 MMAs have no M=64 and
+    M is 128 in every benchmark), its N over M in tiles of `tile_m` rows of c."""
+
+    tile_m: int  # 64 or 128
+    split_k: int  # K ranges added into one output tile by the last to finish (its fp32 partial slots)
+    stages: int  # shared-memory pipeline depth
+    # Programmatic dependent launch: the next call's grid launches while this one runs, and
+    # loads and multiplies before it waits (only its epilogue touches what this call writes).
+    pdl: bool = True
+    # CTAs an SM holds at once. With 2, each has half the shared memory (fewer stages) and half
+    # the tensor memory, and with PDL the next call's CTA starts beside this call's on every SM:
+    # its loads and MMAs run under this call's epilogue, where one CTA an SM would leave only
+    # the SMs this grid does not use to the next call. Nothing in the launch asks for it (a
+    # launch bound of two CTAs an SM makes CuTeDSL read the device's shared memory as it
+    # compiles): the driver sizes an SM's shared memory for as many CTAs as the kernel's
+    # resources allow, and the compile check holds the registers to two CTAs' share.
+    ctas_per_sm: int = 1
+
+    @staticmethod
+    def stage_bytes(tile_m: int) -> int:
+        """Shared memory of one pipeline stage: b's tile, a's tile and both scale tiles (a's
+        always covers 128 rows: the scale atoms are 128 rows tall)."""
+        b_tile = SM100_TILE_N * SM100_TILE_K // 2
+        a_tile = tile_m * SM100_TILE_K // 2
+        scales = (SM100_TILE_N + _round_up(tile_m, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
+        return b_tile + a_tile + scales
+
+    @staticmethod
+    def smem_limit(ctas_per_sm: int) -> int:
+        """Shared memory one CTA may use, static and dynamic, where an SM holds `ctas_per_sm`."""
+        return min(SM100_SMEM_BYTES, SM100_SMEM_PER_SM // ctas_per_sm - SM100_SMEM_RESERVED)
+
+    @classmethod
+    def max_stages(cls, tile_m: int, ctas_per_sm: int = 1) -> int:
+        budget = cls.smem_limit(ctas_per_sm) - SM100_STATIC_SMEM_BYTES - SM100_BARRIER_BYTES
+        return budget // cls.stage_bytes(tile_m)
+
+    @property
+    def smem_bytes(self) -> int:
+        return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
+
+    # Tensor memory, by column: the accumulator stages (tile_m columns each), then the MMA's SFA
+    # (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms they copy.
+    @property
+    def tmem_sfa_column(self) -> int:
+        return SM100_ACC_STAGES * self.tile_m
+
+    @property
+    def tmem_sfb_column(self) -> int:
+        return self.tmem_sfa_column + (SM100_TILE_N // 32) * 4
+
+    @property
+    def tmem_columns(self) -> int:
+        """The columns the map uses, rounded up to the power of two that `tcgen05.alloc` takes."""
+        used = self.tmem_sfb_column + (_round_up(self.tile_m, 128) // 32) * 4
+        return max(32, 1 << (used - 1).bit_length())
+
+    @property
+    def partials_ahead(self) -> int:
+        """Split-K: the last arrival loads the other splits' partials this many epilogue
+        subtiles ahead of the one it adds and stores, so that their round trips overlap: as many
+        as SM100_PARTIAL_REGISTERS hold (0 where one subtile's take more, as with 3 or more
+        other splits: then each subtile's are loaded together before it is added)."""
+        if self.split_k == 1:
+            return 0
+        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
+
+    def tiles(self, problem: Problem) -> int:
+        """Output tiles of `problem`, all batches."""
+        return problem.l * (problem.n // SM100_TILE_N) * (problem.m // self.tile_m)
+
+    def grid_ctas(self, problem: Problem, num_sms: int) -> int:
+        """CTAs in the persistent grid: one an SM, but no more than the work units."""
+        return min(num_sms, self.tiles(problem) * self.split_k)
+
+    def check_problem(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> None:
+        """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
+        empty and its MMA warp would commit an accumulator it never wrote."""
+        k_tiles = problem.k // SM100_TILE_K
+        if k_tiles < self.split_k:
+            raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
+                             f"K = {problem.k} has {k_tiles}")
+
+    def describe(self) -> str:
+        return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
+                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}"
+                + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
+
+
+class Sm100BlockScaledGemm:
+    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a).
+
+    Warps 0-3 run the epilogue (TMEM -> registers -> c), warp 4 the MMA (scales to TMEM with
+    tcgen05.cp, then the MMAs), warp 5 the TMA loads. Two pipelines: `smem_pipeline` holds
+    operand and scale tiles between the TMA and MMA warps, `acc_pipeline` accumulators in TMEM
+    between the MMA and epilogue warps. A persistent schedule (`Sm100Schedule`) walks work units
+    of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch)."""
+
+    ARCH = "sm_100a"
+    EPILOGUE_WARPS = (0, 1, 2, 3)
+    MMA_WARP = 4
+    TMA_WARP = 5
+    THREADS = 32 * 6
+    # Pointer arguments of the compiled kernel: a, b, sfa_permuted, sfb_permuted, c, split-K
+    # partials, split-K arrival counters.
+    POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
+                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
+
+    def __init__(self, config: Sm100Config):
+        self.config = config
+        self.mma_tiler = (SM100_TILE_N, config.tile_m, SM100_TILE_K)
+        # The MMA's SFB (a's scales) is loaded and copied to TMEM in 128-row atoms; a 64-row
+        # tile uses half of one (see the TMEM offset in the MMA warp).
+        self.mma_tiler_sfb = (SM100_TILE_N, _round_up(config.tile_m, 128), SM100_TILE_K)
+        self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
+        self.tmem_alloc_barrier = pipeline.NamedBarrier(
+            barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
+
+    # ----- host side: protocol for the call path and the compile checker -----
+
+    @classmethod
+    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
+        return sm100_config(problem, num_sms)
+
+    @classmethod
+    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
+                tvm_ffi: bool = HAVE_TVM_FFI):
+        """Compile `config` for any problem size (sizes are runtime arguments); returns the
+        compiled function and the kernel object that traced it."""
+        kernel = cls(config)
+        pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
+        sizes = [cutlass.Int32(1)] * 5
+        compiled = cute.compile(kernel, *pointers, *sizes,
+                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
+        return compiled, kernel
+
+    @classmethod
+    def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
+        config = cls.config_for(problem)
+        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
+        if kernel.launch_smem_bytes != config.smem_bytes:  # what the stage counts are sized by
+            raise AssertionError(f"{config.describe()}: the kernel's shared storage takes {kernel.launch_smem_bytes} "
+                                 f"bytes, Sm100Config.smem_bytes counts {config.smem_bytes}")
+        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
+
+    @classmethod
+    def launch_plan(cls, problem: Problem, device: torch.device, conservative: bool = False) -> LaunchPlan:
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        # Not conservative: as NVFP4_SM100_CONSERVATIVE says (`sm100_config`).
+        config = sm100_config(problem, num_sms, conservative=True if conservative else None)
+        config.check_problem(problem, num_sms)
+        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
+                                   lambda: cls.compile(config)[0])
+        # Arrivals are counted per epilogue warp and tile (see the epilogue).
+        workspace_args, workspace = split_k_workspace(problem, config.split_k,
+                                                      len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
+        num_ctas = config.grid_ctas(problem, num_sms)
+        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
+        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
+
+    # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
+
+    @cute.jit
+    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
+                 sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
+                 counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
+                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
+        cfg = self.config
+        splits = cfg.split_k
+        m = cute.assume(m, divby=128)
+        n = cute.assume(n, divby=128)
+        k = cute.assume(k, divby=SM100_TILE_K)
+        # The operand swap, here and nowhere else: the MMA's A operand is b (N x K) with its
+        # scales, its B operand a (M x K) with its scales, and the accumulator is an (N, M) tile
+        # of c, whose N-contiguous rows make it column-major. From here on A, B, SFA and SFB name
+        # the MMA's operands.
+        mA = cute.make_tensor(b_ptr, cute.make_ordered_layout((n, k, l), order=(1, 0, 2)))
+        mB = cute.make_tensor(a_ptr, cute.make_ordered_layout((m, k, l), order=(1, 0, 2)))
+        mSFA = cute.make_tensor(sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(mA.shape, SF_VEC_SIZE))
+        mSFB = cute.make_tensor(sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(mB.shape, SF_VEC_SIZE))
+        c = cute.make_tensor(c_ptr, cute.make_ordered_layout((n, m, l), order=(0, 1, 2)))
+        # Split-K partial sums: one (N, M) fp32 slab per (batch, split).
+        partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((n, m, l * splits), order=(0, 1, 2)))
+        tiles_m = m // cfg.tile_m
+        tiles_n = n // SM100_TILE_N
+        # Split-K arrival counters: one per epilogue warp of every output tile.
+        counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), tiles_m * tiles_n * l)))
+
+        tiled_mma = self._tiled_mma(self.mma_tiler)
+        tiled_mma_sfb = self._tiled_mma(self.mma_tiler_sfb)
+        # One CTA a cluster: the pipelines and the TMA atoms take this one-CTA layout.
+        cluster = cute.tiled_divide(cute.make_layout((1, 1, 1)), (tiled_mma.thr_id.shape,))
+
+        stages = cfg.stages
+        fp4, fp8 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
+        self.a_smem_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, fp4, stages)
+        self.b_smem_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, fp4, stages)
+        self.sfa_smem_layout = blockscaled_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
+        self.sfb_smem_layout = blockscaled_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
+
+        def one_stage(layout):
+            return cute.slice_(layout, (None, None, None, 0))
+
+        load_op = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
+        tma_a, gmem_a = cute.nvgpu.make_tiled_tma_atom_A(
+            load_op, mA, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
+        tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_B(
+            load_op, mB, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
+        tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_A(
+            load_op, mSFA, one_stage(self.sfa_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
+            internal_type=cutlass.Int16)
+        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(
+            load_op, mSFB, one_stage(self.sfb_smem_layout), self.mma_tiler_sfb, tiled_mma_sfb,
+            cluster.shape, internal_type=cutlass.Int16)
+        self.stage_tx_bytes = (cute.size_in_bytes(fp4, one_stage(self.a_smem_layout))
+                               + cute.size_in_bytes(fp4, one_stage(self.b_smem_layout))
+                               + cute.size_in_bytes(fp8, one_stage(self.sfa_smem_layout))
+                               + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout)))
+
+        # Epilogue subtiles of 128 rows x 32 columns of the accumulator.
+        self.epi_tile = (SM100_TILE_N, SM100_EPILOGUE_COLUMNS)
+
+        # Each pipeline takes its first barrier and uses the full and empty barriers as one
+        # array, so every full/empty pair is declared adjacently.
+        @cute.struct
+        class SharedStorage:
+            smem_full: cute.struct.MemRange[cutlass.Int64, stages]
+            smem_empty: cute.struct.MemRange[cutlass.Int64, stages]
+            acc_full: cute.struct.MemRange[cutlass.Int64, SM100_ACC_STAGES]
+            acc_empty: cute.struct.MemRange[cutlass.Int64, SM100_ACC_STAGES]
+            tmem_address: cutlass.Int32
+            sA: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.a_smem_layout.outer)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.b_smem_layout.outer)], 1024]
+            sSFA: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfa_smem_layout)], 1024]
+            sSFB: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfb_smem_layout)], 1024]
+
+        self.shared_storage = SharedStorage
+        self.launch_smem_bytes = SharedStorage.size_in_bytes()
+        self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
+                    tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
+                    self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
+            use_pdl=cfg.pdl)
+
+    def _tiled_mma(self, tiler):
+        return sm100_utils.make_blockscaled_trivial_tiled_mma(
+            cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, OperandMajorMode.K, OperandMajorMode.K,
+            cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
+
+    # ----- the kernel, in data-flow order: TMA loads -> MMA -> epilogue -----
+
+    @cute.kernel
+    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout,
+               tma_a: cute.CopyAtom, gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor,
+               tma_sfa: cute.CopyAtom, gmem_sfa: cute.Tensor, tma_sfb: cute.CopyAtom,
+               gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
+               a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout,
+               sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout, epi_tile: cute.Tile,
+               num_ctas: cutlass.Int32):
+        cfg = self.config
+        splits = cfg.split_k
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        tidx, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        cta, _, _ = cute.arch.block_idx()
+
+        if warp_idx == self.TMA_WARP:
+            for atom in (tma_a, tma_b, tma_sfa, tma_sfb):
+                cpasync.prefetch_descriptor(atom)
+
+        storage = utils.SmemAllocator().allocate(self.shared_storage)
+        smem_pipeline = pipeline.PipelineTmaUmma.create(
+            barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            tx_count=self.stage_tx_bytes, cta_layout_vmnk=cluster, defer_sync=True)
+        acc_pipeline = pipeline.PipelineUmmaAsync.create(
+            barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)),
+            cta_layout_vmnk=cluster, defer_sync=True)
+        tmem = utils.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
+                                   allocator_warp_id=self.EPILOGUE_WARPS[0])
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+
+        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
+        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
+        sSFA = storage.sSFA.get_tensor(sfa_smem_layout)
+        sSFB = storage.sSFB.get_tensor(sfb_smem_layout)
+
+        # Global tiles: (tile rows, tile K, row tiles, K tiles, batch).
+        gA = cute.local_tile(gmem_a, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
+        gB = cute.local_tile(gmem_b, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
+        gSFA = cute.local_tile(gmem_sfa, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
+        gSFB = cute.local_tile(gmem_sfb, cute.slice_(self.mma_tiler_sfb, (0, None, None)), (None, None, None))
+        gC = cute.local_tile(c, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
+        gPartial = cute.local_tile(partials, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
+        k_tiles = cute.size(gA, mode=[3])
+        tiles_n = cute.size(gA, mode=[2])
+        tiles_m = cute.size(gB, mode=[2])
+        schedule = Sm100Schedule(cfg, cta, num_ctas, tiles_m, tiles_n, k_tiles, cute.size(gA, mode=[4]))
+        first_unit, end_unit, unit_step = schedule.units
+
+        thr_mma = tiled_mma.get_slice(0)
+        thr_mma_sfb = tiled_mma_sfb.get_slice(0)
+        tCgA = thr_mma.partition_A(gA)
+        tCgB = thr_mma.partition_B(gB)
+        tCgSFA = thr_mma.partition_A(gSFA)
+        tCgSFB = thr_mma_sfb.partition_B(gSFB)
+        tCgC = thr_mma.partition_C(gC)
+        tCgPartial = thr_mma.partition_C(gPartial)
+
+        # TMA views: ((atom, rest), stage) in shared memory, ((atom, rest), tiles, K tiles, batch) in global.
+        one_cta = cute.make_layout(1)  # no other CTA shares a load
+        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
+        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
+        tAsSFA, tAgSFA = cpasync.tma_partition(
+            tma_sfa, 0, one_cta, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
+        tBsSFB, tBgSFB = cpasync.tma_partition(
+            tma_sfb, 0, one_cta, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+        tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
+        tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
+
+        tCrA = tiled_mma.make_fragment_A(sA)
+        tCrB = tiled_mma.make_fragment_B(sB)
+        acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
+        tCtAcc_layout = tiled_mma.make_fragment_C(cute.append(acc_shape, SM100_ACC_STAGES)).layout
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+
+        # ---- TMA warp: operand and scale tiles into shared memory ----
+        if warp_idx == self.TMA_WARP:
+            if cutlass.const_expr(cfg.pdl):
+                # The next call's grid may launch at once: it reads only its own inputs until its
+                # epilogue, which waits for this whole grid.
+                cute.arch.griddepcontrol_launch_dependents()
+            load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
+            for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
+                unit = schedule.unit(linear)
+                a_tiles = tAgA[(None, unit.n_tile, None, unit.batch)]
+                b_tiles = tBgB[(None, unit.m_tile, None, unit.batch)]
+                sfa_tiles = tAgSFA[(None, unit.n_tile, None, unit.batch)]
+                sfb_tiles = tBgSFB[(None, unit.m_tile * cfg.tile_m // self.mma_tiler_sfb[1], None, unit.batch)]
+                for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
+                    smem_pipeline.producer_acquire(load_state)
+                    full = smem_pipeline.producer_get_barrier(load_state)
+                    stage = load_state.index
+                    cute.copy(tma_a, a_tiles[(None, k_tile)], tAsA[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_sfa, sfa_tiles[(None, k_tile)], tAsSFA[(None, stage)], tma_bar_ptr=full)
+                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full)
+                    load_state.advance()
+            smem_pipeline.producer_tail(load_state)
+
+        # ---- MMA warp: scales to tensor memory, block-scaled MMAs into the accumulator ----
+        if warp_idx == self.MMA_WARP:
+            tmem.wait_for_alloc()
+            acc_base = tmem.retrieve_ptr(cutlass.Float32)
+            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
+            sfa_base = acc_base + cfg.tmem_sfa_column
+            sfb_base = acc_base + cfg.tmem_sfb_column
+            tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfa(
+                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
+            tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfb(
+                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
+            tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
+            tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+            copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
+            copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
+
+            mma_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
+            acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, SM100_ACC_STAGES)
+            num_kblocks = cute.size(tCrA, mode=[2])
+            for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
+                unit = schedule.unit(linear)
+                acc = tCtAcc[(None, None, None, acc_state.index)]
+                tCtSFB_unit = tCtSFB
+                if cutlass.const_expr(cfg.tile_m == 64):
+                    # A 64-row tile uses the lower or upper half of the 128-row scale atom,
+                    # two TMEM words further for the upper half.
+                    half = cutlass.Int32((unit.m_tile % 2) * 2)
+                    tCtSFB_unit = cute.make_tensor(
+                        cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+                acc_pipeline.producer_acquire(acc_state)
+                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
+                for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
+                    smem_pipeline.consumer_wait(mma_state)
+                    stage = mma_state.index
+                    cute.copy(copy_sfa, tCsSFA_s2t[(None, None, None, None, stage)], tCtSFA_s2t)
+                    cute.copy(copy_sfb, tCsSFB_s2t[(None, None, None, None, stage)], tCtSFB_s2t)
+                    for kblock in cutlass.range(num_kblocks, unroll_full=True):
+                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
+                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB_unit[(None, None, kblock)].iterator)
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kblock, stage)],
+                                  tCrB[(None, None, kblock, stage)], acc)
+                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                    smem_pipeline.consumer_release(mma_state)
+                    mma_state.advance()
+                acc_pipeline.producer_commit(acc_state)
+                acc_state.advance()
+            acc_pipeline.producer_tail(acc_state)
+
+        # ---- epilogue warps: accumulator -> registers -> fp16 c (through split-K partials) ----
+        if warp_idx < self.MMA_WARP:
+            tmem.allocate(cfg.tmem_columns)
+            tmem.wait_for_alloc()
+            if cutlass.const_expr(cfg.pdl):
+                # The previous call's grid may still be reading the split-K partials and writing c
+                # (which may be this call's c): the first store waits for all of it.
+                cute.arch.griddepcontrol_wait()
+            acc_base = tmem.retrieve_ptr(cutlass.Float32)
+            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
+            copy_t2r, tTR_tAcc, tTR_gC = self._accumulator_copy(tidx, tCtAcc, tCgC, epi_tile)
+            _, _, tTR_gPartial = self._accumulator_copy(tidx, tCtAcc, tCgPartial, epi_tile)
+            tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)
+            tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
+            store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
+            move_fp32 = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32)
+            subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
+            # The last arrival's loads of other splits' partials: slot x (other split) buffers.
+            ahead = min(cfg.partials_ahead, subtiles)
+            partial_slots = [[cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float32) for _ in range(splits - 1)]
+                             for _ in range(max(ahead, 1))]
+
+            epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
+            for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
+                unit = schedule.unit(linear)
+                n_tile, m_tile, batch = unit.n_tile, unit.m_tile, unit.batch
+                acc_tiles = cute.group_modes(tTR_tAcc[(None, None, None, None, None, epi_state.index)], 3, 5)
+                c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, n_tile, m_tile, batch)], 3, 5)
+                acc_pipeline.consumer_wait(epi_state)
+                if cutlass.const_expr(splits == 1):
+                    self._store_c(copy_t2r, store_c, acc_tiles, c_tiles, tTR_rAcc, tTR_rC, subtiles)
+                else:
+                    # Split-K: every split writes its fp32 partial; the split that arrives last
+                    # adds the others to its own accumulator (still in TMEM) and writes c. An
+                    # epilogue warp owns the same 32 accumulator rows in every split, so arrival
+                    # is counted per warp: no CTA-wide barrier, no second kernel and no memset
+                    # (the last arrival resets its counter). The decision is warp-uniform, as
+                    # the collective TMEM loads in the reduction require.
+                    # Every call finds its counters at zero: the last arrival resets its own, and
+                    # a grid runs every CTA to its end or faults the context for good. A plan
+                    # whose schedule left a count short would be wrong on its first call, which
+                    # the self-check (`first_call`) finds, dropping the plan and its counters.
+                    own = cute.group_modes(
+                        tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.split)], 3, 5)
+                    self._store_partial(copy_t2r, move_fp32, acc_tiles, own, tTR_rAcc, subtiles)
+                    row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
+                    counter = counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout)
+                    arrived = self._arrive(counter, lane)
+                    if arrived == splits - 1:
+                        self._reduce_and_store_c(copy_t2r, move_fp32, store_c, acc_tiles, c_tiles,
+                                                 tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)],
+                                                 batch * splits, unit.split, partial_slots, tTR_rAcc, tTR_rC,
+                                                 subtiles, ahead, counter, lane)
+                cute.arch.fence_view_async_tmem_load()
+                acc_pipeline.consumer_release(epi_state)
+                epi_state.advance()
+
+            tmem.relinquish_alloc_permit()
+            self.epilogue_barrier.arrive_and_wait()
+            tmem.free(acc_base)
+
+    # ----- the epilogue's steps -----
+
+    @cute.jit
+    def _store_c(self, copy_t2r: cute.TiledCopy, store_c: cute.CopyAtom, acc_tiles: cute.Tensor,
+                 c_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr):
+        """The accumulator, subtile by subtile, into fp16 c."""
+        for sub in cutlass.range(subtiles, unroll=1):
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
+            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+
+    @cute.jit
+    def _store_partial(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, acc_tiles: cute.Tensor,
+                       partial_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, subtiles: cutlass.Constexpr):
+        """The accumulator, subtile by subtile, into this split's fp32 partial."""
+        for sub in cutlass.range(subtiles, unroll=1):
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            cute.copy(move_fp32, tTR_rAcc, partial_tiles[(None, None, None, sub)])
+
+    @cute.jit
+    def _arrive(self, counter: cute.Pointer, lane: cutlass.Int32) -> cutlass.Int32:
+        """Counts this warp's arrival at its tile's counter; every lane gets the arrivals before it.
+
+        Release, in the PTX memory model's terms: the warp barrier puts every lane's partial
+        stores before lane 0's fence in causality order, and that fence followed by lane 0's
+        relaxed count is a release pattern, so whichever split's count reads this one's (and
+        then acquires, `_reduce_and_store_c`) sees the stores. The count itself needs no
+        ordering of its own."""
+        cute.arch.sync_warp()
+        arrived = cutlass.Int32(0)
+        if lane == 0:
+            cute.arch.fence_acq_rel_gpu()
+            arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
+        return cute.arch.shuffle_sync(arrived, 0)
+
+    @cute.jit
+    def _reduce_and_store_c(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, store_c: cute.CopyAtom,
+                            acc_tiles: cute.Tensor, c_tiles: cute.Tensor, tile_partials: cute.Tensor,
+                            first_slot: cutlass.Int32, split: cutlass.Int32, partial_slots: list,
+                            tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr,
+                            ahead: cutlass.Constexpr, counter: cute.Pointer, lane: cutlass.Int32):
+        """The last arrival: the other splits' partials of the tile (slots first_slot + j of
+        `tile_partials`, all but `split`'s) added to the accumulator and the sum written to fp16
+        c, their loads `ahead` subtiles before their adds, through the register buffers
+        `partial_slots`; then the counter back to zero.
+
+        Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
+        warp barrier after the fence puts every lane's loads of the other splits' partials after
+        it (a shuffle orders nothing in memory)."""
+        if lane == 0:
+            cute.arch.fence_acq_rel_gpu()
+        cute.arch.sync_warp()
+        others = [cute.group_modes(tile_partials[(None, None, None, None, None, first_slot + other_split(j, split))], 3, 5)
+                  for j in range(len(partial_slots[0]))]
+        for sub in cutlass.range_constexpr(ahead):
+            self._load_partials(move_fp32, others, sub, partial_slots[sub])
+        for sub in cutlass.range_constexpr(subtiles):
+            slot = partial_slots[sub % len(partial_slots)]
+            if cutlass.const_expr(ahead == 0):
+                self._load_partials(move_fp32, others, sub, slot)
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            for j in cutlass.range_constexpr(len(others)):
+                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
+            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
+                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
+            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
+            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+        if lane == 0:
+            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
+
+    @staticmethod
+    def _load_partials(copy_atom, others: list, sub: int, slot: list) -> None:
+        """Epilogue subtile `sub` of every other split's partial into the registers of `slot`."""
+        for other, registers in zip(others, slot):
+            cute.copy(copy_atom, other[(None, None, None, sub)], registers)
+
+    def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
+        """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
+        smem_compact = cute.filter_zeros(smem_scales)
+        tmem_compact = cute.filter_zeros(tmem_scales)
+        atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(tcgen05.CtaGroup.ONE), cutlass.Float8E4M3FN)
+        tiled_copy = tcgen05.make_s2t_copy(atom, tmem_compact)
+        thr_copy = tiled_copy.get_slice(0)
+        smem_src = tcgen05.get_s2t_smem_desc_tensor(tiled_copy, thr_copy.partition_S(smem_compact))
+        return tiled_copy, smem_src, thr_copy.partition_D(tmem_compact)
+
+    def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
+        """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching
+        per-thread view of an output tensor (c or the split-K partials)."""
+        # 32 lanes x 32 bits: thread i of warp w holds accumulator row 32w + i, which is column
+        # n0 + 32w + i of c, so for each row of c a warp stores 32 consecutive fp16 (64 bytes).
+        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)),
+                                      cutlass.Float32)
+        acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)
+        tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
+        thr_copy = tiled_copy.get_slice(tidx)
+        out_epi = cute.flat_divide(tCgOut[((None, None), 0, 0, None, None, None)], epi_tile)
+        return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
+
+
+class WorkUnit(NamedTuple):
+    """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `split`-th of the
+    split_k K ranges that are added into that tile (`split` is also its partial's slot)."""
+
+    m_tile: object
+    n_tile: object
+    batch: object
+    k_begin: object
+    k_end: object
+    split: object
+
+
+@dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
+class Sm100Schedule:
+    """The work units of one CTA, the same for its TMA, MMA and epilogue warps; plain
+    arithmetic, so a host test runs it on ints. The units (row tiles fastest, then splits,
+    column tiles and batches: `tile_coords`) are dealt round-robin, each over K / split_k
+    (`split_k_range`). A warp loops over `range(*schedule.units)` and takes `schedule.unit(linear)`
+    of each."""
+
+    config: Sm100Config
+    cta: object  # this CTA's place in the grid
+    ctas: object
+    tiles_m: object
+    tiles_n: object
+    k_tiles: object
+    batches: object
+
+    @property
+    def units(self) -> tuple:
+        """(start, stop, step) of this CTA's units, numbered as `tile_coords` numbers them."""
+        return self.cta, self.tiles_m * self.tiles_n * self.batches * self.config.split_k, self.ctas
+
+    def unit(self, linear) -> WorkUnit:
+        cfg = self.config
+        m_tile, split, n_tile, batch = tile_coords(linear, self.tiles_m, cfg.split_k, self.tiles_n)
+        k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
+        return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split)
+
+
+# Configurations of the three benchmark shapes. 128 x 7168 x 16384: the competition's
+# first-placed entry's, as it measured them on a B200 (its split-K returned fp32; ours reduces
+# into fp16 c). The other two take K whole in 64-row tiles, where the cost model
+# (harness/b200_model.py) puts two calls in flight at half the time of that entry's tiles with
+# PDL: 128 x 4096 x 7168's 64 CTAs leave the next call's whole grid SMs of its own, and
+# 128 x 7168 x 2048's 112 CTAs, which do not, take two CTAs an SM.
+SM100_BENCHMARK_CONFIGS = {
+    Problem(128, 7168, 16384, 1): Sm100Config(tile_m=128, split_k=2, stages=6),
+    Problem(128, 4096, 7168, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
+    Problem(128, 7168, 2048, 1): Sm100Config(tile_m=64, split_k=1, stages=Sm100Config.max_stages(64, 2), ctas_per_sm=2),
+}
+SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
+# The conservative configuration, for a first run on a B200 that fails: no split-K, so no
+# partials, no arrival counters and no cross-CTA reduction; no programmatic dependent launch,
+# so calls run one after the other; one CTA an SM; tiles and stages as chosen.
+SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
+
+
+def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
+                 conservative: bool | None = None) -> Sm100Config:
+    """The benchmark shapes' configurations; otherwise halve the M tile while the tiles fill at
+    most half the SMs, then split K in two where every unit still has an SM of its own, and give
+    whole-K 64-row tiles two CTAs an SM where they fill more than half the SMs. `conservative` (default: the NVFP4_SM100_CONSERVATIVE environment variable set to 1)
+    takes split-K, PDL and the second CTA an SM away."""
+    if conservative is None:
+        conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
+    config = _sm100_config(problem, num_sms)
+    return Sm100Config(config.tile_m, 1, config.stages, pdl=False) if conservative else config
+
+
+def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
+    known = SM100_BENCHMARK_CONFIGS.get(problem)
+    if known is not None:
+        return known
+    tiles_n = problem.n // SM100_TILE_N
+    tile_m = 64 if tiles_n * (problem.m // 128) * problem.l * 2 <= num_sms else 128
+    units = tiles_n * (problem.m // tile_m) * problem.l
+    k_tiles = problem.k // SM100_TILE_K
+    # Two splits at most, as on the benchmarks: the official tests then run the reduction the
+    # benchmarks run, with its partials loaded ahead (`Sm100Config.partials_ahead`).
+    split_k = 2 if units * 2 <= num_sms and k_tiles // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
+    if tile_m == 64 and split_k == 1 and units * 2 > num_sms:
+        # The next call's grid would not find SMs of its own: two CTAs an SM, as on the benchmarks.
+        return Sm100Config(64, 1, Sm100Config.max_stages(64, 2), ctas_per_sm=2)
+    return Sm100Config(tile_m, split_k, Sm100Config.max_stages(tile_m))
+
+
+# ===== end of Blackwell path =====
+
+
+# ===== shared host-side section =====
 
 def _strides_match(t: torch.Tensor, expected: tuple[int, ...]) -> bool:
     # A dimension of extent 1 never moves the address, so its stride is free.
@@ -278,43 +956,12 @@ def tile_coords(linear, tiles_m, splits, tiles_n):
     return m_tile, split, rest % tiles_n, rest // tiles_n
 
 
-def other_part(j, part):
-    """The j-th of a tile's parts (K ranges, partial slots) but `part`, for j = 0, 1, ..."""
-    return j + 1 - cutlass.min(cutlass.max(part - j, 0), 1)
-
-
-def other_part_or_own(j, part, parts):
-    """(slot, weight): `other_part` with weight 1 while j < parts - 1; past the tile's `parts`
-    (a share-K tile may have fewer than its slots), `part`'s own slot with weight 0: a partial
-    that is there to load (the caller wrote it) and adds nothing."""
-    missing = cutlass.min(cutlass.max(j + 2 - parts, 0), 1)
-    other = other_part(j, part)
-    return other + missing * (part - other), 1 - missing
-
-
-def k_share(worker, iterations, workers):
-    """Iterations [begin, end) of `worker`'s share when `workers` share `iterations` in order,
-    as evenly as integer division allows (share-K: the literature's name for it holds a word
-    the leaderboard refuses in a submitted file)."""
-    return (worker * iterations) // workers, ((worker + 1) * iterations) // workers
-
-
-def k_share_owner(iteration, iterations, workers):
-    """The worker whose `k_share` holds `iteration`."""
-    return ((iteration + 1) * workers - 1) // iterations
-
-
-def k_share_parts(tiles: int, k_tiles: int, workers: int) -> int:
-    """The most workers whose `k_share`s of `tiles` x `k_tiles` iterations meet one tile."""
-    iterations = tiles * k_tiles
-    return max(k_share_owner((tile + 1) * k_tiles - 1, iterations, workers)
-               - k_share_owner(tile * k_tiles, iterations, workers) + 1 for tile in range(tiles))
+def other_split(j, split):
+    """The j-th of a tile's splits (K ranges, partial slots) but `split`, for j = 0, 1, ..."""
+    return j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)
 
 
 # ----- call path: compile once per configuration, launch with little host work -----
-
-HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
-
 
 def compile_options(arch: str | None = None, *, tvm_ffi: bool = HAVE_TVM_FFI, extra: str = "") -> str:
     parts = []
@@ -398,20 +1045,16 @@ class LaunchPlan:
 
     kernel: Callable  # the compiled kernel
     operand_types: tuple  # CuTe element types of a, b, sfa_permuted, sfb_permuted, c
-    # The workspace pointers, then the scalar arguments: one tuple, or several that the calls
-    # take in turn (a kernel whose consecutive calls must not share a workspace buffer).
-    trailing_args: tuple[tuple, ...]
+    trailing_args: tuple  # the workspace pointers, then the scalar arguments
     workspace: tuple  # the tensors behind the workspace pointers: alive as long as the plan
-
-    def __post_init__(self):
-        self._next_args = itertools.cycle(self.trailing_args).__next__
+    config: object = None  # what the kernel was compiled for (its `describe()` names it)
 
     def launch(self, addresses: tuple[int, ...]) -> None:
         """Run the kernel on the operands at `addresses` (`operand_addresses`)."""
         if HAVE_TVM_FFI:
-            self.kernel(*addresses, *self._next_args())
+            self.kernel(*addresses, *self.trailing_args)
         else:
-            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self._next_args())
+            self.kernel(*map(pointer_arg, self.operand_types, addresses), *self.trailing_args)
 
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
@@ -420,753 +1063,120 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
     return torch.empty(size, dtype=torch.float32, device=device)
 
 
-def split_k_workspace(problem: Problem, splits: int, counters: int, device: torch.device) -> tuple:
-    """The fp32 partials of every split and the 64-bit arrival counters of a last-arrival
+def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device) -> tuple:
+    """The fp32 partials of every split and the 32-bit arrival counters of a last-arrival
     split-K reduction (see `Sm100BlockScaledGemm`'s epilogue), with the kernel's pointer
     arguments to them. The counters are zeroed once; no call needs a memset. Without split-K
     the kernel never touches them and one element each stands in."""
     partials = split_k_partials(problem, splits, device)
-    arrivals = torch.zeros(counters if splits > 1 else 1, dtype=torch.int64, device=device)
-    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int64, arrivals.data_ptr()))
-    return args, (partials, arrivals)
+    counters = torch.zeros(counter_count if splits > 1 else 1, dtype=torch.int32, device=device)
+    args = (pointer_arg(cutlass.Float32, partials.data_ptr()), pointer_arg(cutlass.Int32, counters.data_ptr()))
+    return args, (partials, counters)
 
 
-@dataclass
-class NumberedLaunchPlan(LaunchPlan):
-    """A `LaunchPlan` whose calls also pass their number, counting from 1 (a 64-bit argument
-    after the others), for a kernel that tags what it leaves in memory with the call."""
+# ----- the self-check: the first call of a problem checks its own result -----
 
-    def __post_init__(self):
-        super().__post_init__()
-        next_args, next_number = self._next_args, itertools.count(1).__next__
-        as_argument = int if HAVE_TVM_FFI else cutlass.Int64
-        self._next_args = lambda: (*next_args(), as_argument(next_number()))
+# NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies); read once, here.
+SELF_CHECK_ENV = "NVFP4_SELF_CHECK"
+SELF_CHECK = os.environ.get(SELF_CHECK_ENV, "1") != "0"
+FALLBACK_PREFIX = "nvfp4 self-check FALLBACK:"
+_E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+_EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operands' memory
 
 
-# ===== Blackwell path (sm_100a) =====
-
-SM100_SMEM_BYTES = 232_448  # shared memory one block may use on sm_100
-SM100_NUM_SMS = 148  # B200; the live count is read from the device at call time
-SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
-SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
-SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
-SM100_ACC_STAGES = 2
-SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
-# A split-K arrival counter holds call number x this + the call's arrivals so far (see the
-# epilogue): more than any split count, so that no call's arrivals reach the next call's floor.
-SM100_ARRIVALS_PER_CALL = 256
-# Registers per epilogue thread for other splits' partials loaded ahead of their adds.
-SM100_PARTIAL_REGISTERS = 64
+def _decoded_operand(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """(rows, k // 2) packed e2m1 codes (the even element in the low nibble) times their (rows,
+    k // 16) e4m3 scales, as (rows, k) float64: every value exactly."""
+    codes = packed.view(torch.uint8).to(torch.int64)
+    table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=packed.device)
+    values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
+    return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
 
 
-def _round_up(x: int, multiple: int) -> int:
-    return (x + multiple - 1) // multiple * multiple
+def exact_product(data) -> torch.Tensor:
+    """C of `data` in float64, (M, N, L), from a, b and the plain scales sfa and sfb, on their
+    device. Exact: a product of two e2m1 values and two e4m3 scales has at most 12 significant
+    bits and is a multiple of 2^-20, so the sums are exact while they stay below 2^33 (float64's
+    53 bits): always with the competition's data, whose sums stay below 2^22."""
+    a, b, sfa, sfb, _, _, _ = data
+    m, half_k, l = a.shape
+    n = b.shape[0]
+    out = torch.zeros((l, m, n), dtype=torch.float64, device=a.device)
+    for batch in range(l):
+        for begin in range(0, 2 * half_k, _EXACT_K_CHUNK):
+            end = min(begin + _EXACT_K_CHUNK, 2 * half_k)
+            rows = _decoded_operand(a[:, begin // 2:end // 2, batch], sfa[:, begin // SF_VEC_SIZE:end // SF_VEC_SIZE, batch])
+            cols = _decoded_operand(b[:, begin // 2:end // 2, batch], sfb[:, begin // SF_VEC_SIZE:end // SF_VEC_SIZE, batch])
+            out[batch] += rows @ cols.T
+    return out.permute(1, 2, 0)
 
 
-@dataclass(frozen=True)
-class Sm100Config:
-    """One compiled variant of the sm_100a kernel.
+def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int, ...]] | None:
+    """None where every element of the fp16 `c` is `exact` within the fp16 rounding (the
+    rounded value itself, or anything nearer to `exact` than one fp16 step at it); otherwise
+    the count of the others and the index of the first. A kernel whose fp32 sums are exact
+    (the competition's data: scales 0 to 3, so every product is a multiple of 1/4 and every
+    partial far below 2^24 quarters) writes the rounded value itself."""
+    rounded = exact.to(torch.float16)
+    magnitude = exact.abs().clamp(min=2.0 ** -14)  # fp16's steps stop shrinking below its normals
+    step = torch.exp2(torch.floor(torch.log2(magnitude)) - 10)
+    good = (c == rounded) | ((c.to(torch.float64) - exact).abs() < step)
+    bad = torch.nonzero(~good)
+    if bad.shape[0] == 0:
+        return None
+    return bad.shape[0], tuple(bad[0].tolist())
 
-    The operands are swapped: the MMA's M runs over N (block-scaled fp4 MMAs have no M=64 and
-    M is 128 in every benchmark), its N over M in tiles of `tile_m` rows of c."""
 
-    tile_m: int  # 64 or 128
-    # K ranges added into one output tile by the last to finish (its fp32 partial slots):
-    # exactly this many, or with share_k at most this many.
-    split_k: int
-    stages: int  # shared-memory pipeline depth
-    # Programmatic dependent launch: the next call's grid launches while this one runs, and
-    # loads and multiplies before it waits (only its epilogue touches what this call writes).
-    pdl: bool = True
-    # Split-K: the last arrival loads the other splits' partials `partials_ahead` subtiles ahead
-    # of the one it adds and stores, so that their round trips overlap; off, every subtile waits
-    # for its own loads.
-    prefetch_partials: bool = True
-    # CTAs per cluster along M: 2 pairs the CTAs of two row tiles that read the same tile of b
-    # (and its scales), and each loads half of it for both (TMA multicast), halving those L2
-    # reads. 1: no cluster. The model gives it nothing on the benchmarks (harness/b200_model.py:
-    # L2 reads do not bind there), so no configuration turns it on until a B200 says otherwise.
-    cluster_m: int = 1
-    # Share-K: the grid fills every SM, and the clusters share all (tile, K tile) iterations
-    # evenly in order, so that no SM waits on a partly filled last wave of whole units. A tile's
-    # K range is split where the shares meet it, between 1 and split_k ways (`Sm100Schedule`).
-    # Off: whole units of K / split_k dealt round-robin. On where `sm100_config` says.
-    share_k: bool = False
+def describe_plan(plan) -> str:
+    config = getattr(plan, "config", None)
+    return config.describe() if config is not None else type(plan).__name__
+
+
+class ExactGemm:
+    """The path that is certainly right, where no kernel configuration passed its self-check:
+    `exact_product` rounded to fp16 into c, on every call."""
 
     @staticmethod
-    def stage_bytes(tile_m: int) -> int:
-        """Shared memory of one pipeline stage: B tile, A tile, and both scale tiles (the A-side
-        scale tile always covers 128 rows: the scale atoms are 128 rows tall)."""
-        b_tile = SM100_TILE_N * SM100_TILE_K // 2
-        a_tile = tile_m * SM100_TILE_K // 2
-        scales = (SM100_TILE_N + _round_up(tile_m, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
-        return b_tile + a_tile + scales
-
-    @classmethod
-    def max_stages(cls, tile_m: int) -> int:
-        return (SM100_SMEM_BYTES - SM100_BARRIER_BYTES) // cls.stage_bytes(tile_m)
-
-    @property
-    def smem_bytes(self) -> int:
-        return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
-
-    @property
-    def tmem_columns(self) -> int:
-        """Accumulator stages plus the scale columns of both operands, rounded up to the power
-        of two that `tcgen05.alloc` takes."""
-        scale_columns = (SM100_TILE_N // 32) * 4 + (_round_up(self.tile_m, 128) // 32) * 4
-        used = SM100_ACC_STAGES * self.tile_m + scale_columns
-        return max(32, 1 << (used - 1).bit_length())
-
-    @property
-    def partials_ahead(self) -> int:
-        """Epilogue subtiles whose partials are in flight while one is added: as many as
-        SM100_PARTIAL_REGISTERS hold (0 where one subtile's take more, as with 3 or more other
-        splits, and without prefetching or split-K)."""
-        if self.split_k == 1 or not self.prefetch_partials:
-            return 0
-        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
-
-    def tiles(self, problem: Problem) -> int:
-        """Output tiles of `problem`, all batches."""
-        return problem.l * (problem.n // SM100_TILE_N) * (problem.m // self.tile_m)
-
-    def tile_groups(self, problem: Problem) -> int:
-        """Output tiles in groups of `cluster_m` row tiles side by side (one cluster's work)."""
-        return self.tiles(problem) // self.cluster_m
-
-    def grid_clusters(self, problem: Problem, num_sms: int) -> int:
-        """Clusters in the grid: as many as the SMs hold, but no more than the work units (static
-        split-K) or the (tile group, K tile) iterations (share-K: every share at least one)."""
-        work = self.tile_groups(problem) * (problem.k // SM100_TILE_K if self.share_k else self.split_k)
-        return min(num_sms // self.cluster_m, work)
-
-    def k_share_parts(self, problem: Problem, num_sms: int) -> int:
-        """The most K ranges share-K adds into one tile of `problem` on `num_sms` SMs."""
-        return k_share_parts(self.tile_groups(problem), problem.k // SM100_TILE_K, self.grid_clusters(problem, num_sms))
-
-    def with_k_shares(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        """This configuration with share-K on `num_sms` SMs, its partial slots sized for `problem`."""
-        shared = replace(self, share_k=True)
-        return replace(shared, split_k=shared.k_share_parts(problem, num_sms))
-
-    def check_problem(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> None:
-        """Every split needs a K tile: with fewer K tiles than splits, a split's range would be
-        empty and its MMA warp would commit an accumulator it never wrote. Share-K must add no
-        more K ranges into a tile than it has partial slots, and its share arithmetic must fit in
-        32 bits. A call's arrivals must stay below the next call's floor
-        (`SM100_ARRIVALS_PER_CALL`). And a cluster's CTAs take row tiles side by side, so the row
-        tiles must fill whole clusters."""
-        tiles_m = problem.m // self.tile_m
-        if tiles_m % self.cluster_m:
-            raise ValueError(f"clusters of {self.cluster_m} along M need a multiple of {self.cluster_m} row tiles of "
-                             f"{self.tile_m}; M = {problem.m} has {tiles_m}")
-        k_tiles = problem.k // SM100_TILE_K
-        if self.split_k >= SM100_ARRIVALS_PER_CALL:
-            raise ValueError(f"split-K {self.split_k}: a call's arrivals would reach the next call's floor "
-                             f"({SM100_ARRIVALS_PER_CALL} a call)")
-        if self.share_k:
-            iterations = self.tile_groups(problem) * k_tiles
-            if iterations * self.grid_clusters(problem, num_sms) >= 2**31:
-                raise ValueError(f"share-K over {iterations} iterations: the share arithmetic would overflow 32 bits")
-            parts = self.k_share_parts(problem, num_sms)
-            if parts > self.split_k:
-                raise ValueError(f"share-K on {num_sms} SMs adds up to {parts} K ranges into a tile; "
-                                 f"split_k = {self.split_k} partial slots")
-        elif k_tiles < self.split_k:
-            raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
-                             f"K = {problem.k} has {k_tiles}")
-
-    def describe(self) -> str:
-        split = f"share-K (up to {self.split_k} ranges a tile)" if self.share_k else f"split-K {self.split_k}"
-        return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
-                f"{split}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}, "
-                + (f"cluster of {self.cluster_m} along M, b multicast" if self.cluster_m > 1 else "no cluster"))
-
-
-# Configurations of the three benchmark shapes, as measured on a B200 by the competition's
-# first-placed entry (its split-K returned fp32; ours reduces into fp16 c).
-SM100_BENCHMARK_CONFIGS = {
-    Problem(128, 7168, 16384, 1): Sm100Config(tile_m=128, split_k=2, stages=6),
-    Problem(128, 4096, 7168, 1): Sm100Config(tile_m=64, split_k=2, stages=8),
-    Problem(128, 7168, 2048, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
-}
-SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
-# The conservative configuration, for a first run on a B200 that fails: no split-K, so no
-# partials, no arrival counters and no cross-CTA reduction; no programmatic dependent launch,
-# so calls run one after the other; tiles and stages as chosen.
-SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
-
-
-def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
-                 conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' measured configurations; otherwise halve the M tile, then take
-    share-K where whole units would leave a last wave at most a quarter full, or else split K
-    while that still leaves every work unit on its own SM. `conservative` (default: the
-    NVFP4_SM100_CONSERVATIVE environment variable set to 1) takes split-K, share-K and PDL away."""
-    if conservative is None:
-        conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
-    config = _sm100_config(problem, num_sms)
-    return Sm100Config(config.tile_m, 1, config.stages, pdl=False) if conservative else config
-
-
-def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
-    known = SM100_BENCHMARK_CONFIGS.get(problem)
-    if known is not None:
-        return known
-    tiles_n = problem.n // SM100_TILE_N
-    tile_m = 64 if tiles_n * (problem.m // 128) * problem.l * 2 <= num_sms else 128
-    units = tiles_n * (problem.m // tile_m) * problem.l
-    if units > num_sms and 0 < units % num_sms <= num_sms // 4:
-        # Only here does the model (harness/b200_model.py) put share-K ahead: elsewhere its tail
-        # (a partial stored, an arrival, the others' partials read back) costs more than it saves.
-        return Sm100Config(tile_m, 1, Sm100Config.max_stages(tile_m)).with_k_shares(problem, num_sms)
-    k_tiles = problem.k // SM100_TILE_K
-    split_k = 1
-    while (split_k < 4 and units * split_k * 2 <= num_sms
-           and k_tiles // (split_k * 2) >= SM100_MIN_K_TILES_PER_SPLIT):
-        split_k *= 2
-    return Sm100Config(tile_m, split_k, Sm100Config.max_stages(tile_m))
-
-
-class WorkUnit(NamedTuple):
-    """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `part`-th of the
-    `parts` K ranges that are added into that tile (`part` is its partial's slot)."""
-
-    m_tile: object
-    n_tile: object
-    batch: object
-    k_begin: object
-    k_end: object
-    part: object
-    parts: object
-
-
-@dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
-class Sm100Schedule:
-    """The work units of one cluster, the same for its TMA, MMA and epilogue warps; plain
-    arithmetic, so a host test runs it on ints. A cluster takes groups of `cluster_m` units side
-    by side (row tiles over one K range); its CTA of rank r takes the r-th unit of each.
-
-    Static split-K: the groups (row tiles fastest, then splits, column tiles and batches:
-    `tile_coords`) are dealt round-robin, each over K / split_k (`split_k_range`). Share-K: the
-    clusters share the (tile group, K tile) iterations in order (`k_share`); a cluster
-    walks the tile groups its share meets, over the K tiles of each that lie in it, and a tile's
-    K ranges are those of every cluster whose share meets it. A warp loops over the groups in
-    `range(*schedule.groups)` and takes `schedule.unit(group)` of each."""
-
-    config: Sm100Config
-    rank: object  # this CTA's place in its cluster
-    cluster: object  # this CTA's cluster in the grid
-    clusters: object
-    tiles_m: object
-    tiles_n: object
-    k_tiles: object
-    batches: object
-
-    @property
-    def tile_groups(self):
-        return self.tiles_m * self.tiles_n * self.batches // self.config.cluster_m
-
-    @property
-    def iterations(self):
-        """Share-K: (tile group, K tile) pairs, shared by the clusters in this order."""
-        return self.tile_groups * self.k_tiles
-
-    @property
-    def share(self):
-        """Share-K: this cluster's iterations [begin, end)."""
-        return k_share(self.cluster, self.iterations, self.clusters)
-
-    @property
-    def groups(self) -> tuple:
-        """(start, stop, step) of this cluster's groups."""
-        if self.config.share_k:
-            begin, end = self.share
-            return begin // self.k_tiles, (end - 1) // self.k_tiles + 1, 1
-        return self.cluster, self.tile_groups * self.config.split_k, self.clusters
-
-    def unit(self, group) -> WorkUnit:
-        cfg = self.config
-        linear = group * cfg.cluster_m + self.rank
-        if not cfg.share_k:
-            m_tile, split, n_tile, batch = tile_coords(linear, self.tiles_m, cfg.split_k, self.tiles_n)
-            k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
-            return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split, cfg.split_k)
-        m_tile, _, n_tile, batch = tile_coords(linear, self.tiles_m, 1, self.tiles_n)
-        begin, end = self.share
-        first = group * self.k_tiles
-        first_owner = k_share_owner(first, self.iterations, self.clusters)
-        last_owner = k_share_owner(first + self.k_tiles - 1, self.iterations, self.clusters)
-        return WorkUnit(m_tile, n_tile, batch, cutlass.max(begin - first, 0), cutlass.min(end - first, self.k_tiles),
-                        self.cluster - first_owner, last_owner - first_owner + 1)
-
-
-class Sm100BlockScaledGemm:
-    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a).
-
-    Warps 0-3 run the epilogue (TMEM -> registers -> c), warp 4 the MMA (scales to TMEM with
-    tcgen05.cp, then the MMAs), warp 5 the TMA loads. Two pipelines: `smem_pipeline` holds
-    operand and scale tiles between the TMA and MMA warps, `acc_pipeline` accumulators in TMEM
-    between the MMA and epilogue warps. A persistent schedule (`Sm100Schedule`) walks work units
-    of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch), dealt whole or, with
-    share-K, cut where even shares of all K tiles meet."""
-
-    ARCH = "sm_100a"
-    EPILOGUE_WARPS = (0, 1, 2, 3)
-    MMA_WARP = 4
-    TMA_WARP = 5
-    THREADS = 32 * 6
-    # Pointer arguments of the compiled kernel: a, b, sfa_permuted, sfb_permuted, c, split-K
-    # partials, split-K arrival counters.
-    POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
-                     cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int64)
-
-    def __init__(self, config: Sm100Config):
-        self.config = config
-        self.mma_tiler = (SM100_TILE_N, config.tile_m, SM100_TILE_K)
-        # The A-side scales are loaded and copied to TMEM in 128-row atoms; a 64-row tile uses
-        # half of one (see the TMEM offset in the MMA warp).
-        self.mma_tiler_sfa = (SM100_TILE_N, _round_up(config.tile_m, 128), SM100_TILE_K)
-        self.acc_columns = SM100_ACC_STAGES * config.tile_m
-        self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
-        self.tmem_alloc_barrier = pipeline.NamedBarrier(
-            barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
-
-    # ----- host side: protocol for the call path and the compile checker -----
-
-    @classmethod
-    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        return sm100_config(problem, num_sms)
-
-    @classmethod
-    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
-                tvm_ffi: bool = HAVE_TVM_FFI):
-        """Compile `config` for any problem size (sizes are runtime arguments); returns the
-        compiled function and the kernel object that traced it."""
-        kernel = cls(config)
-        pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
-        sizes = [cutlass.Int32(1)] * 5
-        call_number = cutlass.Int64(1)
-        compiled = cute.compile(kernel, *pointers, *sizes, call_number,
-                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
-        return compiled, kernel
-
-    @classmethod
-    def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
-        config = cls.config_for(problem)
-        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
-        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
-
-    @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device) -> LaunchPlan:
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        config = cls.config_for(problem, num_sms)
-        config.check_problem(problem, num_sms)
-        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
-                                   lambda: cls.compile(config)[0])
-        # Arrivals are counted per epilogue warp and tile (see the epilogue).
-        workspace_args, workspace = split_k_workspace(problem, config.split_k,
-                                                      len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
-        num_ctas = config.grid_clusters(problem, num_sms) * config.cluster_m
-        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return NumberedLaunchPlan(compiled, cls.POINTER_TYPES[:5], (workspace_args + scalars,), workspace)
-
-    # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
-
-    @cute.jit
-    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
-                 sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
-                 semaphore_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32, call_number: cutlass.Int64):
-        cfg = self.config
-        splits = cfg.split_k
-        m = cute.assume(m, divby=128)
-        n = cute.assume(n, divby=128)
-        k = cute.assume(k, divby=SM100_TILE_K)
-        # Operands swapped: the MMA's A operand is b (N x K), its B operand is a (M x K), and
-        # the accumulator is a (N, M) tile of c, whose N-contiguous rows make it column-major.
-        b = cute.make_tensor(b_ptr, cute.make_ordered_layout((n, k, l), order=(1, 0, 2)))
-        a = cute.make_tensor(a_ptr, cute.make_ordered_layout((m, k, l), order=(1, 0, 2)))
-        sfb = cute.make_tensor(sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(b.shape, SF_VEC_SIZE))
-        sfa = cute.make_tensor(sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(a.shape, SF_VEC_SIZE))
-        c = cute.make_tensor(c_ptr, cute.make_ordered_layout((n, m, l), order=(0, 1, 2)))
-        # Split-K partial sums: one (N, M) fp32 slab per (batch, split).
-        partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((n, m, l * splits), order=(0, 1, 2)))
-        tiles_m = m // cfg.tile_m
-        tiles_n = n // SM100_TILE_N
-        # Split-K arrival counters: one per epilogue warp of every output tile.
-        semaphores = cute.make_tensor(semaphore_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), tiles_m * tiles_n * l)))
-
-        tiled_mma = self._tiled_mma(self.mma_tiler)
-        tiled_mma_sfa = self._tiled_mma(self.mma_tiler_sfa)
-        # (MMA's M, MMA's N) = (N, M) of c: a cluster spans row tiles of c, the MMA's N.
-        cluster_mn = (1, cfg.cluster_m)
-        cluster = cute.tiled_divide(cute.make_layout((*cluster_mn, 1)), (tiled_mma.thr_id.shape,))
-
-        stages = cfg.stages
-        fp4, fp8 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
-        self.b_smem_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.mma_tiler, fp4, stages)
-        self.a_smem_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.mma_tiler, fp4, stages)
-        self.sfb_smem_layout = blockscaled_layout.make_smem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
-        self.sfa_smem_layout = blockscaled_layout.make_smem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, stages)
-
-        def one_stage(layout):
-            return cute.slice_(layout, (None, None, None, 0))
-
-        load_op = sm100_utils.cluster_shape_to_tma_atom_A(cluster_mn, tiled_mma.thr_id)
-        load_op_b_side = sm100_utils.cluster_shape_to_tma_atom_B(cluster_mn, tiled_mma.thr_id)
-        load_op_sf_b_side = sm100_utils.cluster_shape_to_tma_atom_SFB(cluster_mn, tiled_mma.thr_id)
-        tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, b, one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
-        tma_a, gmem_a = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op_b_side, a, one_stage(self.a_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
-        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, sfb, one_stage(self.sfb_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
-            internal_type=cutlass.Int16)
-        tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op_sf_b_side, sfa, one_stage(self.sfa_smem_layout), self.mma_tiler_sfa, tiled_mma_sfa,
-            cluster.shape, internal_type=cutlass.Int16)
-        self.stage_tx_bytes = (cute.size_in_bytes(fp4, one_stage(self.b_smem_layout))
-                               + cute.size_in_bytes(fp4, one_stage(self.a_smem_layout))
-                               + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout))
-                               + cute.size_in_bytes(fp8, one_stage(self.sfa_smem_layout)))
-
-        # Epilogue subtiles of 128 rows x 32 columns of the accumulator.
-        self.epi_tile = (SM100_TILE_N, SM100_EPILOGUE_COLUMNS)
-
-        # Each pipeline takes its first barrier and uses the full and empty barriers as one
-        # array, so every full/empty pair is declared adjacently.
-        @cute.struct
-        class SharedStorage:
-            smem_full: cute.struct.MemRange[cutlass.Int64, stages]
-            smem_empty: cute.struct.MemRange[cutlass.Int64, stages]
-            acc_full: cute.struct.MemRange[cutlass.Int64, SM100_ACC_STAGES]
-            acc_empty: cute.struct.MemRange[cutlass.Int64, SM100_ACC_STAGES]
-            tmem_address: cutlass.Int32
-            sB: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.b_smem_layout.outer)], 1024]
-            sA: cute.struct.Align[cute.struct.MemRange[fp4, cute.cosize(self.a_smem_layout.outer)], 1024]
-            sSFB: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfb_smem_layout)], 1024]
-            sSFA: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(self.sfa_smem_layout)], 1024]
-
-        self.shared_storage = SharedStorage
-        self.launch_smem_bytes = SharedStorage.size_in_bytes()
-        self.kernel(tiled_mma, tiled_mma_sfa, cluster, tma_b, gmem_b, tma_a, gmem_a, tma_sfb, gmem_sfb,
-                    tma_sfa, gmem_sfa, c, partials, semaphores, self.b_smem_layout, self.a_smem_layout,
-                    self.sfb_smem_layout, self.sfa_smem_layout, self.epi_tile, num_ctas, call_number).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(cfg.cluster_m, 1, 1), min_blocks_per_mp=1,
-            use_pdl=cfg.pdl)
-
-    def _tiled_mma(self, tiler):
-        return sm100_utils.make_blockscaled_trivial_tiled_mma(
-            cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, OperandMajorMode.K, OperandMajorMode.K,
-            cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
-
-    # ----- the kernel, in data-flow order: TMA loads -> MMA -> epilogue -----
-
-    @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfa: cute.TiledMma, cluster: cute.Layout,
-               tma_b: cute.CopyAtom, gmem_b: cute.Tensor, tma_a: cute.CopyAtom, gmem_a: cute.Tensor,
-               tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, tma_sfa: cute.CopyAtom,
-               gmem_sfa: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, semaphores: cute.Tensor,
-               b_smem_layout: cute.ComposedLayout, a_smem_layout: cute.ComposedLayout,
-               sfb_smem_layout: cute.Layout, sfa_smem_layout: cute.Layout, epi_tile: cute.Tile,
-               num_ctas: cutlass.Int32, call_number: cutlass.Int64):
-        cfg = self.config
-        splits = cfg.split_k
-        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        tidx, _, _ = cute.arch.thread_idx()
-        lane = cute.arch.lane_idx()
-        cta, _, _ = cute.arch.block_idx()
-        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        in_cluster = cluster.get_flat_coord(rank)
-
-        if warp_idx == self.TMA_WARP:
-            for atom in (tma_b, tma_a, tma_sfb, tma_sfa):
-                cpasync.prefetch_descriptor(atom)
-
-        storage = utils.SmemAllocator().allocate(self.shared_storage)
-        smem_pipeline = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            # A stage is free once the MMA warp of every CTA its loads reach has used it.
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, cfg.cluster_m),
-            tx_count=self.stage_tx_bytes, cta_layout_vmnk=cluster, defer_sync=True)
-        acc_pipeline = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)),
-            cta_layout_vmnk=cluster, defer_sync=True)
-        tmem = utils.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
-                                   allocator_warp_id=self.EPILOGUE_WARPS[0])
-        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, cfg.cluster_m), is_relaxed=True)
-
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
-        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
-        sSFB = storage.sSFB.get_tensor(sfb_smem_layout)
-        sSFA = storage.sSFA.get_tensor(sfa_smem_layout)
-
-        # Global tiles: (tile rows, tile K, row tiles, K tiles, batch).
-        gB = cute.local_tile(gmem_b, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
-        gA = cute.local_tile(gmem_a, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
-        gSFB = cute.local_tile(gmem_sfb, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
-        gSFA = cute.local_tile(gmem_sfa, cute.slice_(self.mma_tiler_sfa, (0, None, None)), (None, None, None))
-        gC = cute.local_tile(c, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        gPartial = cute.local_tile(partials, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        k_tiles = cute.size(gB, mode=[3])
-        tiles_n = cute.size(gB, mode=[2])
-        tiles_m = cute.size(gA, mode=[2])
-        schedule = Sm100Schedule(cfg, rank, cta // cfg.cluster_m, num_ctas // cfg.cluster_m, tiles_m, tiles_n,
-                                 k_tiles, cute.size(gB, mode=[4]))
-        first_group, end_group, group_step = schedule.groups
-
-        thr_mma = tiled_mma.get_slice(0)
-        thr_mma_sfa = tiled_mma_sfa.get_slice(0)
-        tCgB = thr_mma.partition_A(gB)
-        tCgA = thr_mma.partition_B(gA)
-        tCgSFB = thr_mma.partition_A(gSFB)
-        tCgSFA = thr_mma_sfa.partition_B(gSFA)
-        tCgC = thr_mma.partition_C(gC)
-        tCgPartial = thr_mma.partition_C(gPartial)
-
-        # TMA views: ((atom, rest), stage) in shared memory, ((atom, rest), tiles, K tiles, batch) in global.
-        # In a cluster, each CTA loads its share of the b tile and its scales for all of them.
-        sharing_b = cute.make_layout(cute.slice_(cluster, (0, 0, None, 0)).shape)
-        sharing_a = cute.make_layout(cute.slice_(cluster, (0, None, 0, 0)).shape)
-        tBsB, tBgB = cpasync.tma_partition(
-            tma_b, in_cluster[2], sharing_b, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
-        tAsA, tAgA = cpasync.tma_partition(
-            tma_a, in_cluster[1], sharing_a, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
-        tBsSFB, tBgSFB = cpasync.tma_partition(
-            tma_sfb, in_cluster[2], sharing_b, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
-        tAsSFA, tAgSFA = cpasync.tma_partition(
-            tma_sfa, in_cluster[1], sharing_a, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
-        b_multicast = None
-        if cutlass.const_expr(cfg.cluster_m > 1):
-            b_multicast = cpasync.create_tma_multicast_mask(cluster, in_cluster, mcast_mode=2)
-        tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
-        tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
-
-        tCrB = tiled_mma.make_fragment_A(sB)
-        tCrA = tiled_mma.make_fragment_B(sA)
-        acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
-        tCtAcc_layout = tiled_mma.make_fragment_C(cute.append(acc_shape, SM100_ACC_STAGES)).layout
-
-        pipeline.pipeline_init_wait(cluster_shape_mn=(1, cfg.cluster_m))
-
-        # ---- TMA warp: operand and scale tiles into shared memory ----
-        if warp_idx == self.TMA_WARP:
-            if cutlass.const_expr(cfg.pdl):
-                # The next call's grid may launch at once: it reads only its own inputs until its
-                # epilogue, which waits for this whole grid.
-                cute.arch.griddepcontrol_launch_dependents()
-            load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
-            for group in cutlass.range(first_group, end_group, group_step, unroll=1):
-                unit = schedule.unit(group)
-                b_tiles = tBgB[(None, unit.n_tile, None, unit.batch)]
-                a_tiles = tAgA[(None, unit.m_tile, None, unit.batch)]
-                sfb_tiles = tBgSFB[(None, unit.n_tile, None, unit.batch)]
-                sfa_tiles = tAgSFA[(None, unit.m_tile * cfg.tile_m // self.mma_tiler_sfa[1], None, unit.batch)]
-                for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
-                    smem_pipeline.producer_acquire(load_state)
-                    full = smem_pipeline.producer_get_barrier(load_state)
-                    stage = load_state.index
-                    cute.copy(tma_b, b_tiles[(None, k_tile)], tBsB[(None, stage)], tma_bar_ptr=full, mcast_mask=b_multicast)
-                    cute.copy(tma_a, a_tiles[(None, k_tile)], tAsA[(None, stage)], tma_bar_ptr=full)
-                    cute.copy(tma_sfb, sfb_tiles[(None, k_tile)], tBsSFB[(None, stage)], tma_bar_ptr=full,
-                              mcast_mask=b_multicast)
-                    cute.copy(tma_sfa, sfa_tiles[(None, k_tile)], tAsSFA[(None, stage)], tma_bar_ptr=full)
-                    load_state.advance()
-            smem_pipeline.producer_tail(load_state)
-
-        # ---- MMA warp: scales to tensor memory, block-scaled MMAs into the accumulator ----
-        if warp_idx == self.MMA_WARP:
-            tmem.wait_for_alloc()
-            acc_base = tmem.retrieve_ptr(cutlass.Float32)
-            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
-            sfb_base = acc_base + self.acc_columns
-            sfa_base = sfb_base + (SM100_TILE_N // 32) * 4
-            tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfa(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
-            tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfb(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
-            tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
-            tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
-            copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
-            copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
-
-            mma_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, cfg.stages)
-            acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, SM100_ACC_STAGES)
-            num_kblocks = cute.size(tCrB, mode=[2])
-            for group in cutlass.range(first_group, end_group, group_step, unroll=1):
-                unit = schedule.unit(group)
-                acc = tCtAcc[(None, None, None, acc_state.index)]
-                tCtSFA_unit = tCtSFA
-                if cutlass.const_expr(cfg.tile_m == 64):
-                    # A 64-row tile uses the lower or upper half of the 128-row scale atom,
-                    # two TMEM words further for the upper half.
-                    half = cutlass.Int32((unit.m_tile % 2) * 2)
-                    tCtSFA_unit = cute.make_tensor(
-                        cute.recast_ptr(sfa_base + half, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
-                acc_pipeline.producer_acquire(acc_state)
-                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
-                for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
-                    smem_pipeline.consumer_wait(mma_state)
-                    stage = mma_state.index
-                    cute.copy(copy_sfb, tCsSFB_s2t[(None, None, None, None, stage)], tCtSFB_s2t)
-                    cute.copy(copy_sfa, tCsSFA_s2t[(None, None, None, None, stage)], tCtSFA_s2t)
-                    for kblock in cutlass.range(num_kblocks, unroll_full=True):
-                        tiled_mma.set(tcgen05.Field.SFA, tCtSFB[(None, None, kblock)].iterator)
-                        tiled_mma.set(tcgen05.Field.SFB, tCtSFA_unit[(None, None, kblock)].iterator)
-                        cute.gemm(tiled_mma, acc, tCrB[(None, None, kblock, stage)],
-                                  tCrA[(None, None, kblock, stage)], acc)
-                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
-                    smem_pipeline.consumer_release(mma_state)
-                    mma_state.advance()
-                acc_pipeline.producer_commit(acc_state)
-                acc_state.advance()
-            acc_pipeline.producer_tail(acc_state)
-
-        # ---- epilogue warps: accumulator -> registers -> fp16 c (through split-K partials) ----
-        if warp_idx < self.MMA_WARP:
-            tmem.allocate(cfg.tmem_columns)
-            tmem.wait_for_alloc()
-            if cutlass.const_expr(cfg.pdl):
-                # The previous call's grid may still be reading the split-K partials and writing c
-                # (which may be this call's c): the first store waits for all of it.
-                cute.arch.griddepcontrol_wait()
-            acc_base = tmem.retrieve_ptr(cutlass.Float32)
-            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
-            copy_t2r, tTR_tAcc, tTR_gC = self._accumulator_copy(tidx, tCtAcc, tCgC, epi_tile)
-            _, _, tTR_gPartial = self._accumulator_copy(tidx, tCtAcc, tCgPartial, epi_tile)
-            tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)
-            tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
-            store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
-            move_fp32 = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32)
-            subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
-            # The last arrival's loads of other splits' partials: slot x (other split) buffers.
-            ahead = min(cfg.partials_ahead, subtiles)
-            partial_slots = [[cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float32) for _ in range(splits - 1)]
-                             for _ in range(max(ahead, 1))]
-
-            epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
-            for group in cutlass.range(first_group, end_group, group_step, unroll=1):
-                unit = schedule.unit(group)
-                n_tile, m_tile, batch = unit.n_tile, unit.m_tile, unit.batch
-                acc_tiles = cute.group_modes(tTR_tAcc[(None, None, None, None, None, epi_state.index)], 3, 5)
-                c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, n_tile, m_tile, batch)], 3, 5)
-                acc_pipeline.consumer_wait(epi_state)
-                if cutlass.const_expr(splits == 1):
-                    for sub in cutlass.range(subtiles, unroll=1):
-                        cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                        tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-                        cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-                else:
-                    # Split-K: every split writes its fp32 partial; the split that arrives last
-                    # adds the others to its own accumulator (still in TMEM) and writes c. An
-                    # epilogue warp owns the same 32 accumulator rows in every split, so arrival
-                    # is counted per warp: no CTA-wide barrier, no second kernel and no memset
-                    # (the last arrival resets its counter). The decision is warp-uniform, as
-                    # the collective TMEM loads in the reduction require.
-                    # Arrivals count up from this call's floor (call number x
-                    # SM100_ARRIVALS_PER_CALL), which each arrival first raises its counter to:
-                    # what an earlier call left behind (one that stopped half-way) lies below the
-                    # floor and is never counted, and the reset keeps graph replays (one number
-                    # for every replay) counting from zero.
-                    own = cute.group_modes(
-                        tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.part)], 3, 5)
-                    for sub in cutlass.range(subtiles, unroll=1):
-                        cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                        cute.copy(move_fp32, tTR_rAcc, own[(None, None, None, sub)])
-                    row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
-                    counter = semaphores.iterator + cute.crd2idx((warp_idx, row_tile), semaphores.layout)
-                    # Release: every lane's partial is visible at GPU scope before lane 0 arrives.
-                    cute.arch.fence_acq_rel_gpu()
-                    cute.arch.sync_warp()
-                    arrived = cutlass.Int32(0)
-                    if lane == 0:
-                        floor = call_number * SM100_ARRIVALS_PER_CALL
-                        # Same thread, same address: the raise is ordered before the count.
-                        cute.arch.atomic_max(counter, floor, sem="relaxed", scope="gpu")
-                        counted = cute.arch.atomic_add(counter, cutlass.Int64(1), sem="acq_rel", scope="gpu")
-                        arrived = cutlass.Int32(counted - floor)
-                    arrived = cute.arch.shuffle_sync(arrived, 0)
-                    if arrived == unit.parts - 1:
-                        # Acquire for every lane: a shuffle orders nothing in memory, so the
-                        # warp barrier (which orders its lanes' memory operations) puts lane 0's
-                        # acquiring atomic before the other lanes' loads, and the fence makes the
-                        # other splits' partials visible to each of them.
-                        cute.arch.sync_warp()
-                        cute.arch.fence_acq_rel_gpu()
-                        others, weights = [], []
-                        for j in cutlass.range_constexpr(splits - 1):
-                            if cutlass.const_expr(cfg.share_k):
-                                # Loads stay unconditional, in flight together and in as few
-                                # registers as static split-K's, where a tile has fewer parts.
-                                other, weight = other_part_or_own(j, unit.part, unit.parts)
-                                weights.append(cutlass.Float32(weight))
-                            else:
-                                other = other_part(j, unit.part)
-                            others.append(cute.group_modes(tTR_gPartial[
-                                (None, None, None, None, None, n_tile, m_tile, batch * splits + other)], 3, 5))
-                        for sub in cutlass.range_constexpr(ahead):
-                            self._load_partials(move_fp32, others, sub, partial_slots[sub])
-                        for sub in cutlass.range_constexpr(subtiles):
-                            slot = partial_slots[sub % len(partial_slots)]
-                            if cutlass.const_expr(ahead == 0):
-                                self._load_partials(move_fp32, others, sub, slot)
-                            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-                            for j in cutlass.range_constexpr(splits - 1):
-                                partial = slot[j].load()
-                                if cutlass.const_expr(cfg.share_k):
-                                    partial = partial * weights[j]
-                                tTR_rAcc.store(tTR_rAcc.load() + partial)
-                            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
-                                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
-                            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-                            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-                        if lane == 0:
-                            cute.arch.atomic_exch(counter, cutlass.Int64(0), sem="relaxed", scope="gpu")
-                cute.arch.fence_view_async_tmem_load()
-                acc_pipeline.consumer_release(epi_state)
-                epi_state.advance()
-
-            tmem.relinquish_alloc_permit()
-            self.epilogue_barrier.arrive_and_wait()
-            tmem.free(acc_base)
-
-    @staticmethod
-    def _load_partials(copy_atom, others: list, sub: int, slot: list) -> None:
-        """Epilogue subtile `sub` of every other part's partial into the registers of `slot`."""
-        for other, registers in zip(others, slot):
-            cute.copy(copy_atom, other[(None, None, None, sub)], registers)
-
-    def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
-        """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
-        smem_compact = cute.filter_zeros(smem_scales)
-        tmem_compact = cute.filter_zeros(tmem_scales)
-        atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(tcgen05.CtaGroup.ONE), cutlass.Float8E4M3FN)
-        tiled_copy = tcgen05.make_s2t_copy(atom, tmem_compact)
-        thr_copy = tiled_copy.get_slice(0)
-        smem_src = tcgen05.get_s2t_smem_desc_tensor(tiled_copy, thr_copy.partition_S(smem_compact))
-        return tiled_copy, smem_src, thr_copy.partition_D(tmem_compact)
-
-    def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
-        """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching
-        per-thread view of an output tensor (c or the split-K partials)."""
-        # 32 lanes x 32 bits: thread i of warp w holds accumulator row 32w + i, which is column
-        # n0 + 32w + i of c, so for each row of c a warp stores 32 consecutive fp16 (64 bytes).
-        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)),
-                                      cutlass.Float32)
-        acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)
-        tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
-        thr_copy = tiled_copy.get_slice(tidx)
-        out_epi = cute.flat_divide(tCgOut[((None, None), 0, 0, None, None, None)], epi_tile)
-        return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
-
-
-# ===== end of Blackwell path =====
-
+    def run(data) -> None:
+        data[6].copy_(exact_product(data).to(torch.float16))
+
+
+def first_call(kernel: type, call: Call, data):
+    """The first call of `call.problem` on its device: the kernel's launch plan, checked
+    against `exact_product` (unless NVFP4_SELF_CHECK=0). On a wrong element, or an error in
+    building or running it, one line on stderr that starts with FALLBACK_PREFIX, and the
+    kernel's conservative plan in its place, checked the same way, then `ExactGemm`. c holds
+    the answer of what is returned, which the later calls of the problem run."""
+    problem, device = call.problem, data[6].device
+    if not SELF_CHECK:
+        plan = kernel.launch_plan(problem, device)
+        plan.launch(call.addresses)
+        return plan
+    exact = exact_product(data)
+    shape = "x".join(map(str, problem))
+    for conservative, instead in ((False, "the conservative configuration"), (True, "the exact torch product")):
+        plan, what = None, "(not built)"
+        try:
+            plan = kernel.launch_plan(problem, device, conservative=conservative)
+            plan.launch(call.addresses)
+            what = describe_plan(plan)
+            wrong = wrong_elements(data[6], exact)
+            if wrong is None:
+                return plan
+            count, index = wrong
+            fault = (f"c{list(index)} = {data[6][index].item()!r}, exact {exact[index].item()!r} "
+                     f"({count} of {data[6].numel()} elements wrong)")
+        except Exception as error:  # a plan that cannot be built or run falls back too
+            if plan is not None:
+                what = describe_plan(plan)
+            fault = f"{type(error).__name__}: {error}"
+        print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}",
+              file=sys.stderr, flush=True)
+    ExactGemm.run(data)
+    return ExactGemm
+
+
+# ===== dispatch: the kernel for the device, its plan per problem =====
 
 _ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
 
@@ -1211,7 +1221,9 @@ def custom_kernel(data):
     key = call[:2]  # (problem, device)
     plan = _PLANS.get(key)
     if plan is None:
-        device = data[6].device
-        plan = _PLANS[key] = kernel_for_device(device).launch_plan(call.problem, device)
-    plan.launch(call.addresses)
+        _PLANS[key] = first_call(kernel_for_device(data[6].device), call, data)
+    elif plan is ExactGemm:
+        ExactGemm.run(data)
+    else:
+        plan.launch(call.addresses)
     return data[6]

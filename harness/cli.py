@@ -221,6 +221,9 @@ def model_command(fit):
     configs = {shape: submission.sm100_config(submission.Problem(*shape), conservative=False)
                for shape in b200_model.BENCHMARK_SHAPES}
     console.print(b200_model.predictions_table(configs))
+    console.print(b200_model.preferred_table(configs))
+    console.print(b200_model.sensitivity_table(configs))
+    console.print(b200_model.levers_table(configs))
 
 
 cli.add_command(benchmark, name="bench")

@@ -355,7 +355,8 @@ def _print_model(module, kernel_class, console: Console, facts: dict) -> None:
     configs = {shape: kernel_class.config_for(module.Problem(*shape)) for shape in b200_model.BENCHMARK_SHAPES}
     console.print(b200_model.predictions_table(configs))
     facts["model"] = [{"shape": "x".join(map(str, shape)), "configuration": config.describe(), "pdl": config.pdl,
-                       "cluster_m": config.cluster_m, "share_k": config.share_k,
+                       "cluster_m": b200_model.kernel_for(config).cluster_m,
+                       "share_k": b200_model.kernel_for(config).share_k,
                        "model_us": b200_model.call_seconds(b200_model.kernel_for(config), shape) * 1e6,
                        "share_k_every_sm_us": b200_model.k_share_alternative(config, shape)[0] * 1e6}
                       for shape, config in configs.items()]

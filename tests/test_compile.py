@@ -34,10 +34,10 @@ def test_sm100a_kernel_passes_for_every_official_shape(tmp_path):
     check_table, model_table = report.split("B200 cost model: a model's times, not measurements")
     rows = [line for line in check_table.splitlines() if re.match(r"│ \d+x\d+x\d+x\d+", line)]
     assert len(rows) == len(checker.official_shapes()) == 13
-    # The model's time per benchmark shape, with its PDL and cluster facts.
+    # The model's time per benchmark shape, with its PDL fact.
     model_rows = [line.split("│") for line in model_table.splitlines() if re.match(r"│ (\d+x\d+x\d+x\d+|geomean)", line)]
     assert [row[1].strip() for row in model_rows] == ["128x7168x16384x1", "128x4096x7168x1", "128x7168x2048x1", "geomean"]
-    assert all(row[3].strip() == "yes" and row[4].strip() == "no" for row in model_rows[:3])
+    assert all(row[3].strip() == "yes" for row in model_rows[:3])
     assert all("PASS" in row for row in rows)
     sass_files = list((tmp_path / "sass").glob("sm_100a_*.sass"))
     assert sass_files, "the SASS of each configuration is kept on request"
@@ -160,11 +160,10 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
     entry = sub.bare_tvm_ffi_function(compiled)
     pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
                 for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
-    call_number = 1 if tvm_ffi else cutlass.Int64(1)  # as NumberedLaunchPlan passes it
     with pytest.raises(Exception, match=r"(?i)cuda"):
-        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi), call_number)
-    with pytest.raises(Exception, match="call_number"):
         entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, 112, tvm_ffi=tvm_ffi))
+    with pytest.raises(Exception, match="num_ctas"):
+        entry(*pointers, *sub.int32_args(128, 7168, 2048, 1, tvm_ffi=tvm_ffi))
 
 
 # ----- any CuTeDSL submission: its own calls, every cute.compile captured -----
@@ -279,99 +278,75 @@ def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
     assert ("PDL on" if pdl else "PDL off") in config.describe()
 
 
-def test_every_lane_of_the_last_split_acquires_before_reading_the_partials():
-    """Lane 0's acquiring atomic, then a warp barrier and a fence, then the first load of
-    another split's partial: a shuffle alone would order nothing in memory for the other lanes."""
+def _split_k_ptx() -> str:
     from harness.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_100a") as capture:
         sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
-    after_arrival = ptx[ptx.index("atom.global.acq_rel.add"):]
-    order = re.findall(r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global)\b", after_arrival)
-    assert order[:3] == ["bar.warp.sync", "fence.acq_rel.gpu", "ld.global"], order[:6]
+        return capture.compiles[-1].ptx
 
 
-def test_split_k_arrivals_count_from_the_calls_floor():
-    """Lane 0 raises its counter to the call's floor (call number x SM100_ARRIVALS_PER_CALL),
-    then counts its arrival on the same counter, and the last arrival resets it: a count an
-    earlier call left behind lies below the floor and is never counted."""
-    from harness.compile_capture import capturing_compiles
-
-    with capturing_compiles("sm_100a") as capture:
-        sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
-    raise_to_floor = re.search(r"atom\.global(?:\.relaxed)?(?:\.gpu)?\.max\.s64\s+%rd\d+, \[(%rd\d+)\], (%rd\d+);", ptx)
-    assert raise_to_floor, "no 64-bit atomic max on a counter"
-    counter, floor = raise_to_floor.groups()
-    after = ptx[raise_to_floor.end():]
-    count = re.search(r"atom\.global\.acq_rel(?:\.gpu)?\.add\.u64\s+(%rd\d+), \[(%rd\d+)\], 1;", after)
-    assert count and count.group(2) == counter, "the arrival is not counted on the raised counter next"
-    assert re.search(rf"mul\.lo\.s64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL};", ptx) or \
-        re.search(rf"shl\.b64\s+{re.escape(floor)}, %rd\d+, {sub.SM100_ARRIVALS_PER_CALL.bit_length() - 1};", ptx)
-    assert re.search(rf"atom\.global(?:\.relaxed)?(?:\.gpu)?\.exch\.b64\s+%rd\d+, \[{re.escape(counter)}\], 0;", after)
+ARRIVAL = re.compile(r"atom\.global(?:\.relaxed)?(?:\.gpu)?\.add\.u32\s+%r\d+, \[(%rd\d+)\], 1;")
 
 
-@pytest.mark.parametrize("tile_m, split_k, stages", [(128, 2, 6), (64, 4, 8)])
-def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, split_k, stages):
+def test_one_relaxed_count_between_a_release_and_an_acquire_fence():
+    """A split's arrival is one relaxed atomic add: a warp barrier and lane 0's fence before
+    it (release), and, for the last arrival, lane 0's fence and a warp barrier before the first
+    load of another split's partial (acquire); the last arrival resets the counter."""
+    ptx = _split_k_ptx()
+    assert re.findall(r"atom\.global[.\w]*\.(max|add|exch)\.", ptx) == ["add", "exch"]
+    assert "acq_rel.add" not in ptx and "acquire.add" not in ptx and "release.add" not in ptx
+    count = ARRIVAL.search(ptx)
+    assert count, "no relaxed 32-bit count of an arrival"
+    ordering = r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global|st\.global|atom\.global)\b"
+    before = re.findall(ordering, ptx[:count.start()])
+    assert before[-3:] == ["st.global", "bar.warp.sync", "fence.acq_rel.gpu"], before[-6:]
+    after = re.findall(ordering, ptx[count.end():])
+    assert after[:3] == ["fence.acq_rel.gpu", "bar.warp.sync", "ld.global"], after[:6]
+    assert re.search(rf"atom\.global(?:\.relaxed)?(?:\.gpu)?\.exch\.b32\s+%r\d+, \[{re.escape(count.group(1))}\], 0;",
+                     ptx[count.end():])
+
+
+@pytest.mark.parametrize("tile_m, stages", [(128, 6), (64, 8)])
+def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stages):
     """After the acquire, the last arrival's loads of `partials_ahead` subtiles' partials all
-    come before its first accumulator load; without prefetching (or where one subtile's
-    partials overflow the register budget), one subtile's do."""
+    come before its first accumulator load: with two splits, two subtiles of the other split's;
+    with four (whose partials of one subtile fill the register budget), one subtile of each of
+    the three others."""
     from harness.compile_capture import capturing_compiles
 
     def loads_before_first_accumulator_load(config):
         with capturing_compiles("sm_100a") as capture:
             sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
             ptx = capture.compiles[-1].ptx
-        acquired = ptx.index("fence.acq_rel.gpu", ptx.index("atom.global.acq_rel.add"))
+        acquired = ptx.index("fence.acq_rel.gpu", ARRIVAL.search(ptx).end())
         reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
         return len(re.findall(r"\bld\.global\b", reduction))
 
-    prefetching = sub.Sm100Config(tile_m, split_k, stages)
-    one_subtile = loads_before_first_accumulator_load(sub.Sm100Config(tile_m, split_k, stages, prefetch_partials=False))
-    assert prefetching.partials_ahead == {2: 2, 4: 0}[split_k]  # SM100_PARTIAL_REGISTERS' worth
-    assert one_subtile > 0
-    assert loads_before_first_accumulator_load(prefetching) == max(prefetching.partials_ahead, 1) * one_subtile
+    two, four = sub.Sm100Config(tile_m, 2, stages), sub.Sm100Config(tile_m, 4, stages)
+    assert (two.partials_ahead, four.partials_ahead) == (2, 0)  # SM100_PARTIAL_REGISTERS' worth
+    one_subtile_of_one_split = loads_before_first_accumulator_load(four) / 3
+    assert one_subtile_of_one_split > 0
+    assert loads_before_first_accumulator_load(two) == 2 * one_subtile_of_one_split
 
 
-def _check_sm100_config(config, problem) -> checker.ConfigResult:
-    """The compile checker's verdict on `config` in place of the one the kernel would choose."""
+def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
+    """The benchmarks' two-CTA configuration: within the registers two CTAs' threads leave
+    each, the shared memory the host side counts (dynamic as launched, static as the cubin
+    holds) twice within an SM's, no spills."""
+    problem = sub.Problem(128, 7168, 2048, 1)
+    config = sub.sm100_config(problem)
+    assert config.ctas_per_sm == 2
 
     class Pinned(sub.Sm100BlockScaledGemm):
         @classmethod
         def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
             return config
 
-    return checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
-
-
-@pytest.mark.parametrize("problem, config", [
-    (sub.Problem(128, 7168, 16384, 1), sub.Sm100Config(tile_m=64, split_k=3, stages=8, share_k=True)),
-    (sub.Problem(128, 4096, 7168, 1), sub.Sm100Config(tile_m=64, split_k=4, stages=8, share_k=True, cluster_m=2)),
-], ids=["three-parts", "four-parts-cluster-2"])
-def test_share_k_passes_every_sm100a_check(problem, config):
-    """Share-K beyond the one official shape that takes it (two K ranges a tile): three, and
-    four in clusters of two, compile without spilling the partials they load."""
-    config.check_problem(problem)
-    result = _check_sm100_config(config, problem)
+    result = checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
     assert not result.failures, result.failures
-    assert result.config.startswith(f"tile 128x64x256 (N x M x K), share-K (up to {config.split_k} ranges a tile)")
-
-
-def test_a_cluster_of_two_along_m_multicasts_the_shared_b_tile():
-    """`cluster_m=2` (on in no configuration yet): the b tile and its scales come through
-    multicast TMA loads, a and its scales through plain ones, the pipelines' barriers are set up
-    across the cluster, and the kernel passes every sm_100a SASS check."""
-    from harness.compile_capture import capturing_compiles
-
-    clustered = sub.Sm100Config(tile_m=64, split_k=2, stages=8, cluster_m=2)
-    result = _check_sm100_config(clustered, sub.Problem(128, 4096, 7168, 1))
-    assert not result.failures, result.failures
-    assert "cluster of 2 along M" in result.config
-    with capturing_compiles("sm_100a") as capture:
-        sub.Sm100BlockScaledGemm.compile(clustered, "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
-    loads = re.findall(r"cp\.async\.bulk\.tensor\.(\d)d\.(shared::\w+)\.global[.\w:]*", ptx)
-    multicast = re.findall(r"cp\.async\.bulk\.tensor\.(\d)d[.\w:]*multicast::cluster", ptx)
-    assert sorted(multicast) == ["3", "4"]  # the b tile, its scale tile
-    assert len(loads) == 4 and "barrier.cluster.wait" in ptx
+    assert "2 CTAs an SM" in result.config
+    assert result.registers <= 65536 // (2 * sub.Sm100BlockScaledGemm.THREADS)
+    assert result.static_smem == sub.SM100_STATIC_SMEM_BYTES
+    assert result.dynamic_smem == config.smem_bytes
+    assert 2 * (result.dynamic_smem + result.static_smem + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM

@@ -81,6 +81,16 @@ OFFICIAL = [Problem(*(case.args[key] for key in "mnkl")) for name in ("tests", "
             for case in official_cases(name)]
 
 
+def test_consecutive_calls_take_the_decoded_a_buffers_in_turn():
+    passed = []
+    plan = hopper_stand_in.CyclingLaunchPlan(lambda *args: passed.append(args[-1]), HopperNvfp4Gemm.POINTER_TYPES[:5],
+                                             (("buffer 0", 0), ("buffer 1", 1), ("buffer 2", 2)), ())
+    addresses = tuple(4096 * (i + 1) for i in range(5))
+    for _ in range(7):
+        plan.launch(addresses)
+    assert passed == [0, 1, 2, 0, 1, 2, 0]
+
+
 @pytest.mark.parametrize("problem", OFFICIAL + [Problem(256, 384, 512, 3), Problem(128, 640, 2048, 1)],
                          ids=lambda p: "x".join(map(str, p)))
 @pytest.mark.parametrize("num_sms", [132, 114, 78])

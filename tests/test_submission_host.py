@@ -26,25 +26,28 @@ BENCHMARKS = [sub.Problem(*case.mnkl) for case in shapes.official_cases("benchma
 
 # ----- configuration -----
 
-def test_benchmark_shapes_get_the_measured_configurations():
+def test_benchmark_shapes_get_their_configurations():
     expected = {
-        (128, 7168, 16384, 1): (128, 2, 6),
-        (128, 4096, 7168, 1): (64, 2, 8),
-        (128, 7168, 2048, 1): (64, 1, 8),
+        (128, 7168, 16384, 1): (128, 2, 6, 1),
+        (128, 4096, 7168, 1): (64, 1, 8, 1),
+        (128, 7168, 2048, 1): (64, 1, 3, 2),
     }
     assert {tuple(p) for p in BENCHMARKS} == set(expected)
     for problem in BENCHMARKS:
         config = sub.sm100_config(problem)
-        assert (config.tile_m, config.split_k, config.stages) == expected[tuple(problem)]
+        assert (config.tile_m, config.split_k, config.stages, config.ctas_per_sm) == expected[tuple(problem)]
 
 
 @pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
 def test_every_official_shape_gets_a_configuration_that_fits(problem):
     config = sub.sm100_config(problem)
     assert config.tile_m in (64, 128) and problem.m % config.tile_m == 0
-    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m)
-    assert config.smem_bytes <= sub.SM100_SMEM_BYTES
-    assert config.tmem_columns <= TMEM_COLUMNS
+    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m, config.ctas_per_sm)
+    # Every CTA an SM holds, with its static shared memory and the system's part.
+    ctas = config.ctas_per_sm
+    assert ctas * (config.smem_bytes + sub.SM100_STATIC_SMEM_BYTES + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
+    assert config.smem_bytes + sub.SM100_STATIC_SMEM_BYTES <= sub.SM100_SMEM_BYTES
+    assert ctas * config.tmem_columns <= TMEM_COLUMNS
     k_tiles = problem.k // sub.SM100_TILE_K
     assert 1 <= config.split_k <= k_tiles
 
@@ -52,9 +55,12 @@ def test_every_official_shape_gets_a_configuration_that_fits(problem):
 def test_general_rule_fills_the_machine_without_oversubscribing_it():
     # 128 x 1536: 12 column tiles -> 64-row tiles (24 units) -> split K while units fit the SMs.
     config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
-    assert (config.tile_m, config.split_k) == (64, 4)  # 96 units of 7 K tiles each
+    assert (config.tile_m, config.split_k) == (64, 2)  # 48 units of 14 K tiles each: two splits at most
     config = sub.sm100_config(sub.Problem(128, 3072, 1536, 1))
-    assert (config.tile_m, config.split_k) == (64, 1)  # 6 K tiles: too few to split
+    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 1)  # 6 K tiles: too few to split
+    config = sub.sm100_config(sub.Problem(512, 1536, 7168, 1))
+    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 2)  # 96 units: too many to split or
+    # to leave the next call a grid's worth of SMs
     config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
     assert (config.tile_m, config.split_k) == (128, 1)  # 648 tiles: already several per SM
     config = sub.sm100_config(sub.Problem(128, 256, 256, 1))
@@ -64,6 +70,14 @@ def test_general_rule_fills_the_machine_without_oversubscribing_it():
 def test_tensor_memory_budget_counts_accumulators_and_scales():
     assert sub.Sm100Config(128, 1, 6).tmem_columns == 512  # 2 x 128 + 16 + 16 = 288 -> 512
     assert sub.Sm100Config(64, 1, 8).tmem_columns == 256  # 2 x 64 + 16 + 16 = 160 -> 256
+
+
+def test_two_ctas_an_sm_take_three_stages_of_64_rows():
+    """Half of the SM's 228 KB, less each CTA's static shared memory, the system's part and the
+    barriers: three stages of 28 KB; one CTA an SM keeps eight (64 rows) and six (128 rows)."""
+    assert sub.Sm100Config.max_stages(64, 2) == 3
+    assert (sub.Sm100Config.max_stages(64), sub.Sm100Config.max_stages(128)) == (8, 6)
+    assert sub.Sm100Config.smem_limit(1) == sub.SM100_SMEM_BYTES
 
 
 def test_stage_bytes_match_the_tiles():
@@ -100,39 +114,15 @@ def test_a_split_without_a_k_tile_is_refused_before_launch():
                 sub.sm100_config(problem).check_problem(problem)
 
 
-def test_a_split_count_that_would_reach_the_next_calls_floor_is_refused():
-    """Arrival counters hold call number x SM100_ARRIVALS_PER_CALL + arrivals: a call with as
-    many splits would count into the next call's range."""
-    too_many = sub.Sm100Config(tile_m=128, split_k=sub.SM100_ARRIVALS_PER_CALL, stages=6)
-    with pytest.raises(ValueError, match="would reach the next call's floor"):
-        too_many.check_problem(sub.Problem(128, 128, 256 * sub.SM100_ARRIVALS_PER_CALL, 1))
-
-
-def test_the_b200_plan_numbers_its_calls_from_one_after_the_other_arguments():
-    """The kernel's split-K arrivals are tagged with the call's number, so every call must pass
-    a new one, in order, as its last argument."""
-    passed = []
-    plan = sub.NumberedLaunchPlan(lambda *args: passed.append(args), sub.Sm100BlockScaledGemm.POINTER_TYPES[:5],
-                                  (("partials", "arrivals", 128, 7168, 2048, 1, 112),), ())
-    addresses = tuple(4096 * (i + 1) for i in range(5))
-    for _ in range(3):
-        plan.launch(addresses)
-    numbers = [int(args[-1]) if sub.HAVE_TVM_FFI else args[-1].value for args in passed]
-    assert numbers == [1, 2, 3]
-    assert all(args[-8:-1] == ("partials", "arrivals", 128, 7168, 2048, 1, 112) for args in passed)
-
-
 def schedule_units(config: sub.Sm100Config, problem: sub.Problem, num_sms: int) -> dict:
     """Every CTA's work units, as the kernel's warps walk them ({cta: [WorkUnit, ...]}), from
     the kernel's own `Sm100Schedule` run on ints."""
-    cluster_m = config.cluster_m
-    clusters = config.grid_clusters(problem, num_sms)
+    ctas = config.grid_ctas(problem, num_sms)
     tiles_m, tiles_n, k_tiles = problem.m // config.tile_m, problem.n // sub.SM100_TILE_N, problem.k // sub.SM100_TILE_K
     units = {}
-    for cta in range(clusters * cluster_m):
-        schedule = sub.Sm100Schedule(config, cta % cluster_m, cta // cluster_m, clusters, tiles_m, tiles_n,
-                                     k_tiles, problem.l)
-        units[cta] = [schedule.unit(group) for group in range(*schedule.groups)]
+    for cta in range(ctas):
+        schedule = sub.Sm100Schedule(config, cta, ctas, tiles_m, tiles_n, k_tiles, problem.l)
+        units[cta] = [schedule.unit(linear) for linear in range(*schedule.units)]
     return units
 
 
@@ -140,89 +130,61 @@ SCHEDULED = OFFICIAL + [sub.Problem(256, 384, 4096, 3), sub.Problem(384, 7168, 2
 
 
 @pytest.mark.parametrize("num_sms", [148, 132, 7])
-@pytest.mark.parametrize("share_k", [False, True], ids=["split-k", "share-k"])
-@pytest.mark.parametrize("cluster_m", [1, 2], ids=["no-cluster", "cluster-2"])
+@pytest.mark.parametrize("split_k", [1, 2, 3])
 @pytest.mark.parametrize("problem", SCHEDULED, ids=lambda p: "x".join(map(str, p)))
-def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, cluster_m, share_k, num_sms):
-    """Each K tile of each output tile is multiplied by exactly one CTA; the CTAs that add into
-    one tile hold the slots 0 .. parts - 1 and agree on parts, which the configuration's
-    partial slots hold; and the CTAs of a cluster take row tiles side by side over one K range
-    (they share that b tile)."""
-    config = dataclasses.replace(sub.sm100_config(problem, num_sms), cluster_m=cluster_m)
-    if share_k:
-        config = config.with_k_shares(problem, num_sms)
-    if (problem.m // config.tile_m) % cluster_m:
-        with pytest.raises(ValueError, match="need a multiple of 2 row tiles"):
-            config.check_problem(problem, num_sms)
-        return
+def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, split_k, num_sms):
+    """Each K tile of each output tile is multiplied by exactly one CTA, and the CTAs that add
+    into one tile hold the slots 0 .. split_k - 1."""
+    config = dataclasses.replace(sub.sm100_config(problem, num_sms), split_k=split_k)
+    if problem.k // sub.SM100_TILE_K < split_k:
+        return  # refused by check_problem (test_a_split_without_a_k_tile_is_refused_before_launch)
     config.check_problem(problem, num_sms)
     covered, parts = [], {}
-    units = schedule_units(config, problem, num_sms)
-    for cta, walked in units.items():
-        for index, unit in enumerate(walked):
+    for cta, walked in schedule_units(config, problem, num_sms).items():
+        for unit in walked:
             tile = (unit.m_tile, unit.n_tile, unit.batch)
             assert unit.k_begin < unit.k_end, (cta, unit)
             covered += [(*tile, k_tile) for k_tile in range(unit.k_begin, unit.k_end)]
-            parts.setdefault(tile, []).append((unit.part, unit.parts))
-            if cta % cluster_m:
-                partner = units[cta - cta % cluster_m][index]
-                assert unit.m_tile == partner.m_tile + cta % cluster_m
-                assert unit[1:] == partner[1:]
+            parts.setdefault(tile, []).append(unit.split)
     tiles = itertools.product(range(problem.m // config.tile_m), range(problem.n // sub.SM100_TILE_N), range(problem.l))
     expected = [(*tile, k_tile) for tile in tiles for k_tile in range(problem.k // sub.SM100_TILE_K)]
     assert sorted(covered) == sorted(expected)
     for tile, held in parts.items():
-        count = held[0][1]
-        assert sorted(held) == [(part, count) for part in range(count)], tile
-        assert count <= config.split_k
+        assert sorted(held) == list(range(split_k)), tile
 
 
-@pytest.mark.parametrize("slots", range(2, 7))
-def test_the_last_arrival_adds_every_other_part_once_and_nothing_past_the_tiles_parts(slots):
-    """The reduction's slot j = 0 .. slots - 2: static split-K reads every other split; a
-    share-K tile with fewer parts than slots reads its other parts with weight 1 and, past
-    them, its own slot with weight 0."""
-    for part in range(slots):
-        assert sorted(sub.other_part(j, part) for j in range(slots - 1)) == [p for p in range(slots) if p != part]
-    for parts in range(1, slots + 1):
-        for part in range(parts):
-            read = [sub.other_part_or_own(j, part, parts) for j in range(slots - 1)]
-            assert sorted(slot for slot, weight in read if weight == 1) == [p for p in range(parts) if p != part]
-            assert all(slot == part for slot, weight in read if weight == 0)
-            assert sorted(weight for _, weight in read) == [0] * (slots - parts) + [1] * (parts - 1)
+@pytest.mark.parametrize("splits", range(2, 7))
+def test_the_last_arrival_adds_every_other_split_once(splits):
+    for part in range(splits):
+        assert sorted(sub.other_split(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
 
 
-def test_share_k_fills_every_sm_with_an_even_share():
-    """128 x 7168 x 16384 in 64-row tiles: 112 tiles x 64 K tiles over 148 SMs, 48 or 49 K tiles
-    each (against 64 with whole tiles), a tile's K split between 2 and 3 ways."""
-    problem = sub.Problem(128, 7168, 16384, 1)
-    shared = sub.Sm100Config(tile_m=64, split_k=3, stages=8, share_k=True)
-    units = schedule_units(shared, problem, 148)
-    assert len(units) == 148
-    assert {sum(u.k_end - u.k_begin for u in walked) for walked in units.values()} == {48, 49}
-    assert {u.parts for walked in units.values() for u in walked} == {2, 3}
-    assert shared.k_share_parts(problem, 148) == 3
-    with pytest.raises(ValueError, match="adds up to 3 K ranges into a tile; split_k = 2"):
-        dataclasses.replace(shared, split_k=2).check_problem(problem, 148)
+def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
+    configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
+               for case in shapes.load_cases(shapes.SHAPES_DIR / "sanitize.txt")]
+    assert {config.split_k > 1 for config in configs} == {False, True}
 
 
-def test_the_sanitizer_shapes_run_every_sm100_schedule():
-    """`make sanitize` on a B200 runs whole tiles and static split-K; its share-K file, share-K."""
-    def schedules(name: str) -> set:
-        configs = [sub.sm100_config(sub.Problem(*case.mnkl), conservative=False)
-                   for case in shapes.load_cases(shapes.SHAPES_DIR / name)]
-        return {(config.share_k, config.split_k > 1) for config in configs}
+def code_paths(config: sub.Sm100Config) -> set[str]:
+    """The kernel's compile-time branches that `config` takes."""
+    paths = {f"{config.tile_m}-row tiles", "PDL" if config.pdl else "no PDL", f"{config.ctas_per_sm} CTAs an SM"}
+    if config.split_k == 1:
+        paths.add("whole K")
+    else:
+        paths.add("split-K")
+        paths.add(f"{config.partials_ahead} subtiles of partials ahead")
+    return paths
 
-    assert schedules("sanitize.txt") == {(False, False), (False, True)}
-    assert schedules("sanitize-share-k.txt") == {(True, True)}
 
-
-def test_share_k_is_chosen_where_whole_units_leave_a_last_wave_mostly_empty():
-    """384 x 7168 x 2304: 168 tiles of 128 rows, one wave of 148 and one of 20; share-K instead."""
-    config = sub.sm100_config(sub.Problem(384, 7168, 2304, 1), conservative=False)
-    assert config.share_k and config.split_k == 2 and config.tile_m == 128
-    assert not sub.sm100_config(sub.Problem(2304, 4608, 7168, 1), conservative=False).share_k  # 648 = 4 x 148 + 56
-    assert not any(sub.sm100_config(problem, conservative=False).share_k for problem in BENCHMARKS)
+def test_the_official_tests_run_only_paths_the_benchmarks_run():
+    """What the check passes is what the timed calls run: every branch a test shape's
+    configuration takes, a benchmark's takes too."""
+    benchmarks = set().union(*(code_paths(sub.sm100_config(problem, conservative=False)) for problem in BENCHMARKS))
+    assert benchmarks == {"64-row tiles", "128-row tiles", "PDL", "whole K", "split-K", "2 subtiles of partials ahead",
+                          "1 CTAs an SM", "2 CTAs an SM"}
+    tests = [sub.Problem(*case.mnkl) for case in shapes.official_cases("tests")]
+    only_tests = {problem: code_paths(sub.sm100_config(problem, conservative=False)) - benchmarks for problem in tests}
+    assert {problem: paths for problem, paths in only_tests.items() if paths} == {}
 
 
 def test_units_sharing_b_rows_are_scheduled_together():
@@ -342,7 +304,7 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_res
     assert chosen.pdl
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
-    assert conservative.split_k == 1 and not conservative.pdl and not conservative.share_k
+    assert conservative.split_k == 1 and not conservative.pdl and conservative.ctas_per_sm == 1
     assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen

@@ -1,0 +1,259 @@
+"""The submission's self-check: the first call of a problem checks its result against the exact
+product and falls back, loudly, to the conservative configuration, then to the exact product.
+On the host with a stand-in kernel whose launch writes a chosen result; on a Hopper GPU through
+the stand-in kernel's own dispatch (`kernel_for_arch`), with one element of its first result
+made wrong."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import reference
+import submission as sub
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM = sub.Problem(128, 256, 512, 2)
+
+
+def _data(seed: int, device="cpu"):
+    return reference.generate_input(*PROBLEM, seed=seed, device=device)
+
+
+def _rounded_exact(data) -> torch.Tensor:
+    return sub.exact_product(data).to(torch.float16)
+
+
+class _Config:
+    def __init__(self, name: str):
+        self.name = name
+
+    def describe(self) -> str:
+        return self.name
+
+
+class _WritingPlan:
+    """A launch plan whose launch writes the exact product into the current input's c, with
+    `fault` applied to it (None: left right; an exception: raised instead)."""
+
+    def __init__(self, kernel, config: _Config, fault):
+        self.kernel, self.config, self.fault = kernel, config, fault
+
+    def launch(self, addresses):
+        self.kernel.launches.append(self.config.name)
+        if isinstance(self.fault, Exception):
+            raise self.fault
+        c = self.kernel.data[6]
+        c.copy_(_rounded_exact(self.kernel.data))
+        if self.fault is not None:
+            self.fault(c)
+
+
+def _stand_in_kernel(chosen_fault, conservative_fault):
+    class Kernel:
+        data = None  # the input of the call in progress
+        launches = []
+
+        @classmethod
+        def launch_plan(cls, problem, device, conservative=False):
+            assert problem == PROBLEM
+            if conservative:
+                return _WritingPlan(cls, _Config("conservative"), conservative_fault)
+            return _WritingPlan(cls, _Config("chosen"), chosen_fault)
+
+    return Kernel
+
+
+def _one_element_off(c):
+    c[5, 17, 1] += 2.0
+
+
+def _call(kernel, data, monkeypatch):
+    """custom_kernel on a CPU input, with validation and dispatch standing in for the GPU's."""
+    kernel.data = data
+    monkeypatch.setattr(sub, "validate_inputs", lambda d: sub.Call(PROBLEM, 0, sub.operand_addresses(d)))
+    monkeypatch.setattr(sub, "kernel_for_device", lambda device: kernel)
+    return sub.custom_kernel(data)
+
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    monkeypatch.setattr(sub, "_PLANS", {})
+    monkeypatch.setattr(sub, "SELF_CHECK", True)
+
+
+def _fallback_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith(sub.FALLBACK_PREFIX)]
+
+
+def test_the_exact_product_is_the_references_on_random_data():
+    data = _data(7)
+    exact = sub.exact_product(data)
+    assert exact.abs().max() > 100  # random operands, not an all-zero product
+    expected = reference.ref_kernel(data)  # exact decode-and-matmul off sm_100
+    assert torch.equal(exact.to(torch.float16), expected)
+
+
+def test_a_wrong_first_result_falls_back_to_the_conservative_configuration(fresh_plans, monkeypatch, capsys):
+    kernel = _stand_in_kernel(_one_element_off, None)
+    first = _data(1)
+    out = _call(kernel, first, monkeypatch)
+    assert torch.equal(out, _rounded_exact(first))
+    (line,) = _fallback_lines(capsys.readouterr().err)
+    assert "128x256x512x2" in line and "chosen" in line and "c[5, 17, 1]" in line
+    assert "1 of 65536 elements wrong" in line and line.endswith("now the conservative configuration")
+    assert kernel.launches == ["chosen", "conservative"]
+
+    # Later calls run what passed, unchecked.
+    second = _data(2)
+    _call(kernel, second, monkeypatch)
+    assert kernel.launches[-1] == "conservative" and len(kernel.launches) == 3
+    assert torch.equal(second[6], _rounded_exact(second))
+    assert _fallback_lines(capsys.readouterr().err) == []
+
+
+def test_two_wrong_configurations_leave_the_exact_product_for_every_call(fresh_plans, monkeypatch, capsys):
+    kernel = _stand_in_kernel(_one_element_off, lambda c: c[0, 0, 0].fill_(float("nan")))
+    first = _data(3)
+    assert torch.equal(_call(kernel, first, monkeypatch), _rounded_exact(first))
+    lines = _fallback_lines(capsys.readouterr().err)
+    assert len(lines) == 2
+    assert lines[0].endswith("now the conservative configuration")
+    assert "conservative" in lines[1] and "c[0, 0, 0] = nan" in lines[1]
+    assert lines[1].endswith("now the exact torch product")
+    assert sub._PLANS[(PROBLEM, 0)] is sub.ExactGemm
+
+    second = _data(4)
+    second[6].fill_(float("nan"))
+    _call(kernel, second, monkeypatch)
+    assert kernel.launches == ["chosen", "conservative"]  # no kernel after the first call
+    assert torch.equal(second[6], _rounded_exact(second))
+
+
+def test_a_plan_that_raises_falls_back_too(fresh_plans, monkeypatch, capsys):
+    kernel = _stand_in_kernel(RuntimeError("launch failed"), None)
+    first = _data(5)
+    assert torch.equal(_call(kernel, first, monkeypatch), _rounded_exact(first))
+    (line,) = _fallback_lines(capsys.readouterr().err)
+    assert "RuntimeError: launch failed" in line
+
+
+def test_a_right_first_result_keeps_the_chosen_configuration_quietly(fresh_plans, monkeypatch, capsys):
+    kernel = _stand_in_kernel(None, _one_element_off)
+    _call(kernel, _data(6), monkeypatch)
+    assert kernel.launches == ["chosen"]
+    assert capsys.readouterr().err == ""
+
+
+def test_with_the_check_off_the_first_result_is_not_checked(fresh_plans, monkeypatch, capsys):
+    monkeypatch.setattr(sub, "SELF_CHECK", False)
+    kernel = _stand_in_kernel(_one_element_off, None)
+    first = _data(8)
+    _call(kernel, first, monkeypatch)
+    assert kernel.launches == ["chosen"]
+    assert not torch.equal(first[6], _rounded_exact(first))
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("1", True), (None, True)])
+def test_the_switch_is_the_environment_variable_read_at_import(value, on):
+    env = {k: v for k, v in os.environ.items() if k != sub.SELF_CHECK_ENV}
+    if value is not None:
+        env[sub.SELF_CHECK_ENV] = value
+    result = subprocess.run([sys.executable, "-c", "import submission; print(submission.SELF_CHECK)"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == str(on)
+
+
+def test_only_results_within_the_fp16_rounding_pass():
+    exact = torch.tensor([[[1000.25]], [[-3.0]], [[0.0]], [[70000.0]]], dtype=torch.float64)
+    rounded = exact.to(torch.float16)  # 1000.0 (ties to even), -3, 0, inf
+    assert sub.wrong_elements(rounded, exact) is None
+    other_side = rounded.clone()
+    other_side[0, 0, 0] = 1000.5  # the other fp16 neighbour of 1000.25: within the rounding
+    assert sub.wrong_elements(other_side, exact) is None
+    one_step_off = rounded.clone()
+    one_step_off[1, 0, 0] = -3.001953125  # one fp16 step from an exactly representable -3
+    assert sub.wrong_elements(one_step_off, exact) == (1, (1, 0, 0))
+    nan = rounded.clone()
+    nan[2, 0, 0] = float("nan")
+    assert sub.wrong_elements(nan, exact) == (1, (2, 0, 0))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9),
+                    reason="needs a Hopper GPU (compute capability 9.x) to run the sm_90a kernel")
+@pytest.mark.parametrize("conservative_wrong", [False, True])
+def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypatch, capsys):
+    """The stand-in kernel's chosen plan (timed among candidates on the first call) with one
+    element of its first result changed after it ran; with `conservative_wrong`, the
+    conservative plan's too. The fallback then runs on later calls and answers right."""
+    from hopper_stand_in import HopperNvfp4Gemm
+
+    problem = sub.Problem(128, 1536, 7168, 1)
+
+    class Spoiled(HopperNvfp4Gemm):
+        @classmethod
+        def launch_plan(cls, problem, device, config=None, conservative=False):
+            plan = HopperNvfp4Gemm.launch_plan(problem, device, config, conservative)
+            if conservative and not conservative_wrong:
+                return plan
+            launch = plan.launch
+
+            def spoiled(addresses):
+                launch(addresses)
+                Spoiled.data[6][3, 1000, 0] += 8.0
+
+            plan.launch = spoiled
+            return plan
+
+    monkeypatch.setattr(sub, "_PLANS", {})
+    monkeypatch.setattr(sub, "SELF_CHECK", True)
+    monkeypatch.setattr(sub, "kernel_for_device", lambda device: Spoiled)
+    for seed in (21, 22):
+        data = Spoiled.data = reference.generate_input(*problem, seed=seed)
+        expected = reference.ref_kernel(reference.generate_input(*problem, seed=seed))
+        data[6].fill_(float("nan"))
+        sub.custom_kernel(data)
+        torch.cuda.synchronize()
+        assert torch.equal(data[6], sub.exact_product(data).to(torch.float16))
+        ok, message = reference.check_against(expected, data[6])
+        assert ok, message
+        lines = _fallback_lines(capsys.readouterr().err)
+        if seed == 21:
+            assert len(lines) == (2 if conservative_wrong else 1)
+            assert "c[3, 1000, 0]" in lines[0]
+        else:
+            assert lines == []
+    plan = sub._PLANS[(problem, torch.cuda.current_device())]
+    if conservative_wrong:
+        assert plan is sub.ExactGemm
+    else:
+        assert plan.config.splits == 1 and not plan.config.decode_in_grid
+
+
+# ----- the judge's side: harness/self_check.py -----
+
+def test_the_judge_reads_the_submissions_prefix():
+    from harness import self_check
+
+    assert self_check.FALLBACK_PREFIX == sub.FALLBACK_PREFIX
+
+
+def test_the_judge_finds_every_fallback_line_and_nothing_else(fresh_plans, monkeypatch, capsys):
+    from harness.self_check import fallbacks_in
+
+    kernel = _stand_in_kernel(_one_element_off, _one_element_off)
+    print("compiling 128x256x512x2", file=sys.stderr)
+    _call(kernel, _data(9), monkeypatch)
+    print("a line that mentions nvfp4 self-check FALLBACK: in its middle", file=sys.stderr)
+    err = capsys.readouterr().err
+    found = fallbacks_in(err)
+    assert len(found) == 2 and ", chosen:" in found[0] and ", conservative:" in found[1]
+    assert found == _fallback_lines(err)
+    assert fallbacks_in("worker ready\r\n") == []
