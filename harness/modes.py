@@ -16,10 +16,12 @@ from harness.judge.cases import RUNNERS, Judging
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, JudgeClock
+from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
 from harness.report import EXIT_FAIL, Reporter
 from harness.results import append_rows, rows_for_run
 from harness.runner.files import make_runner_folder
+from harness.self_check import fallbacks_in
 from harness.shapes import Case
 from harness.wire import UntrustedMessageError
 
@@ -123,6 +125,7 @@ class Executor:
                 result = CaseResult(FAIL, f"the judge could not read the worker's reply ({type(error).__name__}: {error})")
             self._release_inputs()
         result.output = self._worker.output_of_case()
+        self._judge_fallbacks(result, job)
         result.device_name = _device_name(job.device)
         result.wall_s = time.monotonic() - started
         if self._options.official and result.status == ERROR and result.uncaught_officially:
@@ -131,6 +134,15 @@ class Executor:
             self._worker.close()
         end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | helper_pids())
         return result
+
+    def _judge_fallbacks(self, result: CaseResult, job: Job) -> None:
+        """A case where the submission's self-check took a fallback fails (a warning under
+        --official): the answer is right, but not from the configuration the file chose."""
+        fallbacks = fallbacks_in(result.output)
+        if result.passed and fallbacks:
+            said = f"the submission's self-check fell back ({len(fallbacks)}x): {fallbacks[0]}"
+            if beyond_the_competition(said, job.rules.strict, result):
+                result.status, result.message = FAIL, said
 
     def _release_inputs(self) -> None:
         """The workers let go of the case's shared memory, so that the judge can free it."""

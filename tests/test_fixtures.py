@@ -230,6 +230,10 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS),
     # A reply the judge cannot rebuild fails its case; it does not end the judge.
     Expected("cheat_returns_an_empty_view", "test", EXIT_CASE_FAIL, "fail", r"the worker described a view the judge cannot make"),
+    # The submission's own self-check reports a fallback: the chosen configuration was wrong.
+    Expected("broken_falls_back", "test", EXIT_CASE_FAIL, "fail", r"the submission's self-check fell back \(1x\): nvfp4 self-check FALLBACK:"),
+    Expected("broken_falls_back", "test", EXIT_PASS, "pass",
+             r"warning: the competition would have missed this: the submission's self-check fell back", official=True),
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
     Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
