@@ -178,7 +178,7 @@ class RepeatedError:
         if index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
         elif result.while_importing:
-            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False)
+            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False, importing=True)
         elif (previous is not None and previous.status == ERROR and previous.message == result.message
               and self._cases[index].mnkl != self._cases[index - 1].mnkl):
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)

@@ -160,7 +160,7 @@ class Reporter:
         self._show_failure(f"{what} {case.spec}: {result.status}", result)
         self._last_error = (what, result.message) if result.status == ERROR else None
 
-    def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool) -> str:
+    def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool, importing: bool = False) -> str:
         """The run stops at an error every case would raise (harness/modes.py RepeatedError):
         the reason the remaining cases are not run. What to do instead follows the verdict."""
         first, submission = f"{kind} {first_index}", escape(str(options.submission))
@@ -173,6 +173,12 @@ class Reporter:
                 "  python -m harness test --device cpu --submission FILE   a FILE whose custom_kernel runs on torch alone",
             ]
             return f"not run: {first} raised an error naming CUDA on --device {options.device}"
+        if importing:
+            self._after_verdict = [
+                f"[bold]{submission} does not import[/bold]: every case would raise what {first} raised; fix that and run again "
+                f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
+            ]
+            return f"not run: the submission does not import ({first})"
         self._after_verdict = [
             f"[bold]every case raises what {first} raised[/bold], whatever its shape: fix that and run again "
             f"(`python -m harness lint --submission {submission}` reads the file without importing it)",

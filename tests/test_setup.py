@@ -80,7 +80,8 @@ def test_make_test_leaves_out_exactly_the_tests_make_test_e2e_runs():
     assert addopts == ["-m", "not e2e"]
 
     def pytest_arguments(target: str) -> list[str]:
-        (command,) = subprocess.run([MAKE, "-n", target, "PYTHON=python"], cwd=ROOT, capture_output=True, text=True,
+        # --no-print-directory: under `make test` this make is nested and would announce its folder.
+        (command,) = subprocess.run([MAKE, "-n", "--no-print-directory", target, "PYTHON=python"], cwd=ROOT, capture_output=True, text=True,
                                     check=True).stdout.splitlines()
         arguments = shlex.split(command)
         assert arguments[:3] == ["python", "-m", "pytest"], command
