@@ -81,6 +81,7 @@ HANG_TIMEOUT_S = 5
 JUDGES_CLOCK = r"the worker timed the calls at [\d.]+ us each, but the judge's own clock around the same batches saw"
 RECHECK = r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!"
 NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
+BEFORE_THE_WINDOW = r"the judge's L2 flush took \d+ us longer while the worker waited for its batch than while nothing ran"
 # How long a process the submission left behind gets, after the judge exits, to write into the
 # judge's output before it is read.
 FORGER_GRACE_S = 3.0
@@ -165,12 +166,13 @@ VERDICTS = [
     # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
     Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
              r"ran on another queue than the timed one", devices=GPU_ONLY),
+    # Its second queue starts before the judge's window opens, so the judge's flush may see it first.
     Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"ran on another queue than the timed one", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
              r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
     Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"ran on another queue than the timed one", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
     # Threat class 5: a CUDA graph replaying a stale answer.
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail",
              r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
@@ -217,7 +219,8 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # CUPTI switched off from inside the worker: unrecorded activity is a failure by default.
     Expected("cheat_switches_off_cupti", "test", EXIT_CASE_FAIL, "fail", NOT_RECORDED, devices=GPU_ONLY),
-    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", NOT_RECORDED, cases=(BENCHMARK_CASE,),
+    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", rf"{NOT_RECORDED}|{BEFORE_THE_WINDOW}",
+             cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # A cache keyed on sampled bytes: the recheck's near-duplicates of the timed inputs hit it.
     Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail", r"recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",

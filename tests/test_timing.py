@@ -50,6 +50,9 @@ class ScriptedWorker:
         return None  # load, return_own_outputs, release
 
 
+NO_FIXED_COST = Calibration(hidden_ns=0.0, exposed_ns=0.0, spread_ns=0.0, flush_ns=None)
+
+
 def _judging(worker, partner=None):
     return cases.Judging(worker, partner or ScriptedWorker(lambda index, data: None), JudgeClock(CPU), SharedPool(CPU),
                          progress=lambda text: None)
@@ -72,7 +75,7 @@ def test_every_timed_round_is_checked_by_default():
     worker = ScriptedWorker(None)
     case = _case(worker)
     worker.kernel = _answering(case, wrong_in_round=2)
-    problem = cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), 0.0, on_round=lambda text: None)
+    problem = cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None)
     assert problem.startswith("timed round: ") and "mismatch" in problem and worker.rounds == 3
 
 
@@ -80,7 +83,7 @@ def test_the_competitions_benchmark_checks_no_timed_round():
     worker = ScriptedWorker(None)
     case = _case(worker, strict=False)
     worker.kernel = _answering(case, wrong_in_round=2)
-    assert cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), 0.0, on_round=lambda text: None) is None
+    assert cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None
     assert worker.rounds == 5
 
 
@@ -89,7 +92,7 @@ def test_a_round_whose_calls_write_nothing_fails_on_the_refill():
     case = _case(worker)
     answering = _answering(case)
     worker.kernel = lambda round_index, data: answering(round_index, data) if round_index == 0 else None
-    problem = cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), 0.0, on_round=lambda text: None)
+    problem = cases._time_rounds(case, StoppingRule(5, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None)
     assert problem.startswith("timed round: ") and worker.rounds == 2
 
 
@@ -119,10 +122,10 @@ def test_the_partners_rounds_give_the_fixed_cost_and_are_subtracted():
     case = cases.BenchmarkCase(job, _judging(worker, partner))
     calibration = Calibration.of(case.calibrate(returned_own=False))
     assert partner.rounds == cases.CALIBRATION_ROUNDS and worker.rounds == 0
-    assert calibration.window_ns >= 0.02e9
-    figures = cases.Figures()
-    figures.add(case.round(), calibration.window_ns, case.calls)
-    assert abs(figures.judged_ns[0]) < 0.02e9 / case.calls  # the same sleep, calibrated away
+    assert calibration.exposed_ns >= 0.02e9
+    figures = cases.Figures(calls=case.calls)
+    figures.add(case.round())
+    assert abs(figures.judged_ns(calibration)[0]) < 0.02e9 / case.calls  # the same sleep, calibrated away
 
 
 def test_flush_is_the_competitions_size_where_the_device_holds_it():

@@ -1,8 +1,8 @@
 """The judge's calibration partner: a second worker process that runs the very requests a
 submission's worker runs (harness/runner/calls.py), with a kernel of the judge's own that does no
 work and returns what the submission returned (its inputs' output tensors, or tensors of its
-own). The judge's window around such a batch is the fixed cost of a round: the two processes'
-hand-over on the GPU, the replies, the judge's copies. Measured with a partner the submission
+own), replying at once or once the GPU is idle. The judge's window around such a batch is the
+fixed cost of a round: the two processes' hand-over on the GPU, the replies, the judge's copies. Measured with a partner the submission
 cannot reach, it cannot be inflated to make the submission's rounds look shorter.
 """
 
@@ -31,6 +31,17 @@ class EchoKernel:
 class EchoCalls(Calls):
     def __init__(self, runner_folder: str, device: str, global_seed: int, progress):
         super().__init__(runner_folder, device, global_seed, progress, kernel=EchoKernel())
+        self._reply_when_idle = False
 
-    def return_own_outputs(self, own: bool) -> None:
+    def echo(self, own: bool, reply_when_idle: bool) -> None:
+        """How the next batches answer: `own` as above; `reply_when_idle`, only once the GPU has
+        reached the judge's done event, so that the reply's hand-over lies in the judge's window
+        as it does for a worker whose calls are bound by the host."""
         self.kernel.own = bool(own)
+        self._reply_when_idle = bool(reply_when_idle)
+
+    def run_batch(self, name: str, record_activity: bool = False) -> tuple:
+        reply = super().run_batch(name, record_activity)
+        if self._reply_when_idle and self._device.type == "cuda":
+            self._judge_events[1].synchronize()
+        return reply

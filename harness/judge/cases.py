@@ -130,20 +130,31 @@ def run_test(job: Job, judging: Judging) -> CaseResult:
 
 @dataclasses.dataclass
 class Figures:
-    """Per-call ns of the timed rounds: the judge's, the worker's (the competition's way) and the
-    worker's host time."""
+    """The timed rounds as measured: the judge's windows, the worker's figures (the competition's
+    way) and host times per call; `judged_ns` gives the judge's per-call figures once a
+    calibration is subtracted."""
 
-    judged_ns: list[float] = dataclasses.field(default_factory=list)
-    worker_ns: list[float] = dataclasses.field(default_factory=list)
-    host_ns: list[float] = dataclasses.field(default_factory=list)
-    flush_ns: list[float] = dataclasses.field(default_factory=list)
+    rounds: list[Round] = dataclasses.field(default_factory=list)
+    calls: int = 1
 
-    def add(self, round_: Round, fixed_ns: float, calls: int) -> None:
-        self.judged_ns.append((round_.window_ns - fixed_ns) / calls)
-        self.worker_ns.append(round_.worker_ns / calls)
-        self.host_ns.append(round_.host_ns / calls)
-        if round_.flush_ns is not None:
-            self.flush_ns.append(round_.flush_ns)
+    def add(self, round_: Round) -> None:
+        round_.outputs = []  # checked already; the figures need none of them
+        self.rounds.append(round_)
+
+    def judged_ns(self, calibration: Calibration) -> list[float]:
+        return [(round_.window_ns - calibration.fixed_ns(round_)) / self.calls for round_ in self.rounds]
+
+    @property
+    def worker_ns(self) -> list[float]:
+        return [round_.worker_ns / self.calls for round_ in self.rounds]
+
+    @property
+    def host_ns(self) -> list[float]:
+        return [round_.host_ns / self.calls for round_ in self.rounds]
+
+    @property
+    def flush_ns(self) -> list[float]:
+        return [round_.flush_ns for round_ in self.rounds if round_.flush_ns is not None]
 
 
 class BenchmarkCase:
@@ -169,9 +180,12 @@ class BenchmarkCase:
                                         before_window=before_window, record=record)
 
     def calibrate(self, returned_own: bool) -> list[Round]:
-        partner = self.judging.partner
-        partner.request("return_own_outputs", returned_own)
-        return [self.round(partner) for _ in range(CALIBRATION_ROUNDS)]
+        """The partner's rounds, half replying at once and half once the GPU is idle."""
+        partner, rounds = self.judging.partner, []
+        for reply_when_idle in (False, True):
+            partner.request("echo", returned_own, reply_when_idle)
+            rounds += [self.round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
+        return rounds
 
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
         round_ = self.round()
@@ -194,17 +208,17 @@ def _competition_round_check(job: Job, case: BenchmarkCase):
     return check
 
 
-def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, fixed_ns: float, on_round) -> str | None:
+def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, calibration: Calibration, on_round) -> str | None:
     """Timed rounds until `rule` stops them, on the judge's figures (the worker's under --official,
     as the competition's own loop). Returns the first round's problem, if one fails."""
     started = rule.start()
     official_check = None if case.strict else _competition_round_check(case.job, case)
-    steering = figures.judged_ns if case.strict else figures.worker_ns
     while True:
         round_, problem = case.checked_round(case.strict, official_check)
-        figures.add(round_, fixed_ns, case.calls)
+        figures.add(round_)
         if problem and (case.strict or case.job.recheck):
             return f"{'timed round' if case.strict else 'recheck'}: {problem}"
+        steering = figures.judged_ns(calibration) if case.strict else figures.worker_ns
         if rule.should_stop(steering, started):
             return None
         on_round(rule.progress(steering, started))
@@ -250,9 +264,9 @@ def _recheck(case: BenchmarkCase) -> str | None:
 
 
 def _figures_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibration, result: CaseResult) -> str | None:
-    tolerance_ns = (FIGURE_TOLERANCE * statistics.fmean(figures.judged_ns)
-                    + CALIBRATION_SPREADS * calibration.spread_ns / case.calls)
-    problem = figures_problem(figures.worker_ns, figures.judged_ns, tolerance_ns)
+    judged_ns = figures.judged_ns(calibration)
+    tolerance_ns = FIGURE_TOLERANCE * statistics.fmean(judged_ns) + CALIBRATION_SPREADS * calibration.spread_ns / case.calls
+    problem = figures_problem(figures.worker_ns, judged_ns, tolerance_ns)
     if problem is None and calibration.flush_ns and figures.flush_ns:
         excess_ns = statistics.median(figures.flush_ns) - calibration.flush_ns
         if excess_ns > FLUSH_TOLERANCE * calibration.flush_ns:
@@ -273,13 +287,13 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     last = first
     if job.warmup:
         progress("warm-up")
-        rule, warm = StoppingRule(*job.warmup), Figures()
+        rule, warm = StoppingRule(*job.warmup), Figures(calls=case.calls)
         started = rule.start()
         while True:
             last, problem = case.checked_round(case.strict)
             if problem:
                 return CaseResult(FAIL, f"warm-up round: {problem}")
-            warm.add(last, 0.0, case.calls)
+            warm.add(last)
             if rule.should_stop(warm.worker_ns, started):
                 break
             progress(f"warm-up, {rule.progress(warm.worker_ns, started)}")
@@ -289,19 +303,17 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     # whose hand-over (an IPC handle or a shared-memory file each) is part of the fixed cost.
     returned_own = any(kind != "view" for kind in last.returned)
     calibration_rounds = case.calibrate(returned_own)
-    figures = Figures()
-    problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds).window_ns,
+    figures = Figures(calls=case.calls)
+    problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds),
                            on_round=lambda where: progress(f"timing, {where}"))
     judging.worker.timing_done()
     if problem:
         return CaseResult(FAIL, problem)
     calibration = Calibration.of(calibration_rounds + case.calibrate(returned_own))
-    fixed_shift = Calibration.of(calibration_rounds).window_ns - calibration.window_ns
-    figures.judged_ns = [value + fixed_shift / case.calls for value in figures.judged_ns]
 
-    judged, claimed = calculate_stats(figures.judged_ns), calculate_stats(figures.worker_ns)
+    judged, claimed = calculate_stats(figures.judged_ns(calibration)), calculate_stats(figures.worker_ns)
     result = CaseResult(PASS, stats=judged if case.strict else claimed, worker_stats=claimed, judged_stats=judged,
-                        fixed_ns=calibration.window_ns,
+                        fixed_ns=calibration.hidden_ns,
                         # On the CPU the round's wall time is the calls' time: no host time apart from it.
                         host_ns=statistics.fmean(figures.host_ns) if case.device.type == "cuda" else None)
     problem = _figures_verdict(case, figures, calibration, result) or _inputs_problem(case.pristine, case.shared, job, " while timed")

@@ -37,6 +37,10 @@ class Round:
     records: list | None  # the batch's GPU activity as the worker's CUPTI recorded it (a claim)
     flush_ns: float | None  # the judge's L2 flush before the window, by its own clock
     sharing: str | None = None  # outputs of different calls in the same memory, if any
+    # Whether the GPU had finished the batch when the reply came: the reply's hand-over (the
+    # worker describing its outputs, the judge reading them) then lengthens the window; otherwise
+    # it ran while the GPU still worked. Always so on the CPU.
+    exposed: bool = True
 
 
 def _copy(output):
@@ -83,6 +87,7 @@ class JudgeClock:
         start.record()
         self._go.record()
         returned, host_ns = worker.request("run_batch", BATCH, record)
+        exposed = self._done.query()
         mapped = [wire.rebuild(spec, held) for spec in returned]
         torch.cuda.current_stream().wait_event(self._done)
         outputs = [_copy(output) for output in mapped]
@@ -92,7 +97,7 @@ class JudgeClock:
         worker_ns, records = worker.request("batch_time")
         end.synchronize()
         return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _kinds(returned), records,
-                     flush_start.elapsed_time(start) * 1e6, sharing)
+                     flush_start.elapsed_time(start) * 1e6, sharing, exposed)
 
 
 def _kinds(returned: list) -> list:
@@ -101,15 +106,23 @@ def _kinds(returned: list) -> list:
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """The fixed cost of a round, from the calibration partner's rounds."""
+    """The fixed cost of a round, from the calibration partner's rounds: with the reply's
+    hand-over hidden under the GPU's work (the partner replies at once, during the flush) and
+    exposed (it replies once the GPU is idle, as a worker whose calls are bound by the host does)."""
 
-    window_ns: float  # median window of a round with no work
-    spread_ns: float  # the windows' standard deviation
+    hidden_ns: float  # median window of a round with no work, the hand-over hidden
+    exposed_ns: float  # ... the hand-over exposed
+    spread_ns: float  # the larger of the two kinds' standard deviations
     flush_ns: float | None  # median L2 flush while the partner waited
 
     @classmethod
     def of(cls, rounds: list[Round]) -> "Calibration":
-        windows = [round_.window_ns for round_ in rounds]
+        kinds = {exposed: [round_.window_ns for round_ in rounds if round_.exposed == exposed] for exposed in (False, True)}
+        kinds = {exposed: windows or kinds[not exposed] for exposed, windows in kinds.items()}  # the CPU has one kind
         flushes = [round_.flush_ns for round_ in rounds if round_.flush_ns is not None]
-        return cls(statistics.median(windows), statistics.stdev(windows) if len(windows) > 1 else 0.0,
+        return cls(statistics.median(kinds[False]), statistics.median(kinds[True]),
+                   max(statistics.stdev(windows) if len(windows) > 1 else 0.0 for windows in kinds.values()),
                    statistics.median(flushes) if flushes else None)
+
+    def fixed_ns(self, round_: Round) -> float:
+        return self.exposed_ns if round_.exposed else self.hidden_ns
