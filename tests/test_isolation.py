@@ -1,0 +1,73 @@
+"""The judge's process kept out of its workers' reach: what a worker leaves running is ended, and
+a worker holds no capability that would open the judge's descriptors."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from harness.judge.isolation import end_strays, protect_the_judge
+
+LINUX = sys.platform.startswith("linux")
+
+# A child that starts a grandchild in a session of its own (a double fork) and exits: the
+# grandchild, orphaned, would outlive everything a process group or session kill reaches.
+ESCAPES = textwrap.dedent("""
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            print(os.getpid(), flush=True)
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)  # lets the caller's read of the pipe end
+            os.dup2(quiet, 2)
+            time.sleep(120)
+        os._exit(0)
+    os.wait()
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not LINUX, reason="subreapers and /proc are Linux's")
+def test_an_orphan_a_worker_left_behind_is_adopted_and_ended():
+    protect_the_judge()
+    child = subprocess.run([sys.executable, "-c", ESCAPES], capture_output=True, text=True, timeout=60)
+    grandchild = int(child.stdout.split()[0])
+    assert _alive(grandchild)
+    assert os.getppid() != grandchild and open(f"/proc/{grandchild}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())
+    ended = end_strays(keep=set())
+    assert grandchild in ended
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+@pytest.mark.skipif(not LINUX, reason="capabilities are Linux's")
+def test_a_worker_gives_up_every_capability_and_the_judges_session():
+    probe = textwrap.dedent("""
+        import os
+        from harness.runner.worker import give_up_privileges
+        session = os.getsid(0)
+        give_up_privileges()
+        status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+        print(status["CapEff"].strip(), status["CapPrm"].strip(), status["CapBnd"].strip(), status["NoNewPrivs"].strip(),
+              os.getsid(0) != session)
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    effective, permitted, bounding, no_new_privs, new_session = result.stdout.split()
+    assert int(effective, 16) == int(permitted, 16) == 0
+    assert no_new_privs == "1" and new_session == "True"
+    if os.geteuid() == 0:  # root could drop its bounding set; another user keeps it, harmlessly
+        assert int(bounding, 16) == 0
