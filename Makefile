@@ -60,7 +60,7 @@ compile:
 # return codes are not reported: CuTeDSL's driver bindings probe cuGetProcAddress for entry
 # points the driver lacks (34 CUDA_ERROR_INVALID_VALUE a run), which says nothing of a kernel.
 # NVFP4_HARNESS_UNDER_SANITIZER=1 has the worker write back the inputs the judge shares, which
-# initcheck would otherwise read as never written in the worker's process (README).
+# initcheck would otherwise read as never written in the worker's process (docs/sanitize.md).
 SANITIZE_TOOLS ?= memcheck racecheck synccheck initcheck
 SANITIZE_SHAPES ?= shapes/sanitize.txt
 sanitize:

@@ -1,5 +1,6 @@
-"""The documents stay navigable: every relative link in README.md and docs/ reaches a file (and,
-where it names one, a heading of that file), and the README stays a guide, not a notebook."""
+"""The documents stay navigable: every relative link in README.md, shapes/README.md, docs/ and
+docs/problems/ reaches a file (and, where it names one, a heading of that file), every page is
+reached from the README or the problems' index, and the README stays a guide, not a notebook."""
 
 import re
 from pathlib import Path
@@ -7,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", ROOT / "shapes" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", ROOT / "shapes" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "docs" / "problems").glob("*.md"))]
 README_MAX_LINES = 320
 
 _FENCED_BLOCK = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
@@ -53,6 +55,13 @@ def test_every_docs_page_is_linked_from_the_readme():
     readme_links = {target.partition("#")[0] for target in _LINK.findall((ROOT / "README.md").read_text())}
     unlinked = [page.name for page in sorted((ROOT / "docs").glob("*.md")) if f"docs/{page.name}" not in readme_links]
     assert unlinked == []
+
+
+def test_every_problem_page_is_linked_from_the_problems_index():
+    index = ROOT / "docs" / "problems" / "README.md"
+    linked = {target.partition("#")[0] for target in _LINK.findall(index.read_text())}
+    pages = [page.name for page in sorted(index.parent.glob("*.md")) if page != index]
+    assert pages and [name for name in pages if name not in linked] == []
 
 
 def test_the_readme_stays_a_guide():
