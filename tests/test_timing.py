@@ -1,5 +1,7 @@
+import contextlib
 import time
 
+import pytest
 import torch
 
 from harness.jobs import Job, Rules
@@ -7,6 +9,7 @@ from harness.judge import cases
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import Calibration, JudgeClock
 from harness.runner.timing import OFFICIAL_FLUSH_BYTES, L2Flush, flush_bytes, time_rounds
+from reference import ref_kernel
 from harness.shapes import parse_cases
 from harness.stats import StoppingRule
 from harness.wire import returned, storage_index
@@ -32,6 +35,14 @@ class ScriptedWorker:
         self.kernel, self.claimed_ns, self.after_reply, self.sleep_s = kernel, claimed_ns, after_reply, sleep_s
         self.rounds, self.held = 0, None
 
+    pids: set = set()
+
+    def paused(self, keep):
+        return contextlib.nullcontext()
+
+    def start_spare(self):
+        pass
+
     def request(self, operation, *arguments):
         if operation == "hold":
             self.held = arguments[1]
@@ -48,6 +59,12 @@ class ScriptedWorker:
                 self.after_reply(self.held)
             return self.claimed_ns * len(self.held), None
         return None  # load, return_own_outputs, release
+
+
+@pytest.fixture(autouse=True)
+def no_probes_unless_asked(monkeypatch):
+    monkeypatch.setattr(cases, "PROBE_CHANCE", 0.0)
+    monkeypatch.setattr(cases, "FIRST_PROBE_WITHIN", 0)
 
 
 NO_FIXED_COST = Calibration(hidden_ns=0.0, exposed_ns=0.0, spread_ns=0.0, flush_ns=None)
@@ -141,3 +158,32 @@ def test_flush_leaves_half_the_memory_on_a_smaller_device():
     size = flush_bytes(free)
     assert size < OFFICIAL_FLUSH_BYTES
     assert size % 4 == 0 and free / 2 - 4 < size <= free / 2
+
+
+def test_a_replay_in_the_timed_rounds_meets_a_probe_among_them(monkeypatch):
+    """A kernel that computes in the first round and replays that answer afterwards, at the same
+    addresses, fails in the timed rounds: a probe among the first three puts other inputs in
+    the very tensors, and the timed rounds after it get the timed inputs back."""
+    monkeypatch.setattr(cases, "FIRST_PROBE_WITHIN", cases.MIN_ROUNDS)
+    remembered = {}
+
+    def replaying(round_index, data):
+        key = data[6].data_ptr()
+        if key not in remembered:
+            remembered[key] = ref_kernel(tuple(tensor.clone() for tensor in data)).clone()
+        data[6].copy_(remembered[key])
+
+    worker = ScriptedWorker(replaying)
+    case = _case(worker)
+    problem = cases._time_rounds(case, StoppingRule(20, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None)
+    assert problem.startswith("recheck on fresh and near-duplicate inputs: ")
+    assert len(remembered) == case.calls
+
+
+def test_after_a_probe_the_timed_inputs_are_back(monkeypatch):
+    monkeypatch.setattr(cases, "FIRST_PROBE_WITHIN", 1)  # a probe after the first timed round
+    worker = ScriptedWorker(lambda round_index, data: data[6].copy_(ref_kernel(tuple(t.clone() for t in data))))
+    case = _case(worker)
+    assert cases._time_rounds(case, StoppingRule(3, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None
+    assert worker.rounds == 4  # three timed rounds and the probe
+    assert cases._inputs_problem(case.pristine, case.shared, case.job) is None

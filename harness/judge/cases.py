@@ -11,19 +11,20 @@ times, its GPU activity) is a claim, set against what the judge measured.
 
 import dataclasses
 import os
+import random
 import statistics
 
 import torch
 
 from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.judge import activity
-from harness.judge.isolation import CaseStopped
+from harness.judge.isolation import CaseStopped, helper_pids
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (OUTPUT_INDEX, Refills, all_pass_quickly, beyond_the_competition, bits, check_call,
                                     check_calls, clone_data, figures_problem, first_changed_inputs, near_duplicate)
 from harness.runner.timing import synchronize
-from harness.stats import StoppingRule, calculate_stats
+from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from reference import generate_input, ref_kernel
 
 SEED_STEP = 42  # the competition adds 42 to the seed before drawing each benchmark input
@@ -37,6 +38,11 @@ CALIBRATION_SPREADS = 3.0
 # calibration partner does: more is GPU work the worker ran during the flush, before the window.
 FLUSH_TOLERANCE = 0.03
 NEAR_DUPLICATE_TRIES = 8
+# After each timed round but the last, a probe (the recheck's round, on other inputs) with this
+# chance, and always after one of the first MIN_ROUNDS, drawn at random: no timed round can be
+# told from a checked one on new values, so a replay in any of them risks the case.
+PROBE_CHANCE = 1 / 8
+FIRST_PROBE_WITHIN = MIN_ROUNDS
 # Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
 UNDER_SANITIZER = os.environ.get("NVFP4_HARNESS_UNDER_SANITIZER") == "1"
 
@@ -173,18 +179,34 @@ class BenchmarkCase:
         self.next_seed = seeds[-1]
         self.shared = _hand_over(judging, self.pristine, self.device)
         self.calls = len(self.shared)
+        self.probed = False  # the shared inputs hold a probe's values
+        self._recheck_inputs = None
 
     def round(self, process=None, record: bool = False, before_window=None) -> Round:
-        return self.judging.clock.round(process or self.judging.worker, self.shared,
-                                        before_flush=lambda: self.refills.fill(self.shared),
+        return self.judging.clock.round(process or self.judging.worker, self.shared, before_flush=self._before_flush,
                                         before_window=before_window, record=record)
 
+    def _before_flush(self) -> None:
+        """c refilled; the timed inputs written back where a probe changed them (before the
+        flush, so that the round after a probe starts from a cold L2 like any other)."""
+        self.refills.fill(self.shared)
+        if self.probed:
+            _write_inputs(self.shared, self.pristine)
+            self.probed = False
+
+    def recheck_inputs(self) -> tuple[list, list]:
+        if self._recheck_inputs is None:
+            self._recheck_inputs = _recheck_inputs(self)
+        return self._recheck_inputs
+
     def calibrate(self, returned_own: bool) -> list[Round]:
-        """The partner's rounds, half replying at once and half once the GPU is idle."""
+        """The partner's rounds, half replying at once and half once the GPU is idle, with the
+        worker stopped meanwhile."""
         partner, rounds = self.judging.partner, []
-        for reply_when_idle in (False, True):
-            partner.request("echo", returned_own, reply_when_idle)
-            rounds += [self.round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
+        with self.judging.worker.paused(keep=partner.pids | helper_pids()):
+            for reply_when_idle in (False, True):
+                partner.request("echo", returned_own, reply_when_idle)
+                rounds += [self.round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
         return rounds
 
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
@@ -213,6 +235,8 @@ def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, cali
     as the competition's own loop). Returns the first round's problem, if one fails."""
     started = rule.start()
     official_check = None if case.strict else _competition_round_check(case.job, case)
+    chance = random.SystemRandom()
+    first_probe = chance.randrange(FIRST_PROBE_WITHIN) if FIRST_PROBE_WITHIN else None
     while True:
         round_, problem = case.checked_round(case.strict, official_check)
         figures.add(round_)
@@ -221,6 +245,12 @@ def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, cali
         steering = figures.judged_ns(calibration) if case.strict else figures.worker_ns
         if rule.should_stop(steering, started):
             return None
+        if case.strict and (len(figures.rounds) - 1 == first_probe or chance.random() < PROBE_CHANCE):
+            # A probe: a round like the others, on other inputs; the inputs are checked first,
+            # since the probe's values and their restoring would cover what a call wrote there.
+            problem = _inputs_problem(case.pristine, case.shared, case.job, " while timed") or _recheck(case)
+            if problem:
+                return problem
         on_round(rule.progress(steering, started))
 
 
@@ -246,17 +276,23 @@ def _recheck_inputs(case: BenchmarkCase) -> tuple[list, list]:
     return inputs, references
 
 
+def _write_inputs(shared: list, values: list) -> None:
+    """`values` written into the shared inputs' own memory, c left alone."""
+    for data, new in zip(shared, values):
+        for old, value in zip(data, new):
+            if old is not data[OUTPUT_INDEX]:
+                bits(old).copy_(bits(value))
+
+
 def _recheck(case: BenchmarkCase) -> str | None:
     """New values written into the very tensors the kernel was timed on, after the judge's flush
     and right before its window, then the batch checked: a kernel that keys a cache on addresses,
     shapes, call counts or a sample of the input bytes returns stale output."""
-    inputs, references = _recheck_inputs(case)
+    inputs, references = case.recheck_inputs()
 
     def write_new_values():
-        for data, new in zip(case.shared, inputs):
-            for old, value in zip(data, new):
-                if old is not data[OUTPUT_INDEX]:
-                    bits(old).copy_(bits(value))
+        _write_inputs(case.shared, inputs)
+        case.probed = True
 
     round_ = case.round(before_window=write_new_values)
     problem = _value_problem(round_, references, case.shared, case.job)
@@ -279,6 +315,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     progress = judging.progress
     case = BenchmarkCase(job, judging)
     _load(judging.worker)
+    judging.worker.start_spare()
     progress("correctness pass")
     first = case.round()
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
@@ -306,7 +343,6 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     figures = Figures(calls=case.calls)
     problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds),
                            on_round=lambda where: progress(f"timing, {where}"))
-    judging.worker.timing_done()
     if problem:
         return CaseResult(FAIL, problem)
     calibration = Calibration.of(calibration_rounds + case.calibrate(returned_own))

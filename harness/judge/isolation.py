@@ -117,9 +117,8 @@ class CaseStopped(Exception):
 class WorkerProcess:
     """One spawned worker at a time, started on the first request after the last one ended.
 
-    With `spares`, a process for the next case may be started once a case's timed rounds are
-    over (`timing_done`): its start (interpreter, torch, CUDA context: seconds) then overlaps the
-    end of that case, never a timed round.
+    With `spares`, a process for the next case is started as a case begins (`start_spare`): its
+    start (interpreter, torch: seconds) overlaps that case.
     """
 
     def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int, spares: bool = False,
@@ -153,10 +152,31 @@ class WorkerProcess:
         self._process, self._connection, self.log_path = spare or self._spawn()
         self._log_start = 0
 
-    def timing_done(self) -> None:
-        """The case's timed rounds are over: start the next case's process now, if there will be one."""
+    def start_spare(self) -> None:
+        """Start the next case's process now, if there will be one. Called as a case begins, so
+        that its appearing tells the case's worker nothing of which round comes next; until its
+        own case it only starts Python and imports torch."""
         if self._spares and self._spare is None:
             self._spare = self._spawn()
+
+    @contextlib.contextmanager
+    def paused(self, keep: set[int]):
+        """The worker and every process it started stopped (SIGSTOP) for the block, and whatever
+        else the judge's children left behind (not in `keep`) ended first: none of them can then
+        stop, slow or signal what the judge measures meanwhile."""
+        end_strays(keep | self.pids)
+        stopped = []
+        if self.alive:
+            stopped = [self._process.pid, *_descendants(self._process.pid, _parents())]
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGCONT)
 
     @property
     def alive(self) -> bool:

@@ -54,14 +54,15 @@ class JudgeClock:
         self.device = device
         self.flush = L2Flush(device)
         self.is_cuda = device.type == "cuda"
-        if self.is_cuda:
-            self._go = torch.cuda.Event(interprocess=True)
-            self._done = torch.cuda.Event(interprocess=True)
+        self._events: dict[int, tuple] = {}  # process -> its (go, done) events
 
     def connect(self, worker) -> None:
-        """Hand a new worker process the interprocess events it is to wait on and record."""
+        """Hand a new worker process interprocess events of its own to wait on and record: no
+        process can record another's done, the calibration partner's least of all."""
         if self.is_cuda:
-            worker.request("open_events", (self._go.ipc_handle(), self._done.ipc_handle()))
+            events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
+            self._events[id(worker)] = events
+            worker.request("open_events", tuple(event.ipc_handle() for event in events))
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
         """One batch of `held` (the tensors the worker holds as BATCH) through the worker.
@@ -79,17 +80,18 @@ class JudgeClock:
             window_ns = time.perf_counter_ns() - started
             worker_ns, records = worker.request("batch_time")
             return Round(window_ns, worker_ns, host_ns, outputs, _kinds(returned), records, None, shared_outputs(mapped))
+        go, done = self._events[id(worker)]
         flush_start, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         flush_start.record()
         self.flush()
         if before_window is not None:
             before_window()
         start.record()
-        self._go.record()
+        go.record()
         returned, host_ns = worker.request("run_batch", BATCH, record)
-        exposed = self._done.query()
+        exposed = done.query()
         mapped = [wire.rebuild(spec, held) for spec in returned]
-        torch.cuda.current_stream().wait_event(self._done)
+        torch.cuda.current_stream().wait_event(done)
         outputs = [_copy(output) for output in mapped]
         end.record()
         sharing = shared_outputs(mapped)
