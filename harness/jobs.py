@@ -75,7 +75,7 @@ class CaseResult:
     while_importing: bool = False  # ERROR: raised by importing the submission, before any call
     uncaught_officially: bool = False  # ERROR: the competition's eval would not catch it and would stop
     warning: str = ""  # --official: what the competition's verdict missed
-    activity: str = ""  # what the verification round's calls launched on the GPU
+    activity: str = ""  # what the recorded round's calls launched on the GPU
     wall_s: float = 0.0
 
     def warn(self, text: str) -> None:

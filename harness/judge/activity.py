@@ -1,4 +1,4 @@
-"""The verification round's GPU activity, judged: every kernel the calls launched, with its queue
+"""The recorded round's GPU activity, judged: every kernel the calls launched, with its queue
 and its time, set against the CUDA events that timed the same round.
 
 The worker records the round under CUPTI (harness/runner/gpu_activity.py) with a marker kernel on the timed

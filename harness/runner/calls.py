@@ -17,7 +17,7 @@ from harness.runner import baselines, ceilings, gpu_activity
 from harness.runner.timing import L2Flush, synchronize, time_rounds
 from harness.stats import StoppingRule
 
-# A marker kernel on the timed queue either side of the verification round's events: where its
+# A marker kernel on the timed queue either side of a recorded batch's events: where its
 # kernels must start and end on the GPU (harness/judge/activity.py). torch.cuda._sleep spins
 # this many cycles (about a microsecond).
 MARKER_CYCLES = 2000
