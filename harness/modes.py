@@ -77,7 +77,8 @@ class Executor:
     """
 
     def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False):
-        protect_the_judge()
+        for refused in protect_the_judge():
+            reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
         self._options = options
         self._reporter = reporter
         self._reuse = reuse or options.official

@@ -40,7 +40,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not LINUX, reason="subreapers and /proc are Linux's")
 def test_an_orphan_a_worker_left_behind_is_adopted_and_ended():
-    protect_the_judge()
+    assert protect_the_judge() == []
     child = subprocess.run([sys.executable, "-c", ESCAPES], capture_output=True, text=True, timeout=60)
     grandchild = int(child.stdout.split()[0])
     assert _alive(grandchild)

@@ -44,14 +44,18 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def protect_the_judge() -> None:
-    """Close this process's /proc files to its workers and adopt the processes they orphan."""
+def protect_the_judge() -> list[str]:
+    """Close this process's /proc files to its workers and adopt the processes they orphan.
+    Returns what the kernel refused (a sandbox may lack either), for the run to warn of."""
     if not sys.platform.startswith("linux"):
-        return
+        return ["not Linux: the judge's /proc files stay open to its workers and orphans are not adopted"]
     libc = ctypes.CDLL(None, use_errno=True)
-    for option in (PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER):
-        if libc.prctl(option, 0 if option == PR_SET_DUMPABLE else 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"prctl({option})")
+    refused = []
+    for option, value, what in ((PR_SET_DUMPABLE, 0, "closing its /proc files to its workers"),
+                                (PR_SET_CHILD_SUBREAPER, 1, "adopting the processes its workers orphan")):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            refused.append(f"{what} (prctl: {os.strerror(ctypes.get_errno())})")
+    return refused
 
 
 def _parents() -> dict[int, int]:

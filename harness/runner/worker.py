@@ -45,12 +45,14 @@ def give_up_privileges() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     for capability in range(HIGHEST_CAPABILITY + 1):
         libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # fails harmlessly for numbers the kernel lacks
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
     no_capabilities = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two words each
-    if libc.capset(header, no_capabilities) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
+    # A sandbox that refuses either still runs the case; the case's output says so.
+    for refused, what in ((libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)"),
+                          (libc.capset(header, no_capabilities), "capset")):
+        if refused != 0:
+            print(f"worker: the system refused {what} ({os.strerror(ctypes.get_errno())}): "
+                  "this worker keeps privileges it should not", file=sys.stderr, flush=True)
 
 
 def _describe(error: BaseException) -> str:
