@@ -5,7 +5,6 @@ import math
 
 import torch
 
-from harness.jobs import FAIL
 from harness.wire import NotATensor
 from reference import ATOL, RTOL, check_against
 

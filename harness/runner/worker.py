@@ -48,9 +48,9 @@ def give_up_privileges() -> None:
     header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
     no_capabilities = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two words each
     # A sandbox that refuses either still runs the case; the case's output says so.
-    for refused, what in ((libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)"),
-                          (libc.capset(header, no_capabilities), "capset")):
-        if refused != 0:
+    for what, call in (("prctl(PR_SET_NO_NEW_PRIVS)", lambda: libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)),
+                       ("capset", lambda: libc.capset(header, no_capabilities))):
+        if call() != 0:  # errno read right after its own call
             print(f"worker: the system refused {what} ({os.strerror(ctypes.get_errno())}): "
                   "this worker keeps privileges it should not", file=sys.stderr, flush=True)
 
