@@ -181,7 +181,7 @@ class RepeatedError:
         elif result.while_importing:
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False, importing=True)
         elif (previous is not None and previous.status == ERROR and previous.message == result.message
-              and self._cases[index].mnkl != self._cases[index - 1].mnkl):
+              and self._cases[index].shape != self._cases[index - 1].shape):
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
 
 

@@ -31,12 +31,30 @@ class Case:
         return tuple(self.args[key] for key in GEMM_KEYS)
 
     @property
+    def shape(self) -> tuple:
+        """The case's sizes, its seed left out: two cases of one shape differ in their values only."""
+        return tuple((key, value) for key, value in self.args.items() if key != "seed")
+
+    @property
     def label(self) -> str:
-        m, n, k, l = self.mnkl
-        return f"{m}x{n}x{k}" + (f"x{l}" if l != 1 else "")
+        """`128x7168x16384` (an `l` of 1 left out); where a size is a list (one per group),
+        `g8 m80..248 n4096 k7168`: its range, or its one value."""
+        sizes = dict(self.shape)
+        if all(isinstance(value, int) for value in sizes.values()):
+            if sizes.get("l") == 1:
+                del sizes["l"]
+            return "x".join(str(value) for value in sizes.values())
+        return " ".join(f"{key}{_span(value)}" for key, value in sizes.items())
 
     def with_seed(self, seed: int) -> "Case":
         return Case(spec=self.spec, args={**self.args, "seed": seed})
+
+
+def _span(value) -> str:
+    if isinstance(value, int):
+        return str(value)
+    low, high = min(value), max(value)
+    return str(low) if low == high else f"{low}..{high}"
 
 
 def _case_args(line: str, where: str, keys: tuple[str, ...]) -> dict:
