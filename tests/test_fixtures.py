@@ -40,6 +40,7 @@ BORDERLINE_CASE = "m: 128; n: 256; k: 7168; l: 1; seed: 1111"
 # K >= 4M: b's bytes can hold C (cheat_answers_in_an_input).
 WIDE_K_BENCHMARK_CASE = "m: 128; n: 256; k: 512; l: 1; seed: 1111"
 GPU_ONLY = ("cuda",)
+CPU_ONLY = ("cpu",)
 # A timed-mode cap that keeps a CPU run of the newer fixtures in seconds; the cheat that works
 # only in the checked round reads it from the judge's command line.
 QUICK_REPEATS = 5
@@ -166,13 +167,16 @@ VERDICTS = [
     # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
     Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
              r"ran on another queue than the timed one", devices=GPU_ONLY),
-    # Its second queue starts before the judge's window opens, so the judge's flush may see it first.
+    # Its second queue starts before the judge's window opens, so the judge's flush may see it
+    # first, or a probe: the queue reads the inputs before the judge's queue writes the probe's.
     Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{RECHECK}", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
              r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
     Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}", cases=(BENCHMARK_CASE,), devices=GPU_ONLY),
+             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{RECHECK}", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
     # Threat class 5: a CUDA graph replaying a stale answer.
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail",
              r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
@@ -200,8 +204,12 @@ VERDICTS = [
     Expected("cheat_rewrites_the_captured_clock", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     Expected("cheat_restores_the_clock_before_the_check", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK,
-             cases=(BENCHMARK_CASE,),
-             max_repeats=QUICK_REPEATS),
+             cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=CPU_ONLY),
+    # On a GPU the worker reads its events after it has described the reply, which puts the true
+    # clock back: the cheat gains nothing, and the case passes at the time the judge saw.
+    Expected("cheat_restores_the_clock_before_the_check", "benchmark", EXIT_PASS, "pass",
+             r"mean [\d.]+ us .*the worker's events [\d.]+ us", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS,
+             devices=GPU_ONLY),
     # Output computed when the reply is described, after the round's end.
     Expected("cheat_computes_when_serialised", "benchmark", EXIT_CASE_FAIL, "fail", JUDGES_CLOCK, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
@@ -219,7 +227,7 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # CUPTI switched off from inside the worker: unrecorded activity is a failure by default.
     Expected("cheat_switches_off_cupti", "test", EXIT_CASE_FAIL, "fail", NOT_RECORDED, devices=GPU_ONLY),
-    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", rf"{NOT_RECORDED}|{BEFORE_THE_WINDOW}",
+    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", rf"{NOT_RECORDED}|{BEFORE_THE_WINDOW}|{RECHECK}",
              cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # A cache keyed on sampled bytes: the recheck's near-duplicates of the timed inputs hit it.
