@@ -3,7 +3,7 @@ PYTHON ?= python
 SUBMISSION ?= submission.py
 ARGS ?=
 
-.PHONY: setup test test-e2e check bench leaderboard profile sol model task-yml compile lint compare submit sanitize
+.PHONY: setup test test-e2e check bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -48,6 +48,12 @@ model:
 
 task-yml:
 	$(PYTHON) -m harness task-yml
+
+# On a GPU (Hopper or newer, nvcc): whether the next call's CTAs start beside this call's on every
+# SM with PDL, the assumption behind the model's two-CTAs-an-SM figure (experiments/pdl_overlap).
+# ARGS="--out file.csv" writes the table's rows.
+pdl-overlap:
+	$(PYTHON) experiments/pdl_overlap/run.py $(ARGS)
 
 # Compile the submission's CuTeDSL kernels for every official shape without a GPU; report their SASS facts.
 COMPILE_ARCHS ?= sm_100a sm_90a

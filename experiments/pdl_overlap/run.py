@@ -1,0 +1,567 @@
+"""Does the next call's CTA start beside this call's on every SM? A Hopper test of the one PDL
+assumption behind harness/b200_model.py's figure for 128 x 7168 x 2048 (two CTAs an SM).
+
+    python experiments/pdl_overlap/run.py --out pdl_overlap.csv
+
+Builds pdl_overlap.cu with nvcc for the device found, runs the cases below in one process and
+prints, per main-loop length, each case's measured time per call beside the model's, with the
+per-CTA %globaltimer/%smid evidence of what overlapped. README.md beside this file explains the
+output. Everything but `main` runs without a GPU (tests/test_pdl_overlap.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import bisect
+import csv
+import ctypes
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "pdl_overlap.cu"
+
+# pdl_overlap.cu's stamp layout: kStampWords words per CTA.
+STAMP_WORDS = 16
+ENTRY, START_END, MAIN_END, WAIT_END, EXIT, SMID = range(6)
+CLOCK_OFFSET = 6  # clock64 at ENTRY..EXIT follows
+
+# Dynamic shared memory per CTA, which alone sets how many CTAs an SM holds (the carveout is
+# pinned to its maximum and the registers allow more). With 228 KB an SM and 1 KB reserved a
+# CTA (H100, H200 and B200 alike): 150 KB leaves room for one, 100 KB for two, never three.
+SMEM_ONE_CTA = 150 * 1024
+SMEM_TWO_CTAS = 100 * 1024
+
+# The default sweep: K tiles per CTA. With the default work per K tile (about 0.3 us) the start
+# and tail are about half of the chain at 2 and 6 K tiles, as on 128 x 7168 x 2048 (the model's
+# chain there: 1.0 us start, 2.2 us main loop, 1.5 us tail), and a small share at 24 and 96.
+DEFAULT_K_TILES = (2, 6, 24, 96)
+CALLS = 50  # the competition's inputs per timed round
+
+# The cases, as README.md names them: (label, CTAs an SM has room for, grid, PDL, calls).
+# grid: "sms" (one CTA an SM), "half" (the SMs' half: the model's other two-in-flight branch,
+# as 128 x 4096 x 7168's 64 CTAs of 148 SMs) or "double" (two CTAs on every SM at once).
+CASES = {
+    "a1": ("one call alone, room for 1 CTA/SM", 1, "sms", False, 1),
+    "a2": ("one call alone, room for 2 CTAs/SM", 2, "sms", False, 1),
+    "b": ("50 calls, 1 CTA/SM, PDL off", 1, "sms", False, CALLS),
+    "c": ("50 calls, 1 CTA/SM, PDL on", 1, "sms", True, CALLS),
+    "d": ("50 calls, room for 2 CTAs/SM, grid = SMs, PDL on", 2, "sms", True, CALLS),
+    "e": ("50 calls, room for 2 CTAs/SM, grid = SMs, PDL off", 2, "sms", False, CALLS),
+    "f": ("50 calls, 1 CTA/SM, grid = SMs/2, PDL on", 1, "half", True, CALLS),
+    "g": ("one call of 2 CTAs on every SM (main loops side by side)", 2, "double", False, 1),
+}
+# The same as g with the carveout left to the driver, once a run: does the driver size an SM's
+# shared memory for two CTAs when nothing asks it to? (submission.py's B200 path relies on it.)
+CARVEOUT_CASE = "g-default-carveout"
+
+
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    start_ns: float = 800.0  # the start phase: a B200 CTA's prologue (barriers, TMEM, descriptors)
+    tail_ns: float = 800.0  # the epilogue's latency before its stores (TMEM to registers)
+    fma_per_tile: int = 128  # dependent FMAs per thread per K tile (about 0.3 us at 1.8 GHz)
+    tile_bytes: int = 2048  # bytes per K tile per CTA, streamed through 3 stages
+    out_bytes: int = 8192  # bytes each CTA stores in its tail
+    rounds: int = 30
+
+
+# ----- stamps -----
+
+
+@dataclasses.dataclass(frozen=True)
+class Cta:
+    call: int
+    index: int
+    sm: int
+    entry: int  # ns, %globaltimer
+    start_end: int
+    main_end: int
+    wait_end: int
+    exit: int
+    clocks: tuple  # clock64 at entry, start end, main end, wait end, exit
+
+
+def parse_stamps(words, calls: int, grid: int) -> list[list[Cta]]:
+    """Per call, its CTAs' stamps from pdl_overlap.cu's layout."""
+    out = []
+    for call in range(calls):
+        ctas = []
+        for index in range(grid):
+            w = words[(call * grid + index) * STAMP_WORDS:(call * grid + index + 1) * STAMP_WORDS]
+            ctas.append(Cta(call, index, w[SMID], w[ENTRY], w[START_END], w[MAIN_END], w[WAIT_END], w[EXIT],
+                            tuple(w[CLOCK_OFFSET:CLOCK_OFFSET + 5])))
+        out.append(ctas)
+    return out
+
+
+def read_stamps(path: Path, calls: int, grid: int) -> list[list[Cta]]:
+    words = array.array("Q")
+    words.frombytes(path.read_bytes())
+    return parse_stamps(words, calls, grid)
+
+
+def steady_calls(calls: list[list[Cta]]) -> list[list[Cta]]:
+    """The calls away from the round's ends, where the ones before and after are in flight."""
+    skip = min(5, len(calls) // 4)
+    return calls[skip:len(calls) - skip] if len(calls) > 2 * skip else calls
+
+
+def timer_step_ns(ctas: list[Cta]) -> int | None:
+    """The smallest nonzero difference between any two stamps: %globaltimer's step, as seen."""
+    values = sorted({v for c in ctas for v in (c.entry, c.start_end, c.main_end, c.wait_end, c.exit)})
+    steps = [b - a for a, b in zip(values, values[1:]) if b > a]
+    return min(steps) if steps else None
+
+
+def clock_ghz(ctas: list[Cta]) -> float | None:
+    """SM clock cycles per ns over every CTA's life: the globaltimer's steps average out."""
+    ns = sum(c.exit - c.entry for c in ctas)
+    cycles = sum(c.clocks[4] - c.clocks[0] for c in ctas)
+    return cycles / ns if ns > 0 and cycles > 0 else None
+
+
+def _median(values) -> float | None:
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def _trimmed_mean(values) -> float | None:
+    """Mean of the middle 80 %: %globaltimer moves in steps (256 ns on an H100), which a median
+    keeps and a mean of many stamps averages out."""
+    values = sorted(values)
+    if not values:
+        return None
+    cut = len(values) // 10
+    kept = values[cut:len(values) - cut]
+    return sum(kept) / len(kept)
+
+
+def _resident_peak(intervals) -> int:
+    """Most intervals open at once; one that ends when another begins does not overlap it."""
+    events = sorted([(b, 1) for b, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    peak = level = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def analyze(calls: list[list[Cta]]) -> dict:
+    """What the stamps of one round show: phase lengths (clock64, in us), spans, and whether
+    calls overlapped on the same SM (%globaltimer, %smid)."""
+    every = [c for call in calls for c in call]
+    steady = steady_calls(calls)
+    steady_ctas = [c for call in steady for c in call]
+    ghz = clock_ghz(every)
+    result = {"timer_step_ns": timer_step_ns(every), "clock_ghz": ghz}
+
+    def phase(i, j):
+        return _median((c.clocks[j] - c.clocks[i]) / ghz / 1e3 for c in steady_ctas) if ghz else None
+
+    result.update(start_us=phase(0, 1), main_us=phase(1, 2), wait_us=phase(2, 3), tail_us=phase(3, 4),
+                  life_us=phase(0, 4))
+    result["span_us"] = _trimmed_mean((max(c.exit for c in call) - min(c.entry for c in call)) / 1e3 for call in steady)
+    firsts = [min(c.entry for c in call) for call in steady]
+    if len(firsts) % 2 == 0:
+        # An even number of intervals: two calls in flight may alternate short and long ones.
+        firsts = firsts[:-1]
+    result["stamp_period_us"] = (firsts[-1] - firsts[0]) / (len(firsts) - 1) / 1e3 if len(firsts) > 1 else None
+    result["sms_per_call"] = _median(len({c.sm for c in call}) for call in steady)
+    result["most_ctas_of_a_call_on_one_sm"] = max(
+        max(sum(1 for c in call if c.sm == sm) for sm in {c.sm for c in call}) for call in calls)
+
+    by_sm: dict[int, list[Cta]] = {}
+    for c in every:
+        by_sm.setdefault(c.sm, []).append(c)
+    result["most_ctas_on_one_sm"] = max(_resident_peak([(c.entry, c.exit) for c in ctas]) for ctas in by_sm.values())
+    spans = [(min(c.entry for c in call), max(c.exit for c in call)) for call in calls]
+    result["most_calls_in_flight"] = _resident_peak(spans)
+    # Calls whose first CTA entered before the previous call's last exit.
+    early = [spans[n][0] < spans[n - 1][1] for n in (call[0].call for call in steady) if n > 0]
+    result["next_call_early"] = sum(early) / len(early) if early else None
+
+    # Slot gap: from the latest exit on an SM to the next entry there (a CTA's dispatch once an
+    # SM has room), and whether a CTA entered while another call's CTA ran on its SM.
+    exits_by_sm = {sm: sorted(c.exit for c in ctas) for sm, ctas in by_sm.items()}
+    by_sm_call: dict[tuple[int, int], list[Cta]] = {}
+    for c in every:
+        by_sm_call.setdefault((c.sm, c.call), []).append(c)
+    gaps, beside_previous, beside_any, with_previous = [], 0, 0, 0
+    for call in steady:
+        for c in call:
+            exits = exits_by_sm[c.sm]
+            i = bisect.bisect_right(exits, c.entry)
+            if i:
+                gaps.append((c.entry - exits[i - 1]) / 1e3)
+            # Calls further apart than the GPU's programmatic dependent grids in flight (8 on
+            # an H200) cannot share an SM at once.
+            beside_any += any(o.entry <= c.entry < o.exit for n in range(c.call - 8, c.call + 9) if n != c.call
+                              for o in by_sm_call.get((c.sm, n), ()))
+            previous = by_sm_call.get((c.sm, c.call - 1), ())
+            if previous:
+                with_previous += 1
+                beside_previous += any(o.entry <= c.entry < o.exit for o in previous)
+    result["slot_gap_us"] = _trimmed_mean(gaps)
+    result["beside_previous_call"] = beside_previous / with_previous if with_previous else None
+    result["beside_another_call"] = beside_any / len(steady_ctas) if steady_ctas and len(calls) > 1 else None
+
+    # Handoff: from the previous call's last exit to a CTA's return from griddepcontrol.wait,
+    # for the CTAs that reached the wait before that exit (store drain, grid completion, release).
+    handoffs, waited = [], 0
+    for call in steady:
+        n = call[0].call
+        if n == 0:
+            continue
+        last_exit = max(c.exit for c in calls[n - 1])
+        for c in call:
+            if c.main_end < last_exit:
+                waited += 1
+                handoffs.append((c.wait_end - last_exit) / 1e3)
+    result["handoff_us"] = _trimmed_mean(handoffs)
+    result["waited_fraction"] = waited / len(steady_ctas) if steady_ctas and len(calls) > 1 else None
+    return result
+
+
+def timeline(calls: list[list[Cta]], around: int, width: int = 2) -> list[str]:
+    """Every CTA, of the calls around `around`, on the SM that holds CTA 0 of call `around`:
+    its stamps in us from the first entry shown."""
+    sm = calls[around][0].sm
+    shown = [c for call in calls[max(0, around - width):around + width + 1] for c in call if c.sm == sm]
+    if not shown:
+        return []
+    t0 = min(c.entry for c in shown)
+    lines = [f"  SM {sm}: us from the first entry shown (enter | main loop done | wait done | exit)"]
+    for c in sorted(shown, key=lambda c: c.entry):
+        lines.append(f"    call {c.call:2d} CTA {c.index:3d}: {(c.entry - t0) / 1e3:7.2f} | {(c.main_end - t0) / 1e3:7.2f}"
+                     f" | {(c.wait_end - t0) / 1e3:7.2f} | {(c.exit - t0) / 1e3:7.2f}")
+    return lines
+
+
+# ----- the model's predictions -----
+
+
+def chain_us(span_alone_us: float, slot_gap_us: float) -> float:
+    """One call's chain as the model has it (CTA start + main loop + tail): a CTA's dispatch
+    once its SM has room, then the call's span on the SMs (start phase to last exit)."""
+    return slot_gap_us + span_alone_us
+
+
+def dram_bound_us(bytes_per_call: float, dram_bytes_per_s: float) -> float:
+    return bytes_per_call / dram_bytes_per_s * 1e6
+
+
+def predicted_us(case: str, *, alone_us: float, chain: float, mainloop_bound_us: float, dram_us: float) -> float:
+    """harness/b200_model.py's `call_seconds`, per case, on measured parts:
+    - b, e (no PDL): launch + chain, each call after the last: one call alone's time;
+    - c (PDL, one CTA an SM, no SM free): CTA start + main loop + tail, i.e. the chain;
+    - d (PDL, room for two CTAs an SM) and f (PDL, half the SMs: the next grid fits on the free
+      ones): two calls in flight, max(chain / 2, main-loop resource, DRAM bytes / rate)."""
+    if case in ("b", "e"):
+        return alone_us
+    if case == "c":
+        return chain
+    if case in ("d", "f"):
+        return max(chain / 2, mainloop_bound_us, dram_us)
+    raise ValueError(f"no prediction for case {case}")
+
+
+def serial_tail_bound_us(tail_us: float, handoff_us: float) -> float:
+    """What the model leaves out: a call's tail waits (griddepcontrol.wait) for the previous
+    call's grid to complete, so tails run one after another, each behind a handoff."""
+    return tail_us + handoff_us
+
+
+def predictions(k_results: dict, device: dict) -> dict:
+    """{case: (predicted us, formula)} for one main-loop length's results {case: result}, where
+    a result is {"per_call_us": median, "stamps": analyze(...), "in_bytes", "out_bytes"}."""
+    a1, a2, c = k_results["a1"], k_results["a2"], k_results.get("c")
+    gap = c["stamps"]["slot_gap_us"] if c and c["stamps"]["slot_gap_us"] is not None else 0.0
+    chain_1 = chain_us(a1["stamps"]["span_us"], gap)
+    chain_2 = chain_us(a2["stamps"]["span_us"], gap)
+    # Two main loops side by side on every SM (g): each call holds its SMs' main-loop resources
+    # for half of that; with half the grid (f) each SM runs a main loop every other call.
+    g_main = k_results["g"]["stamps"]["main_us"] if "g" in k_results else a2["stamps"]["main_us"]
+    rate = device["dram_bytes_per_s"]
+    out = {}
+    for case, result in k_results.items():
+        dram = dram_bound_us(result["in_bytes"] + result["out_bytes"], rate)
+        if case == "b":
+            out[case] = (a1["per_call_us"], "one call alone (launch + chain)")
+        elif case == "e":
+            out[case] = (a2["per_call_us"], "one call alone (launch + chain)")
+        elif case == "c":
+            out[case] = (chain_1, f"chain = slot gap {gap:.2f} + span alone {a1['stamps']['span_us']:.2f}")
+        elif case == "d":
+            value = predicted_us("d", alone_us=a2["per_call_us"], chain=chain_2, mainloop_bound_us=g_main / 2,
+                                 dram_us=dram)
+            out[case] = (value, f"max(chain {chain_2:.2f} / 2, main loop {g_main / 2:.2f}, DRAM {dram:.2f})")
+        elif case == "f":
+            main = a1["stamps"]["main_us"] / 2
+            value = predicted_us("f", alone_us=a1["per_call_us"], chain=chain_1, mainloop_bound_us=main, dram_us=dram)
+            out[case] = (value, f"max(chain {chain_1:.2f} / 2, main loop {main:.2f}, DRAM {dram:.2f})")
+    return out
+
+
+def verdict(measured_us: float, predicted: float, overlapped: float | None, where: str = "beside this call's") -> str:
+    """How case d (or f) reads: did the next call's CTAs start while this call's ran (`overlapped`:
+    the fraction that did), and did the time per call come down to the model's?"""
+    if overlapped is None:
+        return "no stamps of consecutive calls"
+    if overlapped < 0.5:
+        return f"refutes: the next call's CTAs did not start {where}"
+    if measured_us / predicted <= 1.15:
+        return "consistent: two calls in flight at the model's time"
+    return "partly: calls overlap, but a call takes more than the model's time"
+
+
+# ----- running -----
+
+
+def cuda_device() -> tuple[int, int, int] | str:
+    """(major, minor, SMs) of device 0 through the driver API, or why there is none: no torch needed."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver (libcuda.so.1 not found)"
+    if lib.cuInit(0) != 0:
+        return "cuInit failed: no usable CUDA device"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return "no CUDA device"
+    device, major, minor, sms = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    lib.cuDeviceGet(ctypes.byref(device), 0)
+    lib.cuDeviceGetAttribute(ctypes.byref(major), 75, device)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, device)  # ..._MINOR
+    lib.cuDeviceGetAttribute(ctypes.byref(sms), 16, device)  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    return major.value, minor.value, sms.value
+
+
+def find_nvcc(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").exists():
+            return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+def arch_for(major: int, minor: int) -> str:
+    # The 'a' targets (sm_90a, sm_100a) as the kit compiles for; griddepcontrol needs sm_90.
+    return f"sm_{major}{minor}a" if major in (9, 10) else f"sm_{major}{minor}"
+
+
+def build(nvcc: str, arch: str, out: Path) -> None:
+    command = [nvcc, "-O3", "-std=c++17", f"-arch={arch}", "-o", str(out), str(SOURCE)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"pdl_overlap: nvcc failed ({' '.join(command)}):\n{done.stderr}")
+
+
+def grid_for(kind: str, sms: int) -> int:
+    return {"sms": sms, "half": sms // 2, "double": 2 * sms}[kind]
+
+
+def case_lines(k_tiles_list, knobs: Knobs, sms: int, workdir: Path) -> list[tuple[int, str, dict]]:
+    """(K tiles, case, fields) for the binary, every case of every main-loop length."""
+    lines = []
+    for k_tiles in k_tiles_list:
+        for case, (_, room, grid, pdl, calls) in CASES.items():
+            lines.append((k_tiles, case, dict(
+                name=f"{case}-k{k_tiles}", k_tiles=k_tiles, smem_bytes=SMEM_TWO_CTAS if room == 2 else SMEM_ONE_CTA,
+                grid=grid_for(grid, sms), pdl=int(pdl), calls=calls, rounds=knobs.rounds,
+                tile_bytes=knobs.tile_bytes, fma_per_tile=knobs.fma_per_tile, start_ns=knobs.start_ns,
+                tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, max_carveout=1,
+                stamps=str(workdir / f"{case}-k{k_tiles}.bin"))))
+    k_tiles = k_tiles_list[0]
+    lines.append((k_tiles, CARVEOUT_CASE, dict(
+        name=f"{CARVEOUT_CASE}-k{k_tiles}", k_tiles=k_tiles, smem_bytes=SMEM_TWO_CTAS, grid=2 * sms, pdl=0, calls=1,
+        rounds=knobs.rounds, tile_bytes=knobs.tile_bytes, fma_per_tile=knobs.fma_per_tile, start_ns=knobs.start_ns,
+        tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, max_carveout=0,
+        stamps=str(workdir / f"{CARVEOUT_CASE}-k{k_tiles}.bin"))))
+    return lines
+
+
+def _f(value, digits=2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def report(device: dict, results: dict, k_tiles_list) -> list[dict]:
+    """Prints the tables; returns the CSV rows."""
+    print(f"device: {device['device']} (cc {device['cc']}), {device['sms']} SMs, "
+          f"{device['smem_per_sm'] // 1024} KB shared memory an SM, DRAM copy rate "
+          f"{device['dram_bytes_per_s'] / 1e12:.2f} TB/s, L2 flush {device['flush_bytes'] >> 20} MB")
+    rows = []
+    for k_tiles in k_tiles_list:
+        k_results = {case: r for (k, case), r in results.items() if k == k_tiles}
+        predicted = predictions({c: r for c, r in k_results.items() if c in CASES}, device)
+        a1 = k_results["a1"]["stamps"]
+        print(f"\n== {k_tiles} K tiles a CTA: start {_f(a1['start_us'])} us, main loop {_f(a1['main_us'])} us, "
+              f"tail {_f(a1['tail_us'])} us (one call alone, medians of its CTAs; clock64)")
+        header = (f"{'case':<20} {'measured':>9} {'model':>8} {'ratio':>6} {'beside prev':>11} {'CTAs/SM':>7} "
+                  f"{'in flight':>9} {'slot gap':>8} {'wait':>6} {'handoff':>7} {'tail+hand':>9}  model's formula")
+        print(header)
+        print("-" * len(header))
+        for case in [*CASES, CARVEOUT_CASE]:
+            if case not in k_results:
+                continue
+            r = k_results[case]
+            s = r["stamps"]
+            pred, formula = predicted.get(case, (None, ""))
+            ratio = r["per_call_us"] / pred if pred else None
+            serial = (serial_tail_bound_us(s["tail_us"], s["handoff_us"])
+                      if case in ("d", "f") and s["handoff_us"] is not None and s["tail_us"] is not None else None)
+            label = CASES[case][0] if case in CASES else "one call of 2 CTAs/SM, driver's carveout"
+            notes = []
+            room = 2 if r["smem_bytes"] == SMEM_TWO_CTAS else 1
+            if r["occupancy"] != room:
+                notes.append(f"OCCUPANCY {r['occupancy']} (expected {room})")
+            if r["worst_enqueue_us"] > r["hold_us"]:
+                notes.append("HOST-BOUND: launches outlasted the hold")
+            print(f"{case + ' ' + ('PDL' if r['pdl'] else ''):<20} {r['per_call_us']:9.2f} {_f(pred):>8} "
+                  f"{_f(ratio):>6} {_f(s['beside_previous_call']):>11} {s['most_ctas_on_one_sm']:>7} "
+                  f"{s['most_calls_in_flight']:>9} {_f(s['slot_gap_us']):>8} {_f(s['wait_us']):>6} "
+                  f"{_f(s['handoff_us']):>7} {_f(serial):>9}  {formula}{'  ' + '; '.join(notes) if notes else ''}")
+            rows.append(dict(
+                k_tiles=k_tiles, case=case, description=label, grid=r["grid"], ctas_per_sm_room=room,
+                occupancy=r["occupancy"], pdl=r["pdl"], calls=r["calls"], measured_us=r["per_call_us"],
+                measured_min_us=min(r["rounds_us"]), model_us=pred, ratio=ratio, model_formula=formula,
+                serial_tail_bound_us=serial, in_bytes_per_call=r["in_bytes"], out_bytes_per_call=r["out_bytes"],
+                worst_enqueue_us=r["worst_enqueue_us"], hold_us=r["hold_us"],
+                **{f"stamps_{key}": value for key, value in s.items()}))
+        c, d = k_results.get("c"), k_results.get("d")
+        if c and d and "c" in predicted and "d" in predicted:
+            print(f"d / c: measured {d['per_call_us'] / c['per_call_us']:.2f}, model "
+                  f"{predicted['d'][0] / predicted['c'][0]:.2f} (the second CTA slot's gain with PDL)")
+            print(f"verdict (d): {verdict(d['per_call_us'], predicted['d'][0], d['stamps']['beside_previous_call'])}")
+            ds = d["stamps"]
+            print(f"  d: a call's CTAs on {_f(ds['sms_per_call'], 0)} SMs (median), at most "
+                  f"{ds['most_ctas_of_a_call_on_one_sm']} of one call on one SM; {_f(ds['waited_fraction'])} of its "
+                  f"CTAs reached griddepcontrol.wait before the previous call's last exit")
+        if "f" in k_results and "f" in predicted:
+            f = k_results["f"]
+            reading = verdict(f["per_call_us"], predicted["f"][0], f["stamps"]["next_call_early"],
+                              "before this call's last exit")
+            print(f"verdict (f): {reading}")
+    step = max((r["stamps"]["timer_step_ns"] or 0) for r in results.values())
+    print(LEGEND.format(step=step))
+    return rows
+
+
+LEGEND = """
+measured: us per call (events around the calls / calls, median of the rounds). model: harness/b200_model.py's
+formula on this run's measured parts; ratio = measured / model. beside prev: the fraction of a call's CTAs
+that entered while the previous call's CTA on the same SM still ran. CTAs/SM: the most CTAs on one SM at
+once; in flight: the most calls with a CTA running at once. slot gap: an SM's last exit to its next entry
+(trimmed mean). wait: griddepcontrol.wait's median time; handoff: the previous call's last exit to a
+waiting CTA's return from the wait; tail+hand: tail + handoff, the bound of tails run one after another,
+which the model leaves out. Phase lengths come from clock64; overlaps, gaps and spans from %globaltimer,
+whose smallest step seen was {step} ns."""
+
+
+def print_timelines(results: dict, k_tiles: int, stamps: dict) -> None:
+    for case in ("c", "d"):
+        calls = stamps.get((k_tiles, case))
+        if calls and len(calls) > 4:
+            print(f"\ntimeline, case {case}, {k_tiles} K tiles ({CASES[case][0]}):")
+            print("\n".join(timeline(calls, len(calls) // 2)))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="CSV of every case (one row each)")
+    parser.add_argument("--k-tiles", default=",".join(map(str, DEFAULT_K_TILES)),
+                        help="main-loop lengths: K tiles a CTA, comma-separated")
+    defaults = Knobs()
+    parser.add_argument("--start-ns", type=float, default=defaults.start_ns)
+    parser.add_argument("--tail-ns", type=float, default=defaults.tail_ns)
+    parser.add_argument("--fma-per-tile", type=int, default=defaults.fma_per_tile)
+    parser.add_argument("--tile-bytes", type=int, default=defaults.tile_bytes)
+    parser.add_argument("--out-bytes", type=int, default=defaults.out_bytes)
+    parser.add_argument("--rounds", type=int, default=defaults.rounds, help="timed rounds a case (median)")
+    parser.add_argument("--nvcc", help="nvcc to build with (default: on PATH, CUDA_HOME, /usr/local/cuda)")
+    parser.add_argument("--keep", type=Path, help="keep the binary and the stamp files in this folder")
+    args = parser.parse_args(argv)
+    k_tiles_list = [int(k) for k in args.k_tiles.split(",")]
+    knobs = Knobs(args.start_ns, args.tail_ns, args.fma_per_tile, args.tile_bytes, args.out_bytes, args.rounds)
+
+    device = cuda_device()
+    if isinstance(device, str):
+        print(f"pdl_overlap: {device}; this experiment needs an NVIDIA GPU of compute capability 9.0 or newer.",
+              file=sys.stderr)
+        return 2
+    if device[0] < 9:
+        print(f"pdl_overlap: compute capability {device[0]}.{device[1]} has no programmatic dependent launch "
+              "(9.0 or newer needed).", file=sys.stderr)
+        return 2
+    nvcc = find_nvcc(args.nvcc)
+    if nvcc is None:
+        print("pdl_overlap: nvcc not found (PATH, CUDA_HOME, /usr/local/cuda); pass --nvcc.", file=sys.stderr)
+        return 2
+
+    began = time.monotonic()
+    workdir = args.keep or Path(tempfile.mkdtemp(prefix="pdl_overlap_"))
+    if any(ch.isspace() for ch in str(workdir.resolve())):
+        print(f"pdl_overlap: {workdir} has white space, which the binary's case lines cannot carry.", file=sys.stderr)
+        return 2
+    workdir.mkdir(parents=True, exist_ok=True)
+    binary = workdir / "pdl_overlap"
+    major, minor, sms = device
+    build(nvcc, arch_for(major, minor), binary)
+
+    # The buffers are sized for the largest case before the first runs (one process, one context).
+    lines = case_lines(k_tiles_list, knobs, sms, workdir)
+    in_call = max(f["grid"] * f["k_tiles"] * f["tile_bytes"] for _, _, f in lines)
+    out_call = max(f["grid"] * f["out_bytes"] for _, _, f in lines)
+    max_grid = max(f["grid"] for _, _, f in lines)
+    stdin = "".join(" ".join(f"{key}={value}" for key, value in f.items()) + "\n" for _, _, f in lines)
+    done = subprocess.run([str(binary), "--in-call-bytes", str(in_call), "--out-call-bytes", str(out_call),
+                           "--max-calls", str(CALLS), "--max-grid", str(max_grid)],
+                          input=stdin, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stdout, file=sys.stderr)
+        print(f"pdl_overlap: the run failed (exit {done.returncode}):\n{done.stderr}", file=sys.stderr)
+        return done.returncode or 1
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    device_info, by_name = records[0], {r["case"]: r for r in records[1:]}
+
+    results, stamps = {}, {}
+    for k_tiles, case, fields in lines:
+        record = by_name[fields["name"]]
+        calls = read_stamps(Path(fields["stamps"]), fields["calls"], record["grid"])
+        stamps[(k_tiles, case)] = calls
+        results[(k_tiles, case)] = dict(
+            per_call_us=statistics.median(record["per_call_us"]), rounds_us=record["per_call_us"],
+            stamps=analyze(calls), in_bytes=record["in_bytes_per_call"], out_bytes=record["out_bytes_per_call"],
+            occupancy=record["occupancy"], smem_bytes=record["smem_bytes"], grid=record["grid"], pdl=fields["pdl"],
+            calls=fields["calls"], worst_enqueue_us=record["worst_enqueue_us"], hold_us=record["hold_us"])
+    rows = report(device_info, results, k_tiles_list)
+    print_timelines(results, k_tiles_list[min(1, len(k_tiles_list) - 1)], stamps)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]) + ["device"])
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({**row, "device": device_info["device"]})
+        print(f"\nwrote {args.out}")
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"took {time.monotonic() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
