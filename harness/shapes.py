@@ -1,7 +1,9 @@
 """Cases in the competition's tests-file format: one case a line, `m: 128; n: 256; k: 256; l: 1; seed: 1111`.
 
-The official sets live in shapes/ as data; user sweep files use the same format and may add
-blank lines and `#` comments (the official parser accepts neither, so shapes/*.txt keep none).
+The official sets are data: the GEMM's in shapes/, the other problems' beside their definitions
+(harness/problems/). Each problem says which keys a case has (`CaseFormat`); the grouped GEMM's
+per-group sizes are lists, `m: [80, 176]`. User sweep files use the same format and may add blank
+lines and `#` comments (the official parser accepts neither, so the official files keep none).
 """
 
 import dataclasses
@@ -11,10 +13,11 @@ from pathlib import Path
 SHAPES_DIR = Path(__file__).resolve().parent.parent / "shapes"
 OFFICIAL_SETS = {"tests": SHAPES_DIR / "tests.txt", "benchmarks": SHAPES_DIR / "benchmarks.txt"}
 GEMM_KEYS = ("m", "n", "k", "l")
-# What one nvfp4_gemm case holds, no more and no less: another problem passes its own keys.
-GEMM_CASE_KEYS = (*GEMM_KEYS, "seed")
 
-_FIELD = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
+# A value: an integer, a word (which no problem here takes: it is named as no integer), or a list
+# of integers in [] or () (the grouped eval's grammar).
+_FIELD = re.compile(r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]+)\s*")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 class ShapeFileError(ValueError):
@@ -22,9 +25,23 @@ class ShapeFileError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class CaseFormat:
+    """What one case of a problem holds, no more and no less: `keys` (the seed among them), each
+    an integer, except `list_keys`, each a list of integers with one entry per group, as many as
+    `count_key` says where the problem has one."""
+
+    keys: tuple[str, ...]
+    list_keys: tuple[str, ...] = ()
+    count_key: str | None = None
+
+
+GEMM_FORMAT = CaseFormat(keys=(*GEMM_KEYS, "seed"))
+
+
+@dataclasses.dataclass(frozen=True)
 class Case:
     spec: str  # the line as written, reported back verbatim like the official eval does
-    args: dict
+    args: dict  # key -> int, or tuple of ints for a list key
 
     @property
     def mnkl(self) -> tuple[int, int, int, int]:
@@ -38,7 +55,7 @@ class Case:
     @property
     def label(self) -> str:
         """`128x7168x16384` (an `l` of 1 left out); where a size is a list (one per group),
-        `g8 m80..248 n4096 k7168`: its range, or its one value."""
+        `m80..248 n4096 k7168 g8`: its range, or its one value."""
         sizes = dict(self.shape)
         if all(isinstance(value, int) for value in sizes.values()):
             if sizes.get("l") == 1:
@@ -57,9 +74,20 @@ def _span(value) -> str:
     return str(low) if low == high else f"{low}..{high}"
 
 
-def _case_args(line: str, where: str, keys: tuple[str, ...]) -> dict:
-    """The line's key-value pairs: exactly `keys`, each an integer, or a ShapeFileError naming the key."""
-    args = {}
+def _value(key: str, text: str, where: str, case_format: CaseFormat):
+    if key in case_format.list_keys:
+        items = [item.strip() for item in text[1:-1].split(",")] if text[0] in "[(" else None
+        if not items or not all(_INTEGER.fullmatch(item) for item in items):
+            raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not a list of integers ([80, 176, ...])")
+        return tuple(int(item) for item in items)
+    if not _INTEGER.fullmatch(text):
+        raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not an integer")
+    return int(text)
+
+
+def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
+    """The line's key-value pairs: exactly the format's keys, each of its type, or a ShapeFileError naming the key."""
+    keys, args = case_format.keys, {}
     for part in line.split(";"):
         field = _FIELD.fullmatch(part)
         if field is None:
@@ -69,38 +97,41 @@ def _case_args(line: str, where: str, keys: tuple[str, ...]) -> dict:
             raise ShapeFileError(f"{where}: unknown key `{key}` (a case has exactly {', '.join(keys)})")
         if key in args:
             raise ShapeFileError(f"{where}: key `{key}` given twice")
-        if not re.fullmatch(r"[+-]?[0-9]+", value):
-            raise ShapeFileError(f"{where}: key `{key}`: '{value}' is not an integer")
-        args[key] = int(value)
+        args[key] = _value(key, value, where, case_format)
     missing = [key for key in keys if key not in args]
     if missing:
         raise ShapeFileError(f"{where}: '{line}' lacks key{'s' if len(missing) > 1 else ''} {', '.join(f'`{key}`' for key in missing)}")
+    lengths = {key: len(args[key]) for key in case_format.list_keys}
+    if case_format.count_key is not None and any(length != args[case_format.count_key] for length in lengths.values()):
+        raise ShapeFileError(f"{where}: `{case_format.count_key}: {args[case_format.count_key]}` groups, but "
+                             + ", ".join(f"`{key}` lists {length}" for key, length in lengths.items()))
     return args
 
 
-def parse_cases(text: str, source: str = "<text>", keys: tuple[str, ...] = GEMM_CASE_KEYS) -> list[Case]:
+def parse_cases(text: str, source: str = "<text>", case_format: CaseFormat = GEMM_FORMAT) -> list[Case]:
     """Every case of `text`, checked before any of them runs: a mistake in the file is the
     file's (exit 113), never a submission's failed case."""
     cases = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        cases.append(Case(spec=line, args=_case_args(line, f"{source}:{number}", keys)))
+        cases.append(Case(spec=line, args=_case_args(line, f"{source}:{number}", case_format)))
     if not cases:
         raise ShapeFileError(f"{source}: no cases")
     return cases
 
 
-def load_cases(path, keys: tuple[str, ...] = GEMM_CASE_KEYS) -> list[Case]:
+def load_cases(path, case_format: CaseFormat = GEMM_FORMAT) -> list[Case]:
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as error:
         raise ShapeFileError(f"could not open tests file `{path}`: {error}") from error
-    return parse_cases(text, source=str(path), keys=keys)
+    return parse_cases(text, source=str(path), case_format=case_format)
 
 
 def official_cases(name: str) -> list[Case]:
+    """nvfp4_gemm's official tests or benchmarks (another problem's: `Problem.cases`)."""
     return load_cases(OFFICIAL_SETS[name])
 
 

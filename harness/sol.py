@@ -14,32 +14,46 @@ def gemm_flops(m: int, n: int, k: int, l: int) -> int:
     return 2 * m * n * k * l
 
 
+def gemm_work(m: int, n: int, k: int, l: int) -> tuple[int, int]:
+    return gemm_flops(m, n, k, l), gemm_bytes(m, n, k, l)
+
+
 @dataclasses.dataclass(frozen=True)
 class Ceilings:
+    """A device's rates. A call's work is (flops, DRAM bytes), by its problem's formula
+    (`Problem.work`); its SOL is the longer of the two at these rates."""
+
     name: str
     peak_flops: float  # FLOP/s of the math the submission's path runs on this device
     bandwidth: float  # DRAM bytes/s
     source: str  # where the figures come from
 
+    def seconds(self, work: tuple[float, float]) -> float:
+        flops, dram_bytes = work
+        return max(flops / self.peak_flops, dram_bytes / self.bandwidth)
+
+    def bound_of(self, work: tuple[float, float]) -> str:
+        flops, dram_bytes = work
+        return "compute" if flops / self.peak_flops >= dram_bytes / self.bandwidth else "memory"
+
     def sol_seconds(self, m: int, n: int, k: int, l: int) -> float:
-        return max(gemm_flops(m, n, k, l) / self.peak_flops, gemm_bytes(m, n, k, l) / self.bandwidth)
+        """The GEMM's SOL (nvfp4_gemm's formula)."""
+        return self.seconds(gemm_work(m, n, k, l))
 
     def bound(self, m: int, n: int, k: int, l: int) -> str:
-        compute = gemm_flops(m, n, k, l) / self.peak_flops
-        memory = gemm_bytes(m, n, k, l) / self.bandwidth
-        return "compute" if compute >= memory else "memory"
+        return self.bound_of(gemm_work(m, n, k, l))
 
-    def held_by(self, reached: list[tuple[tuple[int, int, int, int], float]]) -> "Ceilings":
+    def held_by(self, reached: list[tuple[str, tuple[float, float], float]]) -> "Ceilings":
         """These ceilings, each raised to the highest rate a measured call reached where that is
-        above it ((m, n, k, l), seconds per call): a rate that is beaten is no ceiling, and the
-        SOL of every shape stays at or below its time. The source says what was raised."""
+        above it ((shape label, work, seconds per call)): a rate that is beaten is no ceiling, and
+        the SOL of every shape stays at or below its time. The source says what was raised."""
         peak, bandwidth, peak_on, bandwidth_on = self.peak_flops, self.bandwidth, None, None
-        for mnkl, seconds in reached:
-            if gemm_flops(*mnkl) / seconds > peak:
-                peak, peak_on = gemm_flops(*mnkl) / seconds, mnkl
-            if gemm_bytes(*mnkl) / seconds > bandwidth:
-                bandwidth, bandwidth_on = gemm_bytes(*mnkl) / seconds, mnkl
-        raised = [f"{what}, reached on {'x'.join(map(str, on))}" for what, on in (
+        for label, (flops, dram_bytes), seconds in reached:
+            if flops / seconds > peak:
+                peak, peak_on = flops / seconds, label
+            if dram_bytes / seconds > bandwidth:
+                bandwidth, bandwidth_on = dram_bytes / seconds, label
+        raised = [f"{what}, reached on {on}" for what, on in (
             (f"peak to {peak / 1e12:.0f} TFLOP/s", peak_on), (f"bandwidth to {bandwidth / 1e12:.2f} TB/s", bandwidth_on)) if on]
         if not raised:
             return self

@@ -18,7 +18,7 @@ import reference
 from harness import sol, stats
 from harness.jobs import Job
 from harness.judge import cases as judge_cases
-from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS, load_problem, read_cases
+from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS, load_problem
 from harness.problems.folder import plain_names_bound_to
 from harness.problems.nvfp4 import exact_block_scaled_mm, round_to_float16
 from harness.runner import timing
@@ -313,13 +313,13 @@ def test_gemm_sol_is_harness_sol(mnkl, gpu):
 
 def test_sol_formula_reproduces_the_published_table(problem):
     rows = problem.speed_of_light.rows()
-    assert len(rows) == len(read_cases(problem.benchmarks_file))
+    assert len(rows) == len(problem.cases("benchmarks"))
     for spec, microseconds in rows:
         assert round(problem.sol_ns(spec) / 1e3, 3) == microseconds, spec
 
 
 def test_sol_table_lists_the_benchmarks(problem):
-    benchmarks = [{key: case[key] for key in problem.spec_keys} for case in read_cases(problem.benchmarks_file)]
+    benchmarks = [{key: case.args[key] for key in problem.spec_keys} for case in problem.cases("benchmarks")]
     assert [spec for spec, _ in problem.speed_of_light.rows()] == benchmarks
 
 
@@ -327,10 +327,10 @@ def test_sol_table_lists_the_benchmarks(problem):
 def test_case_files_are_task_yml_s(name):
     problem = PROBLEMS[name]
     task = yaml.safe_load((problem.folder / "task.yml").read_text())
-    for which, path in (("tests", problem.tests_file), ("benchmarks", problem.benchmarks_file)):
+    for which in ("tests", "benchmarks"):
         listed = [{key: tuple(value) if isinstance(value, list) else value for key, value in case.items()}
                   for case in task[which]]
-        assert read_cases(path) == listed
+        assert [case.args for case in problem.cases(which)] == listed
         assert all(set(case) == {*problem.spec_keys, "seed"} for case in listed)
 
 
@@ -352,7 +352,7 @@ def test_a_folder_laid_out_as_reference_kernels_loads_with_its_own_reference(tmp
     problem = load_problem(folder)
     assert (problem.name, problem.spec_keys, problem.rtol, problem.atol) == ("my_gemv", ("m", "k", "l"), 1e-3, 1e-3)
     assert problem.eval == PLAIN_EVAL
-    assert read_cases(problem.tests_file) == read_cases(PROBLEMS["nvfp4_gemv"].tests_file)
+    assert [case.args for case in problem.cases("tests")] == [case.args for case in PROBLEMS["nvfp4_gemv"].cases("tests")]
     assert problem.reference.__file__ == str(folder / "reference.py")
     data = problem.generate(SMALL["nvfp4_gemv"], SEED, "cpu")
     assert [describe(t) for t in tensors(data)] == COMPETITION_ON_CPU["nvfp4_gemv"]

@@ -1,7 +1,9 @@
+import re
+
 import pytest
 
 from harness import taskfile
-from harness.shapes import ShapeFileError, apply_secret_seed, combine_seeds, official_cases, parse_cases
+from harness.shapes import CaseFormat, ShapeFileError, apply_secret_seed, combine_seeds, official_cases, parse_cases
 
 ISSUE_TESTS = [
     (128, 256, 256), (128, 1536, 7168), (128, 3072, 1536), (256, 7168, 256), (256, 7168, 2048),
@@ -53,10 +55,10 @@ def test_a_line_without_exactly_the_problems_integer_keys_is_named_with_its_file
 
 
 def test_another_problem_passes_its_own_keys():
-    (case,) = parse_cases("m: 64; k: 7168; l: 1; seed: 3", keys=("m", "k", "l", "seed"))
+    (case,) = parse_cases("m: 64; k: 7168; l: 1; seed: 3", case_format=CaseFormat(("m", "k", "l", "seed")))
     assert case.args == {"m": 64, "k": 7168, "l": 1, "seed": 3}
     with pytest.raises(ShapeFileError, match="unknown key `n`"):
-        parse_cases(GOOD_LINE, keys=("m", "k", "l", "seed"))
+        parse_cases(GOOD_LINE, case_format=CaseFormat(("m", "k", "l", "seed")))
 
 
 def test_seed_combining_is_the_competitions_pairing():
@@ -83,3 +85,23 @@ def test_task_yml_staleness_is_detected(tmp_path):
     stale = tmp_path / "task.yml"
     stale.write_text(taskfile.render().replace("7168", "7169", 1))
     assert not taskfile.is_current(stale)
+
+
+GROUPED = CaseFormat(keys=("m", "n", "k", "g", "seed"), list_keys=("m", "n", "k"), count_key="g")
+
+
+def test_a_grouped_case_holds_a_list_per_size_one_entry_per_group():
+    (case,) = parse_cases("m: [80, 176]; n: [4096, 4096]; k: (7168, 7168); g: 2; seed: 7", case_format=GROUPED)
+    assert case.args == {"m": (80, 176), "n": (4096, 4096), "k": (7168, 7168), "g": 2, "seed": 7}
+    assert case.label == "m80..176 n4096 k7168 g2"
+
+
+@pytest.mark.parametrize("line, said", [
+    ("m: [80, 176]; n: [4096]; k: [7168, 7168]; g: 2; seed: 7", "`g: 2` groups, but `m` lists 2, `n` lists 1, `k` lists 2"),
+    ("m: 80; n: [4096]; k: [7168]; g: 1; seed: 7", "key `m`: '80' is not a list of integers"),
+    ("m: [80, x]; n: [4096, 1]; k: [7168, 1]; g: 2; seed: 7", "key `m`: '[80, x]' is not a list of integers"),
+    ("m: [80]; n: [4096]; k: [7168]; g: [1]; seed: 7", "key `g`: '[1]' is not an integer"),
+])
+def test_a_grouped_case_that_does_not_add_up_is_the_files_error(line, said):
+    with pytest.raises(ShapeFileError, match=re.escape(said)):
+        parse_cases(line, case_format=GROUPED)

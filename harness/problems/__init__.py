@@ -19,6 +19,7 @@ import torch
 
 from harness import sol
 from harness.problems.folder import import_runner_files
+from harness.shapes import Case, CaseFormat, load_cases
 
 PROBLEMS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROBLEMS_DIR.parents[1]
@@ -96,6 +97,16 @@ class Problem:
     eval: EvalParameters
     speed_of_light: SpeedOfLight | None = None
     utils_file: Path | None = None  # the folder's own utils.py where None
+    list_keys: tuple[str, ...] = ()  # spec keys whose value is a list, one entry per group
+    count_key: str | None = None  # the spec key that counts the groups
+
+    @property
+    def case_format(self) -> CaseFormat:
+        return CaseFormat(keys=(*self.spec_keys, "seed"), list_keys=self.list_keys, count_key=self.count_key)
+
+    def cases(self, which: str) -> list[Case]:
+        """The official "tests" or "benchmarks"."""
+        return load_cases(self.tests_file if which == "tests" else self.benchmarks_file, self.case_format)
 
     def runner_files(self) -> dict[str, Path]:
         """The files the runner folder holds beside submission.py, by module name."""
@@ -137,47 +148,28 @@ class Problem:
         match_reference = self.modules()["utils"].match_reference
         return match_reference(None, output, lambda _: expected, rtol=self.rtol, atol=self.atol)
 
+    def work(self, spec: dict) -> tuple[int, int] | None:
+        """(flops, DRAM bytes) of one call on `spec`, by the problem's speed-of-light formula;
+        None where the problem has none (a folder a user brings)."""
+        return self.speed_of_light.work(spec) if self.speed_of_light is not None else None
+
+    def ceilings(self, gpu: str) -> sol.Ceilings:
+        """`gpu`'s ceilings for this problem: on a B200 the rates its published table is stated
+        at, on the others harness/sol.py's (H100, H200)."""
+        if gpu == "B200" and self.speed_of_light is not None:
+            return sol.Ceilings("B200", self.speed_of_light.b200_peak_flops, self.speed_of_light.b200_bandwidth,
+                                self.speed_of_light.basis)
+        return sol.DEVICES[gpu]
+
     def sol_ns(self, spec: dict, gpu: str = "B200") -> float:
-        """The speed of light of `spec` on `gpu` in ns: the published formula on a B200, the same
-        work against harness/sol.py's ceilings on the others it knows (H100, H200)."""
+        """The speed of light of `spec` on `gpu` in ns."""
         if self.speed_of_light is None:
             raise ValueError(f"{self.name} has no speed-of-light formula")
-        flops, dram_bytes = self.speed_of_light.work(spec)
-        if gpu == "B200":
-            peak, bandwidth = self.speed_of_light.b200_peak_flops, self.speed_of_light.b200_bandwidth
-        else:
-            peak, bandwidth = sol.DEVICES[gpu].peak_flops, sol.DEVICES[gpu].bandwidth
-        return max(flops / peak, dram_bytes / bandwidth) * 1e9
+        return self.ceilings(gpu).seconds(self.work(spec)) * 1e9
 
 
 def _identifier(path: Path) -> str:
     return re.sub(r"\W", "_", str(path.resolve()))
-
-
-# A case line: `key: value` parts separated by `;`, a value an integer, a word, or a list of
-# integers in [] or () (the grouped eval's grammar, which reads the others' files alike).
-_FIELD = re.compile(r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]+)\s*")
-
-
-def parse_case(line: str) -> dict:
-    """{key: int, word or tuple of ints} from one line of a tests file."""
-    case = {}
-    for part in line.split(";"):
-        field = _FIELD.fullmatch(part)
-        if field is None:
-            raise ValueError(f"invalid test case: '{line}': '{part}'")
-        key, value = field.groups()
-        if value[0] in "[(":
-            case[key] = tuple(int(item) for item in value[1:-1].split(",") if item.strip())
-        elif re.fullmatch(r"[+-]?[0-9]+", value):
-            case[key] = int(value)
-        else:
-            case[key] = value
-    return case
-
-
-def read_cases(path: Path) -> list[dict]:
-    return [parse_case(line) for line in path.read_text().splitlines()]
 
 
 # ---- the speed-of-light formulas -------------------------------------------------------------
@@ -266,7 +258,7 @@ PROBLEMS = {
     ),
     "nvfp4_group_gemm": _builtin(
         "nvfp4_group_gemm", spec_keys=("m", "n", "k", "g"), leaderboard_id=730, deadline="2026-02-21T07:30:00+00:00",
-        eval=GROUPED_BENCH,
+        eval=GROUPED_BENCH, list_keys=("m", "n", "k"), count_key="g",
         speed_of_light=SpeedOfLight(
             _group_gemm_work, B200.peak_flops, B200.bandwidth,
             "max(FP4 math, DRAM traffic) summed over the groups; every row memory-bound", _table(
@@ -311,7 +303,8 @@ def _folder_problem(folder: Path) -> Problem:
     problem = Problem(
         name=folder.name, folder=folder, tests_file=case_files["tests"], benchmarks_file=case_files["benchmarks"],
         spec_keys=tuple(key for key in first if key != "seed"), leaderboard=folder.name, leaderboard_id=None,
-        deadline=None, rtol=1e-05, atol=1e-08, eval=eval_parameters)
+        deadline=None, rtol=1e-05, atol=1e-08, eval=eval_parameters,
+        list_keys=tuple(key for key, value in first.items() if isinstance(value, list)))
     rtol, atol = _tolerance(problem.reference.check_implementation)
     return dataclasses.replace(problem, rtol=rtol, atol=atol)
 
