@@ -3,7 +3,8 @@
 Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule, error, crash,
 timeout); 1 (--official) the submission raised what the competition's eval does not catch;
 113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
-that is no integer; 114 no CUDA device for a GPU run; 2 bad command line.
+of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
+reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line.
 """
 
 import os
@@ -16,7 +17,7 @@ import click
 from harness import modes, shapes, sol, taskfile
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
-from harness.options import json_option, strict_option, submission_option
+from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.results import RESULTS_CSV
@@ -26,6 +27,7 @@ from harness.stats import geomean
 EXIT_EVAL_STOPPED = 1  # --official: the competition's eval ended on an uncaught exception
 EXIT_BAD_TESTS_FILE = 113
 EXIT_NO_GPU = 114
+EXIT_REFERENCE_CANNOT_RUN = 115
 
 DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}
 
@@ -39,12 +41,26 @@ class Stopped(Exception):
         self.status, self.message = status, message
 
 
-def _load(tests_file, default_set: str, secret_seed: int | None):
+def _load(tests_file, default_set: str, secret_seed: int | None, problem):
     try:
-        cases = shapes.load_cases(tests_file) if tests_file else shapes.official_cases(default_set)
+        cases = shapes.load_cases(tests_file, problem.case_format) if tests_file else problem.cases(default_set)
     except shapes.ShapeFileError as error:
         raise Stopped(EXIT_BAD_TESTS_FILE, str(error)) from None
     return shapes.apply_secret_seed(cases, secret_seed)
+
+
+def _require_runnable_reference(problem, case, device: str) -> None:
+    """A folder's reference.py is the user's, used as it is: where it cannot run here (the
+    competition's call cuBLAS's FP4 GEMM through torch._scaled_mm, which needs a B200), say so
+    once, before any case, rather than as every case's failure. The built-in ones run anywhere."""
+    if problem.builtin:
+        return
+    try:
+        problem.expected(problem.generate(case.args, case.args["seed"], device))
+    except Exception as error:  # whatever the folder's reference raises is the finding
+        raise Stopped(EXIT_REFERENCE_CANNOT_RUN,
+                      f"{problem.name}'s reference.py cannot run on {device} ({type(error).__name__}: {error}); "
+                      "nothing was judged") from None
 
 
 def _secret_seed() -> int | None:
@@ -76,6 +92,7 @@ def run_options(function):
     decorators = [
         click.argument("tests_file", required=False, type=click.Path(dir_okay=False)),
         submission_option,
+        problem_option,
         click.option("--device", default="cuda", show_default=True, callback=_device, help="Where inputs live: cuda, cuda:N, or cpu (no timing events)."),
         click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -92,14 +109,16 @@ max_repeats_option = click.option("--max-repeats", type=click.IntRange(min=3), d
                                   help="Cap on timed rounds per case (quick runs); the competition's caps otherwise.")
 
 
-def _run(mode: str, tests_file, default_set: str, submission, device, official, timeout_s, as_json, strict, **extra) -> None:
+def _run(mode: str, tests_file, default_set: str, submission, problem, device, official, timeout_s, as_json, strict,
+         **extra) -> None:
     if as_json and os.environ.get("POPCORN_FD") == "1":
         raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
     secret = _secret_seed()
-    cases = _load(tests_file, default_set, secret)
+    cases = _load(tests_file, default_set, secret, problem)
     _require_device(device)
+    _require_runnable_reference(problem, cases[0], device)
     options = modes.RunOptions(
-        submission=submission, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
+        submission=submission, problem=problem, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
         global_seed=secret if secret is not None else 42, strict=strict,
         precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
     )
@@ -124,7 +143,7 @@ def _run(mode: str, tests_file, default_set: str, submission, device, official, 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli():
-    """Judge an nvfp4_gemm submission like the GPU MODE competition, and time it against speed-of-light."""
+    """Judge a submission to GPU MODE's NVFP4 problems like the competition, and time it against speed-of-light."""
 
 
 @cli.command()
@@ -177,30 +196,42 @@ def profile(tests_file, ncu, **options):
 
 @cli.command("sol")
 @click.argument("tests_file", required=False, type=click.Path(dir_okay=False))
+@problem_option
 @click.option("--gpu", type=click.Choice(sorted(sol.DEVICES)), default="B200", show_default=True)
-def sol_command(tests_file, gpu):
-    """Speed-of-light per benchmark shape (or TESTS_FILE) on a GPU from the devices table."""
-    cases = _load(tests_file, "benchmarks", None)
-    ceilings = sol.DEVICES[gpu]
-    click.echo(f"{gpu}: {ceilings.peak_flops / 1e12:.0f} TFLOP/s, {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source})")
-    click.echo(f"{'M':>6} {'N':>6} {'K':>6} {'L':>2} {'SOL[us]':>9}  bound")
+def sol_command(tests_file, problem, gpu):
+    """Speed-of-light per benchmark shape (or TESTS_FILE) on a GPU from the devices table, by the
+    problem's formula; on a B200 beside the competition's published table where it lists the shape."""
+    cases = _load(tests_file, "benchmarks", None, problem)
+    if problem.speed_of_light is None:
+        raise Stopped(EXIT_BAD_TESTS_FILE, f"{problem.name} has no speed-of-light formula")
+    ceilings = problem.ceilings(gpu)
+    published = {tuple(spec.items()): microseconds for spec, microseconds in problem.speed_of_light.rows()} if gpu == "B200" else {}
+    click.echo(f"{problem.name} on {gpu}: {ceilings.peak_flops / 1e12:.0f} TFLOP/s, {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source})")
+    width = max(len(case.label) for case in cases)
+    click.echo(f"{'shape':<{width}} {'SOL[us]':>9} {'published':>9}  bound")
     times = []
     for case in cases:
-        seconds = ceilings.sol_seconds(*case.mnkl)
-        times.append(seconds)
-        click.echo(f"{case.args['m']:>6} {case.args['n']:>6} {case.args['k']:>6} {case.args['l']:>2} {seconds * 1e6:>9.3f}  {ceilings.bound(*case.mnkl)}")
+        work = problem.work(case.args)
+        times.append(ceilings.seconds(work))
+        listed = published.get(tuple((key, case.args[key]) for key in problem.spec_keys))
+        click.echo(f"{case.label:<{width}} {times[-1] * 1e6:>9.3f} {'-' if listed is None else f'{listed:.3f}':>9}  {ceilings.bound_of(work)}")
     click.echo(f"geomean {geomean(times) * 1e6:.3f} us")
 
 
 @cli.command("task-yml")
-@click.option("--check", is_flag=True, help="Only report whether task.yml matches shapes/ (exit 1 if stale).")
-def task_yml(check):
-    """Write task.yml from shapes/ (its single source)."""
+@problem_option
+@click.option("--check", is_flag=True, help="Only report whether task.yml matches the tests files (exit 1 if stale).")
+def task_yml(problem, check):
+    """Write a built-in problem's task.yml from its tests and benchmarks files (their single source)."""
+    if not problem.builtin:
+        click.echo(f"{problem.folder / 'task.yml'} is the folder's own: its cases are read from it, nothing to write")
+        sys.exit(0)
+    path = taskfile.path_of(problem)
     if check:
-        current = taskfile.is_current()
-        click.echo("task.yml is current" if current else "task.yml is stale: run `python -m harness task-yml`")
+        current = taskfile.is_current(problem)
+        click.echo(f"{path} is current" if current else f"{path} is stale: run `python -m harness task-yml --problem {problem.name}`")
         sys.exit(0 if current else 1)
-    click.echo(f"wrote {taskfile.write()}")
+    click.echo(f"wrote {taskfile.write(problem)}")
 
 
 @cli.command("model")

@@ -1,10 +1,11 @@
-"""History of benchmark runs from results/: per device, the runs side by side, shape by shape.
+"""History of benchmark runs from results/: per problem and device, the runs side by side, shape by shape.
 
 Two files feed it, each run labelled with its source: yours (results/runs.csv, what your own
 `make bench` appended) and this kit's reference measurements (results/reference/runs.csv).
 A run is the set of rows one benchmark or leaderboard command appended (same time, commit,
-submission, mode and device). Times from different devices are never set against each other:
-each device gets its own table, and "change" is always against the previous run on that device.
+submission, mode, problem and device). Times from different problems or devices are never set
+against each other: each (problem, device) gets its own table, and "change" is always against the
+previous run there. Rows written before runs named their problem are nvfp4_gemm's.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from rich.table import Table
 
 from harness.results import REFERENCE_CSV, RESULTS_CSV
 from harness.shapes import GEMM_KEYS, Case
-from harness.sol import Ceilings
+from harness.sol import Ceilings, gemm_work
 from harness.stats import geomean
 
-RUN_KEYS = ["source", "time", "commit", "submission_sha256", "mode", "device"]
+RUN_KEYS = ["source", "time", "commit", "submission_sha256", "mode", "problem", "device"]
+GEMM = "nvfp4_gemm"
 YOURS, REFERENCE = "yours", "reference"
 DEFAULT_LAST_RUNS = 6
 # A change within this fraction is shown without colour: run-to-run noise of event timing.
@@ -31,7 +33,17 @@ NOISE_FRACTION = 0.01
 
 
 def shape_label(row) -> str:
+    """The label the run recorded, or for an older nvfp4_gemm row, the one its sizes give."""
+    if isinstance(row.get("shape"), str):
+        return row["shape"]
     return Case(spec="", args={key: int(row[key]) for key in GEMM_KEYS}).label
+
+
+def work_of(row) -> tuple[float, float]:
+    """(flops, DRAM bytes) as the run recorded them, or for an older nvfp4_gemm row, the GEMM's."""
+    if not math.isnan(float(row.get("flops", math.nan))):
+        return float(row["flops"]), float(row["dram_bytes"])
+    return gemm_work(*(int(row[key]) for key in GEMM_KEYS))
 
 
 def load_history(*sources: tuple[str, Path]) -> pandas.DataFrame:
@@ -39,6 +51,7 @@ def load_history(*sources: tuple[str, Path]) -> pandas.DataFrame:
     chronological `run` number (0 = oldest) added."""
     table = pandas.concat([pandas.read_csv(path).assign(source=label) for label, path in sources if path.exists()],
                           ignore_index=True)
+    table["problem"] = table["problem"].fillna(GEMM) if "problem" in table else GEMM
     table["shape"] = table.apply(shape_label, axis=1)
     table["when"] = pandas.to_datetime(table["time"], utc=True)
     runs = table.groupby(RUN_KEYS, sort=False, dropna=False)["when"].first().sort_values(kind="stable")
@@ -57,13 +70,15 @@ def _held_pct_sol(table: pandas.DataFrame) -> pandas.DataFrame:
     benchmark command now does itself (sol.Ceilings.held_by)."""
     table = table.assign(ceiling_raised=False)
     passed = (table["status"] == "pass") & table["peak_flops"].notna() & table["bandwidth"].notna()
+    if "flops" in table:
+        passed &= table["flops"].notna() | (table["problem"] == GEMM)
     for _, rows in table[passed].groupby("run"):
         first = rows.iloc[0]
-        mnkls = [tuple(int(row[key]) for key in GEMM_KEYS) for _, row in rows.iterrows()]
+        works = [work_of(row) for _, row in rows.iterrows()]
         recorded = Ceilings(first["device"], float(first["peak_flops"]), float(first["bandwidth"]), "")
-        held = recorded.held_by([(mnkl, mean / 1e9) for mnkl, mean in zip(mnkls, rows["mean_ns"])])
+        held = recorded.held_by([(shape, work, mean / 1e9) for shape, work, mean in zip(rows["shape"], works, rows["mean_ns"])])
         if held is not recorded:
-            table.loc[rows.index, "pct_sol"] = [100 * held.sol_seconds(*mnkl) * 1e9 / mean for mnkl, mean in zip(mnkls, rows["mean_ns"])]
+            table.loc[rows.index, "pct_sol"] = [100 * held.seconds(work) * 1e9 / mean for work, mean in zip(works, rows["mean_ns"])]
             table.loc[rows.index, "ceiling_raised"] = True
     return table
 
@@ -73,11 +88,12 @@ def _passed_mean(rows: pandas.DataFrame) -> pandas.Series:
 
 
 class DeviceHistory:
-    """One device's runs: mean and % SOL per (shape, run), and each mean's change against the
-    same shape's mean in the previous run on this device that measured it."""
+    """One problem's runs on one device: mean and % SOL per (shape, run), and each mean's change
+    against the same shape's mean in the previous run there that measured it."""
 
     def __init__(self, rows: pandas.DataFrame, last: int | None = None):
         self.device = rows["device"].iloc[0]
+        self.problem = rows["problem"].iloc[0]
         self.rows = rows
         all_runs = sorted(rows["run"].unique())
         self.shapes = list(dict.fromkeys(rows["shape"]))  # the order the runs measured them in
@@ -125,7 +141,7 @@ class DeviceHistory:
 
 
 def histories(table: pandas.DataFrame, last: int | None = None) -> list[DeviceHistory]:
-    return [DeviceHistory(rows, last) for _, rows in table.groupby("device", sort=False)]
+    return [DeviceHistory(rows, last) for _, rows in table.groupby(["problem", "device"], sort=False)]
 
 
 def _change_text(change: float) -> str:
@@ -151,7 +167,7 @@ def _cell(history: DeviceHistory, shape: str, run) -> str:
 
 
 def history_table(history: DeviceHistory) -> Table:
-    table = Table(title=f"{history.device}", title_justify="left", show_lines=True)
+    table = Table(title=f"{history.problem} on {history.device}", title_justify="left", show_lines=True)
     table.add_column("shape", style="bold", no_wrap=True)
     for run in history.runs:
         table.add_column(history.run_label(run), justify="right")
@@ -196,7 +212,7 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
                 if isinstance(status, str) and status != "pass":
                     axis.text(position, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="firebrick")
         ceilings = ", ".join(sorted(history.rows["ceilings"].dropna().astype(str).unique())) or "none"
-        axis.set_title(f"{history.device}: % of speed-of-light per shape (ceilings: {ceilings})", fontsize=10)
+        axis.set_title(f"{history.problem} on {history.device}: % of speed-of-light per shape (ceilings: {ceilings})", fontsize=10)
         axis.set_xticks(range(len(history.shapes)), history.shapes, rotation=15, ha="right")
         axis.set_ylabel("% of SOL")
         axis.grid(axis="y", alpha=0.3)
@@ -216,12 +232,13 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
 @click.option("--no-reference", is_flag=True, help="Only your runs.")
 @click.option("--device", "device_filter", default=None, help="Only devices whose name contains this text.")
 @click.option("--mode", type=click.Choice(["benchmark", "leaderboard"]), default=None, help="Only runs of this mode.")
+@click.option("--problem", "problem_filter", default=None, help="Only runs of this problem (each problem is shown apart).")
 @click.option("--last", "last_runs", type=click.IntRange(min=1), default=DEFAULT_LAST_RUNS, show_default=True,
               help="Runs shown per device (changes still count the older ones).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw % of SOL per shape and run into this PNG.")
 def compare_command(results_path: Path, reference_path: Path, no_reference: bool, device_filter: str | None, mode: str | None,
-                    last_runs: int, plot_path: Path | None) -> None:
+                    problem_filter: str | None, last_runs: int, plot_path: Path | None) -> None:
     """Runs side by side per device, yours and the reference ones: mean, % SOL, change against the previous run there."""
     # Piped, rich would assume 80 columns and wrap every cell; a log gets the whole table.
     console = Console(width=None if sys.stdout.isatty() else 250)
@@ -235,6 +252,8 @@ def compare_command(results_path: Path, reference_path: Path, no_reference: bool
         table = table[table["mode"] == mode]
     if device_filter:
         table = table[table["device"].str.contains(device_filter, case=False, regex=False)]
+    if problem_filter:
+        table = table[table["problem"] == problem_filter]
     if table.empty:
         console.print("no runs match the filters")
         sys.exit(1)

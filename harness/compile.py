@@ -1,7 +1,7 @@
 """`python -m harness compile --arch sm_100a|sm_90a`: prove what can be proven without the GPU.
 
-Compiles a submission's kernels for one arch, for every official test and benchmark shape, on a
-machine that needs no GPU: every `cute.compile` is captured (harness/compile_capture.py), each
+Compiles a submission's kernels for one arch, for every official test and benchmark shape of its
+problem (`--problem`, nvfp4_gemm by default), on a machine that needs no GPU: every `cute.compile` is captured (harness/compile_capture.py), each
 cubin is disassembled with cuobjdump (PyPI wheel nvidia-cuda-cuobjdump), and the check reports,
 per compiled kernel, registers, shared memory, tensor-memory columns, local memory (spills) and
 the tcgen05 / wgmma / TMA instructions in its SASS. It fails on spills and on shared or tensor
@@ -9,10 +9,10 @@ memory beyond the chip's limits.
 
 Any CuTeDSL submission: its `custom_kernel` is called on CPU tensors of each shape and stops
 where it would launch. A file whose call needs more than that (a device query, a stream) may
-define `compile_for_check(m, n, k, l, arch)`, which must `cute.compile` what custom_kernel would
-launch for that shape, and is called instead.
+define `compile_for_check(<the problem's sizes>, arch)` (nvfp4_gemm's: `m, n, k, l, arch`),
+which must `cute.compile` what custom_kernel would launch for that shape, and is called instead.
 
-This kit's submission declares more (see submission.py): `kernel_for_arch(arch)` gives a class with
+This kit's nvfp4_gemm submission declares more (see submission.py): `kernel_for_arch(arch)` gives a class with
 `config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`, and
 its SASS must also show the instructions that kernel must be made of. Shapes that share a
 configuration share one compile.
@@ -38,8 +38,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness import b200_model, document, shapes
+from harness.problems import PROBLEMS, Problem
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
-from harness.options import json_option, submission_option
+from harness.options import json_option, problem_option, submission_option
 from harness.report import as_the_user_wrote_it
 from harness.runner.files import import_submission, make_runner_folder
 
@@ -229,15 +230,25 @@ def check_config(kernel_class, problem, arch: str, rules: ArchRules, sass_dir: P
                         facts.tmem_columns, seconds, failures)
 
 
-SHAPE_COLUMN = "shape\nM x N x K x L"
+GEMM = PROBLEMS["nvfp4_gemm"]
 
 
-def official_shapes() -> list[shapes.Case]:
-    """The official tests' and benchmarks' cases, one per shape."""
+def shape_column(problem: Problem) -> str:
+    return "shape\n" + " x ".join(key.upper() for key in problem.spec_keys)
+
+
+def case_text(case: shapes.Case) -> str:
+    """`128x256x256x1` (every size, an `l` of 1 too), or the label of a grouped case."""
+    sizes = [value for _, value in case.shape]
+    return shape_text(sizes) if all(isinstance(value, int) for value in sizes) else case.label
+
+
+def official_shapes(problem: Problem = GEMM) -> list[shapes.Case]:
+    """The problem's official tests' and benchmarks' cases, one per shape."""
     unique = {}
     for name in ("tests", "benchmarks"):
-        for case in shapes.official_cases(name):
-            unique.setdefault(case.mnkl, case)
+        for case in problem.cases(name):
+            unique.setdefault(case.shape, case)
     return list(unique.values())
 
 
@@ -254,7 +265,7 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
 
     number = {config: index for index, config in enumerate(results)}
     shape_table = Table(title=f"compile check {arch}: {submission} ({kernel_class.__name__})", title_justify="left")
-    for column in (SHAPE_COLUMN, "served by configuration", "as the kernel describes it", "verdict"):
+    for column in (shape_column(GEMM), "served by configuration", "as the kernel describes it", "verdict"):
         shape_table.add_column(column)
     for problem in problems:
         config = kernel_class.config_for(problem)
@@ -284,37 +295,37 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
 HOOK = "compile_for_check"
 
 
-def _call_for_shape(module, case: shapes.Case, arch: str) -> str:
+def _call_for_shape(module, problem: Problem, case: shapes.Case, arch: str) -> str:
     """Run the submission's call for one shape up to its launch; what happened, in words."""
-    from reference import generate_input
-
     try:
         if hasattr(module, HOOK):
-            getattr(module, HOOK)(*case.mnkl, arch)
+            getattr(module, HOOK)(*(value for _, value in case.shape), arch)
         else:
-            module.custom_kernel(generate_input(**case.args, device="cpu"))
+            module.custom_kernel(problem.generate(case.args, case.args["seed"], "cpu"))
     except LaunchStopped:
         return "stopped at its launch"
     return "returned without a launch" if not hasattr(module, HOOK) else f"{HOOK} returned"
 
 
-def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict) -> int:
+def _check_captured(module, problem: Problem, capture, submission: Path, arch: str, sass_dir: Path | None, console: Console,
+                    facts: dict) -> int:
     """Any CuTeDSL submission: its own calls, every compile captured."""
     shape_table = Table(title=f"compile check {arch}: {submission} (its {HOOK if hasattr(module, HOOK) else 'custom_kernel'} on CPU tensors)",
                         title_justify="left")
-    for column in (SHAPE_COLUMN, "served by compile", "outcome"):
+    for column in (shape_column(problem), "served by compile", "outcome"):
         shape_table.add_column(column)
     failures = 0
-    for case in official_shapes():
-        label = shape_text(case.mnkl)
+    for case in official_shapes(problem):
+        label = case_text(case)
         capture.shape, before = label, len(capture.compiles)
         try:
-            outcome = _call_for_shape(module, case, arch)
+            outcome = _call_for_shape(module, problem, case, arch)
         except Exception as error:  # the submission's own failure is the finding
             outcome = as_the_user_wrote_it(f"raised {type(error).__name__}: {error}", Path(module.__file__), submission)
             if len(capture.compiles) == before:
                 failures += 1
-                outcome = f"[bold red]FAIL[/]: {escape(outcome)} before any compile (define {HOOK}(m, n, k, l, arch): see README)"
+                outcome = (f"[bold red]FAIL[/]: {escape(outcome)} before any compile "
+                           f"(define {HOOK}({', '.join(problem.spec_keys)}, arch): see README)")
         used = [record.index for record in capture.compiles if label in record.shapes or record.index >= before]
         shape_table.add_row(label, ", ".join(f"#{index}" for index in used) or "-", outcome)
         facts.setdefault("shapes", []).append({"shape": label, "compiles": used, "outcome": outcome})
@@ -346,7 +357,7 @@ def _check_captured(module, capture, submission: Path, arch: str, sass_dir: Path
                       f"{smem:,}" if smem is not None else f"{cubin.static_smem:,} static + run-time dynamic",
                       "-" if tmem is None else str(tmem), _verdict_cell(kernel_failures))
     console.print(table)
-    return _summary(console, arch, failures, len(capture.compiles) + len(official_shapes()), "shapes and compiles")
+    return _summary(console, arch, failures, len(capture.compiles) + len(official_shapes(problem)), "shapes and compiles")
 
 
 def _print_model(module, kernel_class, console: Console, facts: dict) -> None:
@@ -385,8 +396,11 @@ def _import_failed(error: Exception, runner_copy: Path, submission: Path, consol
     return EXIT_CHECK_FAILED
 
 
-def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict | None = None) -> int:
-    """The check's exit status; `facts` (the --json document) receives what it found."""
+def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Console, facts: dict | None = None,
+              problem: Problem = GEMM) -> int:
+    """The check's exit status; `facts` (the --json document) receives what it found. The kit's
+    declared kernels (`kernel_for_arch`) are nvfp4_gemm's: for another problem every file's
+    compiles are captured from its own calls."""
     facts = {} if facts is None else facts
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
@@ -396,9 +410,9 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
                 module = import_submission(runner_folder, "submission_under_check")
             except Exception as error:  # the file's own failure is the finding
                 return _import_failed(error, runner_folder / "submission.py", submission, console, facts)
-            kernel_for_arch = getattr(module, "kernel_for_arch", None)
+            kernel_for_arch = getattr(module, "kernel_for_arch", None) if problem.name == GEMM.name else None
             if kernel_for_arch is None:
-                status = _check_captured(module, capture, submission, arch, sass_dir, console, facts)
+                status = _check_captured(module, problem, capture, submission, arch, sass_dir, console, facts)
         if kernel_for_arch is not None:
             kernel_class = kernel_for_arch(arch)
             if kernel_class is None:
@@ -412,13 +426,14 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
 @click.command("compile")
 @click.option("--arch", type=click.Choice(sorted(RULES)), required=True, help="Target to compile and check.")
 @submission_option
+@problem_option
 @click.option("--keep-sass", "sass_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write each configuration's SASS into this folder.")
 @json_option
-def compile_command(arch: str, submission: Path, sass_dir: Path | None, as_json: bool) -> None:
-    """Compile the kernels for every official shape without a GPU and report their SASS facts."""
-    facts = {"schema": document.SCHEMA, "command": "compile", "arch": arch, "submission": str(submission)}
-    status = run_check(submission, arch, sass_dir, Console(width=200, stderr=as_json), facts)
+def compile_command(arch: str, submission: Path, problem: Problem, sass_dir: Path | None, as_json: bool) -> None:
+    """Compile the kernels for every official shape of the problem without a GPU and report their SASS facts."""
+    facts = {"schema": document.SCHEMA, "command": "compile", "problem": problem.name, "arch": arch, "submission": str(submission)}
+    status = run_check(submission, arch, sass_dir, Console(width=200, stderr=as_json), facts, problem)
     if as_json:
         document.write({**facts, "passed": status == 0}, status)
     sys.exit(status)

@@ -37,6 +37,7 @@ class RunDocument:
         self.data = {
             "schema": SCHEMA,
             "command": command,
+            "problem": options.problem.name,
             "submission": str(options.submission),
             "submission_sha256": file_sha256(options.submission),
             "device": options.device,
@@ -59,18 +60,21 @@ class RunDocument:
         if result.device_name:
             self.data["device_name"] = result.device_name
 
-    def benchmark_summary(self, cases, results, ceilings, note: str) -> None:
-        for index, (case, result) in enumerate(zip(cases, results)):
+    def benchmark_summary(self, cases, results, ceilings, note: str, works: list) -> None:
+        """`works`: each case's (flops, DRAM bytes), or None where its problem has no SOL."""
+        if None in works:
+            ceilings = None
+        for index, (result, work) in enumerate(zip(results, works)):
             if result.passed and ceilings is not None:
-                sol_ns = ceilings.sol_seconds(*case.mnkl) * 1e9
+                sol_ns = ceilings.seconds(work) * 1e9
                 self.data["cases"][index].update(sol_ns=sol_ns, pct_sol=100 * sol_ns / result.stats.mean,
-                                                 bound=ceilings.bound(*case.mnkl))
+                                                 bound=ceilings.bound_of(work))
         passed = all(result.passed for result in results)
         means = [result.stats.mean for result in results] if passed else []
         self.data.update(
             ceilings=ceilings_fields(ceilings, note),
             score_ns=geomean(means) if means else None,
-            sol_geomean_ns=geomean(ceilings.sol_seconds(*case.mnkl) * 1e9 for case in cases) if means and ceilings else None,
+            sol_geomean_ns=geomean(ceilings.seconds(work) * 1e9 for work in works) if means and ceilings else None,
         )
 
     def finish(self, passed: bool, **extra) -> None:

@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import document
-from harness.options import json_option, strict_option, submission_option
+from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.precheck import precheck
 from harness.runner.files import KIT_LOCAL_MODULES, RUNNER_MODULES
 
-LEADERBOARD = "nvfp4_gemm"
+DEFAULT_LEADERBOARD = "nvfp4_gemm"
 GPU = "NVIDIA"
 # The server answers 413 above this many bytes.
 MAX_BYTES = 1_000_000
@@ -73,10 +73,10 @@ def _directives(lines: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def _headers(lines: list[str]) -> list[Finding]:
+def _headers(lines: list[str], leaderboard: str) -> list[Finding]:
     directives = _directives(lines)
     findings = []
-    for key, expected in (("leaderboard", LEADERBOARD), ("gpu", GPU)):
+    for key, expected in (("leaderboard", leaderboard), ("gpu", GPU)):
         line = f"#!POPCORN {key} {expected}"
         values = directives.get(key)
         if values is None:
@@ -192,7 +192,8 @@ def _kernelguard(source: str, strict: bool) -> Finding:
     return Finding("kernelguard", PASS, f"{found.classification}{notes}")
 
 
-def lint_bytes(data: bytes, strict: bool = False) -> list[Finding]:
+def lint_bytes(data: bytes, strict: bool = False, leaderboard: str = DEFAULT_LEADERBOARD) -> list[Finding]:
+    """Every check, the headers against `leaderboard` (the problem's)."""
     findings = [_size(data)]
     try:
         source = data.decode("utf-8")
@@ -200,7 +201,7 @@ def lint_bytes(data: bytes, strict: bool = False) -> list[Finding]:
         return findings + [Finding("encoding", FAIL, f"not UTF-8: {error}")]
     lines = source.splitlines()
     findings.append(_forbidden_word(lines))
-    findings.extend(_headers(lines))
+    findings.extend(_headers(lines, leaderboard))
     try:
         tree = ast.parse(source)
     except SyntaxError as error:
@@ -211,8 +212,8 @@ def lint_bytes(data: bytes, strict: bool = False) -> list[Finding]:
     return findings
 
 
-def lint_file(path: Path, strict: bool = False) -> list[Finding]:
-    return lint_bytes(Path(path).read_bytes(), strict)
+def lint_file(path: Path, strict: bool = False, leaderboard: str = DEFAULT_LEADERBOARD) -> list[Finding]:
+    return lint_bytes(Path(path).read_bytes(), strict, leaderboard)
 
 
 def failed(findings: list[Finding]) -> bool:
@@ -240,14 +241,16 @@ def print_report(path: Path, findings: list[Finding], console: Console) -> None:
 
 @click.command("lint")
 @submission_option
+@problem_option
 @strict_option
 @json_option
-def lint_command(submission: Path, strict: bool, as_json: bool) -> None:
-    """Static checks the leaderboard applies (size, forbidden word, headers, entry point, imports) and kernelguard's."""
-    findings = lint_file(submission, strict)
+def lint_command(submission: Path, problem, strict: bool, as_json: bool) -> None:
+    """Static checks the leaderboard applies (size, forbidden word, headers naming the problem's
+    leaderboard, entry point, imports) and kernelguard's."""
+    findings = lint_file(submission, strict, problem.leaderboard)
     print_report(submission, findings, Console(stderr=as_json))
     status = 1 if failed(findings) else 0
     if as_json:
-        document.write({"schema": document.SCHEMA, "command": "lint", "submission": str(submission),
+        document.write({"schema": document.SCHEMA, "command": "lint", "problem": problem.name, "submission": str(submission),
                         "passed": not status, "findings": [dataclasses.asdict(f) for f in findings]}, status)
     sys.exit(status)

@@ -18,6 +18,7 @@ from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
+from harness.problems import PROBLEMS, Problem
 from harness.report import EXIT_FAIL, Reporter
 from harness.results import append_rows, rows_for_run
 from harness.runner.files import make_runner_folder
@@ -31,6 +32,7 @@ EXIT_PASS = 0
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     submission: Path
+    problem: Problem = PROBLEMS["nvfp4_gemm"]
     device: str = "cuda"
     official: bool = False  # one shared worker and only the competition's verdicts
     timeout_s: float = 300.0
@@ -258,11 +260,13 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
     floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
              if measured_values else None)
-    reached = [(case.mnkl, result.stats.mean / 1e9) for case, result in zip(cases, results) if result.passed]
+    reached = [(case.label, options.problem.work(case.args), result.stats.mean / 1e9)
+               for case, result in zip(cases, results) if result.passed and options.problem.work(case.args)]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
     if options.record_to and device_name and device_name != "cpu":
-        path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor), options.record_to)
+        path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor, options.problem),
+                           options.record_to)
         reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")
     return EXIT_PASS if all(result.passed for result in results) else EXIT_FAIL
 

@@ -88,6 +88,7 @@ class Reporter:
         self._last_error: tuple[str, str] | None = None  # (which case, its message): the error panel shown last
         self._after_verdict: list[str] = []  # what to do instead, once a repeated error stopped the run
         self._not_run_reason = ""
+        self._problem = None  # the run's Problem, from its options
 
     # -- shared ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -126,6 +127,7 @@ class Reporter:
 
     def _header(self, what: str, cases, options) -> None:
         self._official = options.official
+        self._problem = options.problem
         if self._json_document:
             self.document = RunDocument(what, options, cases)
         self._precheck(options)
@@ -135,7 +137,8 @@ class Reporter:
             rules = "all verdicts, a worker reused while its cases pass"
         else:
             rules = "all verdicts, one process per case"
-        self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} on {options.device} ({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
+        self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} for {escape(options.problem.name)} on {options.device} "
+                           f"({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
     def _readable(self, text: str) -> str:
         return escape(as_the_user_wrote_it(text, self._runner_copy, self._submission))
@@ -291,28 +294,32 @@ class Reporter:
         """`ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
         passed = all(result.passed for result in results)
         if self.document:
-            self.document.benchmark_summary(cases, results, ceilings, ceilings_note)
+            self.document.benchmark_summary(cases, results, ceilings, ceilings_note,
+                                            [self._problem.work(case.args) for case in cases])
             self.document.finish(passed)
         device = next((r.device_name for r in results if r.device_name), "?")
         table = Table(title=f"{mode} on {device}", title_justify="left")
         for column in ("shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call", "SOL µs", "% SOL", "bound"):
             table.add_column(column, justify="left" if column in ("shape", "bound") else "right")
-        for case, result in zip(cases, results):
+        works = [self._problem.work(case.args) for case in cases]
+        if ceilings is not None and None in works:
+            ceilings, ceilings_note = None, f"no speed-of-light formula for {self._problem.name}"
+        for case, result, work in zip(cases, results, works):
             if not result.passed:
                 style = STATUS_STYLE.get(result.status, "red")
                 table.add_row(case.label, f"[{style}]{result.status}[/{style}]", *[""] * 8)
                 continue
             s = result.stats
-            sol_ns = ceilings.sol_seconds(*case.mnkl) * 1e9 if ceilings else None
+            sol_ns = ceilings.seconds(work) * 1e9 if ceilings else None
             table.add_row(
                 case.label, str(s.runs), us(s.mean), us(s.err), us(s.best), us(s.worst), us(result.host_ns),
-                us(sol_ns), f"{100 * sol_ns / s.mean:.1f}" if sol_ns else "-", ceilings.bound(*case.mnkl) if ceilings else "-",
+                us(sol_ns), f"{100 * sol_ns / s.mean:.1f}" if sol_ns else "-", ceilings.bound_of(work) if ceilings else "-",
             )
         if passed:
             means = [result.stats.mean for result in results]
             row = ["geomean", "", us(geomean(means)), *[""] * 4]
             if ceilings:
-                sol_geo = geomean(ceilings.sol_seconds(*case.mnkl) * 1e9 for case in cases)
+                sol_geo = geomean(ceilings.seconds(work) * 1e9 for work in works)
                 row += [us(sol_geo), f"{100 * sol_geo / geomean(means):.1f}", ""]
             else:
                 row += ["-", "-", ""]
@@ -338,7 +345,7 @@ class Reporter:
                        "host µs/call", "empty-call host µs"):
             table.add_column(column, justify="left" if column == "shape" else "right", no_wrap=column == "shape")
         for case, result in rows:
-            floor_ns = floor.sol_seconds(*case.mnkl) * 1e9 if floor else None
+            floor_ns = floor.seconds(self._problem.work(case.args)) * 1e9 if floor else None
             cublas = result.baselines["cublas_bf16"].mean
             empty_call = result.baselines.get("empty_cutedsl_call_host")
             table.add_row(

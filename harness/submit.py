@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from harness.lint import GPU, LEADERBOARD, failed, lint_file, print_report
-from harness.options import submission_option
+from harness.lint import GPU, failed, lint_file, print_report
+from harness.options import problem_option, submission_option
 
 MODES = ("test", "benchmark", "leaderboard", "profile")
 # The current client installs `popcorn` (and a `popcorn-cli` beside it); older releases only
@@ -31,15 +31,6 @@ INSTALL_HINT = (
 )
 RESULTS_DIR = Path("results")
 
-# Each leaderboard's deadline, in UTC, from the problem set's metadata (reference-kernels'
-# problems/nvidia.yaml); the server refuses a submission after it.
-DEADLINES = {
-    "nvfp4_gemv": datetime(2025, 11, 29, 6, 59, tzinfo=timezone.utc),
-    "nvfp4_gemm": datetime(2025, 12, 21, 7, 59, tzinfo=timezone.utc),
-    "nvfp4_dual_gemm": datetime(2026, 1, 20, 7, 59, tzinfo=timezone.utc),
-    "modal_nvfp4_dual_gemm": datetime(2026, 1, 20, 7, 59, tzinfo=timezone.utc),
-    "nvfp4_group_gemm": datetime(2026, 2, 21, 7, 30, tzinfo=timezone.utc),
-}
 EXIT_CLOSED = 5
 
 
@@ -47,9 +38,10 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def closed_since(leaderboard: str, now: datetime) -> datetime | None:
-    """The leaderboard's deadline where it has passed, else None."""
-    deadline = DEADLINES.get(leaderboard)
+def closed_since(problem, now: datetime) -> datetime | None:
+    """The problem's leaderboard's deadline (harness/problems) where it has passed, else None;
+    the server refuses a submission after it."""
+    deadline = datetime.fromisoformat(problem.deadline) if problem.deadline else None
     return deadline if deadline is not None and now > deadline else None
 
 
@@ -72,8 +64,8 @@ def supports_no_tui(client: str) -> bool:
     return "--no-tui" in help_text
 
 
-def client_command(client: str, submission: Path, mode: str, output: Path, no_tui: bool) -> list[str]:
-    command = [client, "submit", "--leaderboard", LEADERBOARD, "--gpu", GPU, "--mode", mode]
+def client_command(client: str, submission: Path, leaderboard: str, mode: str, output: Path, no_tui: bool) -> list[str]:
+    command = [client, "submit", "--leaderboard", leaderboard, "--gpu", GPU, "--mode", mode]
     if no_tui:
         command.append("--no-tui")
     return command + ["--output", str(output), str(submission)]
@@ -91,7 +83,7 @@ def local_gpu() -> str | None:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
-def run_local_test(submission: Path, console: Console) -> int:
+def run_local_test(submission: Path, problem, console: Console) -> int:
     gpu = local_gpu()
     if gpu is None:
         console.print(
@@ -100,11 +92,13 @@ def run_local_test(submission: Path, console: Console) -> int:
         )
         return 0
     console.print(f"[bold]local test[/] on {gpu}")
-    return subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(submission)]).returncode
+    return subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(submission),
+                           "--problem", problem.selector]).returncode
 
 
 @click.command("submit")
 @submission_option
+@problem_option
 @click.option("--mode", type=click.Choice(MODES), default="leaderboard", show_default=True, help="Server-side mode.")
 @click.option(
     "--output",
@@ -114,16 +108,17 @@ def run_local_test(submission: Path, console: Console) -> int:
 )
 @click.option("--skip-local-test", is_flag=True, help="Do not run `test` on the local GPU first.")
 @click.option("--after-deadline", is_flag=True, help="Send although the leaderboard has closed (the server is expected to refuse it).")
-def submit_command(submission: Path, mode: str, output: Path | None, skip_local_test: bool, after_deadline: bool) -> None:
+def submit_command(submission: Path, problem, mode: str, output: Path | None, skip_local_test: bool, after_deadline: bool) -> None:
     """Lint, test on the local GPU if any, then submit with the GPU MODE client.
 
     Exit status 5: the leaderboard's deadline has passed (nothing sent)."""
     # Soft wrap keeps commands and URLs on one line, so they can be copied.
     console = Console(soft_wrap=True)
 
-    deadline = closed_since(LEADERBOARD, utc_now())
+    leaderboard = problem.leaderboard
+    deadline = closed_since(problem, utc_now())
     if deadline is not None:
-        closed = f"the {LEADERBOARD} leaderboard closed on {deadline:%Y-%m-%d %H:%M} UTC"
+        closed = f"the {leaderboard} leaderboard closed on {deadline:%Y-%m-%d %H:%M} UTC"
         if not after_deadline:
             console.print(f"[bold red]not submitted[/]: {closed}; the server refuses submissions after it. "
                           "`make check` and `make bench` judge the file here as the competition did "
@@ -131,7 +126,7 @@ def submit_command(submission: Path, mode: str, output: Path | None, skip_local_
             raise SystemExit(EXIT_CLOSED)
         console.print(f"[yellow]{closed}[/]: sending anyway (--after-deadline); expect the server to refuse it")
 
-    findings = lint_file(submission)
+    findings = lint_file(submission, leaderboard=leaderboard)
     print_report(submission, findings, console)
     if failed(findings):
         console.print("[bold red]not submitted[/]: fix the lint failures first")
@@ -139,7 +134,7 @@ def submit_command(submission: Path, mode: str, output: Path | None, skip_local_
 
     if skip_local_test:
         console.print("[yellow]local test skipped[/]: --skip-local-test")
-    elif (status := run_local_test(submission, console)) != 0:
+    elif (status := run_local_test(submission, problem, console)) != 0:
         console.print(f"[bold red]not submitted[/]: the local test failed (exit status {status})")
         raise SystemExit(status)
 
@@ -155,7 +150,7 @@ def submit_command(submission: Path, mode: str, output: Path | None, skip_local_
 
     output = output or default_output(mode)
     output.parent.mkdir(parents=True, exist_ok=True)
-    command = client_command(client, submission, mode, output, supports_no_tui(client))
+    command = client_command(client, submission, leaderboard, mode, output, supports_no_tui(client))
     console.print("[bold]submitting[/]: " + " ".join(command))
     status = subprocess.run(command).returncode
     if status != 0:

@@ -1,11 +1,20 @@
-"""task.yml in the competition's structure, generated from shapes/ so that the shapes live in one place."""
+"""A built-in problem's task.yml in the competition's structure, its cases generated from the
+problem's tests and benchmarks files, so that the cases live in one place.
+
+nvfp4_gemm's whole file is written here (shapes/ holds its cases); another problem's keeps its
+own head (files, description, config) and tail (ranking) and gets its `tests` and `benchmarks`
+rewritten.
+"""
 
 import json
 from pathlib import Path
 
-from harness.shapes import official_cases
+from harness.problems import PROBLEMS, Problem
 
-TASK_YML = Path(__file__).resolve().parent.parent / "task.yml"
+GEMM = PROBLEMS["nvfp4_gemm"]
+CASES_START = "\ntests:\n"
+CASES_END = "\nranking_by:"
+GEMM_TAIL = '\nranking_by: "geom"\n'
 
 HEADER = """\
 # Generated from shapes/tests.txt and shapes/benchmarks.txt by `python -m harness task-yml`.
@@ -38,18 +47,33 @@ config:
 """
 
 
-def _case_lines(name: str) -> str:
-    return "".join(f"  - {json.dumps(case.args)}\n" for case in official_cases(name))
+def path_of(problem: Problem = GEMM) -> Path:
+    return problem.folder / "task.yml"
 
 
-def render() -> str:
-    return f'{HEADER}\ntests:\n{_case_lines("tests")}\nbenchmarks:\n{_case_lines("benchmarks")}\nranking_by: "geom"\n'
+def _around_the_cases(problem: Problem) -> tuple[str, str]:
+    """What the file holds before its `tests` and from its `ranking_by` on."""
+    if problem.name == GEMM.name:
+        return HEADER, GEMM_TAIL
+    text = path_of(problem).read_text()
+    return text[:text.index(CASES_START)], text[text.index(CASES_END):]
 
 
-def is_current(path: Path = TASK_YML) -> bool:
-    return path.exists() and path.read_text() == render()
+def _case_lines(problem: Problem, which: str) -> str:
+    return "".join(f"  - {json.dumps(case.args)}\n" for case in problem.cases(which))
 
 
-def write(path: Path = TASK_YML) -> Path:
-    path.write_text(render())
+def render(problem: Problem = GEMM) -> str:
+    head, tail = _around_the_cases(problem)
+    return f'{head}{CASES_START}{_case_lines(problem, "tests")}\nbenchmarks:\n{_case_lines(problem, "benchmarks")}{tail}'
+
+
+def is_current(problem: Problem = GEMM) -> bool:
+    path = path_of(problem)
+    return path.exists() and path.read_text() == render(problem)
+
+
+def write(problem: Problem = GEMM) -> Path:
+    path = path_of(problem)
+    path.write_text(render(problem))
     return path

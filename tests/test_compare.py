@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from harness.compare import compare_command, histories, load_history
 from harness.jobs import CaseResult
+from harness.problems import PROBLEMS
 from harness.results import append_rows, rows_for_run
 from harness.shapes import parse_cases
 from harness.sol import DEVICES
@@ -30,7 +31,7 @@ def record_run(path: Path, device: str, means_ns, time: str, mode="benchmark", f
         result.device_name = device
         results.append(result)
     ceilings = DEVICES["B200" if "B200" in device else "H100"]
-    rows = rows_for_run(CASES, results, mode, ROOT / "reference.py", ceilings, "table", None)
+    rows = rows_for_run(CASES, results, mode, ROOT / "reference.py", ceilings, "table", None, PROBLEMS["nvfp4_gemm"])
     append_rows([{**row, "time": time} for row in rows], path)
 
 

@@ -4,6 +4,7 @@ import pandas
 import pytest
 
 from harness.jobs import FAIL, PASS, CaseResult
+from harness.problems import PROBLEMS
 from harness.results import append_rows, rows_for_run
 from harness.shapes import parse_cases
 from harness.sol import DEVICES
@@ -21,7 +22,7 @@ def results():
 def test_rows_carry_stats_sol_and_provenance(tmp_path):
     submission = tmp_path / "submission.py"
     submission.write_text("def custom_kernel(data):\n    return data[-1]\n")
-    rows = rows_for_run(CASES, results(), "benchmark", str(submission), DEVICES["B200"], "table", None)
+    rows = rows_for_run(CASES, results(), "benchmark", str(submission), DEVICES["B200"], "table", None, PROBLEMS["nvfp4_gemm"])
     first, second = rows
     assert first["mean_ns"] == 21000.0 and first["runs"] == 3 and first["host_ns"] == 9000.0
     assert first["sol_ns"] == pytest.approx(8994, abs=0.5)

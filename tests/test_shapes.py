@@ -1,8 +1,10 @@
+import dataclasses
 import re
 
 import pytest
 
 from harness import taskfile
+from harness.problems import PROBLEMS
 from harness.shapes import CaseFormat, ShapeFileError, apply_secret_seed, combine_seeds, official_cases, parse_cases
 
 ISSUE_TESTS = [
@@ -71,20 +73,27 @@ def test_seed_combining_is_the_competitions_pairing():
     assert apply_secret_seed(official_cases("tests"), None) == official_cases("tests")
 
 
-def test_task_yml_is_generated_from_shapes():
-    assert taskfile.is_current(), "task.yml is stale: run `python -m harness task-yml`"
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_each_task_yml_lists_its_problems_tests_files(name):
+    problem = PROBLEMS[name]
+    assert taskfile.is_current(problem), f"stale: run `python -m harness task-yml --problem {name}`"
     yaml = pytest.importorskip("yaml", reason="pyyaml (a declared dependency) is needed to parse task.yml")
-    task = yaml.safe_load(taskfile.TASK_YML.read_text())
-    assert task["tests"] == [case.args for case in official_cases("tests")]
-    assert task["benchmarks"] == [case.args for case in official_cases("benchmarks")]
+    task = yaml.safe_load(taskfile.path_of(problem).read_text())
+    for which in ("tests", "benchmarks"):
+        assert task[which] == [{key: list(value) if isinstance(value, tuple) else value for key, value in case.args.items()}
+                               for case in problem.cases(which)]
     assert task["ranking_by"] == "geom"
     assert {"files", "lang", "description", "config"} <= set(task)
 
 
-def test_task_yml_staleness_is_detected(tmp_path):
-    stale = tmp_path / "task.yml"
-    stale.write_text(taskfile.render().replace("7168", "7169", 1))
-    assert not taskfile.is_current(stale)
+@pytest.mark.parametrize("name", ["nvfp4_gemm", "nvfp4_group_gemm"])
+def test_task_yml_staleness_is_detected_and_writing_mends_it(name, tmp_path):
+    problem = dataclasses.replace(PROBLEMS[name], folder=tmp_path)
+    (tmp_path / "task.yml").write_text(taskfile.render(PROBLEMS[name]).replace('"seed": 1111}', '"seed": 1112}', 1))
+    assert not taskfile.is_current(problem)
+    taskfile.write(problem)
+    assert taskfile.is_current(problem)
+    assert (tmp_path / "task.yml").read_text() == taskfile.path_of(PROBLEMS[name]).read_text()
 
 
 GROUPED = CaseFormat(keys=("m", "n", "k", "g", "seed"), list_keys=("m", "n", "k"), count_key="g")

@@ -49,8 +49,21 @@ def test_measured_ceilings_take_precedence_and_unknown_devices_say_so():
 
 def test_sol_command_prints_the_competition_table():
     out = subprocess.run([sys.executable, "-m", "harness", "sol", "--gpu", "B200"], capture_output=True, text=True, check=True).stdout
-    printed = [line.split()[4] for line in out.splitlines() if line.strip().startswith("128 ")]
-    assert printed == [digits for _, digits in BENCHMARKS_B200_US]
+    rows = [line.split() for line in out.splitlines() if line.startswith("128x")]
+    assert [row[1] for row in rows] == [digits for _, digits in BENCHMARKS_B200_US]
+    assert [row[2] for row in rows] == [digits for _, digits in BENCHMARKS_B200_US]  # the published column
+
+
+@pytest.mark.parametrize("name", ["nvfp4_gemv", "nvfp4_dual_gemm", "nvfp4_group_gemm"])
+def test_sol_command_reproduces_each_problems_published_table(name):
+    from harness.problems import PROBLEMS
+
+    out = subprocess.run([sys.executable, "-m", "harness", "sol", "--problem", name], capture_output=True, text=True,
+                         check=True).stdout
+    rows = [line.split() for line in out.splitlines()[2:] if not line.startswith("geomean")]
+    published = [f"{microseconds:.3f}" for _, microseconds in PROBLEMS[name].speed_of_light.rows()]
+    assert len(rows) == len(published)
+    assert [row[-3] for row in rows] == published == [row[-2] for row in rows]
 
 
 def test_a_ceiling_that_is_beaten_is_raised_to_the_rate_reached_and_says_so():

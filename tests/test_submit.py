@@ -1,5 +1,6 @@
 """`submit` against a fake GPU MODE client that records how it was called."""
 
+import dataclasses
 import json
 import subprocess
 from datetime import datetime, timezone
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import harness.submit as submit
+from harness.problems import PROBLEMS
 
 SUBMISSION = """#!POPCORN leaderboard nvfp4_gemm
 #!POPCORN gpu NVIDIA
@@ -139,7 +141,7 @@ def test_local_test_runs_first_on_a_gpu_and_a_failure_stops_the_submission(workd
 
     monkeypatch.setattr(submit.subprocess, "run", fake_harness_run)
     result = run_submit(workdir)
-    assert harness_calls == [[sys.executable, "-m", "harness", "test", "--submission", "submission.py"]]
+    assert harness_calls == [[sys.executable, "-m", "harness", "test", "--submission", "submission.py", "--problem", "nvfp4_gemm"]]
     assert result.exit_code == 1
     assert "local test on Fake GPU" in result.output
     assert "the local test failed (exit status 1)" in result.output
@@ -175,6 +177,21 @@ def test_after_deadline_sends_anyway_when_asked(workdir, monkeypatch):
 
 
 def test_the_real_clock_is_past_this_leaderboards_deadline():
-    assert submit.closed_since("nvfp4_gemm", submit.utc_now()) == datetime(2025, 12, 21, 7, 59, tzinfo=timezone.utc)
-    assert submit.closed_since("nvfp4_gemm", BEFORE_DEADLINE) is None
-    assert submit.closed_since("a_leaderboard_without_a_known_deadline", AFTER_DEADLINE) is None
+    gemm = PROBLEMS["nvfp4_gemm"]
+    assert submit.closed_since(gemm, submit.utc_now()) == datetime(2025, 12, 21, 7, 59, tzinfo=timezone.utc)
+    assert submit.closed_since(gemm, BEFORE_DEADLINE) is None
+    assert submit.closed_since(dataclasses.replace(gemm, deadline=None), AFTER_DEADLINE) is None
+
+
+def test_another_problem_is_sent_to_its_own_leaderboard_and_closes_on_its_own_deadline(workdir, monkeypatch):
+    record = install_client(workdir)
+    (workdir / "submission.py").write_text(SUBMISSION.replace("nvfp4_gemm", "nvfp4_group_gemm"))
+    monkeypatch.setattr(submit, "utc_now", lambda: datetime(2026, 2, 1, tzinfo=timezone.utc))  # gemm's closed, grouped's open
+    result = run_submit(workdir, "--problem", "nvfp4_group_gemm", "--skip-local-test")
+    assert result.exit_code == 0, result.output
+    args = json.loads(record.read_text())["args"]
+    assert args[args.index("--leaderboard") + 1] == "nvfp4_group_gemm"
+    monkeypatch.setattr(submit, "utc_now", lambda: datetime(2026, 2, 22, tzinfo=timezone.utc))
+    result = run_submit(workdir, "--problem", "nvfp4_group_gemm", "--skip-local-test")
+    assert result.exit_code == submit.EXIT_CLOSED
+    assert "the nvfp4_group_gemm leaderboard closed on 2026-02-21 07:30 UTC" in result.output

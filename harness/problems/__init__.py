@@ -101,6 +101,16 @@ class Problem:
     count_key: str | None = None  # the spec key that counts the groups
 
     @property
+    def builtin(self) -> bool:
+        """One of this kit's (PROBLEMS), not a folder a user brings."""
+        return PROBLEMS.get(self.name) == self
+
+    @property
+    def selector(self) -> str:
+        """What `--problem` takes to name this problem again: its name, or its folder."""
+        return self.name if self.builtin else str(self.folder)
+
+    @property
     def case_format(self) -> CaseFormat:
         return CaseFormat(keys=(*self.spec_keys, "seed"), list_keys=self.list_keys, count_key=self.count_key)
 
