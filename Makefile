@@ -1,9 +1,12 @@
-# Each target is one harness command; see README.md. Override e.g. `make bench SUBMISSION=path`.
+# Each target is one harness command; see README.md. Override e.g. `make bench SUBMISSION=path`,
+# or `make check PROBLEM=nvfp4_gemv SUBMISSION=mine.py` for another of the four problems (or a
+# folder laid out as reference-kernels').
 PYTHON ?= python
 SUBMISSION ?= submission.py
+PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup test test-e2e check bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap
+.PHONY: setup test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -27,27 +30,35 @@ test-e2e:
 
 # The official tests: every check; a worker reused while its cases pass, a fresh one after a failure.
 check:
-	$(PYTHON) -m harness test --submission $(SUBMISSION) $(ARGS)
+	$(PYTHON) -m harness test --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
+
+# Every problem's official tests on the CPU, each with this kit's torch-only file for it
+# (tests/fixtures/problems/): the judge's whole path for every problem, no GPU needed. CI runs it.
+PROBLEMS = nvfp4_gemm nvfp4_gemv nvfp4_dual_gemm nvfp4_group_gemm
+check-problems:
+	for problem in $(PROBLEMS); do \
+	  $(PYTHON) -m harness test --problem $$problem --device cpu --submission tests/fixtures/problems/$${problem}_torch.py $(ARGS) || exit 1; \
+	done
 
 # The official benchmarks: stats, host time per call, speed-of-light, geomean; rows in results/.
 bench:
-	$(PYTHON) -m harness benchmark --submission $(SUBMISSION) $(ARGS)
+	$(PYTHON) -m harness benchmark --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
 
 leaderboard:
-	$(PYTHON) -m harness leaderboard --submission $(SUBMISSION) $(ARGS)
+	$(PYTHON) -m harness leaderboard --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
 
 profile:
-	$(PYTHON) -m harness profile --submission $(SUBMISSION) $(ARGS)
+	$(PYTHON) -m harness profile --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
 
 sol:
-	$(PYTHON) -m harness sol --gpu B200
+	$(PYTHON) -m harness sol --problem $(PROBLEM) --gpu B200
 
 # The B200 cost model: its calibration on published times and its times for our sm_100a configurations.
 model:
 	$(PYTHON) -m harness model
 
 task-yml:
-	$(PYTHON) -m harness task-yml
+	for problem in $(PROBLEMS); do $(PYTHON) -m harness task-yml --problem $$problem || exit 1; done
 
 # On a GPU (Hopper or newer, nvcc): whether the next call's CTAs start beside this call's on every
 # SM with PDL, the assumption behind the model's two-CTAs-an-SM figure (experiments/pdl_overlap).
@@ -58,7 +69,7 @@ pdl-overlap:
 # Compile the submission's CuTeDSL kernels for every official shape without a GPU; report their SASS facts.
 COMPILE_ARCHS ?= sm_100a sm_90a
 compile:
-	for arch in $(COMPILE_ARCHS); do $(PYTHON) -m harness compile --arch $$arch --submission $(SUBMISSION) || exit 1; done
+	for arch in $(COMPILE_ARCHS); do $(PYTHON) -m harness compile --arch $$arch --problem $(PROBLEM) --submission $(SUBMISSION) || exit 1; done
 
 # compute-sanitizer's memcheck, racecheck, synccheck and initcheck over `test` on small shapes
 # (shapes/sanitize.txt), worker processes included, on any NVIDIA GPU. A tool that reports an
@@ -75,12 +86,12 @@ sanitize:
 	  api=yes; [ $$tool = initcheck ] && api=no; \
 	  NVFP4_HARNESS_UNDER_SANITIZER=1 compute-sanitizer --tool $$tool --target-processes all --report-api-errors no \
 	    --check-api-memory-access $$api --error-exitcode 86 \
-	    $(PYTHON) -m harness test $(SANITIZE_SHAPES) --submission $(SUBMISSION) --timeout 1500 $(ARGS) || exit 1; \
+	    $(PYTHON) -m harness test $(SANITIZE_SHAPES) --problem $(PROBLEM) --submission $(SUBMISSION) --timeout 1500 $(ARGS) || exit 1; \
 	done
 
 # Static checks the leaderboard applies to the file: size, the word "stream", headers, imports.
 lint:
-	$(PYTHON) -m harness lint --submission $(SUBMISSION)
+	$(PYTHON) -m harness lint --problem $(PROBLEM) --submission $(SUBMISSION)
 
 # Runs from results/ side by side, per device; `make compare PLOT=results/history.png` also plots.
 compare:
@@ -90,4 +101,4 @@ compare:
 # MODE=test|benchmark|leaderboard|profile; the server's answer is kept in results/.
 MODE ?= leaderboard
 submit:
-	$(PYTHON) -m harness submit --submission $(SUBMISSION) --mode $(MODE) $(ARGS)
+	$(PYTHON) -m harness submit --problem $(PROBLEM) --submission $(SUBMISSION) --mode $(MODE) $(ARGS)

@@ -1,0 +1,29 @@
+"""The judge's watch over its own code: a write a worker could make shows, even once undone."""
+
+import sys
+
+from harness.judge.integrity import HARNESS_ROOT, CodeWatch, watched_paths
+
+
+def test_the_harness_sources_and_loaded_modules_are_watched():
+    paths = {str(path) for path in watched_paths()}
+    assert str(HARNESS_ROOT / "judge" / "cases.py") in paths
+    assert sys.modules["harness.judge.integrity"].__file__ in paths
+
+
+def test_a_file_written_and_restored_still_shows(tmp_path):
+    reference = tmp_path / "reference.py"
+    reference.write_text("def ref_kernel(data):\n    return data[-1]\n")
+    watch = CodeWatch(extra=(reference,))
+    assert watch.changed() == []
+    original = reference.read_text()
+    reference.write_text("def ref_kernel(data):\n    return 0\n")
+    reference.write_text(original)
+    assert watch.changed() == [str(reference)]
+
+
+def test_a_pth_file_added_to_a_folder_on_the_import_path_shows(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    watch = CodeWatch()
+    (tmp_path / "zz_submission.pth").write_text("import os\n")
+    assert str(tmp_path) in watch.changed()
