@@ -386,6 +386,13 @@ def test_a_reply_without_an_output_for_every_call_is_refused():
         JudgeClock(torch.device("cpu"), 0).round(Forger(), held)
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize("official", [False, True])
+def test_a_worker_that_answers_with_no_outputs_fails(official):
+    status, (entry,) = run_tests("nvfp4_gemm", FIXTURES.parent / "cheat_answers_with_no_outputs.py", official=official)
+    assert (entry["status"], entry["message"]) == (FAIL, "the worker answered a batch of 1 calls with 0 outputs"), entry
+
+
 def test_the_unpickler_still_admits_nothing_but_values_and_tensors():
     with pytest.raises(wire.UntrustedMessageError):
         wire._ReplyUnpickler(io.BytesIO(pickle.dumps(("sequence", "list", [Path("x")])))).load()
