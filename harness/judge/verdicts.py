@@ -1,10 +1,10 @@
 """Checks on custom_kernel's calls: output type, values, untouched inputs, no shared or stale
 outputs, and the figures: the worker's against the judge's own.
 
-What a call returns is checked against the problem's reference output as the problem's
-reference returns it: one tensor (nvfp4_gemm, gemv, dual GEMM) or a list of them (one per group),
-each element with its own output buffer (Problem.outputs). Every tensor of a call's input that
-is not an output buffer is an input and must come back bit for bit.
+What a call returns is checked against the problem's reference output in the form the
+reference returns it: one tensor, or a list of them (one per group of a grouped GEMM), each
+element against its own output buffer (Problem.outputs). Every tensor of a call's input that is
+not an output buffer is an input and must come back bit for bit.
 """
 
 import math
