@@ -405,7 +405,7 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compile-check-") as folder:
         with capturing_compiles(arch) as capture:  # a file may compile as it is imported
-            runner_folder = make_runner_folder(submission, folder)
+            runner_folder = make_runner_folder(submission, folder, problem)
             try:
                 module = import_submission(runner_folder, "submission_under_check")
             except Exception as error:  # the file's own failure is the finding

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+from harness.problems import PROBLEMS, Problem
 from harness.shapes import Case
 from harness.stats import Stats
 
@@ -53,7 +54,7 @@ class Job:
     recheck: bool = False  # check outputs of every timed round (leaderboard)
     baselines: bool = False
     ncu: bool = False  # profile: one bare call in an NVTX range, for a profiler wrapped around us
-    inputs_per_case: int = 50
+    problem: Problem = PROBLEMS["nvfp4_gemm"]  # the inputs, the reference, the check and the eval's numbers
 
 
 @dataclasses.dataclass

@@ -1,5 +1,6 @@
 """The modes: test, benchmark, leaderboard, profile. The judge runs each case here; the
-submission runs in a worker process (harness/judge/isolation.py)."""
+submission runs in a worker process (harness/judge/isolation.py). The problem (RunOptions.problem)
+gives the runner folder's files, the inputs and their check, and the eval's schedule."""
 
 import dataclasses
 import os
@@ -10,7 +11,6 @@ from pathlib import Path
 import torch
 
 from harness import sol
-from harness import stats as timing_rules
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
 from harness.judge.cases import RUNNERS, Judging
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, protect_the_judge
@@ -27,6 +27,8 @@ from harness.shapes import Case
 from harness.wire import UntrustedMessageError
 
 EXIT_PASS = 0
+# The problem whose inputs benchmark --baselines knows (harness/runner/baselines.py).
+BASELINES_PROBLEM = PROBLEMS["nvfp4_gemm"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +46,12 @@ class RunOptions:
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
     strict: bool = False  # kernelguard's hits refuse the file instead of warning
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
+    problem: Problem = PROBLEMS["nvfp4_gemm"]
+
+    def __post_init__(self):
+        if self.baselines and self.problem != BASELINES_PROBLEM:
+            raise ValueError(f"--baselines times cuBLAS and torch on {BASELINES_PROBLEM.name}'s inputs; "
+                             f"{self.problem.name} has none")
 
     @property
     def refused(self) -> bool:
@@ -54,7 +62,8 @@ class RunOptions:
         return Rules(strict=not self.official)
 
     def job(self, kind: str, case: Case | None, **fields) -> Job:
-        return Job(kind=kind, case=case, device=self.device, rules=self.rules, global_seed=self.global_seed, **fields)
+        return Job(kind=kind, case=case, device=self.device, rules=self.rules, global_seed=self.global_seed,
+                   problem=self.problem, **fields)
 
 
 class OfficialEvalStopped(Exception):
@@ -85,10 +94,10 @@ class Executor:
         self._reporter = reporter
         self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
-        runner_folder = make_runner_folder(options.submission, self._logs.name)
+        runner_folder = make_runner_folder(options.submission, self._logs.name, options.problem)
         reporter.runs_copy(runner_folder / "submission.py", options.submission)
         device = torch.device(options.device)
-        self._clock = JudgeClock(device)
+        self._clock = JudgeClock(device, options.problem.eval.flush_bytes)
         self._pool = SharedPool(device)
         # A process per case (timed modes): the next one starts once a case's timing is over.
         self._worker = WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed, spares=not self._reuse)
@@ -211,19 +220,22 @@ def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int
 
 
 def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
-    """(warm-up jobs, measured jobs) following the competition's schedule for the mode."""
-    warmup = timing_rules.LEADERBOARD_WARMUP if leaderboard else timing_rules.BENCHMARK_WARMUP
-    run = timing_rules.LEADERBOARD_RUN if leaderboard else timing_rules.BENCHMARK_RUN
+    """(warm-up jobs, measured jobs) following the competition's schedule for the mode: the
+    problem's eval's caps, warm-ups and recheck."""
+    eval_parameters = options.problem.eval
+    warmup = eval_parameters.leaderboard_warmup if leaderboard else eval_parameters.benchmark_warmup
+    run = eval_parameters.leaderboard_run if leaderboard else eval_parameters.benchmark_run
+    recheck = leaderboard and eval_parameters.leaderboard_rechecks
     if options.max_repeats:
         warmup, run = ((min(repeats, options.max_repeats), time_ns) for repeats, time_ns in (warmup, run))
     if options.official:
-        warm_cases = cases if leaderboard else cases[:1]
+        warm_cases = cases if leaderboard and eval_parameters.leaderboard_warms_every_case else cases[:1]
         warmups = [options.job("benchmark", case, run=warmup) for case in warm_cases]
-        measured = [options.job("benchmark", case, run=run, recheck=leaderboard) for case in cases]
+        measured = [options.job("benchmark", case, run=run, recheck=recheck) for case in cases]
         return warmups, measured
     # A fresh process per case: each warms up its own shape right before it is measured.
     measured = [
-        options.job("benchmark", case, warmup=warmup, run=run, recheck=leaderboard, baselines=options.baselines)
+        options.job("benchmark", case, warmup=warmup, run=run, recheck=recheck, baselines=options.baselines)
         for case in cases
     ]
     return [], measured

@@ -15,13 +15,11 @@ import torch
 import yaml
 
 import reference
-from harness import sol, stats
+from harness import sol
 from harness.jobs import Job
-from harness.judge import cases as judge_cases
 from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS, load_problem
 from harness.problems.folder import plain_names_bound_to
 from harness.problems.nvfp4 import exact_block_scaled_mm, round_to_float16
-from harness.runner import timing
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "problems"
 NEW_PROBLEMS = ("nvfp4_gemv", "nvfp4_dual_gemm", "nvfp4_group_gemm")
@@ -291,15 +289,16 @@ def test_gemm_problem_is_the_root_reference_bit_for_bit():
 
 
 def test_gemm_problem_keeps_todays_eval_parameters():
+    """The figures the judge used for nvfp4_gemm before it read them from the problem."""
     eval_parameters = PROBLEMS["nvfp4_gemm"].eval
     assert eval_parameters == BETTER_BENCH
-    assert eval_parameters.benchmark_warmup == stats.BENCHMARK_WARMUP
-    assert eval_parameters.benchmark_run == stats.BENCHMARK_RUN
-    assert eval_parameters.leaderboard_warmup == stats.LEADERBOARD_WARMUP
-    assert eval_parameters.leaderboard_run == stats.LEADERBOARD_RUN
-    assert eval_parameters.flush_bytes == timing.OFFICIAL_FLUSH_BYTES
-    assert eval_parameters.seed_step == judge_cases.SEED_STEP
-    assert eval_parameters.calls_per_batch == Job.__dataclass_fields__["inputs_per_case"].default
+    assert (eval_parameters.benchmark_warmup, eval_parameters.benchmark_run) == ((200, 1e8), (200, 10e9))
+    assert (eval_parameters.leaderboard_warmup, eval_parameters.leaderboard_run) == ((1000, 5e8), (1000, 30e9))
+    assert eval_parameters.flush_bytes == 16000 * 1024 * 1024 * 4
+    assert (eval_parameters.calls_per_batch, eval_parameters.seed_step) == (50, 42)
+    assert eval_parameters.leaderboard_warms_every_case and eval_parameters.leaderboard_rechecks
+    assert eval_parameters.recheck_judges_last_output_only and eval_parameters.recheck_fresh_seed_step == 0
+    assert Job("test", None).problem is PROBLEMS["nvfp4_gemm"]
 
 
 @pytest.mark.parametrize("mnkl", [(128, 7168, 16384, 1), (256, 4096, 7168, 2), (2304, 4608, 7168, 1)])

@@ -1,4 +1,5 @@
 import contextlib
+import dataclasses
 import time
 
 import pytest
@@ -8,18 +9,29 @@ from harness.jobs import Job, Rules
 from harness.judge import cases
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import Calibration, JudgeClock
-from harness.runner.timing import OFFICIAL_FLUSH_BYTES, L2Flush, flush_bytes, time_rounds
+from harness.judge.verdicts import bits
+from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS
+from harness.runner.timing import L2Flush, flush_bytes, time_rounds
 from reference import ref_kernel
 from harness.shapes import parse_cases
 from harness.stats import StoppingRule
 from harness.wire import returned, storage_index
 
 CPU = torch.device("cpu")
+COMPETITION_FLUSH_BYTES = BETTER_BENCH.flush_bytes  # 64 GB: the better-bench evals'
+
+
+def gemm_with_batches_of(calls: int, eval_parameters=BETTER_BENCH, **changes):
+    """nvfp4_gemm with `calls` inputs per timed batch (quick rounds on the CPU), under
+    `eval_parameters` with `changes`."""
+    return dataclasses.replace(PROBLEMS["nvfp4_gemm"],
+                               eval=dataclasses.replace(eval_parameters, calls_per_batch=calls, **changes))
 
 
 def test_rounds_time_every_input_and_stop_at_the_cap():
     calls = []
-    durations_ns, host_ns = time_rounds(lambda x: calls.append(x) or x, list(range(5)), StoppingRule(4, 1e12), L2Flush(CPU), CPU)
+    durations_ns, host_ns = time_rounds(lambda x: calls.append(x) or x, list(range(5)), StoppingRule(4, 1e12),
+                                        L2Flush(CPU, COMPETITION_FLUSH_BYTES), CPU)
     assert len(durations_ns) == 4 == len(host_ns)
     assert calls == list(range(5)) * 4
     assert all(d > 0 for d in durations_ns)
@@ -71,13 +83,13 @@ NO_FIXED_COST = Calibration(hidden_ns=0.0, exposed_ns=0.0, spread_ns=0.0, flush_
 
 
 def _judging(worker, partner=None):
-    return cases.Judging(worker, partner or ScriptedWorker(lambda index, data: None), JudgeClock(CPU), SharedPool(CPU),
-                         progress=lambda text: None)
+    return cases.Judging(worker, partner or ScriptedWorker(lambda index, data: None), JudgeClock(CPU, COMPETITION_FLUSH_BYTES),
+                         SharedPool(CPU), progress=lambda text: None)
 
 
-def _case(worker, strict=True, count=3):
+def _case(worker, strict=True, count=3, recheck=False, problem=None):
     job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu",
-              rules=Rules(strict=strict), inputs_per_case=count)
+              rules=Rules(strict=strict), recheck=recheck, problem=problem or gemm_with_batches_of(count))
     return cases.BenchmarkCase(job, _judging(worker))
 
 
@@ -135,7 +147,7 @@ def test_the_judges_clock_is_its_own_on_the_cpu():
 def test_the_partners_rounds_give_the_fixed_cost_and_are_subtracted():
     worker = ScriptedWorker(lambda round_index, data: None, sleep_s=0.02)
     partner = ScriptedWorker(lambda round_index, data: None, sleep_s=0.02)
-    job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu", inputs_per_case=2)
+    job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu", problem=gemm_with_batches_of(2))
     case = cases.BenchmarkCase(job, _judging(worker, partner))
     calibration = Calibration.of(case.calibrate(returned_own=False))
     assert partner.rounds == cases.CALIBRATION_ROUNDS and worker.rounds == 0
@@ -148,15 +160,15 @@ def test_the_partners_rounds_give_the_fixed_cost_and_are_subtracted():
 def test_flush_is_the_competitions_size_where_the_device_holds_it():
     """64 GB on a 141 GB H200 or a 180 GB B200, as the competition writes: its GPU time hides the
     host's enqueueing of the timed calls, so a smaller flush would time host overhead it does not."""
-    assert OFFICIAL_FLUSH_BYTES == 16000 * 1024 * 1024 * 4
-    assert flush_bytes(139 * 2**30) == OFFICIAL_FLUSH_BYTES
-    assert flush_bytes(178 * 2**30) == OFFICIAL_FLUSH_BYTES
+    assert COMPETITION_FLUSH_BYTES == 16000 * 1024 * 1024 * 4
+    assert flush_bytes(139 * 2**30, COMPETITION_FLUSH_BYTES) == COMPETITION_FLUSH_BYTES
+    assert flush_bytes(178 * 2**30, COMPETITION_FLUSH_BYTES) == COMPETITION_FLUSH_BYTES
 
 
 def test_flush_leaves_half_the_memory_on_a_smaller_device():
     free = 78 * 2**30 + 6  # an 80 GB H100
-    size = flush_bytes(free)
-    assert size < OFFICIAL_FLUSH_BYTES
+    size = flush_bytes(free, COMPETITION_FLUSH_BYTES)
+    assert size < COMPETITION_FLUSH_BYTES
     assert size % 4 == 0 and free / 2 - 4 < size <= free / 2
 
 
@@ -187,3 +199,58 @@ def test_after_a_probe_the_timed_inputs_are_back(monkeypatch):
     assert cases._time_rounds(case, StoppingRule(3, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None
     assert worker.rounds == 4  # three timed rounds and the probe
     assert cases._inputs_problem(case.pristine, case.shared, case.job) is None
+
+
+@pytest.mark.parametrize("last_only", [True, False])
+def test_the_official_leaderboard_judges_the_last_output_only_where_its_eval_does(last_only):
+    """Wrong in the first call of every round: the better-bench evals' recheck loop keeps only the
+    last call's verdict, and --official reproduces that hole; an eval that kept every verdict
+    would fail it."""
+    worker = ScriptedWorker(None)
+    case = _case(worker, strict=False, recheck=True,
+                 problem=gemm_with_batches_of(3, recheck_judges_last_output_only=last_only))
+    answering = _answering(case)
+
+    def first_call_wrong(round_index, data):
+        answering(round_index, data)
+        if data[6].data_ptr() == case.shared[0][6].data_ptr():
+            data[6].add_(1)
+    worker.kernel = first_call_wrong
+    problem = cases._time_rounds(case, StoppingRule(4, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None)
+    if last_only:
+        assert problem is None and worker.rounds == 4
+    else:
+        assert problem.startswith("recheck: mismatch found!") and worker.rounds == 1
+
+
+def test_the_official_leaderboard_of_the_plain_eval_draws_every_round_afresh():
+    """eval.py's leaderboard: every timed round on a new draw, its seed 13 past the last's, written
+    before the round's flush and checked; a cache keyed on addresses fails there."""
+    problem = gemm_with_batches_of(1, PLAIN_EVAL)
+    seen = []
+
+    def honest(round_index, data):
+        seen.append(bits(data[0]).sum().item())
+        data[6].copy_(ref_kernel(tuple(tensor.clone() for tensor in data)))
+    worker = ScriptedWorker(honest)
+    case = _case(worker, strict=False, recheck=True, problem=problem)
+    first_input = bits(case.shared[0][0]).sum().item()
+    assert cases._time_rounds(case, StoppingRule(4, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None
+    assert len(set(seen + [first_input])) == 5
+    redrawn = problem.generate(case.job.case.args, 5 + 4 * 13, "cpu")
+    assert torch.equal(bits(case.shared[0][0]), bits(redrawn[0])) and torch.equal(case.expected[0], ref_kernel(redrawn))
+
+    kept = {}
+
+    def caching(round_index, data):
+        key = data[6].data_ptr()
+        kept.setdefault(key, ref_kernel(tuple(tensor.clone() for tensor in data)).clone())
+        data[6].copy_(kept[key])
+    worker = ScriptedWorker(caching)
+    case = _case(worker, strict=False, recheck=True, problem=problem)
+    problem_text = cases._time_rounds(case, StoppingRule(4, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None)
+    assert problem_text.startswith("recheck: mismatch found!")
+    # Without the leaderboard's recheck (the benchmark) the rounds repeat the case's input.
+    worker = ScriptedWorker(caching)
+    case = _case(worker, strict=False, problem=problem)
+    assert cases._time_rounds(case, StoppingRule(4, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None

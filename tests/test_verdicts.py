@@ -5,7 +5,10 @@ import torch
 
 from harness.judge.verdicts import (Refills, all_pass_quickly, bits, changed_inputs, check_call, check_calls, clone_data,
                                     figures_problem, near_duplicate, output_type_problem, repeated_outputs, shared_outputs)
+from harness.problems import PROBLEMS
 from reference import generate_input, ref_kernel
+
+GEMM = PROBLEMS["nvfp4_gemm"]
 
 
 def small_data(seed=5):
@@ -18,35 +21,35 @@ def test_refills_differ_in_fp16_from_every_earlier_round_and_touch_only_c():
     refills = Refills()
     seen = set()
     for _ in range(4096):  # more rounds than any case runs
-        refills.fill([copy])
+        refills.fill([copy[6]])
         values = copy[6].unique()
         assert values.numel() == 1 and torch.isfinite(values).all()
         value = values.item()
         assert value not in seen and abs(value) >= 16384
         seen.add(value)
-    assert changed_inputs(data, copy) == []  # c is the output buffer, not an input
+    assert changed_inputs(data, copy, GEMM) == []  # c is the output buffer, not an input
 
 
 def test_the_quick_check_agrees_with_the_full_one():
     datas = [small_data(seed) for seed in (1, 2, 3)]
     expected = [ref_kernel(clone_data(data)) for data in datas]
-    cs = [data[6] for data in datas]
+    buffers = [[data[6]] for data in datas]
     right = [e.clone() for e in expected]
-    assert all_pass_quickly(expected, right) and check_calls(expected, right, cs, strict=True)[0]
+    assert all_pass_quickly(expected, right, GEMM) and check_calls(expected, right, buffers, True, GEMM)[0]
     one_off = [e.clone() for e in expected]
     one_off[1][3, 5, 0] += 1  # beyond rtol = atol = 1e-3
-    assert not all_pass_quickly(expected, one_off) and not check_calls(expected, one_off, cs, strict=True)[0]
+    assert not all_pass_quickly(expected, one_off, GEMM) and not check_calls(expected, one_off, buffers, True, GEMM)[0]
     nan = [e.clone() for e in expected]
     nan[2][0, 0, 0] = float("nan")
-    assert not all_pass_quickly(expected, nan)
-    assert not all_pass_quickly(expected, [e.float() for e in expected])  # the wrong dtype takes the full check
-    assert not all_pass_quickly(expected, right[:2])
+    assert not all_pass_quickly(expected, nan, GEMM)
+    assert not all_pass_quickly(expected, [e.float() for e in expected], GEMM)  # the wrong dtype takes the full check
+    assert not all_pass_quickly(expected, right[:2], GEMM)
 
 
 def test_a_near_duplicate_changes_a_few_operand_bytes_and_the_answer():
     data = generate_input(128, 256, 256, 2, 5, device="cpu")  # L = 2: operands that are not contiguous
     generator = torch.Generator().manual_seed(3)
-    copy = near_duplicate(data, generator, changes=4)
+    copy = near_duplicate(data, generator, GEMM, changes=4)
     for index, (old, new) in enumerate(zip(data, copy)):
         differing = (bits(old) != bits(new)).sum().item()
         if index < 2:
@@ -77,7 +80,7 @@ def test_changed_inputs_names_what_changed():
     copy = clone_data(data)
     copy[1].view(torch.uint8)[0, 0, 0] ^= 1
     copy[4].view(torch.uint8)[0, 0, 0, 0, 0, 0] ^= 1
-    assert changed_inputs(data, copy) == ["b", "sfa_permuted"]
+    assert changed_inputs(data, copy, GEMM) == ["b", "sfa_permuted"]
 
 
 def test_output_type_problems_say_what_was_returned():
@@ -91,10 +94,10 @@ def test_output_type_problems_say_what_was_returned():
 def test_check_call_strict_and_official():
     data = small_data()
     expected = ref_kernel(data)
-    assert check_call(expected, expected.clone(), data[6], strict=True) == (True, "")
+    assert check_call(expected, expected.clone(), [data[6]], True, GEMM) == (True, "")
     # The competition accepts the right values in fp32; the strict check does not.
-    assert check_call(expected, expected.float(), data[6], strict=False)[0]
-    assert not check_call(expected, expected.float(), data[6], strict=True)[0]
+    assert check_call(expected, expected.float(), [data[6]], False, GEMM)[0]
+    assert not check_call(expected, expected.float(), [data[6]], True, GEMM)[0]
 
 
 def test_shared_and_repeated_outputs_are_named():
@@ -105,7 +108,7 @@ def test_shared_and_repeated_outputs_are_named():
     assert shared_outputs([expected[0].clone(), expected[1].clone()]) is None
     stale = [expected[0].clone(), expected[0].clone()]
     assert repeated_outputs(stale, expected) == "call 1 returned the same values as call 0 although the inputs differ (cached result)"
-    good, message = check_calls(expected, stale, [first[6], second[6]], strict=True)
+    good, message = check_calls(expected, stale, [[first[6]], [second[6]]], True, GEMM)
     assert not good and "cached result" in message
 
 
@@ -114,5 +117,5 @@ def test_check_calls_reports_the_failing_input():
     expected = [ref_kernel(data) for data in datas]
     outputs = [e.clone() for e in expected]
     outputs[2][0, 0, 0] += 100
-    good, message = check_calls(expected, outputs, [data[6] for data in datas], strict=True)
+    good, message = check_calls(expected, outputs, [[data[6]] for data in datas], True, GEMM)
     assert not good and message.startswith("input 2: mismatch found!")

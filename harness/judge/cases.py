@@ -1,12 +1,15 @@
 """One case, judged: inputs drawn here from the seeds, the submission called in the worker on
 memory the judge shares with it, every figure and every verdict reached here.
 
-The judge keeps a pristine copy of every input and the reference output; the worker sees only
-the tensors it is handed (harness/judge/memory.py). Every call, whatever it is for (the first
-check, a warm-up, a timed round, the recorded round, the recheck), reaches custom_kernel through
-one request, a batch (harness/judge/rounds.py): the judge times it with its own clock and copies
-every output inside that window, and checks every round's copies. What the worker says (its own
-times, its GPU activity) is a claim, set against what the judge measured.
+What the inputs are, how they are drawn, what the reference is and how outputs are compared, and
+the eval's numbers (calls per timed batch, the seed step, the leaderboard's recheck) are the
+case's problem's (job.problem); this module knows tensors, rounds and verdicts. The judge keeps
+a pristine copy of every input and the reference output; the worker sees only the tensors it is
+handed (harness/judge/memory.py). Every call, whatever it is for (the first check, a warm-up, a
+timed round, the recorded round, the recheck), reaches custom_kernel through one request, a
+batch (harness/judge/rounds.py): the judge times it with its own clock and copies every output
+inside that window, and checks every round's copies. What the worker says (its own times, its
+GPU activity) is a claim, set against what the judge measured.
 """
 
 import dataclasses
@@ -21,13 +24,12 @@ from harness.judge import activity
 from harness.judge.isolation import CaseStopped, helper_pids
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
-from harness.judge.verdicts import (OUTPUT_INDEX, Refills, all_pass_quickly, beyond_the_competition, bits, check_call,
-                                    check_calls, clone_data, figures_problem, first_changed_inputs, near_duplicate)
+from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
+                                    clone_data, figures_problem, first_changed_inputs, input_leaves, near_duplicate)
 from harness.runner.timing import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
-from reference import generate_input, ref_kernel
+from harness.wire import leaves
 
-SEED_STEP = 42  # the competition adds 42 to the seed before drawing each benchmark input
 # Rounds of the calibration partner before and after the timed rounds.
 CALIBRATION_ROUNDS = 6
 # A worker figure may be below the judge's by this share of it, and by three standard deviations
@@ -60,12 +62,23 @@ class Judging:
 
 
 def _generate(job: Job, seed: int):
-    args = {**job.case.args, "seed": seed}
-    return generate_input(args["m"], args["n"], args["k"], args["l"], args["seed"], device=job.device)
+    return job.problem.generate(job.case.args, seed, job.device)
 
 
-def _benchmark_seeds(start: int, count: int) -> list[int]:
-    return [start + SEED_STEP * (i + 1) for i in range(count)]
+def _seeds_after(start: int, count: int, step: int) -> list[int]:
+    """The seeds of a batch's inputs: `step` added before each draw, as the competition's eval
+    does (a step of 0: the case's own seed)."""
+    return [start + step * (i + 1) for i in range(count)]
+
+
+def _buffers(data_list: list, job: Job) -> list[list]:
+    """Each input's output buffers."""
+    return [job.problem.outputs(data) for data in data_list]
+
+
+def _same_outputs(first, second) -> bool:
+    first, second = [tensor for _, tensor in leaves(first)], [tensor for _, tensor in leaves(second)]
+    return len(first) == len(second) and all(torch.equal(a, b) for a, b in zip(first, second))
 
 
 def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
@@ -91,9 +104,9 @@ def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str
     """Why a round's outputs (the judge's copies) are not the answers, or None."""
     if job.rules.strict and round_.sharing:
         return round_.sharing
-    if job.rules.strict and all_pass_quickly(expected, round_.outputs):
+    if job.rules.strict and all_pass_quickly(expected, round_.outputs, job.problem):
         return None
-    good, message = check_calls(expected, round_.outputs, [data[OUTPUT_INDEX] for data in shared], job.rules.strict)
+    good, message = check_calls(expected, round_.outputs, _buffers(shared, job), job.rules.strict, job.problem)
     return None if good else message
 
 
@@ -109,7 +122,7 @@ def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, w
 def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> str | None:
     if not job.rules.check_inputs_unchanged:
         return None
-    changed = first_changed_inputs(pristine, shared)
+    changed = first_changed_inputs(pristine, shared, job.problem)
     if not changed:
         return None
     problem = f"custom_kernel modified its input(s){when}: {changed[1]}"
@@ -119,12 +132,13 @@ def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> s
 def run_test(job: Job, judging: Judging) -> CaseResult:
     device = torch.device(job.device)
     data = _generate(job, job.case.args["seed"])
-    expected = [ref_kernel(clone_data(data))]
+    expected = [job.problem.expected(clone_data(data))]
     shared = _hand_over(judging, [data], device)
     _load(judging.worker)
     judging.progress("calling custom_kernel")
     refills = Refills()
-    round_ = judging.clock.round(judging.worker, shared, before_flush=lambda: refills.fill(shared), record=True)
+    round_ = judging.clock.round(judging.worker, shared, before_flush=lambda: refills.fill(job.problem.outputs(shared[0])),
+                                 record=True)
     result = CaseResult(PASS)
     problem = (_inputs_problem([data], shared, job)
                or (_activity_problem(round_, job, result, 1, with_times=False) if device.type == "cuda" else None)
@@ -169,43 +183,87 @@ class BenchmarkCase:
 
     def __init__(self, job: Job, judging: Judging):
         self.job, self.judging = job, judging
+        self.problem = job.problem
         self.device = torch.device(job.device)
         self.strict = job.rules.strict
         self.refills = Refills()
-        seeds = _benchmark_seeds(job.case.args["seed"], job.inputs_per_case)
+        eval_parameters = job.problem.eval
+        seeds = _seeds_after(job.case.args["seed"], eval_parameters.calls_per_batch, eval_parameters.seed_step)
         judging.progress("generating inputs")
         self.pristine = [_generate(job, seed) for seed in seeds]
-        self.expected = [ref_kernel(clone_data(data)) for data in self.pristine]
+        self.expected = [self.problem.expected(clone_data(data)) for data in self.pristine]
         self.next_seed = seeds[-1]
+        # The recheck's fresh draws: the batch's own step, or where every input of a batch is the
+        # case's own (a step of 0), the leaderboard's step to a fresh input.
+        self.fresh_step = eval_parameters.seed_step or eval_parameters.recheck_fresh_seed_step
         self.shared = _hand_over(judging, self.pristine, self.device)
+        self.buffers = _buffers(self.shared, job)
         self.calls = len(self.shared)
-        self.probed = False  # the shared inputs hold a probe's values
-        self._recheck_inputs = None
+        self.stale = False  # the shared inputs hold other values than the pristine ones (a probe's)
+        self.rechecks = 0
+        self._recheck_inputs: dict[tuple[int, bool], tuple] = {}
+        self._near_duplicates = torch.Generator().manual_seed(self.next_seed)
 
     def round(self, process=None, record: bool = False, before_window=None) -> Round:
         return self.judging.clock.round(process or self.judging.worker, self.shared, before_flush=self._before_flush,
                                         before_window=before_window, record=record)
 
     def _before_flush(self) -> None:
-        """c refilled; the timed inputs written back where a probe changed them (before the
-        flush, so that the round after a probe starts from a cold L2 like any other)."""
-        self.refills.fill(self.shared)
-        if self.probed:
-            _write_inputs(self.shared, self.pristine)
-            self.probed = False
+        """The output buffers refilled; the pristine inputs written where the shared ones hold
+        others (before the flush, so that the round after a probe, or on a new draw, starts from a
+        cold L2 like any other)."""
+        self.refills.fill([buffer for buffers in self.buffers for buffer in buffers])
+        if self.stale:
+            _write_inputs(self.shared, self.pristine, self.problem)
+            self.stale = False
+
+    def renew(self, seed: int) -> None:
+        """The next round's inputs drawn afresh from `seed` (every input of the batch the same
+        draw), its references computed; written into the shared inputs before its flush."""
+        data = _generate(self.job, seed)
+        reference = self.problem.expected(clone_data(data))
+        self.pristine, self.expected = [data] * self.calls, [reference] * self.calls
+        self.stale = True
 
     def recheck_inputs(self) -> tuple[list, list]:
-        if self._recheck_inputs is None:
-            self._recheck_inputs = _recheck_inputs(self)
-        return self._recheck_inputs
+        """(inputs, references) for the next recheck: at even indices fresh draws from the seeds
+        after the timed ones, at odd ones near-duplicates of the timed inputs (a few bytes
+        changed). A batch of one call alternates between the two from one recheck to the next."""
+        turn = self.rechecks if self.calls == 1 else 0
+        self.rechecks += 1
+        pairs = [self._recheck_input(index, fresh=(index + turn) % 2 == 0) for index in range(self.calls)]
+        return [data for data, _ in pairs], [reference for _, reference in pairs]
+
+    def _recheck_input(self, index: int, fresh: bool) -> tuple:
+        """One recheck input and its reference, drawn once per case: a near-duplicate whose
+        answer differs from the timed input's, or a fresh draw (also where the input holds
+        nothing a near-duplicate changes)."""
+        if (index, fresh) not in self._recheck_inputs:
+            new = None
+            for _ in range(0 if fresh else NEAR_DUPLICATE_TRIES):
+                new = near_duplicate(self.pristine[index], self._near_duplicates, self.problem)
+                if new is None:
+                    break
+                reference = self.problem.expected(clone_data(new))
+                if not _same_outputs(reference, self.expected[index]):
+                    break
+            if new is None:
+                new = _generate(self.job, self.next_seed + self.fresh_step * (index + 1))
+                reference = self.problem.expected(clone_data(new))
+            self._recheck_inputs[index, fresh] = new, reference
+        return self._recheck_inputs[index, fresh]
 
     def calibrate(self, returned_own: bool) -> list[Round]:
         """The partner's rounds, half replying at once and half once the GPU is idle, with the
-        worker stopped meanwhile."""
+        worker stopped meanwhile; the partner returns the output buffers as the reference returns
+        its outputs (one tensor, or a list)."""
         partner, rounds = self.judging.partner, []
+        paths = {id(tensor): path for path, tensor in leaves(self.shared[0])}
+        output_paths = [paths[id(buffer)] for buffer in self.buffers[0]]
+        as_list = isinstance(self.expected[0], (list, tuple))
         with self.judging.worker.paused(keep=partner.pids | helper_pids()):
             for reply_when_idle in (False, True):
-                partner.request("echo", returned_own, reply_when_idle)
+                partner.request("echo", returned_own, reply_when_idle, output_paths, as_list)
                 rounds += [self.round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
         return rounds
 
@@ -219,25 +277,37 @@ class BenchmarkCase:
 
 
 def _competition_round_check(job: Job, case: BenchmarkCase):
-    """--official: the rounds the competition's eval checks. The leaderboard checks every output
-    of every timed round but keeps the last verdict; the benchmark checks none."""
+    """--official: the rounds the competition's eval checks. The leaderboard checks every timed
+    round's outputs, keeping only the last one's verdict where its eval's loop does; the
+    benchmark checks none."""
     if not job.recheck:
         return None
+    last_only = job.problem.eval.recheck_judges_last_output_only
 
     def check(round_: Round) -> str | None:
-        good, message = check_call(case.expected[-1], round_.outputs[-1], case.shared[-1][OUTPUT_INDEX], strict=False)
-        return None if good else message
+        for index in range(case.calls - 1 if last_only else 0, case.calls):
+            good, message = check_call(case.expected[index], round_.outputs[index], case.buffers[index], False, job.problem)
+            if not good:
+                return message
+        return None
     return check
 
 
 def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, calibration: Calibration, on_round) -> str | None:
     """Timed rounds until `rule` stops them, on the judge's figures (the worker's under --official,
-    as the competition's own loop). Returns the first round's problem, if one fails."""
+    as the competition's own loop). Returns the first round's problem, if one fails. Under
+    --official, a leaderboard whose eval draws every timed round afresh (its seed a step on from
+    the last's) does so here."""
     started = rule.start()
     official_check = None if case.strict else _competition_round_check(case.job, case)
+    fresh_step = case.problem.eval.recheck_fresh_seed_step if official_check else 0
+    seed = case.job.case.args["seed"]
     chance = random.SystemRandom()
     first_probe = chance.randrange(FIRST_PROBE_WITHIN) if FIRST_PROBE_WITHIN else None
     while True:
+        if fresh_step:
+            seed += fresh_step
+            case.renew(seed)
         round_, problem = case.checked_round(case.strict, official_check)
         figures.add(round_)
         if problem and (case.strict or case.job.recheck):
@@ -254,34 +324,11 @@ def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, cali
         on_round(rule.progress(steering, started))
 
 
-def _recheck_inputs(case: BenchmarkCase) -> tuple[list, list]:
-    """(inputs, references) for the recheck: fresh draws from the seeds after the timed ones for
-    even indices, near-duplicates of the timed inputs (a few bytes changed) for odd ones."""
-    fresh_seeds = iter(_benchmark_seeds(case.next_seed, case.calls))
-    generator = torch.Generator().manual_seed(case.next_seed)
-    inputs, references = [], []
-    for index, data in enumerate(case.pristine):
-        seed = next(fresh_seeds)
-        if index % 2 == 0:
-            new = _generate(case.job, seed)
-            reference = ref_kernel(clone_data(new))
-        else:
-            for _ in range(NEAR_DUPLICATE_TRIES):
-                new = near_duplicate(data, generator)
-                reference = ref_kernel(clone_data(new))
-                if not torch.equal(reference, case.expected[index]):
-                    break
-        inputs.append(new)
-        references.append(reference)
-    return inputs, references
-
-
-def _write_inputs(shared: list, values: list) -> None:
-    """`values` written into the shared inputs' own memory, c left alone."""
+def _write_inputs(shared: list, values: list, problem) -> None:
+    """`values` written into the shared inputs' own memory, the output buffers left alone."""
     for data, new in zip(shared, values):
-        for old, value in zip(data, new):
-            if old is not data[OUTPUT_INDEX]:
-                bits(old).copy_(bits(value))
+        for (_, old), (_, value) in zip(input_leaves(data, problem), input_leaves(new, problem)):
+            bits(old).copy_(bits(value))
 
 
 def _recheck(case: BenchmarkCase) -> str | None:
@@ -291,8 +338,8 @@ def _recheck(case: BenchmarkCase) -> str | None:
     inputs, references = case.recheck_inputs()
 
     def write_new_values():
-        _write_inputs(case.shared, inputs)
-        case.probed = True
+        _write_inputs(case.shared, inputs, case.problem)
+        case.stale = True
 
     round_ = case.round(before_window=write_new_values)
     problem = _value_problem(round_, references, case.shared, case.job)
@@ -336,9 +383,10 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
             progress(f"warm-up, {rule.progress(warm.worker_ns, started)}")
 
     progress("calibrating the judge's clock")
-    # The partner hands its outputs back as the last round's did: c itself, or tensors of its own,
-    # whose hand-over (an IPC handle or a shared-memory file each) is part of the fixed cost.
-    returned_own = any(kind != "view" for kind in last.returned)
+    # The partner hands its outputs back as the last round's did: the output buffers themselves, or
+    # tensors of its own, whose hand-over (an IPC handle or a shared-memory file each) is part of
+    # the fixed cost.
+    returned_own = last.returned_own
     calibration_rounds = case.calibrate(returned_own)
     figures = Figures(calls=case.calls)
     problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds),
@@ -369,8 +417,8 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
             return CaseResult(FAIL, problem)
     if job.baselines:
         progress("baselines")
-        result.baselines = {name: calculate_stats(values)
-                            for name, values in judging.worker.request("time_baselines", BATCH, job.run).items()}
+        result.baselines = {name: calculate_stats(values) for name, values
+                            in judging.worker.request("time_baselines", BATCH, job.run, job.problem.eval.flush_bytes).items()}
     result.flush = judging.clock.flush.description
     return result
 

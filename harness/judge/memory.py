@@ -3,12 +3,16 @@
 A worker maps what it is handed: on the CPU one shared-memory file per storage, on a GPU the
 whole allocator segment around a tensor (CUDA IPC maps segments, not tensors). So the tensors a
 worker is handed are allocated on a GPU from a pool of their own, and the judge's references,
-pristine inputs and copies of outputs never sit in a segment a worker maps.
+pristine inputs and copies of outputs never sit in a segment a worker maps. A case's inputs may
+hold CPU tensors beside the GPU's (the grouped GEMM's plain scales): those go in shared-memory
+files of their own, as on a CPU run.
 """
 
 import contextlib
 
 import torch
+
+from harness.wire import leaves, map_tensors
 
 
 class SharedPool:
@@ -21,11 +25,11 @@ class SharedPool:
         return torch.cuda.use_mem_pool(self._pool) if self._pool is not None else contextlib.nullcontext()
 
     def copies(self, data_list: list) -> list:
-        """Copies of each input's tensors, to share; nothing else is allocated meanwhile."""
+        """Copies of each input, its structure and its plain values as they are, every tensor
+        cloned; nothing else is allocated meanwhile."""
         with self._allocating():
-            shared = [tuple(tensor.clone() for tensor in data) for data in data_list]
-        if self._pool is None:
-            for data in shared:
-                for tensor in data:
-                    tensor.share_memory_()
+            shared = [map_tensors(data, torch.Tensor.clone) for data in data_list]
+        for _, tensor in leaves(shared):
+            if not tensor.is_cuda:
+                tensor.share_memory_()
         return shared

@@ -33,7 +33,7 @@ class Round:
     worker_ns: float  # the worker's figure for the batch (a claim)
     host_ns: float  # the worker's host time of its loop of calls (a claim)
     outputs: list  # the judge's copies of what each call returned
-    returned: list  # how each came back: "view", "own" or "not a tensor"
+    returned_own: bool  # whether any call returned something but views of the memory the judge shares
     records: list | None  # the batch's GPU activity as the worker's CUPTI recorded it (a claim)
     flush_ns: float | None  # the judge's L2 flush before the window, by its own clock
     sharing: str | None = None  # outputs of different calls in the same memory, if any
@@ -44,15 +44,34 @@ class Round:
 
 
 def _copy(output):
-    return output.clone() if isinstance(output, torch.Tensor) else output
+    return wire.map_tensors(output, torch.Tensor.clone)
+
+
+def _mapped(returned, held: list) -> list:
+    """What each call of the batch returned, rebuilt from the worker's reply: one description per
+    held input, or the reply is refused."""
+    if not isinstance(returned, list) or len(returned) != len(held):
+        count = len(returned) if isinstance(returned, list) else type(returned).__name__
+        raise wire.UntrustedMessageError(f"the worker answered a batch of {len(held)} calls with {count} outputs")
+    return [wire.rebuild(spec, held) for spec in returned]
+
+
+def _returned_own(returned: list) -> bool:
+    """Whether any description but a view's came back (an own tensor, a list of them, anything else)."""
+    def own(spec) -> bool:
+        if spec[0] == "sequence":
+            return any(own(item) for item in spec[2])
+        return spec[0] != "view"
+    return any(own(spec) for spec in returned)
 
 
 class JudgeClock:
-    """The judge's events, flush and copies for the rounds of one run on one device."""
+    """The judge's events, flush and copies for the rounds of one run on one device; `flush_bytes`
+    is the problem's eval's L2 flush."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, flush_bytes: int):
         self.device = device
-        self.flush = L2Flush(device)
+        self.flush = L2Flush(device, flush_bytes)
         self.is_cuda = device.type == "cuda"
         self._events: dict[int, tuple] = {}  # process -> its (go, done) events
 
@@ -66,8 +85,9 @@ class JudgeClock:
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
         """One batch of `held` (the tensors the worker holds as BATCH) through the worker.
-        `before_flush` and `before_window` write into them on the judge's queue: c refilled before
-        the flush, new input values after it (so that nothing could read them before the window)."""
+        `before_flush` and `before_window` write into them on the judge's queue: the output buffers
+        refilled (and a new draw's inputs) before the flush, a recheck's new input values after it
+        (so that nothing could read them before the window)."""
         if before_flush is not None:
             before_flush()
         if not self.is_cuda:
@@ -75,11 +95,11 @@ class JudgeClock:
                 before_window()
             started = time.perf_counter_ns()
             returned, host_ns = worker.request("run_batch", BATCH, record)
-            mapped = [wire.rebuild(spec, held) for spec in returned]
+            mapped = _mapped(returned, held)
             outputs = [_copy(output) for output in mapped]
             window_ns = time.perf_counter_ns() - started
             worker_ns, records = worker.request("batch_time")
-            return Round(window_ns, worker_ns, host_ns, outputs, _kinds(returned), records, None, shared_outputs(mapped))
+            return Round(window_ns, worker_ns, host_ns, outputs, _returned_own(returned), records, None, shared_outputs(mapped))
         go, done = self._events[id(worker)]
         flush_start, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         flush_start.record()
@@ -90,7 +110,7 @@ class JudgeClock:
         go.record()
         returned, host_ns = worker.request("run_batch", BATCH, record)
         exposed = done.query()
-        mapped = [wire.rebuild(spec, held) for spec in returned]
+        mapped = _mapped(returned, held)
         torch.cuda.current_stream().wait_event(done)
         outputs = [_copy(output) for output in mapped]
         end.record()
@@ -98,12 +118,8 @@ class JudgeClock:
         del mapped  # the worker's own memory, mapped here: not kept past the copies
         worker_ns, records = worker.request("batch_time")
         end.synchronize()
-        return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _kinds(returned), records,
+        return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _returned_own(returned), records,
                      flush_start.elapsed_time(start) * 1e6, sharing, exposed)
-
-
-def _kinds(returned: list) -> list:
-    return [spec[0] if isinstance(spec, tuple) and spec else "?" for spec in returned]
 
 
 @dataclasses.dataclass(frozen=True)

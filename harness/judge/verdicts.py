@@ -1,26 +1,40 @@
 """Checks on custom_kernel's calls: output type, values, untouched inputs, no shared or stale
-outputs, and the figures: the worker's against the judge's own."""
+outputs, and the figures: the worker's against the judge's own.
+
+What a call returns is checked against the problem's reference output in the form the
+reference returns it: one tensor, or a list of them (one per group of a grouped GEMM), each
+element against its own output buffer (Problem.outputs). Every tensor of a call's input that is
+not an output buffer is an input and must come back bit for bit.
+"""
 
 import math
 
 import torch
 
-from harness.wire import NotATensor
-from reference import ATOL, RTOL, check_against
-
-INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
-OUTPUT_INDEX = INPUT_NAMES.index("c")
+from harness.problems import Problem
+from harness.wire import NotATensor, leaves, map_tensors
 
 
 def clone_data(data):
-    return tuple(tensor.clone() for tensor in data)
+    return map_tensors(data, torch.Tensor.clone)
+
+
+def _is_sequence(value) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _elements(value) -> list:
+    """A call's output or reference as a list of its elements: a tensor (or whatever was
+    returned in its place) is one element, a list or tuple holds one per item."""
+    return list(value) if _is_sequence(value) else [value]
 
 
 class Refills:
-    """Before every round: each c filled with a value no right answer has (far beyond what these
-    inputs make), new every round and distinct in fp16 from every earlier one, so that an element
-    a kernel does not write in a round cannot pass, and nothing in c tells one round (a first
-    call, a timed round, a recheck) from another. 4,096 values: more than any case's rounds."""
+    """Before every round: each output buffer filled with a value no right answer has (far beyond
+    what these inputs make), new every round and distinct in fp16 (every NVFP4 problem's output
+    dtype) from every earlier one, so that an element a kernel does not write in a round cannot
+    pass, and nothing in an output tells one round (a first call, a timed round, a recheck) from
+    another. 4,096 values: more than any case's rounds."""
 
     # fp16 values in [-65504, -16384] and [16384, 65504]: 1,024 per binade and sign.
     _BINADES = ((32768.0, 32.0), (16384.0, 16.0))
@@ -34,29 +48,36 @@ class Refills:
         binade, step = self._BINADES[(index // 2) // 1024 % 2]
         return sign * (binade + step * ((index // 2) % 1024))
 
-    def fill(self, data_list) -> None:
+    def fill(self, buffers: list[torch.Tensor]) -> None:
         value = self.next_value()
-        for data in data_list:
-            data[OUTPUT_INDEX].fill_(value)
+        for buffer in buffers:
+            buffer.fill_(value)
+
+
+_SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def bits(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.view(torch.uint8) if tensor.element_size() == 1 else tensor.view(torch.int16)
+    """The tensor's elements as integers of the same size: compared and copied bit for bit."""
+    return tensor.view(_SAME_SIZE_INTEGER[tensor.element_size()])
 
 
-def changed_inputs(before, after) -> list[str]:
-    """Names of inputs (c excluded: it is the output buffer) whose bits differ after the call."""
-    return [
-        name
-        for name, old, new in zip(INPUT_NAMES, before, after)
-        if name != "c" and not torch.equal(bits(old), bits(new))
-    ]
+def input_leaves(data, problem: Problem) -> list[tuple[tuple, torch.Tensor]]:
+    """(path, tensor) of every tensor in `data` that is not an output buffer."""
+    outputs = problem.outputs(data)
+    return [(path, tensor) for path, tensor in leaves(data) if not any(tensor is output for output in outputs)]
 
 
-def first_changed_inputs(originals, handed) -> tuple[int, str] | None:
-    """(index, names) of the first input whose tensors other than c changed, or None."""
+def changed_inputs(before, after, problem: Problem) -> list[str]:
+    """Names of the inputs (output buffers excluded) whose bits differ after the call."""
+    return [problem.input_name(path) for (path, old), (_, new) in zip(input_leaves(before, problem), input_leaves(after, problem))
+            if not torch.equal(bits(old), bits(new))]
+
+
+def first_changed_inputs(originals, handed, problem: Problem) -> tuple[int, str] | None:
+    """(call index, names) of the first call whose inputs changed, or None."""
     for index, (before, after) in enumerate(zip(originals, handed)):
-        changed = changed_inputs(before, after)
+        changed = changed_inputs(before, after, problem)
         if changed:
             return index, ", ".join(changed)
     return None
@@ -65,68 +86,100 @@ def first_changed_inputs(originals, handed) -> tuple[int, str] | None:
 def describe_output(output) -> str:
     if isinstance(output, torch.Tensor):
         return f"a {output.dtype} tensor of shape {tuple(output.shape)} on {output.device}"
+    if _is_sequence(output):
+        return f"a {type(output).__name__} of {len(output)} item{'s' if len(output) != 1 else ''}"
     return f"a {output.type_name if isinstance(output, NotATensor) else type(output).__name__}"
 
 
-def output_type_problem(output, c: torch.Tensor) -> str | None:
-    """Why the output cannot stand for c (wrong type, dtype, shape or device), or None."""
+def output_type_problem(output, buffer: torch.Tensor, which: str = "") -> str | None:
+    """Why the output cannot stand for its buffer (wrong type, dtype, shape or device), or None;
+    `which` names the element of a list."""
+    returned = f"custom_kernel returned {describe_output(output)}{which}"
     if not isinstance(output, torch.Tensor):
-        return f"custom_kernel returned {describe_output(output)}, expected a torch.float16 tensor of shape {tuple(c.shape)}"
-    if output.dtype != c.dtype or output.shape != c.shape or output.device != c.device:
-        return f"custom_kernel returned {describe_output(output)}, expected {describe_output(c)}"
+        return f"{returned}, expected a {buffer.dtype} tensor of shape {tuple(buffer.shape)}"
+    if output.dtype != buffer.dtype or output.shape != buffer.shape or output.device != buffer.device:
+        return f"{returned}, expected {describe_output(buffer)}"
     return None
 
 
-def check_call(expected: torch.Tensor, output, c: torch.Tensor, strict: bool) -> tuple[bool, str]:
-    """One output against its reference, with the competition's check (its arithmetic is the
-    output's dtype: fp16 here). Strict adds the dtype/shape/device verdict and the same check in
-    fp32, so that no element the fp16 rounding lets through passes: never more lenient."""
-    if strict:
-        problem = output_type_problem(output, c)
+def _structure_problem(expected, output, buffers: list) -> str | None:
+    """Strict: why the output is not what the reference is, element by element, or None."""
+    if not _is_sequence(expected):
+        return output_type_problem(output, buffers[0])
+    if not _is_sequence(output) or len(output) != len(expected):
+        return f"custom_kernel returned {describe_output(output)}, expected a list of {len(expected)} tensors"
+    for index, (element, buffer) in enumerate(zip(output, buffers)):
+        problem = output_type_problem(element, buffer, f" as output {index}")
         if problem:
-            return False, problem
-    elif not isinstance(output, torch.Tensor):
+            return problem
+    return None
+
+
+def check_call(expected, output, buffers: list, strict: bool, problem: Problem) -> tuple[bool, str]:
+    """One call's output against its reference, with the problem's own check (the competition's:
+    its arithmetic is the output's dtype, fp16 here). Strict adds the dtype/shape/device verdict
+    on every element and the same check in fp32, so that no element the fp16 rounding lets
+    through passes: never more lenient."""
+    if strict:
+        type_problem = _structure_problem(expected, output, buffers)
+        if type_problem:
+            return False, type_problem
+    elif not all(isinstance(element, torch.Tensor) for element in _elements(output)) or _is_sequence(output) != _is_sequence(expected):
         return False, f"custom_kernel returned {describe_output(output)}"
-    good, message = check_against(expected, output)
+    good, message = problem.check(expected, output)
     if good and strict:
-        good, message = check_against(expected.float(), output.float())
+        good, message = problem.check(map_tensors(expected, torch.Tensor.float), map_tensors(output, torch.Tensor.float))
     return good, message
 
 
+def _place(call: int, element: int | None) -> str:
+    return f"call {call}" if element is None else f"output {element} of call {call}"
+
+
 def shared_outputs(outputs) -> str | None:
-    """Outputs of calls on different inputs that share memory: a reused buffer or a cache."""
+    """Outputs of calls on different inputs (or of one call's groups) that share memory: a reused
+    buffer or a cache."""
     seen = {}
-    for index, output in enumerate(outputs):
-        if not isinstance(output, torch.Tensor) or output.numel() == 0:
-            continue
-        pointer = output.data_ptr()
-        if pointer in seen:
-            return f"outputs of calls {seen[pointer]} and {index} on different inputs share memory (cached or reused output buffer)"
-        seen[pointer] = index
+    for call, output in enumerate(outputs):
+        for element, tensor in enumerate(_elements(output)):
+            if not isinstance(tensor, torch.Tensor) or tensor.numel() == 0:
+                continue
+            place = (call, element if _is_sequence(output) else None)
+            earlier = seen.setdefault((tensor.device, tensor.data_ptr()), place)
+            if earlier is place:
+                continue
+            if earlier[1] is None and place[1] is None:
+                return f"outputs of calls {earlier[0]} and {call} on different inputs share memory (cached or reused output buffer)"
+            return f"{_place(*earlier)} and {_place(*place)} share memory (cached or reused output buffer)"
     return None
 
 
 def repeated_outputs(outputs, expected) -> str | None:
     """An output equal to the previous call's where the references differ: a stale result."""
-    for index in range(1, len(outputs)):
-        previous, current = outputs[index - 1], outputs[index]
-        if not (isinstance(previous, torch.Tensor) and isinstance(current, torch.Tensor)):
-            continue
-        if current.numel() == 0 or bool((current == current.reshape(-1)[0]).all()):
-            continue  # one value throughout: what the judge filled c with, not a result the call kept
-        if previous.shape == current.shape and torch.equal(previous, current) and not torch.equal(expected[index - 1], expected[index]):
-            return f"call {index} returned the same values as call {index - 1} although the inputs differ (cached result)"
+    for call in range(1, len(outputs)):
+        pairs = zip(_elements(outputs[call - 1]), _elements(outputs[call]), _elements(expected[call - 1]), _elements(expected[call]))
+        for element, (previous, current, previous_reference, reference) in enumerate(pairs):
+            if not (isinstance(previous, torch.Tensor) and isinstance(current, torch.Tensor)):
+                continue
+            if current.numel() == 0 or bool((current == current.reshape(-1)[0]).all()):
+                continue  # one value throughout: what the judge filled the buffer with, not a result the call kept
+            if previous.shape == current.shape and torch.equal(previous, current) and not torch.equal(previous_reference, reference):
+                if not _is_sequence(outputs[call]):
+                    return f"call {call} returned the same values as call {call - 1} although the inputs differ (cached result)"
+                return (f"output {element} of call {call} holds the same values as that of call {call - 1} although the inputs "
+                        "differ (cached result)")
     return None
 
 
-def check_calls(expected, outputs, cs, strict: bool) -> tuple[bool, str]:
-    """All outputs of a batch of calls; the first failure is reported with its call index."""
+def check_calls(expected, outputs, buffers: list, strict: bool, problem: Problem) -> tuple[bool, str]:
+    """All outputs of a batch of calls (`buffers`: each call's output buffers); the first failure
+    is reported with its call index."""
     if strict:
-        problem = shared_outputs(outputs) or repeated_outputs(outputs, expected)
-        if problem:
-            return False, problem
-    for index, (reference, output, c) in enumerate(zip(expected, outputs, cs)):
-        good, message = check_call(reference, output, c, strict)
+        problem_text = shared_outputs(outputs) or repeated_outputs(outputs, expected)
+        if problem_text:
+            return False, problem_text
+    for index, (reference, output, call_buffers) in enumerate(zip(expected, outputs, buffers)):
+        good, message = check_call(reference, output, call_buffers, strict, problem)
         if not good:
             return False, f"input {index}: {message}" if strict and len(outputs) > 1 else message
     return True, ""
@@ -141,31 +194,53 @@ def beyond_the_competition(problem: str | None, strict: bool, result) -> str | N
     return problem
 
 
-def all_pass_quickly(expected: list, outputs: list) -> bool:
+def all_pass_quickly(expected: list, outputs: list, problem: Problem) -> bool:
     """Whether every output passes both value checks of `check_call` (the fp16 and the fp32
     comparison), computed over the whole batch at once; False says only that some check needs
-    `check_calls` for its message. Every round's outputs are checked, so this must be cheap."""
-    if len(outputs) != len(expected) or not all(isinstance(output, torch.Tensor) and output.dtype == reference.dtype
-                                                and output.shape == reference.shape and output.device == reference.device
-                                                for output, reference in zip(outputs, expected)):
+    `check_calls` for its message. Every round's outputs are checked, so this must be cheap. It
+    reads the problem's check as the runner's utils.match_reference, the problem's rtol and atol
+    on every element, as every problem's utils.py has it."""
+    if len(outputs) != len(expected):
         return False
-    received, wanted = torch.stack(outputs), torch.stack(expected)
+    pairs = []
+    for reference, output in zip(expected, outputs):
+        if _is_sequence(reference) != _is_sequence(output) or len(_elements(reference)) != len(_elements(output)):
+            return False
+        pairs += zip(_elements(reference), _elements(output))
+    if not pairs:
+        return False
+    first = pairs[0][0]
+    if not all(isinstance(output, torch.Tensor) and output.dtype == reference.dtype == first.dtype
+               and output.shape == reference.shape and output.device == reference.device == first.device
+               for reference, output in pairs):
+        return False
+    received = torch.cat([output.reshape(-1) for _, output in pairs])
+    wanted = torch.cat([reference.reshape(-1) for reference, _ in pairs])
     for got, want in ((received, wanted), (received.float(), wanted.float())):
         if (torch.isnan(got) != torch.isnan(want)).any() or (torch.isposinf(got) != torch.isposinf(want)).any() \
                 or (torch.isneginf(got) != torch.isneginf(want)).any():
             return False
         finite = torch.isfinite(want)
-        if ((got - want).abs() > ATOL + RTOL * want.abs())[finite].any():
+        if ((got - want).abs() > problem.atol + problem.rtol * want.abs())[finite].any():
             return False
     return True
 
 
-def near_duplicate(data, generator: torch.Generator, changes: int = 4):
-    """A copy of `data` with `changes` random bytes of each operand (a, b) set to other random
-    values: a fingerprint sampled from the inputs most likely misses every change, while the
-    answer differs (the caller checks that it does)."""
+FP4 = torch.float4_e2m1fn_x2
+
+
+def near_duplicate(data, generator: torch.Generator, problem: Problem, changes: int = 4):
+    """A copy of `data` with `changes` random bytes of each fp4 operand set to other random values,
+    or None where the input holds no fp4 operand. A fingerprint sampled from the inputs most
+    likely misses every change, while the answer differs (the caller checks that it does). Only
+    the fp4 operands (a and b; b1 and b2; each group's a and b) change: every scale comes twice,
+    plain and permuted, and a change to one copy alone would make inputs no right kernel answers
+    as the reference does."""
     copy = clone_data(data)
-    for tensor in copy[:2]:
+    operands = [tensor for _, tensor in input_leaves(copy, problem) if tensor.dtype == FP4]
+    if not operands:
+        return None
+    for tensor in operands:
         storage = tensor.untyped_storage()  # a clone's storage holds its elements and nothing else
         flat = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage, 0, (storage.nbytes(),), (1,))
         places = torch.randint(0, flat.numel(), (changes,), generator=generator)

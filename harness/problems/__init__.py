@@ -44,12 +44,13 @@ class EvalParameters:
     recheck_judges_last_output_only: bool  # the eval's recheck loop keeps only the last call's verdict
 
 
-# eval_better_bench.py: 50 inputs per batch, each seed 42 past the one before; the 64 GB flush.
+# eval_better_bench.py: 50 inputs per batch, each seed 42 past the one before; the 64 GB flush;
+# its recheck loop checks every output but returns on the last one's verdict only.
 BETTER_BENCH = EvalParameters(
     script="eval_better_bench.py", calls_per_batch=50, seed_step=42, flush_bytes=16000 * 1024 * 1024 * 4,
     benchmark_warmup=(200, 1e8), benchmark_run=(200, 10e9),
     leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=True, leaderboard_run=(1000, 30e9),
-    leaderboard_rechecks=True, recheck_fresh_seed_step=0, recheck_judges_last_output_only=False,
+    leaderboard_rechecks=True, recheck_fresh_seed_step=0, recheck_judges_last_output_only=True,
 )
 # eval.py: one call per timed round on the case's own input; the 4 GiB flush (utils.clear_l2_cache);
 # on the leaderboard every round draws a fresh input (seed + 13) and checks its output.
@@ -59,12 +60,10 @@ PLAIN_EVAL = EvalParameters(
     leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=False, leaderboard_run=(1000, 30e9),
     leaderboard_rechecks=True, recheck_fresh_seed_step=13, recheck_judges_last_output_only=False,
 )
-# eval_better_bench_grouped_gemm.py: 15 inputs per batch, lower caps; its recheck loop checks
-# every output but returns on the last one's verdict only.
+# eval_better_bench_grouped_gemm.py: 15 inputs per batch, lower caps, the same recheck loop.
 GROUPED_BENCH = dataclasses.replace(
     BETTER_BENCH, script="eval_better_bench_grouped_gemm.py", calls_per_batch=15,
     benchmark_warmup=(100, 1e8), benchmark_run=(100, 10e9), leaderboard_warmup=(50, 5e8), leaderboard_run=(100, 30e9),
-    recheck_judges_last_output_only=True,
 )
 
 
@@ -83,6 +82,13 @@ class SpeedOfLight:
 
 
 @dataclasses.dataclass(frozen=True)
+class EachGroup:
+    """In a Problem's input_names: a list with one entry per group, each named by `names`."""
+
+    names: object
+
+
+@dataclasses.dataclass(frozen=True)
 class Problem:
     name: str
     folder: Path  # holds the runner folder's reference.py, task.py, task.yml, and utils.py unless utils_file says otherwise
@@ -97,6 +103,8 @@ class Problem:
     eval: EvalParameters
     speed_of_light: SpeedOfLight | None = None
     utils_file: Path | None = None  # the folder's own utils.py where None
+    # The input's parts by name, nested as the input is: a name, a tuple of them, or EachGroup.
+    input_names: object = ()
     list_keys: tuple[str, ...] = ()  # spec keys whose value is a list, one entry per group
     count_key: str | None = None  # the spec key that counts the groups
 
@@ -151,6 +159,22 @@ class Problem:
         if isinstance(data[0], list):
             return [group[-1] for group in data[0]]
         return [data[-1]]
+
+    def input_name(self, path: tuple) -> str:
+        """What the judge calls the input at `path` (indices into the input, outside in): its name
+        where input_names gives one (`b`, `sfa of group 1`), else its place (`data[0][1][2]`)."""
+        names, group = self.input_names, None
+        for key in path:
+            if isinstance(names, EachGroup):
+                names, group = names.names, key
+            elif isinstance(names, tuple) and isinstance(key, int) and 0 <= key < len(names):
+                names = names[key]
+            else:
+                break
+        else:
+            if isinstance(names, str):
+                return names if group is None else f"{names} of group {group}"
+        return "data" + "".join(f"[{key!r}]" for key in path)
 
     def check(self, expected, output) -> tuple[bool, str]:
         """The competition's check of `output` against a reference computed beforehand, with the
@@ -234,6 +258,7 @@ def _builtin(name: str, **fields) -> Problem:
 
 
 ROOT_UTILS = REPO_ROOT / "utils.py"
+GEMM_INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 
 # Leaderboard ids are gpumode.com's; deadlines from reference-kernels' problems/nvidia.yaml.
 PROBLEMS = {
@@ -241,7 +266,7 @@ PROBLEMS = {
         name="nvfp4_gemm", folder=REPO_ROOT, tests_file=REPO_ROOT / "shapes" / "tests.txt",
         benchmarks_file=REPO_ROOT / "shapes" / "benchmarks.txt", spec_keys=("m", "n", "k", "l"),
         leaderboard="nvfp4_gemm", leaderboard_id=597, deadline="2025-12-21T07:59:00+00:00", rtol=1e-3, atol=1e-3,
-        eval=BETTER_BENCH,
+        eval=BETTER_BENCH, input_names=GEMM_INPUT_NAMES,
         speed_of_light=SpeedOfLight(
             _gemm_work, B200.peak_flops, B200.bandwidth,
             "max(FP4 math, DRAM traffic): harness/sol.py's B200 ceilings", _table(
@@ -250,7 +275,7 @@ PROBLEMS = {
     ),
     "nvfp4_gemv": _builtin(
         "nvfp4_gemv", spec_keys=("m", "k", "l"), leaderboard_id=595, deadline="2025-11-29T06:59:00+00:00",
-        eval=PLAIN_EVAL, utils_file=ROOT_UTILS,
+        eval=PLAIN_EVAL, utils_file=ROOT_UTILS, input_names=GEMM_INPUT_NAMES,
         speed_of_light=SpeedOfLight(
             _gemv_work, B200_SMS * B200_FFMA_FLOP_PER_SM_CLK * sol.B200_CLOCK_HZ, B200.bandwidth,
             "max(FFMA math, DRAM traffic); every row memory-bound at harness/sol.py's B200 bandwidth", _table(
@@ -260,6 +285,7 @@ PROBLEMS = {
     "nvfp4_dual_gemm": _builtin(
         "nvfp4_dual_gemm", spec_keys=("m", "n", "k", "l"), leaderboard_id=598, deadline="2026-01-20T07:59:00+00:00",
         eval=BETTER_BENCH, utils_file=ROOT_UTILS,
+        input_names=("a", "b1", "b2", "sfa", "sfb1", "sfb2", "sfa_permuted", "sfb1_permuted", "sfb2_permuted", "c"),
         speed_of_light=SpeedOfLight(
             _dual_gemm_work, DUAL_GEMM_TABLE_FP4_PEAK, B200.bandwidth,
             "max(FP4 math of both products, DRAM traffic of a, b1, b2, their scales and c); the FP4 rate is the table's own",
@@ -269,6 +295,8 @@ PROBLEMS = {
     "nvfp4_group_gemm": _builtin(
         "nvfp4_group_gemm", spec_keys=("m", "n", "k", "g"), leaderboard_id=730, deadline="2026-02-21T07:30:00+00:00",
         eval=GROUPED_BENCH, list_keys=("m", "n", "k"), count_key="g",
+        input_names=(EachGroup(("a", "b", "c")), EachGroup(("sfa", "sfb")), EachGroup(("sfa_reordered", "sfb_reordered")),
+                     "problem_sizes"),
         speed_of_light=SpeedOfLight(
             _group_gemm_work, B200.peak_flops, B200.bandwidth,
             "max(FP4 math, DRAM traffic) summed over the groups; every row memory-bound", _table(

@@ -1,20 +1,21 @@
 """What plain torch, cuBLAS and an empty CuTeDSL kernel achieve on the same inputs, timed beside
-the submission."""
+the submission: nvfp4_gemm's inputs (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), and no
+other problem's (harness/modes.py refuses --baselines for them)."""
 
 import functools
 import importlib.util
 
 import torch
 
-from reference import dequantize
+from harness.problems.nvfp4 import gemm_reference
 
 
 def dequantized_operands(data, dtype=torch.bfloat16):
     """(a, b) as (l, m, k) and (l, n, k) tensors of `dtype`, scales applied; exact in bf16/fp16."""
     a, b, sfa, sfb, _, _, _ = data
     return (
-        dequantize(a, sfa).permute(2, 0, 1).to(dtype).contiguous(),
-        dequantize(b, sfb).permute(2, 0, 1).to(dtype).contiguous(),
+        gemm_reference.dequantize(a, sfa).permute(2, 0, 1).to(dtype).contiguous(),
+        gemm_reference.dequantize(b, sfb).permute(2, 0, 1).to(dtype).contiguous(),
     )
 
 

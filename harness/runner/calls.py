@@ -2,7 +2,9 @@
 submission on them in batches the judge times, record a batch's GPU activity, time the baselines.
 
 Each method is one request (harness/judge/isolation.py sends them by name); each returns plain
-values and tensors only, which is all the judge will read (harness/wire.py).
+values and tensors only, which is all the judge will read (harness/wire.py). The inputs are any
+problem's: tensors nested in tuples and lists beside plain values, which the worker passes to
+custom_kernel as they came.
 """
 
 import contextlib
@@ -34,18 +36,17 @@ def _write_back_shared_memory(data_list: list) -> None:
     process until this process writes it; a copy from the host writes it without a kernel
     reading it first."""
     seen = set()
-    for data in data_list:
-        for tensor in data:
-            storage = tensor.untyped_storage()
-            if tensor.is_cuda and storage.data_ptr() not in seen:
-                seen.add(storage.data_ptr())
-                storage.copy_(storage.cpu())
+    for _, tensor in wire.leaves(data_list):
+        storage = tensor.untyped_storage()
+        if tensor.is_cuda and storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            storage.copy_(storage.cpu())
     torch.cuda.synchronize()
 
 
 class Calls:
     def __init__(self, runner_folder: str, device: str, global_seed: int, progress, kernel=None):
-        from utils import set_seed
+        from utils import set_seed  # the runner folder's (harness/runner/worker.py puts it first on the path)
 
         self._runner_folder = Path(runner_folder)
         self._device = torch.device(device)
@@ -159,13 +160,11 @@ class Calls:
             torch.cuda._sleep(MARKER_CYCLES)
             synchronize(self._device)
 
-    def _flush(self) -> L2Flush:
-        return L2Flush(self._device)
-
-    def time_baselines(self, name: str, rule: tuple) -> dict:
-        """Per-call GPU ns of cuBLAS and torch on the same inputs, and the host ns of an empty
-        CuTeDSL kernel's call: name -> one value per round."""
-        data_list, flush, timed = self._held[name], self._flush(), {}
+    def time_baselines(self, name: str, rule: tuple, flush_bytes: int) -> dict:
+        """Per-call GPU ns of cuBLAS and torch on the same inputs (a GEMM's: harness/runner/baselines.py),
+        and the host ns of an empty CuTeDSL kernel's call: name -> one value per round, each after
+        the eval's flush of `flush_bytes`."""
+        data_list, flush, timed = self._held[name], L2Flush(self._device, flush_bytes), {}
         self._progress("baseline: cuBLAS bf16 on dequantized operands")
         operands = [baselines.dequantized_operands(data) for data in data_list]
         timed["cublas_bf16"] = time_rounds(baselines.cublas_matmul, operands, StoppingRule(*rule), flush, self._device)[0]
@@ -198,7 +197,7 @@ class Calls:
             # One call before the range, so that first-call work (compiling, a submission timing its
             # candidate configs: hundreds of launches, each replayed by ncu) stays out of the profile.
             self._progress("first call, outside the profiled range")
-            kernel(tuple(tensor.clone() for tensor in data))
+            kernel(wire.map_tensors(data, torch.Tensor.clone))
             synchronize(self._device)
             with nvtx_range("custom_kernel"):
                 kernel(data)

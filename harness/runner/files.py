@@ -3,10 +3,11 @@
 There the eval runs in one folder holding the submission as `submission.py` and the problem's
 files (task.yml's `files`): `task.py`, `utils.py` and `reference.py`. A file written from the
 competition's template imports from them (`from task import input_t, output_t`). Here the same
-three files come from the repository's root, and the folder holds one more, the kit's Hopper
-stand-in (`hopper_stand_in.py`), which the kit's submission imports on compute capability 9.x
-only (the leaderboard's B200 never does; lint fails a file that imports it as it loads). Nothing
-else: a module that sits beside the user's file at home is not importable on the runner either.
+three files are the problem's (Problem.runner_files: nvfp4_gemm's at the repository's root,
+another problem's in its folder), and the folder holds one more, the kit's Hopper stand-in
+(`hopper_stand_in.py`), which the kit's submission imports on compute capability 9.x only (the
+leaderboard's B200 never does; lint fails a file that imports it as it loads). Nothing else: a
+module that sits beside the user's file at home is not importable on the runner either.
 """
 
 import importlib
@@ -16,18 +17,22 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.problems import PROBLEMS, Problem
+from harness.problems import folder as problem_folder
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNNER_FILES = ("task.py", "utils.py", "reference.py")
-RUNNER_MODULES = frozenset(Path(name).stem for name in RUNNER_FILES)
+RUNNER_MODULES = frozenset(problem_folder.RUNNER_MODULES)
 KIT_LOCAL_FILES = ("hopper_stand_in.py",)
 KIT_LOCAL_MODULES = frozenset(Path(name).stem for name in KIT_LOCAL_FILES)
 
 
-def make_runner_folder(submission: Path, parent: str | None = None) -> Path:
-    """A new folder with the runner's files, the kit's local ones and a copy of `submission` as
-    submission.py."""
+def make_runner_folder(submission: Path, parent: str | None = None, problem: Problem = PROBLEMS["nvfp4_gemm"]) -> Path:
+    """A new folder with `problem`'s runner files, the kit's local ones and a copy of
+    `submission` as submission.py."""
     folder = Path(tempfile.mkdtemp(prefix="runner-", dir=parent))
-    for name in RUNNER_FILES + KIT_LOCAL_FILES:
+    for module, path in problem.runner_files().items():
+        shutil.copyfile(path, folder / f"{module}.py")
+    for name in KIT_LOCAL_FILES:
         shutil.copyfile(REPO_ROOT / name, folder / name)
     shutil.copyfile(submission, folder / "submission.py")
     return folder

@@ -1,10 +1,10 @@
 """The worker process: imports the submission and does what the judge asks, nothing more.
 
 Started with multiprocessing's `spawn`, so it shares no state with the judge. It runs in a
-runner folder (harness/runner/files.py) and imports the submission from there, as the
-competition's eval does. Its stdout and stderr go to a log file the judge shows beside the
-verdict. Requests come from the judge (trusted); replies go through harness/wire.py, which the
-judge reads as untrusted.
+runner folder (harness/runner/files.py) and imports the submission, and the problem's files the
+submission imports, from there, as the competition's eval does. Its stdout and stderr go to a
+log file the judge shows beside the verdict. Requests come from the judge (trusted); replies go
+through harness/wire.py, which the judge reads as untrusted.
 
 Before the submission can run, the process gives up what would let it reach the judge: it
 leaves the judge's session and, where it runs as root, every capability (for good: the bounding
@@ -75,7 +75,9 @@ def serve(connection, log_path: str, repo_root: str, runner_folder: str, device:
     give_up_privileges()
     # Like the competition: every process compiles CuTeDSL kernels afresh.
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
-    sys.path.insert(0, repo_root)
+    # The harness from the repository; `task`, `utils` and `reference` (the submission's imports,
+    # the set_seed this process calls) from the runner folder, the problem's, ahead of any other.
+    sys.path[:0] = [runner_folder, repo_root]
     os.chdir(runner_folder)
     from harness import wire
     from harness.runner.calls import Calls
