@@ -2,6 +2,7 @@
 submission runs in a worker process (harness/judge/isolation.py). The problem (RunOptions.problem)
 gives the runner folder's files, the inputs and their check, and the eval's schedule."""
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -13,6 +14,7 @@ import torch
 from harness import sol
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
 from harness.judge.cases import RUNNERS, Judging
+from harness.judge.integrity import CodeWatch
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, JudgeClock
@@ -85,6 +87,10 @@ class Executor:
     modes start one per job, so that every case pays the competition's cold compile, and one
     calibration partner for the run (harness/judge/calibration.py). Whatever a case's worker
     started is ended with the case.
+
+    Everything the judge runs is imported before the first worker starts, and its files are
+    watched (harness/judge/integrity.py): a case after which one of them changed fails, and the
+    run stops there.
     """
 
     def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False):
@@ -103,6 +109,11 @@ class Executor:
         self._worker = WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed, spares=not self._reuse)
         self._partner = (WorkerProcess(self._logs.name, runner_folder, options.device, options.global_seed, echo=True)
                          if timed else None)
+        options.problem.modules()
+        with contextlib.suppress(ImportError):  # the results' rows are appended once the cases are over
+            import pandas  # noqa: F401
+        self._watch = CodeWatch(extra=tuple(options.problem.runner_files().values()))
+        self._tampered: list[str] = []
 
     def __enter__(self):
         return self
@@ -119,6 +130,8 @@ class Executor:
         return [process for process in (self._worker, self._partner) if process is not None]
 
     def run(self, job: Job, label: str) -> CaseResult:
+        if self._tampered:
+            return CaseResult(NOT_RUN, "not run: a submission wrote the judge's own files in an earlier case")
         started = time.monotonic()
         with self._reporter.case_progress(label) as on_progress:
             try:
@@ -138,6 +151,11 @@ class Executor:
             self._release_inputs()
         result.output = self._worker.output_of_case()
         self._judge_fallbacks(result, job)
+        self._tampered = self._watch.changed()
+        if self._tampered:
+            result.status = FAIL
+            result.message = ("the judge's own files changed while the submission ran (a worker wrote them): "
+                              + ", ".join(self._tampered[:5]) + (" ..." if len(self._tampered) > 5 else ""))
         result.device_name = _device_name(job.device)
         result.wall_s = time.monotonic() - started
         if self._options.official and result.status == ERROR and result.uncaught_officially:

@@ -62,6 +62,7 @@ THREATS = {
     "broken_mutates_input": "6 not the answer",
     "broken_wrong_dtype": "6 not the answer",
     "cheat_overwrites_the_judges_reference": "1 rewriting the judge",
+    "cheat_rewrites_the_judges_files": "1 rewriting the judge",
     "cheat_returns_an_empty_view": "1 rewriting the judge",
     "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
     "cheat_rewrites_the_captured_clock": "2 rewriting the clock",
@@ -241,6 +242,13 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS),
     # A reply the judge cannot rebuild fails its case; it does not end the judge.
     Expected("cheat_returns_an_empty_view", "test", EXIT_CASE_FAIL, "fail", r"the worker described a view the judge cannot make"),
+    # A worker writes a file the judge's code comes from (back with its own bytes): its change
+    # time moved, and the run stops.
+    Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "fail",
+             r"the judge's own files changed while the submission ran \(a worker wrote them\): \S+harness/__init__\.py",
+             cases=(BENCHMARK_CASE,)),
+    Expected("cheat_rewrites_the_judges_files", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"the judge's own files changed while the submission ran", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
     # The submission's own self-check reports a fallback: the chosen configuration was wrong.
     Expected("broken_falls_back", "test", EXIT_CASE_FAIL, "fail", r"the submission's self-check fell back \(1x\): nvfp4 self-check FALLBACK:"),
     Expected("broken_falls_back", "test", EXIT_PASS, "pass",

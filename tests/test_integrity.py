@@ -22,8 +22,10 @@ def test_a_file_written_and_restored_still_shows(tmp_path):
     assert watch.changed() == [str(reference)]
 
 
-def test_a_pth_file_added_to_a_folder_on_the_import_path_shows(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(tmp_path))
+def test_a_pth_file_added_to_site_packages_shows(tmp_path, monkeypatch):
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
     watch = CodeWatch()
-    (tmp_path / "zz_submission.pth").write_text("import os\n")
-    assert str(tmp_path) in watch.changed()
+    (site / "zz_submission.pth").write_text("import os\n")
+    assert str(site) in watch.changed()

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 import time
 
 import pytest
@@ -71,3 +72,53 @@ def test_a_worker_gives_up_every_capability_and_the_judges_session():
     assert no_new_privs == "1" and new_session == "True"
     if os.geteuid() == 0:  # root could drop its bounding set; another user keeps it, harmlessly
         assert int(bounding, 16) == 0
+
+
+def _state(pid: int, awaited: str | None = None) -> str:
+    """The process's state letter; with `awaited`, once it is that or a second has passed (a
+    signal takes effect as the process is next scheduled)."""
+    deadline = time.monotonic() + 1
+    while True:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        if awaited is None or state == awaited or time.monotonic() > deadline:
+            return state
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
+def test_calibration_stops_the_worker_and_the_spare_and_leaves_the_partner_running(tmp_path):
+    from harness.judge.isolation import WorkerProcess
+    from harness.runner.files import make_runner_folder
+
+    folder = make_runner_folder(Path(__file__).parent / "fixtures" / "torch_submission.py", str(tmp_path))
+    worker = WorkerProcess(str(tmp_path), folder, "cpu", 42, spares=True)
+    partner = WorkerProcess(str(tmp_path), folder, "cpu", 42, echo=True)
+    try:
+        for process in (worker, partner):
+            process.begin_case(120, lambda text: None)
+        worker.start_spare()
+        spare = (worker.pids - {worker._process.pid}).pop()
+        with worker.paused(keep=partner.pids):
+            assert _state(worker._process.pid, "T") == _state(spare, "T") == "T"
+            assert _state(partner._process.pid) != "T"
+        assert _state(worker._process.pid) != "T" and _state(spare) != "T"
+    finally:
+        for process in (worker, partner):
+            process.close()
+            process.close_spare()
+
+
+def test_a_partner_that_was_ended_is_not_started_again(tmp_path):
+    from harness.judge.isolation import CaseStopped, WorkerProcess
+    from harness.runner.files import make_runner_folder
+
+    folder = make_runner_folder(Path(__file__).parent / "fixtures" / "torch_submission.py", str(tmp_path))
+    partner = WorkerProcess(str(tmp_path), folder, "cpu", 42, echo=True)
+    try:
+        assert partner.begin_case(120, lambda text: None)
+        partner.kill()
+        with pytest.raises(CaseStopped, match="calibration partner was ended while a worker ran"):
+            partner.begin_case(120, lambda text: None)
+    finally:
+        partner.close()

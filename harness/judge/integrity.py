@@ -16,11 +16,14 @@ import sys
 from pathlib import Path
 
 HARNESS_ROOT = Path(__file__).resolve().parents[1]
+# Where Python's start-up runs the `.pth` files it finds.
+SITE_FOLDERS = ("site-packages", "dist-packages")
 
 
 def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
-    """The harness's sources, every module the judge has loaded, every folder on its import path
-    with the `.pth` files Python's start-up runs from it, and `extra` (the problem's files)."""
+    """The harness's sources, every module the judge has loaded, every site-packages folder on its
+    import path with the `.pth` files Python's start-up runs from it, and `extra` (the problem's
+    files)."""
     paths = set(HARNESS_ROOT.rglob("*.py")) | {Path(path) for path in extra}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
@@ -28,8 +31,8 @@ def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
             paths.add(Path(path))
     for entry in sys.path:
         folder = Path(entry or os.getcwd())
-        if folder.is_dir():
-            paths.add(folder)
+        if folder.name in SITE_FOLDERS and folder.is_dir():
+            paths.add(folder)  # a file added there (a .pth) changes the folder
             paths.update(folder.glob("*.pth"))
     return sorted(paths)
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from harness import wire
-from harness.jobs import CRASH, ERROR, TIMEOUT, CaseResult
+from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.runner import worker
 from harness.runner.files import REPO_ROOT
 
@@ -127,6 +127,9 @@ class WorkerProcess:
 
     def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int, spares: bool = False,
                  echo: bool = False):
+        """With `echo`, the judge's calibration partner: started once, before any worker imports
+        a submission, and never again (a new one would import the harness from files a worker
+        can write by then), so that its ending, which only a worker can cause, fails the case."""
         self._context = multiprocessing.get_context("spawn")
         self._log_dir = log_dir
         self._arguments = (str(REPO_ROOT), str(runner_folder), device, global_seed, echo)
@@ -139,6 +142,7 @@ class WorkerProcess:
         self._log_start = 0
         self._spares = spares
         self._spare = None  # (process, connection, log path) started ahead of the next case
+        self._restartable = not echo
 
     def _spawn(self) -> tuple:
         connection, child_end = self._context.Pipe()
@@ -165,13 +169,13 @@ class WorkerProcess:
 
     @contextlib.contextmanager
     def paused(self, keep: set[int]):
-        """The worker and every process it started stopped (SIGSTOP) for the block, and whatever
-        else the judge's children left behind (not in `keep`) ended first: none of them can then
-        stop, slow or signal what the judge measures meanwhile."""
+        """The worker, the spare and every process either started stopped (SIGSTOP) for the
+        block, and whatever else the judge's children left behind (not in `keep`) ended first:
+        none of them can then stop, slow or signal what the judge measures meanwhile. The spare
+        too: it runs the harness's worker code from files the case's worker can rewrite."""
         end_strays(keep | self.pids)
-        stopped = []
-        if self.alive:
-            stopped = [self._process.pid, *_descendants(self._process.pid, _parents())]
+        parents = _parents()
+        stopped = [descendant for pid in self.pids for descendant in (pid, *_descendants(pid, parents))]
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
@@ -195,6 +199,9 @@ class WorkerProcess:
     def begin_case(self, timeout_s: float, on_progress) -> bool:
         """Ready for a case; True where that took a new process."""
         started = not self.alive
+        if started and self._process is not None and not self._restartable:
+            raise CaseStopped(CaseResult(FAIL, "the judge's calibration partner was ended while a worker ran "
+                                               f"({_exit_description(self._process.exitcode)}): a submission's doing"))
         if started:
             self._start()
         self._timeout_s = timeout_s
