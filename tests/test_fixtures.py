@@ -63,6 +63,7 @@ THREATS = {
     "broken_wrong_dtype": "6 not the answer",
     "cheat_overwrites_the_judges_reference": "1 rewriting the judge",
     "cheat_rewrites_the_judges_files": "1 rewriting the judge",
+    "cheat_detects_probes_by_a_fingerprint": "4 work only where checked",
     "cheat_returns_an_empty_view": "1 rewriting the judge",
     "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
     "cheat_rewrites_the_captured_clock": "2 rewriting the clock",
@@ -82,6 +83,9 @@ HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
 JUDGES_CLOCK = r"the worker timed the calls at [\d.]+ us each, but the judge's own clock around the same batches saw"
 RECHECK = r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!"
+PROBE = r"probe on edited inputs among the timed rounds: input \d+: mismatch found!"
+# A replay is caught at whichever comes first: a probe among the timed rounds, or the recheck.
+REPLAY_CAUGHT = rf"{PROBE}|{RECHECK}"
 NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
 BEFORE_THE_WINDOW = r"the judge's L2 flush took \d+ us longer while the worker waited for its batch than while nothing ran"
 # How long a process the submission left behind gets, after the judge exits, to write into the
@@ -133,9 +137,7 @@ VERDICTS = [
     Expected("broken_caches_outputs", "benchmark", EXIT_CASE_FAIL, "fail",
              r"call \d+ returned the same values as call \d+ although the inputs differ \(cached result\)",
              cases=(BENCHMARK_CASE,)),
-    Expected("broken_caches_by_address", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found! custom implementation doesn't match reference",
-             cases=(BENCHMARK_CASE,)),
+    Expected("broken_caches_by_address", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,)),
     Expected("broken_caches_by_address", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,)),
     # Two cases: the first one's timeout must not stop the second from being run.
     # Threat class 2: a faked clock fakes only the worker's figure; the judge times the batch with
@@ -171,16 +173,15 @@ VERDICTS = [
     # Its second queue starts before the judge's window opens, so the judge's flush may see it
     # first, or a probe: the queue reads the inputs before the judge's queue writes the probe's.
     Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{RECHECK}", cases=(BENCHMARK_CASE,),
+             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
              r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
     Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{RECHECK}", cases=(BENCHMARK_CASE,),
+             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     # Threat class 5: a CUDA graph replaying a stale answer.
-    Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
+    Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_PASS, "pass", official=True, cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
@@ -216,7 +217,7 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS),
     # Phases told apart: by the callers' frames, by counting refilled rounds against --max-repeats,
     # by whether CUPTI records.
-    Expected("cheat_replays_when_timed", "benchmark", EXIT_CASE_FAIL, "fail", RECHECK, cases=(BENCHMARK_CASE,),
+    Expected("cheat_replays_when_timed", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     Expected("cheat_works_only_in_the_checked_round", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
              cases=(BENCHMARK_CASE,),
@@ -228,13 +229,14 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # CUPTI switched off from inside the worker: unrecorded activity is a failure by default.
     Expected("cheat_switches_off_cupti", "test", EXIT_CASE_FAIL, "fail", NOT_RECORDED, devices=GPU_ONLY),
-    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", rf"{NOT_RECORDED}|{BEFORE_THE_WINDOW}|{RECHECK}",
+    Expected("cheat_switches_off_cupti", "benchmark", EXIT_CASE_FAIL, "fail", rf"{NOT_RECORDED}|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}",
              cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
-    # A cache keyed on sampled bytes: the recheck's near-duplicates of the timed inputs hit it.
-    Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail", r"recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
-             cases=(BENCHMARK_CASE,),
-             max_repeats=QUICK_REPEATS),
+    # A cache keyed on sampled bytes: a probe's edits, or the recheck's near-duplicates of the
+    # timed inputs, miss the sample.
+    Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail",
+             rf"{PROBE}|recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
+             cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
     Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
     Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported a round time of nan ns",
@@ -242,6 +244,10 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS),
     # A reply the judge cannot rebuild fails its case; it does not end the judge.
     Expected("cheat_returns_an_empty_view", "test", EXIT_CASE_FAIL, "fail", r"the worker described a view the judge cannot make"),
+    # Replays unless a fingerprint of the batch's first input changed: a probe's edits miss it.
+    Expected("cheat_detects_probes_by_a_fingerprint", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"probe on edited inputs among the timed rounds: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
+             max_repeats=20),
     # A worker writes a file the judge's code comes from (back with its own bytes): its change
     # time moved, and the run stops.
     Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "fail",

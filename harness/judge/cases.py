@@ -23,6 +23,7 @@ from harness.jobs import FAIL, PASS, CaseResult, Job
 from harness.judge import activity
 from harness.judge.isolation import CaseStopped, helper_pids
 from harness.judge.memory import SharedPool
+from harness.judge.probes import ByteEdits
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves, near_duplicate)
@@ -40,9 +41,9 @@ CALIBRATION_SPREADS = 3.0
 # calibration partner does: more is GPU work the worker ran during the flush, before the window.
 FLUSH_TOLERANCE = 0.03
 NEAR_DUPLICATE_TRIES = 8
-# After each timed round but the last, a probe (the recheck's round, on other inputs) with this
-# chance, and always after one of the first MIN_ROUNDS, drawn at random: no timed round can be
-# told from a checked one on new values, so a replay in any of them risks the case.
+# After each timed round but the last, a probe (a timed round on edited inputs, harness/judge/
+# probes.py) with this chance, and always after one of the first MIN_ROUNDS, drawn at random: no
+# timed round can be told from a checked one on new values, so a replay in any of them risks the case.
 PROBE_CHANCE = 1 / 8
 FIRST_PROBE_WITHIN = MIN_ROUNDS
 # Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
@@ -203,6 +204,7 @@ class BenchmarkCase:
         self.rechecks = 0
         self._recheck_inputs: dict[tuple[int, bool], tuple] = {}
         self._near_duplicates = torch.Generator().manual_seed(self.next_seed)
+        self.edits = ByteEdits(self.shared, self.pristine, self.problem)
 
     def round(self, process=None, record: bool = False, before_window=None) -> Round:
         return self.judging.clock.round(process or self.judging.worker, self.shared, before_flush=self._before_flush,
@@ -267,8 +269,15 @@ class BenchmarkCase:
                 rounds += [self.round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
         return rounds
 
+    def edited_round(self, probe: bool) -> tuple[Round, list]:
+        """A timed round with its edits written after the flush: a probe's, or the same work
+        changing nothing (harness/judge/probes.py)."""
+        edits = []
+        round_ = self.round(before_window=lambda: edits.extend(self.edits.write(probe)))
+        return round_, edits
+
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
-        round_ = self.round()
+        round_ = self.edited_round(probe=False)[0] if check_every_round and self.edits.possible else self.round()
         if check_every_round:
             return round_, _value_problem(round_, self.expected, self.shared, self.job)
         if last_checked is not None:
@@ -316,12 +325,22 @@ def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, cali
         if rule.should_stop(steering, started):
             return None
         if case.strict and (len(figures.rounds) - 1 == first_probe or chance.random() < PROBE_CHANCE):
-            # A probe: a round like the others, on other inputs; the inputs are checked first,
-            # since the probe's values and their restoring would cover what a call wrote there.
-            problem = _inputs_problem(case.pristine, case.shared, case.job, " while timed") or _recheck(case)
+            problem = _probe(case)
             if problem:
                 return problem
         on_round(rule.progress(steering, started))
+
+
+def _probe(case: BenchmarkCase) -> str | None:
+    """A timed round on edited inputs, checked against their references; where the inputs hold
+    nothing to edit, the recheck's round on fresh draws."""
+    if not case.edits.possible:
+        return _recheck(case)
+    round_, edits = case.edited_round(probe=True)
+    references = case.edits.references(edits, case.expected)
+    case.edits.undo(edits)
+    problem = _value_problem(round_, references, case.shared, case.job)
+    return f"probe on edited inputs among the timed rounds: {problem}" if problem else None
 
 
 def _write_inputs(shared: list, values: list, problem) -> None:
@@ -361,8 +380,8 @@ def _figures_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibra
 def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     progress = judging.progress
     case = BenchmarkCase(job, judging)
-    _load(judging.worker)
     judging.worker.start_spare()
+    _load(judging.worker)
     progress("correctness pass")
     first = case.round()
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
