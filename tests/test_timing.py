@@ -254,3 +254,18 @@ def test_the_official_leaderboard_of_the_plain_eval_draws_every_round_afresh():
     worker = ScriptedWorker(caching)
     case = _case(worker, strict=False, problem=problem)
     assert cases._time_rounds(case, StoppingRule(4, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None
+
+
+def test_a_batch_of_one_call_rechecks_with_a_fresh_draw_and_a_near_duplicate_in_turn():
+    """nvfp4_gemv's batch is one call, on the case's own seed: its rechecks take a fresh draw (the
+    leaderboard's step on, 13) and a near-duplicate of the timed input in turn, each drawn once."""
+    problem = gemm_with_batches_of(1, PLAIN_EVAL)
+    case = _case(ScriptedWorker(None), problem=problem)
+    (fresh,), _ = case.recheck_inputs()
+    (near,), (near_reference,) = case.recheck_inputs()
+    (again,), _ = case.recheck_inputs()
+    drawn = problem.generate(case.job.case.args, 5 + 13, "cpu")
+    assert all(torch.equal(bits(ours), bits(theirs)) for ours, theirs in zip(fresh, drawn)) and again is fresh
+    changed = [int((bits(new) != bits(old)).sum()) for new, old in zip(near, case.pristine[0])]
+    assert 1 <= changed[0] <= 4 and 1 <= changed[1] <= 4 and changed[2:6] == [0] * 4  # a and b, no scale
+    assert not torch.equal(near_reference, case.expected[0])
