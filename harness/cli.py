@@ -117,11 +117,14 @@ def _run(mode: str, tests_file, default_set: str, submission, problem, device, o
     cases = _load(tests_file, default_set, secret, problem)
     _require_device(device)
     _require_runnable_reference(problem, cases[0], device)
-    options = modes.RunOptions(
-        submission=submission, problem=problem, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
-        global_seed=secret if secret is not None else 42, strict=strict,
-        precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
-    )
+    try:
+        options = modes.RunOptions(
+            submission=submission, problem=problem, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
+            global_seed=secret if secret is not None else 42, strict=strict,
+            precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
+        )
+    except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)
+        raise click.UsageError(str(error)) from None
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json)
     try:

@@ -48,7 +48,6 @@ class RunOptions:
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
     strict: bool = False  # kernelguard's hits refuse the file instead of warning
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
-    problem: Problem = PROBLEMS["nvfp4_gemm"]
 
     def __post_init__(self):
         if self.baselines and self.problem != BASELINES_PROBLEM:

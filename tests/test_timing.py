@@ -174,8 +174,8 @@ def test_flush_leaves_half_the_memory_on_a_smaller_device():
 
 def test_a_replay_in_the_timed_rounds_meets_a_probe_among_them(monkeypatch):
     """A kernel that computes in the first round and replays that answer afterwards, at the same
-    addresses, fails in the timed rounds: a probe among the first three puts other inputs in
-    the very tensors, and the timed rounds after it get the timed inputs back."""
+    addresses, fails in the timed rounds: a probe among the first three edits a few bytes of a
+    few inputs in the very tensors, and the timed rounds after it get the timed inputs back."""
     monkeypatch.setattr(cases, "FIRST_PROBE_WITHIN", cases.MIN_ROUNDS)
     remembered = {}
 
@@ -188,7 +188,7 @@ def test_a_replay_in_the_timed_rounds_meets_a_probe_among_them(monkeypatch):
     worker = ScriptedWorker(replaying)
     case = _case(worker)
     problem = cases._time_rounds(case, StoppingRule(20, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None)
-    assert problem.startswith("recheck on fresh and near-duplicate inputs: ")
+    assert problem.startswith("probe on edited inputs among the timed rounds: ")
     assert len(remembered) == case.calls
 
 
