@@ -40,7 +40,13 @@ class ByteEdits:
         self._targets = [[storage_bytes(tensor) for tensor in fp4_operands(data, problem)] for data in shared]
         self._sources = [[storage_bytes(tensor) for tensor in fp4_operands(data, problem)] for data in pristine]
         self._pristine = pristine
-        self._random = torch.Generator().manual_seed(random.SystemRandom().getrandbits(62))
+        seed = random.SystemRandom().getrandbits(62)
+        self._choice = torch.Generator().manual_seed(seed)
+        # Places and values are drawn where the operands live: a copy from the host's pageable
+        # memory would wait for the judge's queue (the flush), and send the worker its request
+        # only once the GPU is idle.
+        devices = {target.device for targets in self._targets for target in targets}
+        self._random = {device: torch.Generator(device).manual_seed(seed) for device in devices}
 
     @property
     def possible(self) -> bool:
@@ -51,12 +57,12 @@ class ByteEdits:
         """Write this round's edits into the shared inputs, on the judge's queue: the bytes they
         hold, or in a probe other ones."""
         edits = []
-        for index in torch.randperm(len(self._targets), generator=self._random)[:EDITED_INPUTS].tolist():
+        for index in torch.randperm(len(self._targets), generator=self._choice)[:EDITED_INPUTS].tolist():
             for operand, (target, source) in enumerate(zip(self._targets[index], self._sources[index])):
-                places = torch.randint(0, target.numel(), (EDITED_BYTES,), generator=self._random)
-                shift = (torch.randint(1, 256, (EDITED_BYTES,), generator=self._random, dtype=torch.int16) if probe
-                         else torch.zeros(EDITED_BYTES, dtype=torch.int16))
-                places, shift = places.to(target.device), shift.to(target.device)
+                draw = self._random[target.device]
+                places = torch.randint(0, target.numel(), (EDITED_BYTES,), generator=draw, device=target.device)
+                # A plain round's shift is drawn too and made 0: the same kernels as a probe's.
+                shift = torch.randint(1, 256, (EDITED_BYTES,), generator=draw, device=target.device, dtype=torch.int16) * int(probe)
                 values = ((source[places].to(torch.int16) + shift) % 256).to(torch.uint8)
                 target[places] = values
                 edits.append(Edit(index, operand, places, values))

@@ -101,9 +101,10 @@ class JudgeClock:
             worker_ns, records = worker.request("batch_time")
             return Round(window_ns, worker_ns, host_ns, outputs, _returned_own(returned), records, None, shared_outputs(mapped))
         go, done = self._events[id(worker)]
-        flush_start, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        flush_start, flushed, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         flush_start.record()
         self.flush()
+        flushed.record()
         if before_window is not None:
             before_window()
         start.record()
@@ -119,7 +120,7 @@ class JudgeClock:
         worker_ns, records = worker.request("batch_time")
         end.synchronize()
         return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _returned_own(returned), records,
-                     flush_start.elapsed_time(start) * 1e6, sharing, exposed)
+                     flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
 
 
 @dataclasses.dataclass(frozen=True)
