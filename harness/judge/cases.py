@@ -205,6 +205,9 @@ class BenchmarkCase:
         self._recheck_inputs: dict[tuple[int, bool], tuple] = {}
         self._near_duplicates = torch.Generator().manual_seed(self.next_seed)
         self.edits = ByteEdits(self.shared, self.pristine, self.problem)
+        # Timed rounds carry edits (probes) outside --official; the calibration partner's rounds
+        # then carry the same work, so that its rounds measure the same fixed cost.
+        self.editing = self.strict and self.edits.possible
 
     def round(self, process=None, record: bool = False, before_window=None) -> Round:
         return self.judging.clock.round(process or self.judging.worker, self.shared, before_flush=self._before_flush,
@@ -266,18 +269,23 @@ class BenchmarkCase:
         with self.judging.worker.paused(keep=partner.pids | helper_pids()):
             for reply_when_idle in (False, True):
                 partner.request("echo", returned_own, reply_when_idle, output_paths, as_list)
-                rounds += [self.round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
+                rounds += [self.plain_round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
         return rounds
 
-    def edited_round(self, probe: bool) -> tuple[Round, list]:
+    def edited_round(self, probe: bool, process=None) -> tuple[Round, list]:
         """A timed round with its edits written after the flush: a probe's, or the same work
         changing nothing (harness/judge/probes.py)."""
         edits = []
-        round_ = self.round(before_window=lambda: edits.extend(self.edits.write(probe)))
+        round_ = self.round(process, before_window=lambda: edits.extend(self.edits.write(probe)))
         return round_, edits
 
+    def plain_round(self, process=None) -> Round:
+        """A round as the timed ones run, but a probe: with edits that change nothing where the
+        timed rounds carry edits."""
+        return self.edited_round(probe=False, process=process)[0] if self.editing else self.round(process)
+
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
-        round_ = self.edited_round(probe=False)[0] if check_every_round and self.edits.possible else self.round()
+        round_ = self.plain_round()
         if check_every_round:
             return round_, _value_problem(round_, self.expected, self.shared, self.job)
         if last_checked is not None:
