@@ -1,6 +1,7 @@
 """The judge's watch over its own code: a write a worker could make shows, even once undone."""
 
 import sys
+from pathlib import Path
 
 from harness.judge.integrity import HARNESS_ROOT, CodeWatch, watched_paths
 
@@ -29,3 +30,11 @@ def test_a_pth_file_added_to_site_packages_shows(tmp_path, monkeypatch):
     watch = CodeWatch()
     (site / "zz_submission.pth").write_text("import os\n")
     assert str(site) in watch.changed()
+
+
+def test_a_modules_cached_bytecode_and_its_folder_are_watched():
+    import harness.judge.cases as cases
+
+    paths = {str(path) for path in watched_paths()}
+    assert cases.__cached__ in paths
+    assert str(Path(cases.__cached__).parent) in paths

@@ -21,14 +21,19 @@ SITE_FOLDERS = ("site-packages", "dist-packages")
 
 
 def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
-    """The harness's sources, every module the judge has loaded, every site-packages folder on its
-    import path with the `.pth` files Python's start-up runs from it, and `extra` (the problem's
-    files)."""
+    """The harness's sources, every module the judge has loaded with its cached bytecode and that
+    cache's folder, every site-packages folder on its import path with the `.pth` files Python's
+    start-up runs from it, and `extra` (the problem's files)."""
     paths = set(HARNESS_ROOT.rglob("*.py")) | {Path(path) for path in extra}
     for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path:
-            paths.add(Path(path))
+        for attribute in ("__file__", "__cached__"):
+            path = getattr(module, attribute, None)
+            if isinstance(path, str):  # some modules answer any attribute (torch.ops)
+                paths.add(Path(path))
+                if attribute == "__cached__":
+                    # Python runs a cached .pyc whose header matches the source's time and size:
+                    # a forged one, or a new one beside it, changes its folder.
+                    paths.add(Path(path).parent)
     for entry in sys.path:
         folder = Path(entry or os.getcwd())
         if folder.name in SITE_FOLDERS and folder.is_dir():
