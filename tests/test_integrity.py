@@ -32,9 +32,27 @@ def test_a_pth_file_added_to_site_packages_shows(tmp_path, monkeypatch):
     assert str(site) in watch.changed()
 
 
-def test_a_modules_cached_bytecode_and_its_folder_are_watched():
+def test_a_modules_cached_bytecode_is_watched():
     import harness.judge.cases as cases
 
-    paths = {str(path) for path in watched_paths()}
-    assert cases.__cached__ in paths
-    assert str(Path(cases.__cached__).parent) in paths
+    assert cases.__cached__ in {str(path) for path in watched_paths()}
+
+
+def test_bytecode_that_is_not_its_sources_compiled_form_shows(tmp_path, monkeypatch):
+    import py_compile
+
+    from harness.judge import integrity
+
+    package = tmp_path / "harness"
+    (package / "judge").mkdir(parents=True)
+    source = package / "judge" / "verdicts.py"
+    source.write_text("PASS = 'pass'\n")
+    monkeypatch.setattr(integrity, "HARNESS_ROOT", package)
+    watch = CodeWatch()
+    honest = Path(py_compile.compile(str(source), doraise=True))  # as the first import writes it
+    assert integrity.compiled_from_its_source(honest) and watch.changed() == []
+    (tmp_path / "other.py").write_text("PASS = 'fail'\n")
+    other = Path(py_compile.compile(str(tmp_path / "other.py"), doraise=True))
+    # Other code under this source's header: the import would run it.
+    honest.write_bytes(honest.read_bytes()[:16] + other.read_bytes()[16:])
+    assert watch.changed() == [str(honest)]

@@ -11,6 +11,8 @@ back without CAP_SYS_TIME, which a worker gives up (harness/runner/worker.py): a
 and restored between two looks still shows.
 """
 
+import importlib.util
+import marshal
 import os
 import sys
 from pathlib import Path
@@ -21,19 +23,15 @@ SITE_FOLDERS = ("site-packages", "dist-packages")
 
 
 def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
-    """The harness's sources, every module the judge has loaded with its cached bytecode and that
-    cache's folder, every site-packages folder on its import path with the `.pth` files Python's
-    start-up runs from it, and `extra` (the problem's files)."""
+    """The harness's sources, every module the judge has loaded and its cached bytecode, every
+    site-packages folder on its import path with the `.pth` files Python's start-up runs from it,
+    and `extra` (the problem's files)."""
     paths = set(HARNESS_ROOT.rglob("*.py")) | {Path(path) for path in extra}
     for module in list(sys.modules.values()):
         for attribute in ("__file__", "__cached__"):
             path = getattr(module, attribute, None)
             if isinstance(path, str):  # some modules answer any attribute (torch.ops)
                 paths.add(Path(path))
-                if attribute == "__cached__":
-                    # Python runs a cached .pyc whose header matches the source's time and size:
-                    # a forged one, or a new one beside it, changes its folder.
-                    paths.add(Path(path).parent)
     for entry in sys.path:
         folder = Path(entry or os.getcwd())
         if folder.name in SITE_FOLDERS and folder.is_dir():
@@ -50,12 +48,40 @@ def _stamp(path: Path):
     return status.st_ctime_ns, status.st_size
 
 
+def _harness_bytecode() -> dict[Path, tuple | None]:
+    return {path: _stamp(path) for path in HARNESS_ROOT.rglob("__pycache__/*.pyc")}
+
+
+def compiled_from_its_source(pyc: Path) -> bool:
+    """Whether `pyc` is what this Python compiles its source to: Python runs a cached file whose
+    header names the source's modification time and size, whatever code it holds. A file another
+    Python's import wrote (another magic number) is that Python's to check."""
+    try:
+        data = pyc.read_bytes()
+        source = pyc.parent.parent / (pyc.name.split(".")[0] + ".py")
+        status = source.stat()
+        if data[:4] != importlib.util.MAGIC_NUMBER:
+            return True
+        header = (int.from_bytes(data[4:8], "little"), int.from_bytes(data[8:12], "little"),
+                  int.from_bytes(data[12:16], "little"))
+        if header != (0, int(status.st_mtime) & 0xFFFFFFFF, status.st_size & 0xFFFFFFFF):
+            return False
+        return marshal.loads(data[16:]) == compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
+    except (OSError, ValueError, EOFError, TypeError, SyntaxError):
+        return False
+
+
 class CodeWatch:
     """A stamp of every watched path, taken before any submission runs; `changed()` names the
-    ones that differ since."""
+    ones that differ since. The harness's own cached bytecode is allowed to appear or change
+    (the first process that imports a module writes it) where it is its source's compiled form."""
 
     def __init__(self, extra: tuple[Path, ...] = ()):
         self._stamps = {path: _stamp(path) for path in watched_paths(extra)}
+        self._bytecode = _harness_bytecode()
 
     def changed(self) -> list[str]:
-        return [str(path) for path, stamp in self._stamps.items() if _stamp(path) != stamp]
+        changed = [path for path, stamp in self._stamps.items() if _stamp(path) != stamp]
+        changed += [path for path, stamp in _harness_bytecode().items()
+                    if self._bytecode.get(path) != stamp and path not in self._stamps]
+        return [str(path) for path in changed if path.suffix != ".pyc" or not compiled_from_its_source(path)]
