@@ -211,6 +211,24 @@ def test_a_file_that_fails_before_compiling_is_told_about_the_hook(tmp_path):
     assert "no cute.compile was reached for any shape" in report
 
 
+def test_another_problems_shapes_and_inputs_are_its_own(tmp_path):
+    """--problem nvfp4_group_gemm: its cases (per-group lists), its inputs handed to the file, its
+    sizes named in the hook's signature."""
+    from harness.problems import PROBLEMS
+
+    problem = PROBLEMS["nvfp4_group_gemm"]
+    needs_a_gpu = tmp_path / "needs_a_gpu.py"
+    needs_a_gpu.write_text("import torch\n\ndef custom_kernel(data):\n    assert len(data[0]) == len(data[3])\n"
+                           "    torch.cuda.current_device()\n")
+    console = Console(record=True, width=300)
+    status = checker.run_check(needs_a_gpu, "sm_100a", None, console, problem=problem)
+    report = console.export_text()
+    assert status == checker.EXIT_CHECK_FAILED
+    assert len(checker.official_shapes(problem)) == 14
+    assert "M x N x K x G" in report and "m64..248 n4096 k7168 g8" in report
+    assert "before any compile (define compile_for_check(m, n, k, g, arch)" in report
+
+
 @pytest.mark.parametrize("source, cause", [
     ("import torch\n\ndef custom_kernel(data)\n    return data[-1]\n", "SyntaxError: expected ':' ({path}, line 3)"),
     ("import torch\n\ndef kernel(data):\n    return data[-1]\n", "AttributeError: the submission defines no callable custom_kernel"),
