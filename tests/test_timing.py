@@ -236,8 +236,8 @@ def test_the_official_leaderboard_of_the_plain_eval_draws_every_round_afresh():
     case = _case(worker, strict=False, recheck=True, problem=problem)
     first_input = bits(case.shared[0][0]).sum().item()
     assert cases._time_rounds(case, StoppingRule(4, 1e12), cases.Figures(), NO_FIXED_COST, on_round=lambda text: None) is None
-    assert len(set(seen + [first_input])) == 5
-    redrawn = problem.generate(case.job.case.args, 5 + 4 * 13, "cpu")
+    assert len(seen) >= 3 and len(set(seen + [first_input])) == len(seen) + 1  # the rule may stop at 3
+    redrawn = problem.generate(case.job.case.args, 5 + len(seen) * 13, "cpu")
     assert torch.equal(bits(case.shared[0][0]), bits(redrawn[0])) and torch.equal(case.expected[0], ref_kernel(redrawn))
 
     kept = {}
