@@ -122,3 +122,37 @@ def test_a_partner_that_was_ended_is_not_started_again(tmp_path):
             partner.begin_case(120, lambda text: None)
     finally:
         partner.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
+def test_a_worker_can_open_a_workers_memory_but_not_the_partners(tmp_path):
+    """A process of the same user that gave up its capabilities, as every worker does, cannot open
+    the memory of a process that is not dumpable: the partner's rounds stay out of its reach."""
+    from harness.judge.isolation import WorkerProcess
+    from harness.runner.files import make_runner_folder
+
+    folder = make_runner_folder(Path(__file__).parent / "fixtures" / "torch_submission.py", str(tmp_path))
+    worker = WorkerProcess(str(tmp_path), folder, "cpu", 42)
+    partner = WorkerProcess(str(tmp_path), folder, "cpu", 42, echo=True)
+    probe = textwrap.dedent("""
+        import sys
+        from harness.runner.worker import give_up_privileges
+        give_up_privileges()
+        for pid in sys.argv[1:]:
+            try:
+                open(f"/proc/{pid}/mem", "rb").close()
+                print("open")
+            except OSError:
+                print("refused")
+    """)
+    try:
+        for process in (worker, partner):
+            process.begin_case(120, lambda text: None)
+            process.request("hold", "probe", [])  # a request answered: the process is serving
+        result = subprocess.run([sys.executable, "-c", probe, str(worker._process.pid), str(partner._process.pid)],
+                                capture_output=True, text=True, timeout=60,
+                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        assert result.stdout.split() == ["open", "refused"], result.stderr
+    finally:
+        for process in (worker, partner):
+            process.close()

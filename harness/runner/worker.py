@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -31,6 +32,17 @@ def _redirect_output(log_path: str) -> None:
     os.dup2(log_fd, 1)  # a standard stream the harness closed to its workers comes back here
     os.dup2(log_fd, 2)
     os.close(log_fd)
+
+
+def stay_out_of_reach() -> None:
+    """The calibration partner, not dumpable: with no capability left it would otherwise be open
+    to its sibling workers of the same user (ptrace, /proc/<pid>/mem), which could slow its
+    rounds and so inflate the fixed cost the judge subtracts from theirs."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            print(f"partner: the system refused prctl(PR_SET_DUMPABLE) ({os.strerror(ctypes.get_errno())}): "
+                  "workers can reach this process", file=sys.stderr, flush=True)
 
 
 def give_up_privileges() -> None:
@@ -73,6 +85,8 @@ def serve(connection, log_path: str, repo_root: str, runner_folder: str, device:
     (harness/judge/calibration.py) and never imports the submission."""
     _redirect_output(log_path)
     give_up_privileges()
+    if echo:
+        stay_out_of_reach()
     # Like the competition: every process compiles CuTeDSL kernels afresh.
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
     # The harness from the repository; `task`, `utils` and `reference` (the submission's imports,
