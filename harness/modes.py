@@ -113,6 +113,7 @@ class Executor:
             import pandas  # noqa: F401
         self._watch = CodeWatch(extra=tuple(options.problem.runner_files().values()))
         self._tampered: list[str] = []
+        self._helpers: set[int] = set()  # the judge's helper processes seen so far
 
     def __enter__(self):
         return self
@@ -138,6 +139,7 @@ class Executor:
                 new_processes = [process for process in self._processes() if process.begin_case(self._options.timeout_s, on_progress)]
                 for process in new_processes:
                     self._clock.connect(process)
+                self._helpers |= helper_pids()  # started with the first process, if not before
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
             except CaseStopped as stopped:
                 result = stopped.result
@@ -150,7 +152,7 @@ class Executor:
             self._release_inputs()
         result.output = self._worker.output_of_case()
         self._judge_fallbacks(result, job)
-        self._tampered = self._watch.changed()
+        self._tampered = self._watch.changed() + self._helpers_ended()
         if self._tampered:
             result.status = FAIL
             result.message = ("the judge's own files changed while the submission ran (a worker wrote them): "
@@ -163,6 +165,15 @@ class Executor:
             self._worker.close()
         end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | helper_pids())
         return result
+
+    def _helpers_ended(self) -> list[str]:
+        """The judge's helper processes (multiprocessing's resource tracker) that a worker ended:
+        the next process the judge starts would start a new one, a fresh interpreter with the
+        judge's privileges."""
+        helpers = helper_pids()
+        ended = [pid for pid in self._helpers if pid not in helpers or not _running(pid)]
+        self._helpers |= helpers
+        return [f"the judge's helper process {pid} (multiprocessing's resource tracker), ended" for pid in ended]
 
     def _judge_fallbacks(self, result: CaseResult, job: Job) -> None:
         """A case where the submission's self-check took a fallback fails (a warning under
@@ -211,6 +222,14 @@ class RepeatedError:
         elif (previous is not None and previous.status == ERROR and previous.message == result.message
               and self._cases[index].shape != self._cases[index - 1].shape):
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _device_name(device: str) -> str:

@@ -63,6 +63,7 @@ THREATS = {
     "broken_wrong_dtype": "6 not the answer",
     "cheat_overwrites_the_judges_reference": "1 rewriting the judge",
     "cheat_rewrites_the_judges_files": "1 rewriting the judge",
+    "cheat_ends_the_judges_helper": "1 rewriting the judge",
     "cheat_detects_probes_by_a_fingerprint": "4 work only where checked",
     "cheat_returns_an_empty_view": "1 rewriting the judge",
     "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
@@ -253,6 +254,8 @@ VERDICTS = [
     Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "fail",
              r"the judge's own files changed while the submission ran \(a worker wrote them\): \S+harness/__init__\.py",
              cases=(BENCHMARK_CASE,)),
+    Expected("cheat_ends_the_judges_helper", "test", EXIT_CASE_FAIL, "fail",
+             r"the judge's helper process \d+ \(multiprocessing's resource tracker\), ended", cases=(BENCHMARK_CASE,)),
     Expected("cheat_rewrites_the_judges_files", "benchmark", EXIT_CASE_FAIL, "fail",
              r"the judge's own files changed while the submission ran", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
     # The submission's own self-check reports a fallback: the chosen configuration was wrong.

@@ -56,3 +56,14 @@ def test_bytecode_that_is_not_its_sources_compiled_form_shows(tmp_path, monkeypa
     # Other code under this source's header: the import would run it.
     honest.write_bytes(honest.read_bytes()[:16] + other.read_bytes()[16:])
     assert watch.changed() == [str(honest)]
+
+
+def test_a_start_up_hook_that_appears_in_the_user_site_shows(tmp_path, monkeypatch):
+    import site
+
+    user_site = tmp_path / "user-site"
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    watch = CodeWatch()
+    user_site.mkdir()
+    (user_site / "usercustomize.py").write_text("import os\n")
+    assert {str(user_site), str(user_site / "usercustomize.py")} <= set(watch.changed())

@@ -41,9 +41,10 @@ CALIBRATION_SPREADS = 3.0
 # calibration partner does: more is GPU work the worker ran during the flush, before the window.
 FLUSH_TOLERANCE = 0.03
 NEAR_DUPLICATE_TRIES = 8
-# After each timed round but the last, a probe (a timed round on edited inputs, harness/judge/
-# probes.py) with this chance, and always after one of the first MIN_ROUNDS, drawn at random: no
-# timed round can be told from a checked one on new values, so a replay in any of them risks the case.
+# After each timed round but the last, and after each probe, a probe (a timed round on edited
+# inputs, harness/judge/probes.py) with this chance, and always after one of the first MIN_ROUNDS,
+# drawn at random: no timed round can be told from a checked one on new values, so a replay in any
+# of them risks the case.
 PROBE_CHANCE = 1 / 8
 FIRST_PROBE_WITHIN = MIN_ROUNDS
 # Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
@@ -332,11 +333,16 @@ def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, cali
         steering = figures.judged_ns(calibration) if case.strict else figures.worker_ns
         if rule.should_stop(steering, started):
             return None
-        if case.strict and (len(figures.rounds) - 1 == first_probe or chance.random() < PROBE_CHANCE):
+        on_round(rule.progress(steering, started))
+        # A probe may follow a probe, with the same chance: the judge's longer gap after one (its
+        # references) then tells nothing of the next round.
+        probe = case.strict and (len(figures.rounds) - 1 == first_probe or chance.random() < PROBE_CHANCE)
+        while probe:
             problem = _probe(case)
             if problem:
                 return problem
-        on_round(rule.progress(steering, started))
+            on_round(rule.progress(steering, started))
+            probe = chance.random() < PROBE_CHANCE
 
 
 def _probe(case: BenchmarkCase) -> str | None:

@@ -14,12 +14,14 @@ and restored between two looks still shows.
 import importlib.util
 import marshal
 import os
+import site
 import sys
 from pathlib import Path
 
 HARNESS_ROOT = Path(__file__).resolve().parents[1]
-# Where Python's start-up runs the `.pth` files it finds.
+# Where Python's start-up runs the `.pth` files it finds, and the modules it imports if found.
 SITE_FOLDERS = ("site-packages", "dist-packages")
+START_UP_HOOKS = ("sitecustomize.py", "usercustomize.py")
 
 
 def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
@@ -34,10 +36,28 @@ def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
                 paths.add(Path(path))
     for entry in sys.path:
         folder = Path(entry or os.getcwd())
+        # Start-up hooks a new interpreter runs (the judge starts helpers: the partner, the resource
+        # tracker), watched where they are missing too: one that appears is a change.
+        paths.update(folder / name for name in START_UP_HOOKS)
         if folder.name in SITE_FOLDERS and folder.is_dir():
             paths.add(folder)  # a file added there (a .pth) changes the folder
             paths.update(folder.glob("*.pth"))
+    user_site = Path(site.getusersitepackages())
+    paths.update([user_site, *(user_site / name for name in START_UP_HOOKS)])
+    paths.update(user_site.glob("*.pth"))
+    paths.add(Path(os.path.realpath(sys.executable)))
+    paths.update(_mapped_files())
     return sorted(paths)
+
+
+def _mapped_files() -> set[Path]:
+    """The files this process has mapped: the interpreter's shared libraries, torch's, CUDA's."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return {Path(line.split(maxsplit=5)[5].strip()) for line in maps
+                    if len(line.split(maxsplit=5)) == 6 and line.split(maxsplit=5)[5].startswith("/")}
+    except OSError:
+        return set()
 
 
 def _stamp(path: Path):
