@@ -15,7 +15,7 @@ from harness import sol
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
 from harness.judge.cases import RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
-from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, protect_the_judge
+from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, is_running, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
@@ -171,7 +171,7 @@ class Executor:
         the next process the judge starts would start a new one, a fresh interpreter with the
         judge's privileges."""
         helpers = helper_pids()
-        ended = [pid for pid in self._helpers if pid not in helpers or not _running(pid)]
+        ended = [pid for pid in self._helpers if pid not in helpers or not is_running(pid)]
         self._helpers |= helpers
         return [f"the judge's helper process {pid} (multiprocessing's resource tracker), ended" for pid in ended]
 
@@ -222,14 +222,6 @@ class RepeatedError:
         elif (previous is not None and previous.status == ERROR and previous.message == result.message
               and self._cases[index].shape != self._cases[index - 1].shape):
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _device_name(device: str) -> str:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.judge.isolation import end_strays, protect_the_judge
+from harness.judge.isolation import end_strays, is_running, protect_the_judge
 
 LINUX = sys.platform.startswith("linux")
 
@@ -31,27 +31,19 @@ ESCAPES = textwrap.dedent("""
 """)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.skipif(not LINUX, reason="subreapers and /proc are Linux's")
 def test_an_orphan_a_worker_left_behind_is_adopted_and_ended():
     assert protect_the_judge() == []
     child = subprocess.run([sys.executable, "-c", ESCAPES], capture_output=True, text=True, timeout=60)
     grandchild = int(child.stdout.split()[0])
-    assert _alive(grandchild)
+    assert is_running(grandchild)
     assert os.getppid() != grandchild and open(f"/proc/{grandchild}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())
     ended = end_strays(keep=set())
     assert grandchild in ended
     deadline = time.monotonic() + 10
-    while _alive(grandchild) and time.monotonic() < deadline:
+    while is_running(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(grandchild)
+    assert not is_running(grandchild)
 
 
 @pytest.mark.skipif(not LINUX, reason="capabilities are Linux's")

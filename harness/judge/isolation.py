@@ -58,6 +58,15 @@ def protect_the_judge() -> list[str]:
     return refused
 
 
+def is_running(pid: int) -> bool:
+    """Whether the process exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _parents() -> dict[int, int]:
     """pid -> parent pid of every process this one can see."""
     parents = {}
