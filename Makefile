@@ -93,7 +93,7 @@ sanitize:
 lint:
 	$(PYTHON) -m harness lint --problem $(PROBLEM) --submission $(SUBMISSION)
 
-# Runs from results/ side by side, per device; `make compare PLOT=results/history.png` also plots.
+# Runs from results/ side by side, per problem and device; `make compare PLOT=results/history.png` also plots.
 compare:
 	$(PYTHON) -m harness compare $(if $(PLOT),--plot $(PLOT)) $(ARGS)
 

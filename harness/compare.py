@@ -239,7 +239,7 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
               help="Also draw % of SOL per shape and run into this PNG.")
 def compare_command(results_path: Path, reference_path: Path, no_reference: bool, device_filter: str | None, mode: str | None,
                     problem_filter: str | None, last_runs: int, plot_path: Path | None) -> None:
-    """Runs side by side per device, yours and the reference ones: mean, % SOL, change against the previous run there."""
+    """Runs side by side per problem and device, yours and the reference ones: mean, % SOL, change against the previous run there."""
     # Piped, rich would assume 80 columns and wrap every cell; a log gets the whole table.
     console = Console(width=None if sys.stdout.isatty() else 250)
     sources = [(YOURS, results_path)] + ([] if no_reference else [(REFERENCE, reference_path)])
