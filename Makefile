@@ -51,14 +51,14 @@ profile:
 	$(PYTHON) -m harness profile --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
 
 sol:
-	$(PYTHON) -m harness sol --problem $(PROBLEM) --gpu B200
+	$(PYTHON) -m harness sol --problem $(PROBLEM) --gpu B200 $(ARGS)
 
 # The B200 cost model: its calibration on published times and its times for our sm_100a configurations.
 model:
-	$(PYTHON) -m harness model
+	$(PYTHON) -m harness model $(ARGS)
 
 task-yml:
-	for problem in $(PROBLEMS); do $(PYTHON) -m harness task-yml --problem $$problem || exit 1; done
+	for problem in $(PROBLEMS); do $(PYTHON) -m harness task-yml --problem $$problem $(ARGS) || exit 1; done
 
 # On a GPU (Hopper or newer, nvcc): whether the next call's CTAs start beside this call's on every
 # SM with PDL, the assumption behind the model's two-CTAs-an-SM figure (experiments/pdl_overlap).
@@ -91,7 +91,7 @@ sanitize:
 
 # Static checks the leaderboard applies to the file: size, the word "stream", headers, imports.
 lint:
-	$(PYTHON) -m harness lint --problem $(PROBLEM) --submission $(SUBMISSION)
+	$(PYTHON) -m harness lint --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
 
 # Runs from results/ side by side, per problem and device; `make compare PLOT=results/history.png` also plots.
 compare:
