@@ -131,3 +131,15 @@ def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
     assert lines[verdict + 1].startswith("submission.py needs a CUDA GPU: on --device cpu, test 0 raised an error naming CUDA")
     assert [line.split()[:4] for line in lines[verdict + 2:]] == [
         ["python", "-m", "harness", "lint"], ["python", "-m", "harness", "compile"], ["python", "-m", "harness", "test"]]
+
+
+def test_a_case_the_problems_reference_refuses_is_named_as_the_tests_files(tmp_path):
+    """K = 100 is no multiple of the 16-element scale blocks: the reference cannot take it, and the
+    report says so instead of blaming the submission's reply."""
+    tests_file = tmp_path / "bad_k.txt"
+    tests_file.write_text("m: 128; n: 128; k: 100; l: 1; seed: 1\n")
+    result = harness("test", str(tests_file), "--device", "cpu", "--submission", str(TEMPLATE))
+    report = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 112
+    assert "the tests file's case cannot be drawn: nvfp4_gemm's generator or reference refused it" in report
+    assert "could not read the worker's reply" not in report

@@ -19,7 +19,7 @@ import statistics
 
 import torch
 
-from harness.jobs import FAIL, PASS, CaseResult, Job
+from harness.jobs import ERROR, FAIL, PASS, CaseResult, Job
 from harness.judge import activity
 from harness.judge.isolation import CaseStopped, helper_pids
 from harness.judge.memory import SharedPool
@@ -65,6 +65,18 @@ class Judging:
 
 def _generate(job: Job, seed: int):
     return job.problem.generate(job.case.args, seed, job.device)
+
+
+def _drawn(job: Job, seeds: list[int]) -> tuple[list, list]:
+    """(inputs, references) for `seeds`, drawn before the worker sees the case. Sizes the problem's
+    generator or reference cannot take (a K that is no multiple of its scale blocks, say) are the
+    tests file's mistake, said as such, not the submission's failure."""
+    try:
+        inputs = [_generate(job, seed) for seed in seeds]
+        return inputs, [job.problem.expected(clone_data(data)) for data in inputs]
+    except Exception as error:  # whatever the problem's own code raises names what is wrong
+        raise CaseStopped(CaseResult(ERROR, f"the tests file's case cannot be drawn: {job.problem.name}'s generator or "
+                                            f"reference refused it ({type(error).__name__}: {error})")) from None
 
 
 def _seeds_after(start: int, count: int, step: int) -> list[int]:
@@ -133,8 +145,7 @@ def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> s
 
 def run_test(job: Job, judging: Judging) -> CaseResult:
     device = torch.device(job.device)
-    data = _generate(job, job.case.args["seed"])
-    expected = [job.problem.expected(clone_data(data))]
+    (data,), expected = _drawn(job, [job.case.args["seed"]])
     shared = _hand_over(judging, [data], device)
     _load(judging.worker)
     judging.progress("calling custom_kernel")
@@ -192,8 +203,7 @@ class BenchmarkCase:
         eval_parameters = job.problem.eval
         seeds = _seeds_after(job.case.args["seed"], eval_parameters.calls_per_batch, eval_parameters.seed_step)
         judging.progress("generating inputs")
-        self.pristine = [_generate(job, seed) for seed in seeds]
-        self.expected = [self.problem.expected(clone_data(data)) for data in self.pristine]
+        self.pristine, self.expected = _drawn(job, seeds)
         self.next_seed = seeds[-1]
         # The recheck's fresh draws: the batch's own step, or where every input of a batch is the
         # case's own (a step of 0), the leaderboard's step to a fresh input.
