@@ -261,7 +261,7 @@ def compare_command(results_path: Path, reference_path: Path, no_reference: bool
     for history in shown:
         console.print(history_table(history))
     console.print(
-        "[dim]runs headed `yours` are from your results/runs.csv, `reference` from this kit's results/reference/runs.csv; "
+        f"[dim]runs headed `yours` are from {results_path}, `reference` from {reference_path}; "
         "each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
         "device (green faster, red slower, dim within 1%); geomean: the ranking score, over runs where every "
         "shape passed[/dim]"
