@@ -40,9 +40,6 @@ class Ceilings:
         """The GEMM's SOL (nvfp4_gemm's formula)."""
         return self.seconds(gemm_work(m, n, k, l))
 
-    def bound(self, m: int, n: int, k: int, l: int) -> str:
-        return self.bound_of(gemm_work(m, n, k, l))
-
     def held_by(self, reached: list[tuple[str, tuple[float, float], float]]) -> "Ceilings":
         """These ceilings, each raised to the highest rate a measured call reached where that is
         above it ((shape label, work, seconds per call)): a rate that is beaten is no ceiling, and

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from harness.sol import DEVICES, ceilings_for, device_key, gemm_bytes, gemm_flops
+from harness.sol import DEVICES, ceilings_for, device_key, gemm_bytes, gemm_flops, gemm_work
 
 BENCHMARKS_B200_US = [((128, 7168, 16384, 1), "8.994"), ((128, 4096, 7168, 1), "2.354"), ((128, 7168, 2048, 1), "1.333")]
 
@@ -11,7 +11,7 @@ BENCHMARKS_B200_US = [((128, 7168, 16384, 1), "8.994"), ((128, 4096, 7168, 1), "
 @pytest.mark.parametrize("shape, printed", BENCHMARKS_B200_US)
 def test_b200_table_to_the_printed_digits(shape, printed):
     assert f"{DEVICES['B200'].sol_seconds(*shape) * 1e6:.3f}" == printed
-    assert DEVICES["B200"].bound(*shape) == "memory"
+    assert DEVICES["B200"].bound_of(gemm_work(*shape)) == "memory"
 
 
 def test_bytes_and_flops_formula():
@@ -28,7 +28,7 @@ def test_hopper_ceilings_are_bf16_dense_and_their_bandwidths():
     assert DEVICES["H100"].peak_flops == DEVICES["H200"].peak_flops == 989e12
     assert (DEVICES["H100"].bandwidth, DEVICES["H200"].bandwidth) == (3.35e12, 4.8e12)
     # A large square GEMM is compute-bound on Hopper at the bf16 peak.
-    assert DEVICES["H100"].bound(4096, 4096, 4096, 1) == "compute"
+    assert DEVICES["H100"].bound_of(gemm_work(4096, 4096, 4096, 1)) == "compute"
 
 
 @pytest.mark.parametrize(

@@ -54,8 +54,8 @@ def _mapped_files() -> set[Path]:
     """The files this process has mapped: the interpreter's shared libraries, torch's, CUDA's."""
     try:
         with open("/proc/self/maps") as maps:
-            return {Path(line.split(maxsplit=5)[5].strip()) for line in maps
-                    if len(line.split(maxsplit=5)) == 6 and line.split(maxsplit=5)[5].startswith("/")}
+            fields = [line.split(maxsplit=5) for line in maps]
+        return {Path(field[5].strip()) for field in fields if len(field) == 6 and field[5].startswith("/")}
     except OSError:
         return set()
 
