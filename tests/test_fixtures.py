@@ -63,7 +63,14 @@ THREATS = {
     "broken_wrong_dtype": "6 not the answer",
     "cheat_overwrites_the_judges_reference": "1 rewriting the judge",
     "cheat_rewrites_the_judges_files": "1 rewriting the judge",
-    "cheat_ends_the_judges_helper": "1 rewriting the judge",
+    "cheat_plants_a_module": "1 rewriting the judge",
+    "cheat_forges_history": "7 writing the judge's output",
+    "cheat_sends_a_descriptor": "8 hanging or crashing the judge",
+    "cheat_truncates_its_inputs": "8 hanging or crashing the judge",
+    "cheat_steers_the_calibration": "2 rewriting the clock",
+    "cheat_wakes_during_calibration": "2 rewriting the clock",
+    "honest_runs_a_subprocess": "no false positive",
+    "honest_prints_a_lot": "no false positive",
     "cheat_detects_probes_by_a_fingerprint": "4 work only where checked",
     "cheat_returns_an_empty_view": "1 rewriting the judge",
     "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
@@ -89,6 +96,12 @@ PROBE = r"probe on edited inputs among the timed rounds: input \d+: mismatch fou
 REPLAY_CAUGHT = rf"{PROBE}|{RECHECK}"
 NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
 BEFORE_THE_WINDOW = r"the judge's L2 flush took \d+ us longer while the worker waited for its batch than while nothing ran"
+# The sandbox refused the write (read-only file system, or Landlock), or the watch of the judge's
+# files saw it.
+SANDBOX_OR_WATCH = (r"Read-only file system|Permission denied|"
+                    r"the judge's own files changed while the submission ran \(a worker wrote them\)")
+# A benchmark line whose judged mean and worker's events both appear (the figures verdict passed).
+AGREED = r"mean [\d.]+ us .*the worker's events [\d.]+ us"
 # How long a process the submission left behind gets, after the judge exits, to write into the
 # judge's output before it is read.
 FORGER_GRACE_S = 3.0
@@ -249,19 +262,35 @@ VERDICTS = [
     Expected("cheat_detects_probes_by_a_fingerprint", "benchmark", EXIT_CASE_FAIL, "fail",
              r"probe on edited inputs among the timed rounds: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
              max_repeats=20),
-    # A worker writes a file the judge's code comes from (back with its own bytes): its change
-    # time moved, and the run stops.
-    Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "fail",
-             r"the judge's own files changed while the submission ran \(a worker wrote them\): \S+harness/__init__\.py",
-             cases=(BENCHMARK_CASE,)),
-    Expected("cheat_ends_the_judges_helper", "test", EXIT_CASE_FAIL, "fail",
-             r"the judge's helper process \d+ \(multiprocessing's resource tracker\), ended", cases=(BENCHMARK_CASE,)),
-    Expected("cheat_rewrites_the_judges_files", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"the judge's own files changed while the submission ran", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # A worker cannot write a file the judge's code comes from: its file system is read-only but
+    # for its own folder (the sandbox), and where a system has no such layer the judge's watch
+    # of its files finds the change time moved and stops the run.
+    Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "error|fail", SANDBOX_OR_WATCH, cases=(BENCHMARK_CASE,)),
+    Expected("cheat_rewrites_the_judges_files", "benchmark", EXIT_CASE_FAIL, "error|fail", SANDBOX_OR_WATCH,
+             cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # Modules planted where the judge imports from, a row planted in results/: nothing lands.
+    Expected("cheat_plants_a_module", "test", EXIT_PASS, "pass"),
+    Expected("cheat_forges_history", "test", EXIT_PASS, "pass"),
+    # A reply naming a descriptor is refused unread, at once (no connection back to the worker).
+    Expected("cheat_sends_a_descriptor", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message names multiprocessing\.resource_sharer\.DupFd"),
+    # Shared memory truncated under the judge: sealed, so the judge lives on and judges.
+    Expected("cheat_truncates_its_inputs", "test", EXIT_PASS, "pass"),
+    Expected("cheat_truncates_its_inputs", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # The calibration steered by the hand-over style of the warm-up, or disturbed by signals: each
+    # round is charged its own kind's fixed cost, the worker's tree is frozen while the partner
+    # measures, and the partner is out of its reach. It gains nothing: judged and claimed agree.
+    Expected("cheat_steers_the_calibration", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
+             max_repeats=60),
+    Expected("cheat_wakes_during_calibration", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
     # The submission's own self-check reports a fallback: the chosen configuration was wrong.
     Expected("broken_falls_back", "test", EXIT_CASE_FAIL, "fail", r"the submission's self-check fell back \(1x\): nvfp4 self-check FALLBACK:"),
     Expected("broken_falls_back", "test", EXIT_PASS, "pass",
              r"warning: the competition would have missed this: the submission's self-check fell back", official=True),
+    # A child process at import and heavy printing are no cheat.
+    Expected("honest_runs_a_subprocess", "test", EXIT_PASS, "pass"),
+    Expected("honest_prints_a_lot", "test", EXIT_PASS, "pass"),
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
     Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
@@ -300,6 +329,13 @@ def submission_path(fixture: str) -> Path:
     path = FIXTURES / f"{fixture}.py"
     assert path.exists(), f"fixture {path} is missing"
     return path
+
+
+def _planted() -> list[str]:
+    """What the planting fixtures would leave where the judge or the user's history reads from."""
+    runs = ROOT / "results" / "runs.csv"
+    planted = [str(ROOT / name) for name in ("lzma.py", "click.py", "usercustomize.py") if (ROOT / name).exists()]
+    return planted + ([str(runs)] if runs.exists() and ",forged," in runs.read_text() else [])
 
 
 @pytest.fixture
@@ -373,9 +409,11 @@ def test_run_verdict(expected, device, tally, tmp_path):
         assert set(statuses.values()) <= {"pass"}, report
     else:
         # Every case gets the verdict: one broken case does not stop the run.
-        assert statuses == {index: expected.status for index in range(len(expected.cases))}, report
+        assert set(statuses) == set(range(len(expected.cases))), report
+        assert all(re.fullmatch(expected.status, status) for status in statuses.values()), report
     if expected.message:
         assert re.search(expected.message, report), report
+    assert _planted() == [], f"{expected.fixture} wrote where the judge reads: {_planted()}"
     if expected.fixture.startswith(("broken_", "cheat_")):
         tally.record("broken submissions", expected.fixture)
     tally.record("fixture verdicts", label)
