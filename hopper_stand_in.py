@@ -182,8 +182,9 @@ class HopperOperandDecode:
     8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
 
     The decode CTAs (`decode`) are CTAs of the GEMM's own grid where the whole grid fits on the
-    device at once (one grid a call: twice the calls of `SM90_GRIDS_IN_FLIGHT`), else this
-    class's own kernel, launched before the GEMM. The buffer's counters (`counters_ptr`, words
+    device at once (one grid a call, so twice the calls in flight of two grids a call: the GPU
+    runs `SM90_GRIDS_IN_FLIGHT` grids of one queue at once), else this class's own kernel,
+    launched before the GEMM. The buffer's counters (`counters_ptr`, words
     `SM90_READY`...) hand it over: each decode CTA takes a turn on the buffer, loads its inputs,
     waits for its turn (the GEMMs of the calls that took the buffer before have read it all),
     decodes, and counts itself done on the ready counter, which the GEMM's TMA warp polls before
@@ -532,6 +533,16 @@ class Sm90GemmCta(NamedTuple):
     splits: cutlass.Int32
     cluster_size: cutlass.Int32
     batch: cutlass.Int32
+
+
+class Sm90Stages(NamedTuple):
+    """The stages in shared memory: their pipeline (`PipelineTmaAsync`), the decoded A tiles, B's
+    packed rows and scale atoms, and the epilogue's fp32 tile, which overlays them."""
+    pipe: pipeline.PipelineTmaAsync
+    sA: cute.Tensor
+    sPackedB: cute.Tensor
+    sSFB: cute.Tensor
+    sTile: cute.Tensor
 
 
 class Sm90BDecode(NamedTuple):
@@ -951,6 +962,20 @@ class HopperNvfp4Gemm:
             for atom in (loads.tma_a, loads.tma_b, loads.tma_sfb):
                 cpasync.prefetch_descriptor(atom)
 
+        stages = self._make_stages()
+        copies = self._partition_loads(loads, stages, m_tile, n_tile, cta.batch)
+
+        if warp_idx >= tiling.MMA_WARPS:
+            self._tma_warpgroup(is_tma_warp, stages.pipe, copies, k_start, k_count, decoded_a, cta)
+        else:
+            cute.arch.setmaxregister_increase(tiling.mma_registers)
+            self._mma_warpgroups(tiled_mma, stages, mC, mPartials, tidx, m_tile, n_tile, k_count, cta)
+
+    @cute.jit
+    def _make_stages(self) -> Sm90Stages:
+        """The stages in this CTA's shared memory and their pipeline: a stage is full when TMA
+        has brought `stage_bytes`, empty when every MMA warp that multiplies it has arrived."""
+        tiling = self.tiling
         storage = utils.SmemAllocator().allocate(self.shared_storage)
         stage_pipe = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.stage_barriers.data_ptr(),
@@ -968,19 +993,13 @@ class HopperNvfp4Gemm:
         sPackedB = cute.make_tensor(stage_bytes + self.packed_b_offset, tiling.packed_b_smem_layout())
         sSFB = cute.make_tensor(stage_bytes + self.sfb_offset, tiling.sfb_smem_layout())
         sTile = cute.make_tensor(cute.recast_ptr(stage_bytes, dtype=cutlass.Float32), tiling.epilogue_layout())
-        copies = self._partition_loads(loads, sA, sPackedB, sSFB, m_tile, n_tile, cta.batch)
-
-        if warp_idx >= tiling.MMA_WARPS:
-            self._tma_warpgroup(is_tma_warp, stage_pipe, copies, k_start, k_count, decoded_a, cta)
-        else:
-            cute.arch.setmaxregister_increase(tiling.mma_registers)
-            self._mma_warpgroups(tiled_mma, sA, sPackedB, sSFB, sTile, stage_pipe, mC, mPartials, tidx, m_tile,
-                                 n_tile, k_count, cta)
+        return Sm90Stages(stage_pipe, sA, sPackedB, sSFB, sTile)
 
     @cute.jit
-    def _partition_loads(self, loads: Sm90TmaLoads, sA, sPackedB, sSFB, m_tile, n_tile, batch) -> Sm90TmaCopies:
+    def _partition_loads(self, loads: Sm90TmaLoads, stages: Sm90Stages, m_tile, n_tile, batch) -> Sm90TmaCopies:
         """This CTA's TMA copies: its K tiles of the decoded A and of B, one K tile per stage."""
         tma_a, mA, tma_b, mB, tma_sfb, mSFB = loads
+        _, sA, sPackedB, sSFB, _ = stages
         gA = cute.local_tile(mA, (self.TILE_M, self.TILE_K), (m_tile, None, batch))
         gB = cute.local_tile(mB, (self.tile_n, Sm90Tiling.PACKED_BYTES_PER_ROW), (n_tile, None, batch))
         one_cta = cute.make_layout(1)
@@ -1104,11 +1123,12 @@ class HopperNvfp4Gemm:
     # ----- the MMA warpgroups: B decoded into registers, MMA, epilogue -----
 
     @cute.jit
-    def _mma_warpgroups(self, tiled_mma, sA, sPackedB, sSFB, sTile, stage_pipe, mC, mPartials, tidx, m_tile, n_tile,
-                        k_count, cta: Sm90GemmCta):
+    def _mma_warpgroups(self, tiled_mma, stages: Sm90Stages, mC, mPartials, tidx, m_tile, n_tile, k_count,
+                        cta: Sm90GemmCta):
         """B decoded into registers (per thread), A from shared memory, fp32 accumulators; then
         c, or this split's share of the split-K reduction."""
         tiling = self.tiling
+        stage_pipe, sA, sPackedB, sSFB, sTile = stages
         warpgroup_threads = tiling.MMA_THREADS // tiling.b_row_warpgroups  # threads per B row
         thr_mma = tiled_mma.get_slice(tidx % warpgroup_threads)
         # Where the warpgroups share B rows, warpgroup w multiplies K tiles w, w + 2, ... and
@@ -1130,9 +1150,9 @@ class HopperNvfp4Gemm:
         acc.fill(0.0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
 
-        # Two register fragments, decoded in turn: one MMA group stays in flight, so the
-        # group retired after a fragment's MMAs are issued read the other fragment, decoded
-        # next, and the previous stage, which goes back to TMA.
+        # Two register fragments, decoded in turn, and one MMA group in flight: the group that
+        # wait_group(1) retires read the other fragment (decoded next) and the previous stage
+        # (released to TMA).
         consumer = pipeline.PipelineState(tiling.stages, k_phase, k_phase, cutlass.Int32(0))
         retired = consumer.clone()
         for step in cutlass.range(k_count // tiling.k_tiles_per_step, unroll=1):
