@@ -416,8 +416,8 @@ class Sm90Tiling:
     # K tiles of B (read from DRAM) that the TMA warp loads before it waits for the decoded A
     # (from L2), so that the first stages fill sooner.
     B_TILES_AHEAD = 2
-    # The shared memory the stages share with their barriers (one Int64 pair a stage), which
-    # the 1024-byte alignment of the decoded A's swizzled tile rounds up to 1 KB.
+    # Dynamic shared memory before the stages: their barriers (two Int64 a stage), padded to 1 KB
+    # by the 1024-byte alignment of the decoded A's swizzled tiles.
     BARRIER_BYTES = 1024
 
     def __post_init__(self):
@@ -450,9 +450,9 @@ class Sm90Tiling:
         for name, value in derived.items():
             object.__setattr__(self, name, value)
         # The TMA warp fills B_TILES_AHEAD stages before it loads any A, and each MMA warpgroup
-        # holds two stages (the K tile it decodes and the one whose MMAs are in flight): fewer
-        # stages than either needs would deadlock.
-        needed = max(self.B_TILES_AHEAD + 1, self.k_tiles_per_step)
+        # holds two of its stages (the K tile it decodes and the one whose MMAs are in flight)
+        # before it releases one: fewer stages than either needs would deadlock.
+        needed = max(self.B_TILES_AHEAD, self.k_tiles_per_step)
         if self.stages < needed:
             raise ValueError(f"tile width {self.tile_n}: {self.stages} stages fit in shared memory, "
                              f"the pipeline needs {needed}")
@@ -934,9 +934,9 @@ class HopperNvfp4Gemm:
                 mAWords, mSFAWords, mDecodedA, counters_ptr, column * splits + split, batch, decode_ctas,
                 tiles_m * self.TILE_M, k_tiles)
         else:
-            self._gemm(Sm90GemmCta(column - decode_columns, tiles, tiles_m, k_tiles, split, splits, cluster_size, batch),
-                       Sm90TmaLoads(tma_a, mA, tma_b, mB, tma_sfb, mSFB), mC, mPartials, Sm90DecodedA(counters_ptr, decode_ctas),
-                       tiled_mma)
+            cta = Sm90GemmCta(column - decode_columns, tiles, tiles_m, k_tiles, split, splits, cluster_size, batch)
+            loads = Sm90TmaLoads(tma_a, mA, tma_b, mB, tma_sfb, mSFB)
+            self._gemm(cta, loads, mC, mPartials, Sm90DecodedA(counters_ptr, decode_ctas), tiled_mma)
 
     @cute.jit
     def _gemm(self, cta: Sm90GemmCta, loads: Sm90TmaLoads, mC: cute.Tensor, mPartials: cute.Tensor,
@@ -1008,11 +1008,11 @@ class HopperNvfp4Gemm:
         tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sPackedB, 0, 2),
                                            cute.group_modes(gB, 0, 2))
         scale_copies = []
-        sfb_layout = self.tiling.sfb_smem_layout()
-        sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(sfb_layout, (None, None, 0))))
-        for atom in cutlass.range_constexpr(self.tiling.scale_rows // 128):
+        tiling = self.tiling
+        sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(tiling.sfb_smem_layout(), (None, None, 0))))
+        for atom in cutlass.range_constexpr(tiling.scale_rows // 128):
             s_atoms = cute.make_tensor(sSFB.iterator + atom * SF_ATOM_BYTES,
-                                       cute.make_layout((SF_ATOM_BYTES, self.tiling.stages), stride=(1, sf_stage_bytes)))
+                                       cute.make_layout((SF_ATOM_BYTES, tiling.stages), stride=(1, sf_stage_bytes)))
             g_atoms = mSFB[(None, None, n_tile * self.tile_n // 128 + atom, batch)]
             scale_copies.append(cpasync.tma_partition(tma_sfb, 0, one_cta, s_atoms, g_atoms))
         return Sm90TmaCopies(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
