@@ -106,8 +106,8 @@ class Constants:
     dram_efficiency: float  # the fraction of the SOL table's DRAM rate these kernels' loads reach
 
 
-# Fitted with `python -m harness model --fit` (harness/b200_calibration.py; the output is in
-# results/b200-model-calibration.txt).
+# The fit's (harness/b200_calibration.py; `python -m harness model` says so where they differ, and
+# results/b200-model-calibration.txt holds its output).
 FITTED = Constants(launch_s=3.25e-6, latency_s=1.1e-6, ingest_bytes_per_s=135e9, dram_efficiency=0.65)
 
 
