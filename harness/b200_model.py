@@ -55,7 +55,7 @@ MMA_FLOPS_PER_SM_S = B200_FP4_FLOP_PER_SM_CLK * B200_CLOCK_HZ
 L2_TO_SM_BYTES_PER_S = 20e12
 # A CTA's start on an SM the previous call's grid held, to its first load: the block
 # scheduler's dispatch and the prologue (barriers, TMEM allocation, descriptor prefetch). No
-# published kernel used PDL, so it is set, not fitted; `report.sensitivity_table` varies it.
+# published kernel used PDL, so it is set, not fitted; `b200_report.sensitivity_table` varies it.
 CTA_START_S = 1.0e-6
 # A cluster barrier's round trip, for the split-K exchange through distributed shared memory:
 # set, not fitted (no published kernel did it).
@@ -280,7 +280,7 @@ def call(kernel: Kernel, shape: tuple, constants: Constants = FITTED, overlap: O
          cta_start_s: float = CTA_START_S, loads_under_tail: bool = True) -> Call:
     """One call in the competition's timing. `cta_start_s`, `loads_under_tail` (the next call's
     CTAs on free SMs load while this call's tail runs) and `overlap` are the PDL assumptions no
-    published time tests: `report.sensitivity_table` varies them."""
+    published time tests: `b200_report.sensitivity_table` varies them."""
     m, n, k, l = shape
     tiles = (n // kernel.tile_n) * (m // kernel.tile_m) * l
     k_tiles = k // kernel.tile_k

@@ -4,6 +4,7 @@ is never read faster than its rate, and two calls in flight pay the serial tails
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -58,6 +59,20 @@ def test_the_residuals_on_both_sets():
     assert calibration.rms_log_residual(fitted) < 0.10
     assert calibration.rms_log_residual(held) < 0.10
     assert all(abs(got / published - 1) < 0.20 for _, _, published, got in held)
+
+
+def test_the_calibration_table_prints_both_sets_residuals():
+    from rich.console import Console
+
+    from harness import b200_report
+
+    console = Console(width=250, record=True)
+    console.print(b200_report.calibration_table())
+    text = console.export_text()
+    held = calibration.rms_log_residual(calibration.residuals(held_out=True))
+    assert re.search(rf"held out\s*│ RMS log residual over 12 points\s*│ {held:.3f}", text)
+    assert "RMS log residual over 17 points" in text and text.count("held out │") >= 3 * 4
+    assert calibration.HOST_BOUND in text
 
 
 def test_near_optimal_constants_agree_on_this_kits_kernel(errors):
