@@ -302,9 +302,9 @@ def call(kernel: Kernel, shape: tuple, constants: Constants = FITTED, overlap: O
     if kernel.ctas_per_sm > 1 or free >= grid:
         # Two calls in flight: every SM runs one call's tail beside the next call's start and
         # main loop (two CTAs an SM), or the next call's whole grid runs on the SMs this one
-        # leaves free. The busiest SM still takes in its own bytes and runs its own MMAs, at
-        # least one grid's in every two (half the SMs each), and each epilogue waits for the
-        # previous grid to complete.
+        # leaves free. The busiest SM still takes in its own CTAs' bytes and runs their MMAs (a
+        # grid on half the SMs or fewer comes to it every other call), and each epilogue waits
+        # for the previous grid to complete.
         chain = cta_start_s + mainloop + tail
         streaming = k_tiles_per_sm * _largest(flow.transfer_s, flow.mma_s)
         busiest_sm = streaming * max(grid / B200_SMS, 0.5)
