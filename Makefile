@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap
+.PHONY: setup test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -65,6 +65,12 @@ task-yml:
 # ARGS="--out file.csv" writes the table's rows.
 pdl-overlap:
 	$(PYTHON) experiments/pdl_overlap/run.py $(ARGS)
+
+# The same on the B200 configuration's 28 KB K tiles, eight a CTA: records what the cost model
+# reads of it (the overlap of two calls in flight over its formula, the hand-off) in
+# results/pdl-overlap-bandwidth.json, with the device, the date and the commit.
+pdl-overlap-bandwidth:
+	$(PYTHON) experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json $(ARGS)
 
 # Compile the submission's CuTeDSL kernels for every official shape without a GPU; report their SASS facts.
 COMPILE_ARCHS ?= sm_100a sm_90a
