@@ -274,9 +274,13 @@ VERDICTS = [
     # A reply naming a descriptor is refused unread, at once (no connection back to the worker).
     Expected("cheat_sends_a_descriptor", "test", EXIT_CASE_FAIL, "error",
              r"the judge refused the worker's message: the worker's message names multiprocessing\.resource_sharer\.DupFd"),
-    # Shared memory truncated under the judge: sealed, so the judge lives on and judges.
-    Expected("cheat_truncates_its_inputs", "test", EXIT_PASS, "pass"),
-    Expected("cheat_truncates_its_inputs", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # Shared memory truncated under the judge: the inputs are sealed, so on the CPU the judge lives
+    # on and judges. On a GPU the worker truncates the CUDA driver's own files in /dev/shm, which
+    # CUDA IPC needs shared, and dies of it: a crash, the judge's verdict.
+    Expected("cheat_truncates_its_inputs", "test", EXIT_PASS, "pass", devices=CPU_ONLY),
+    Expected("cheat_truncates_its_inputs", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS,
+             devices=CPU_ONLY),
+    Expected("cheat_truncates_its_inputs", "test", EXIT_CASE_FAIL, "crash", r"killed by signal SIGBUS", devices=GPU_ONLY),
     # The calibration steered by the hand-over style of the warm-up, or disturbed by signals: each
     # round is charged its own kind's fixed cost, the worker's tree is frozen while the partner
     # measures, and the partner is out of its reach. It gains nothing: judged and claimed agree.
