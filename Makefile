@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth
+.PHONY: setup sandbox-tools test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -18,6 +18,15 @@ TORCH ?= $(if $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes),torch,torch --i
 setup:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install $(TORCH)
 	$(PYTHON) -m pip install -e ".[test]"
+	@command -v bwrap >/dev/null || $(MAKE) --no-print-directory sandbox-tools
+
+# The workers' sandbox runs them under bubblewrap (harness/judge/sandbox.py): installed with apt
+# where this runs as root, else named for the user to install. A run without it says so and keeps
+# the layers it has (seccomp, Landlock, cgroups).
+sandbox-tools:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	else echo "note: install bubblewrap (e.g. sudo apt-get install bubblewrap): without it the judge's workers run without their namespaces"; fi
 
 # Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones.
 test:
