@@ -86,6 +86,7 @@ HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
 SM100_SMEM_BYTES = 232_448  # shared memory one block may use on sm_100
 SM100_SMEM_PER_SM = 233_472  # what the blocks on one SM share, each less SM100_SMEM_RESERVED
 SM100_SMEM_RESERVED = 1024  # the system's part of every block's shared memory
+SM100_SMEM_CARVEOUT_MAX = 100  # per cent of the unified L1/shared array given to shared memory
 SM100_STATIC_SMEM_BYTES = 1024  # the compiled kernel's static shared memory (cuobjdump -res-usage)
 SM100_NUM_SMS = 148  # B200; the live count is read from the device at call time
 SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
@@ -251,10 +252,14 @@ class Sm100BlockScaledGemm:
         return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
 
     @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device, conservative: bool = False) -> LaunchPlan:
+    def launch_plan(cls, problem: Problem, device: torch.device, config: Sm100Config | None = None,
+                    conservative: bool = False) -> LaunchPlan:
+        """The plan for `problem` on `device`: for `config` where one is given (the self-check's
+        rungs and tests pin one), else `sm100_config`'s (its conservative one with
+        `conservative`, or as NVFP4_SM100_CONSERVATIVE says)."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        # Not conservative: as NVFP4_SM100_CONSERVATIVE says (`sm100_config`).
-        config = sm100_config(problem, num_sms, conservative=True if conservative else None)
+        if config is None:
+            config = sm100_config(problem, num_sms, conservative=True if conservative else None)
         config.check_problem(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
                                    lambda: cls.compile(config)[0])
@@ -264,6 +269,16 @@ class Sm100BlockScaledGemm:
         num_ctas = config.grid_ctas(problem, num_sms)
         scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
         return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
+
+    @classmethod
+    def rungs(cls, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
+        """What the self-check (`first_call`) tries in turn, each as (what it is, how to build
+        its plan): `sm100_rungs`' configurations, then cuBLAS's FP4 GEMM (`SCALED_MM`), which
+        keeps a right answer fast where no configuration of this kernel passed."""
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        rungs = [(name, functools.partial(cls.launch_plan, problem, device, config))
+                 for name, config in sm100_rungs(problem, num_sms)]
+        return rungs + [(SCALED_MM.name, lambda: SCALED_MM)]
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -346,8 +361,8 @@ class Sm100BlockScaledGemm:
         self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
                     tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
                     self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
-            use_pdl=cfg.pdl)
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), use_pdl=cfg.pdl,
+            min_blocks_per_mp=cfg.ctas_per_sm, preferred_smem_carveout=SM100_SMEM_CARVEOUT_MAX)
 
     def _tiled_mma(self, tiler):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
@@ -595,11 +610,13 @@ class Sm100BlockScaledGemm:
         stores before lane 0's fence in causality order, and that fence followed by lane 0's
         relaxed count is a release pattern, so whichever split's count reads this one's (and
         then acquires, `_reduce_and_store_c`) sees the stores. The count itself needs no
-        ordering of its own."""
+        ordering of its own. Every lane runs the fence (one warp instruction either way), so
+        each lane's own stores are fenced by its own fence too: ptxas may compile a converged
+        warp's barrier to nothing, and the order then rests on no lane-0-only instruction."""
         cute.arch.sync_warp()
+        cute.arch.fence_acq_rel_gpu()
         arrived = cutlass.Int32(0)
         if lane == 0:
-            cute.arch.fence_acq_rel_gpu()
             arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
         return cute.arch.shuffle_sync(arrived, 0)
 
@@ -616,9 +633,8 @@ class Sm100BlockScaledGemm:
 
         Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
         warp barrier after the fence puts every lane's loads of the other splits' partials after
-        it (a shuffle orders nothing in memory)."""
-        if lane == 0:
-            cute.arch.fence_acq_rel_gpu()
+        it (a shuffle orders nothing in memory). Every lane runs the fence, as in `_arrive`."""
+        cute.arch.fence_acq_rel_gpu()
         cute.arch.sync_warp()
         others = [cute.group_modes(tile_partials[(None, None, None, None, None, first_slot + other_split(j, split))], 3, 5)
                   for j in range(len(partial_slots[0]))]
@@ -724,6 +740,22 @@ SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials sta
 # partials, no arrival counters and no cross-CTA reduction; no programmatic dependent launch,
 # so calls run one after the other; one CTA an SM; tiles and stages as chosen.
 SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
+
+
+def sm100_rungs(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
+    """The configurations the self-check tries in turn, each named for its fallback line: the
+    chosen one; the conservative one (no split-K, no PDL, one CTA an SM); the plain one, which
+    also leaves the chosen tiles and stages for 128-row tiles over the whole of K with the
+    deepest pipeline (the configuration most official tests run). One equal to an earlier one
+    is left out."""
+    plain = Sm100Config(tile_m=128, split_k=1, stages=Sm100Config.max_stages(128), pdl=False)
+    rungs = []
+    for name, config in (("the chosen configuration", sm100_config(problem, num_sms)),
+                         ("the conservative configuration", sm100_config(problem, num_sms, conservative=True)),
+                         ("the plain configuration", plain)):
+        if all(config != earlier for _, earlier in rungs):
+            rungs.append((name, config))
+    return rungs
 
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
@@ -1127,25 +1159,116 @@ def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int
     return bad.shape[0], tuple(bad[0].tolist())
 
 
+@dataclass(frozen=True)
+class TorchPlan:
+    """A plan of torch operations rather than one of this file's kernels: the self-check's
+    last rungs. `run(data)` writes the answer into data's c."""
+
+    name: str
+    run: Callable
+
+
+def exact_gemm(data) -> None:
+    data[6].copy_(exact_product(data).to(torch.float16))
+
+
+def _scale_atoms(permuted: torch.Tensor, batch: int) -> torch.Tensor:
+    """One batch of a permuted scale tensor as the flat run of 128 x 4 atoms cuBLAS reads: the
+    permuted layout is that run, batch after batch (`permuted_scale_strides`)."""
+    size = permuted.numel() // permuted.shape[5]
+    return permuted.as_strided((size,), (1,), permuted.storage_offset() + batch * size)
+
+
+def scaled_mm_gemm(data) -> None:
+    """cuBLAS's block-scaled FP4 GEMM through torch._scaled_mm (B200 only), as the competition's
+    reference computes C: fp32 sums, exact with the competition's data, rounded to fp16."""
+    a, b, _, _, sfa_permuted, sfb_permuted, c = data
+    for batch in range(c.shape[2]):
+        c[:, :, batch] = torch._scaled_mm(a[:, :, batch], b[:, :, batch].transpose(0, 1),
+                                          _scale_atoms(sfa_permuted, batch), _scale_atoms(sfb_permuted, batch),
+                                          bias=None, out_dtype=torch.float16)
+
+
+EXACT_PRODUCT = TorchPlan("the exact torch product", exact_gemm)
+SCALED_MM = TorchPlan("cuBLAS through torch._scaled_mm", scaled_mm_gemm)
+
+
 def describe_plan(plan) -> str:
+    if isinstance(plan, TorchPlan):
+        return plan.name
     config = getattr(plan, "config", None)
     return config.describe() if config is not None else type(plan).__name__
 
 
-class ExactGemm:
-    """The path that is certainly right, where no kernel configuration passed its self-check:
-    `exact_product` rounded to fp16 into c, on every call."""
+def _negated(packed: torch.Tensor) -> torch.Tensor:
+    """Packed e2m1 operand with every value's sign flipped (bit 3 of each nibble), laid out as
+    `packed` is: the product with it is the negated product."""
+    out = torch.empty_like(packed)
+    torch.bitwise_xor(packed.view(torch.uint8), 0x88, out=out.view(torch.uint8))
+    return out
 
-    @staticmethod
-    def run(data) -> None:
-        data[6].copy_(exact_product(data).to(torch.float16))
+
+class ThreeCalls:
+    """The self-check's trial of a kernel's plan: three calls queued back to back, as the
+    competition queues them, each into an output filled with NaN beforehand. The second
+    multiplies by b negated, so its split-K partials differ from its neighbours': a call whose
+    epilogue ran ahead of the previous call's end (PDL), read partials of another call, or found
+    arrival counters its predecessor left unreset writes a wrong or no answer. The third writes
+    the caller's c."""
+
+    CALLS = 3
+
+    def __init__(self, data, exact: torch.Tensor):
+        a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
+        self.exact = exact
+        self.inputs = (
+            (a, b, sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
+            (a, _negated(b), sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
+            tuple(data),
+        )
+
+    def fault(self, plan) -> str | None:
+        """None where every call of `plan` wrote the right answer; otherwise its first wrong
+        element. A torch plan runs once, on the caller's input."""
+        if isinstance(plan, TorchPlan):
+            plan.run(self.inputs[-1])
+            return self._wrong(self.inputs[-1][6], 1, "")
+        for inputs in self.inputs:
+            inputs[6].fill_(float("nan"))
+        for inputs in self.inputs:
+            plan.launch(operand_addresses(inputs))
+        for number, inputs in enumerate(self.inputs, 1):
+            sign = -1 if number == 2 else 1
+            fault = self._wrong(sign * inputs[6], sign, f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}: ")
+            if fault is not None:
+                return fault
+        return None
+
+    def _wrong(self, c: torch.Tensor, sign: int, call: str) -> str | None:
+        wrong = wrong_elements(c, self.exact)
+        if wrong is None:
+            return None
+        count, index = wrong
+        return (f"{call}c{list(index)} = {sign * c[index].item()!r}, exact {sign * self.exact[index].item()!r} "
+                f"({count} of {c.numel()} elements wrong)")
+
+
+def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
+    """The kernel's own rungs (`rungs(problem, device)`: (what it is, how to build its plan)),
+    or, for a kernel without them, its chosen plan and its conservative one."""
+    rungs = getattr(kernel, "rungs", None)
+    if rungs is not None:
+        return rungs(problem, device)
+    return [("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
+            ("the conservative configuration", lambda: kernel.launch_plan(problem, device, conservative=True))]
 
 
 def first_call(kernel: type, call: Call, data):
-    """The first call of `call.problem` on its device: the kernel's launch plan, checked
-    against `exact_product` (unless NVFP4_SELF_CHECK=0). On a wrong element, or an error in
-    building or running it, one line on stderr that starts with FALLBACK_PREFIX, and the
-    kernel's conservative plan in its place, checked the same way, then `ExactGemm`. c holds
+    """The first call of `call.problem` on its device: the kernel's rungs (`plan_rungs`) in
+    turn, each tried by `ThreeCalls` against `exact_product` (unless NVFP4_SELF_CHECK=0), the
+    first that passes kept. On a wrong element, or an error in building or running a rung, one
+    line on stderr that starts with FALLBACK_PREFIX, then the next rung; after the last, the
+    exact product already computed, which later calls compute again (`EXACT_PRODUCT`). c holds
     the answer of what is returned, which the later calls of the problem run."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
@@ -1153,27 +1276,26 @@ def first_call(kernel: type, call: Call, data):
         plan.launch(call.addresses)
         return plan
     exact = exact_product(data)
+    trial = ThreeCalls(data, exact)
+    rungs = plan_rungs(kernel, problem, device)
     shape = "x".join(map(str, problem))
-    for conservative, instead in ((False, "the conservative configuration"), (True, "the exact torch product")):
-        plan, what = None, "(not built)"
+    for number, (name, build) in enumerate(rungs, 1):
+        plan, what = None, f"{name} (not built)"
         try:
-            plan = kernel.launch_plan(problem, device, conservative=conservative)
-            plan.launch(call.addresses)
+            plan = build()
+            fault = trial.fault(plan)
             what = describe_plan(plan)
-            wrong = wrong_elements(data[6], exact)
-            if wrong is None:
+            if fault is None:
                 return plan
-            count, index = wrong
-            fault = (f"c{list(index)} = {data[6][index].item()!r}, exact {exact[index].item()!r} "
-                     f"({count} of {data[6].numel()} elements wrong)")
         except Exception as error:  # a plan that cannot be built or run falls back too
             if plan is not None:
                 what = describe_plan(plan)
             fault = f"{type(error).__name__}: {error}"
+        instead = rungs[number][0] if number < len(rungs) else EXACT_PRODUCT.name
         print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}",
               file=sys.stderr, flush=True)
-    ExactGemm.run(data)
-    return ExactGemm
+    data[6].copy_(exact.to(torch.float16))
+    return EXACT_PRODUCT
 
 
 # ===== dispatch: the kernel for the device, its plan per problem =====
@@ -1222,8 +1344,8 @@ def custom_kernel(data):
     plan = _PLANS.get(key)
     if plan is None:
         _PLANS[key] = first_call(kernel_for_device(data[6].device), call, data)
-    elif plan is ExactGemm:
-        ExactGemm.run(data)
+    elif plan.__class__ is TorchPlan:
+        plan.run(data)
     else:
         plan.launch(call.addresses)
     return data[6]
