@@ -86,7 +86,6 @@ HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
 SM100_SMEM_BYTES = 232_448  # shared memory one block may use on sm_100
 SM100_SMEM_PER_SM = 233_472  # what the blocks on one SM share, each less SM100_SMEM_RESERVED
 SM100_SMEM_RESERVED = 1024  # the system's part of every block's shared memory
-SM100_SMEM_CARVEOUT_MAX = 100  # per cent of the unified L1/shared array given to shared memory
 SM100_STATIC_SMEM_BYTES = 1024  # the compiled kernel's static shared memory (cuobjdump -res-usage)
 SM100_NUM_SMS = 148  # B200; the live count is read from the device at call time
 SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
@@ -118,10 +117,12 @@ class Sm100Config:
     # CTAs an SM holds at once. With 2, each has half the shared memory (fewer stages) and half
     # the tensor memory, and with PDL the next call's CTA starts beside this call's on every SM:
     # its loads and MMAs run under this call's epilogue, where one CTA an SM would leave only
-    # the SMs this grid does not use to the next call. Nothing in the launch asks for it (a
-    # launch bound of two CTAs an SM makes CuTeDSL read the device's shared memory as it
-    # compiles): the driver sizes an SM's shared memory for as many CTAs as the kernel's
-    # resources allow, and the compile check holds the registers to two CTAs' share.
+    # the SMs this grid does not use to the next call. Nothing in the launch asks for it: a
+    # launch bound above one CTA an SM has CuTeDSL 4.5 read the device's shared memory while
+    # it traces (no compile without a GPU) and needs the shared memory size passed by hand,
+    # and 4.8 takes a carveout 4.5 does not know. The driver sizes an SM's shared memory for as
+    # many CTAs as the kernel's resources allow, and the compile check holds the registers to
+    # two CTAs' share.
     ctas_per_sm: int = 1
 
     @staticmethod
@@ -273,12 +274,10 @@ class Sm100BlockScaledGemm:
     @classmethod
     def rungs(cls, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
         """What the self-check (`first_call`) tries in turn, each as (what it is, how to build
-        its plan): `sm100_rungs`' configurations, then cuBLAS's FP4 GEMM (`SCALED_MM`), which
-        keeps a right answer fast where no configuration of this kernel passed."""
+        its plan): `sm100_rungs`' configurations."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        rungs = [(name, functools.partial(cls.launch_plan, problem, device, config))
-                 for name, config in sm100_rungs(problem, num_sms)]
-        return rungs + [(SCALED_MM.name, lambda: SCALED_MM)]
+        return [(name, functools.partial(cls.launch_plan, problem, device, config))
+                for name, config in sm100_rungs(problem, num_sms)]
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -361,8 +360,8 @@ class Sm100BlockScaledGemm:
         self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
                     tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
                     self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), use_pdl=cfg.pdl,
-            min_blocks_per_mp=cfg.ctas_per_sm, preferred_smem_carveout=SM100_SMEM_CARVEOUT_MAX)
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
+            use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
@@ -1159,43 +1158,16 @@ def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int
     return bad.shape[0], tuple(bad[0].tolist())
 
 
-@dataclass(frozen=True)
-class TorchPlan:
-    """A plan of torch operations rather than one of this file's kernels: the self-check's
-    last rungs. `run(data)` writes the answer into data's c."""
+class ExactGemm:
+    """The path that is certainly right, where no configuration of the kernel passed its
+    self-check: `exact_product` rounded to fp16 into c, on every call."""
 
-    name: str
-    run: Callable
-
-
-def exact_gemm(data) -> None:
-    data[6].copy_(exact_product(data).to(torch.float16))
-
-
-def _scale_atoms(permuted: torch.Tensor, batch: int) -> torch.Tensor:
-    """One batch of a permuted scale tensor as the flat run of 128 x 4 atoms cuBLAS reads: the
-    permuted layout is that run, batch after batch (`permuted_scale_strides`)."""
-    size = permuted.numel() // permuted.shape[5]
-    return permuted.as_strided((size,), (1,), permuted.storage_offset() + batch * size)
-
-
-def scaled_mm_gemm(data) -> None:
-    """cuBLAS's block-scaled FP4 GEMM through torch._scaled_mm (B200 only), as the competition's
-    reference computes C: fp32 sums, exact with the competition's data, rounded to fp16."""
-    a, b, _, _, sfa_permuted, sfb_permuted, c = data
-    for batch in range(c.shape[2]):
-        c[:, :, batch] = torch._scaled_mm(a[:, :, batch], b[:, :, batch].transpose(0, 1),
-                                          _scale_atoms(sfa_permuted, batch), _scale_atoms(sfb_permuted, batch),
-                                          bias=None, out_dtype=torch.float16)
-
-
-EXACT_PRODUCT = TorchPlan("the exact torch product", exact_gemm)
-SCALED_MM = TorchPlan("cuBLAS through torch._scaled_mm", scaled_mm_gemm)
+    @staticmethod
+    def run(data) -> None:
+        data[6].copy_(exact_product(data).to(torch.float16))
 
 
 def describe_plan(plan) -> str:
-    if isinstance(plan, TorchPlan):
-        return plan.name
     config = getattr(plan, "config", None)
     return config.describe() if config is not None else type(plan).__name__
 
@@ -1229,17 +1201,14 @@ class ThreeCalls:
 
     def fault(self, plan) -> str | None:
         """None where every call of `plan` wrote the right answer; otherwise its first wrong
-        element. A torch plan runs once, on the caller's input."""
-        if isinstance(plan, TorchPlan):
-            plan.run(self.inputs[-1])
-            return self._wrong(self.inputs[-1][6], 1, "")
+        element."""
         for inputs in self.inputs:
             inputs[6].fill_(float("nan"))
         for inputs in self.inputs:
             plan.launch(operand_addresses(inputs))
         for number, inputs in enumerate(self.inputs, 1):
             sign = -1 if number == 2 else 1
-            fault = self._wrong(sign * inputs[6], sign, f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}: ")
+            fault = self._wrong(sign * inputs[6], sign, f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}")
             if fault is not None:
                 return fault
         return None
@@ -1249,7 +1218,7 @@ class ThreeCalls:
         if wrong is None:
             return None
         count, index = wrong
-        return (f"{call}c{list(index)} = {sign * c[index].item()!r}, exact {sign * self.exact[index].item()!r} "
+        return (f"{call}: c{list(index)} = {sign * c[index].item()!r}, exact {sign * self.exact[index].item()!r} "
                 f"({count} of {c.numel()} elements wrong)")
 
 
@@ -1268,8 +1237,8 @@ def first_call(kernel: type, call: Call, data):
     turn, each tried by `ThreeCalls` against `exact_product` (unless NVFP4_SELF_CHECK=0), the
     first that passes kept. On a wrong element, or an error in building or running a rung, one
     line on stderr that starts with FALLBACK_PREFIX, then the next rung; after the last, the
-    exact product already computed, which later calls compute again (`EXACT_PRODUCT`). c holds
-    the answer of what is returned, which the later calls of the problem run."""
+    exact product the check computed, written into c (later calls run `ExactGemm`). c holds the
+    answer of what is returned, which the later calls of the problem run."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
         plan = kernel.launch_plan(problem, device)
@@ -1291,11 +1260,11 @@ def first_call(kernel: type, call: Call, data):
             if plan is not None:
                 what = describe_plan(plan)
             fault = f"{type(error).__name__}: {error}"
-        instead = rungs[number][0] if number < len(rungs) else EXACT_PRODUCT.name
+        instead = rungs[number][0] if number < len(rungs) else "the exact torch product"
         print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}",
               file=sys.stderr, flush=True)
     data[6].copy_(exact.to(torch.float16))
-    return EXACT_PRODUCT
+    return ExactGemm
 
 
 # ===== dispatch: the kernel for the device, its plan per problem =====
@@ -1344,8 +1313,8 @@ def custom_kernel(data):
     plan = _PLANS.get(key)
     if plan is None:
         _PLANS[key] = first_call(kernel_for_device(data[6].device), call, data)
-    elif plan.__class__ is TorchPlan:
-        plan.run(data)
+    elif plan is ExactGemm:
+        ExactGemm.run(data)
     else:
         plan.launch(call.addresses)
     return data[6]

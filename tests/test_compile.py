@@ -368,3 +368,25 @@ def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
     assert result.static_smem == sub.SM100_STATIC_SMEM_BYTES
     assert result.dynamic_smem == config.smem_bytes
     assert 2 * (result.dynamic_smem + result.static_smem + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
+
+
+def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
+    """In the SASS: after a split's last partial store, the warp's GPU-scope fence runs
+    unbranched (every lane), then the count on lane 0's branch; ptxas compiles the converged
+    warp's barrier to nothing, so no lane's stores rely on lane 0's fence alone."""
+    config = sub.Sm100Config(tile_m=128, split_k=2, stages=6)
+
+    class Pinned(sub.Sm100BlockScaledGemm):
+        @classmethod
+        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
+            return config
+
+    checker.check_config(Pinned, sub.Problem(128, 512, 4096, 1), "sm_100a", checker.RULES["sm_100a"], tmp_path)
+    (sass,) = [path.read_text() for path in tmp_path.glob("*.sass")]
+    instructions = re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", sass)
+    count = next(i for i, text in enumerate(instructions) if text.startswith("ATOMG.E.ADD"))
+    last_store = max(i for i, text in enumerate(instructions[:count]) if text.startswith("STG"))
+    between = instructions[last_store + 1:count]
+    fence = next(i for i, text in enumerate(between) if text.startswith("MEMBAR.ALL.GPU"))
+    assert not any("BRA" in text for text in between[:fence]), between
+    assert any("BRA" in text for text in between[fence:]), "the count is not on one lane's branch"

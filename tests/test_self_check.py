@@ -137,7 +137,7 @@ def test_two_wrong_configurations_leave_the_exact_product_for_every_call(fresh_p
     assert lines[0].endswith("now the conservative configuration")
     assert "conservative" in lines[1] and "c[0, 0, 0] = nan" in lines[1]
     assert lines[1].endswith("now the exact torch product")
-    assert sub._PLANS[(PROBLEM, 0)] is sub.EXACT_PRODUCT
+    assert sub._PLANS[(PROBLEM, 0)] is sub.ExactGemm
 
     second = _data(4)
     second[6].fill_(float("nan"))
@@ -213,44 +213,22 @@ def test_after_the_last_rung_the_exact_product_is_computed_once(fresh_plans, mon
     assert _fallback_lines(capsys.readouterr().err)[-1].endswith("now the exact torch product")
 
 
-def test_a_kernels_own_rungs_are_tried_in_order_torch_plans_once(fresh_plans, monkeypatch, capsys):
-    """A kernel with `rungs` (the B200's: configurations, then cuBLAS): each kernel plan with
-    three calls, a torch plan once on the caller's input; the first that passes is kept."""
+def test_a_kernels_own_rungs_are_tried_in_order(fresh_plans, monkeypatch, capsys):
+    """A kernel with `rungs` (the B200's configurations): each tried with three calls, the
+    first that passes kept; one that raises is passed over too."""
     kernel = _stand_in_kernel(None, None)
-    ran = []
-
-    def torch_rung(data):
-        ran.append(data)
-        data[6].copy_(_rounded_exact(data))
-
-    torch_plan = sub.TorchPlan("a torch rung", torch_rung)
     kernel.rungs = lambda problem, device: [
         ("the chosen configuration", lambda: _WritingPlan(kernel, _Config("chosen"), _one_element_off)),
-        ("the plain configuration", lambda: _WritingPlan(kernel, _Config("plain"), RuntimeError("no"))),
-        ("a torch rung", lambda: torch_plan)]
+        ("the conservative configuration", lambda: _WritingPlan(kernel, _Config("conservative"), RuntimeError("no"))),
+        ("the plain configuration", lambda: _WritingPlan(kernel, _Config("plain"), None))]
     first = _data(13)
     _call(kernel, first, monkeypatch)
     lines = _fallback_lines(capsys.readouterr().err)
-    assert [line.rsplit("; now ", 1)[1] for line in lines] == ["the plain configuration", "a torch rung"]
-    assert kernel.launches == ["chosen"] * 3 + ["plain"]
-    assert len(ran) == 1 and ran[0][6] is first[6]
-    assert sub._PLANS[(PROBLEM, 0)] is torch_plan
-
-    second = _data(14)
-    _call(kernel, second, monkeypatch)
-    assert len(ran) == 2 and torch.equal(second[6], _rounded_exact(second))
-
-
-def test_scaled_mms_scale_atoms_are_the_references_blocked_scales():
-    """cuBLAS's rung reads the permuted scales in place as the reference's `to_blocked` lays
-    out the plain ones, batch by batch."""
-    _, _, sfa, sfb, sfa_permuted, sfb_permuted, _ = _data(15)
-    for plain, permuted in ((sfa, sfa_permuted), (sfb, sfb_permuted)):
-        for batch in range(PROBLEM.l):
-            atoms = sub._scale_atoms(permuted, batch)
-            expected = reference.to_blocked(plain[:, :, batch])
-            assert torch.equal(atoms.view(torch.uint8), expected.view(torch.uint8))
-        assert plain.view(torch.uint8).unique().numel() > 1
+    assert [line.rsplit("; now ", 1)[1] for line in lines] == ["the conservative configuration", "the plain configuration"]
+    assert "RuntimeError: no" in lines[1]
+    assert kernel.launches == ["chosen"] * 3 + ["conservative"] + ["plain"] * 3
+    assert torch.equal(first[6], _rounded_exact(first))
+    assert sub._PLANS[(PROBLEM, 0)].config.name == "plain"
 
 
 def test_with_the_check_off_the_first_result_is_not_checked(fresh_plans, monkeypatch, capsys):
@@ -335,7 +313,7 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
             assert lines == []
     plan = sub._PLANS[(problem, torch.cuda.current_device())]
     if conservative_wrong:
-        assert plan is sub.EXACT_PRODUCT
+        assert plan is sub.ExactGemm
     else:
         assert plan.config.splits == 1 and not plan.config.decode_in_grid
 
