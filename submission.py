@@ -536,12 +536,8 @@ class Sm100BlockScaledGemm:
             tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)
             tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
             store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
-            move_fp32 = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32)
             subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
-            # The last arrival's loads of other splits' partials: slot x (other split) buffers.
-            ahead = min(cfg.partials_ahead, subtiles)
-            partial_slots = [[cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float32) for _ in range(splits - 1)]
-                             for _ in range(max(ahead, 1))]
+            split_k = SplitKReduction.create(splits, min(cfg.partials_ahead, subtiles), copy_t2r, tTR_rAcc, lane)
 
             epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
@@ -553,27 +549,14 @@ class Sm100BlockScaledGemm:
                 if cutlass.const_expr(splits == 1):
                     self._store_c(copy_t2r, store_c, acc_tiles, c_tiles, tTR_rAcc, tTR_rC, subtiles)
                 else:
-                    # Split-K: every split writes its fp32 partial; the split that arrives last
-                    # adds the others to its own accumulator (still in TMEM) and writes c. An
-                    # epilogue warp owns the same 32 accumulator rows in every split, so arrival
-                    # is counted per warp: no CTA-wide barrier, no second kernel and no memset
-                    # (the last arrival resets its counter). The decision is warp-uniform, as
-                    # the collective TMEM loads in the reduction require.
-                    # Every call finds its counters at zero: the last arrival resets its own, and
-                    # a grid runs every CTA to its end or faults the context for good. A plan
-                    # whose schedule left a count short would be wrong on its first call, which
-                    # the self-check (`first_call`) finds, dropping the plan and its counters.
-                    own = cute.group_modes(
-                        tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.split)], 3, 5)
-                    self._store_partial(copy_t2r, move_fp32, acc_tiles, own, tTR_rAcc, subtiles)
+                    # An epilogue warp owns the same 32 accumulator rows in every split: it
+                    # counts its own arrival, so the reduction's decision is warp-uniform, as
+                    # the collective TMEM loads in it require.
                     row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
-                    counter = counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout)
-                    arrived = self._arrive(counter, lane)
-                    if arrived == splits - 1:
-                        self._reduce_and_store_c(copy_t2r, move_fp32, store_c, acc_tiles, c_tiles,
-                                                 tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)],
-                                                 batch * splits, unit.split, partial_slots, tTR_rAcc, tTR_rC,
-                                                 subtiles, ahead, counter, lane)
+                    split_k.finish(acc_tiles, c_tiles,
+                                   cute.group_modes(tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)], 3, 5),
+                                   batch * splits, unit.split,
+                                   counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout))
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(epi_state)
                 epi_state.advance()
@@ -592,72 +575,6 @@ class Sm100BlockScaledGemm:
             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-
-    @cute.jit
-    def _store_partial(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, acc_tiles: cute.Tensor,
-                       partial_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, subtiles: cutlass.Constexpr):
-        """The accumulator, subtile by subtile, into this split's fp32 partial."""
-        for sub in cutlass.range(subtiles, unroll=1):
-            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-            cute.copy(move_fp32, tTR_rAcc, partial_tiles[(None, None, None, sub)])
-
-    @cute.jit
-    def _arrive(self, counter: cute.Pointer, lane: cutlass.Int32) -> cutlass.Int32:
-        """Counts this warp's arrival at its tile's counter; every lane gets the arrivals before it.
-
-        Release, in the PTX memory model's terms: the warp barrier puts every lane's partial
-        stores before lane 0's fence in causality order, and that fence followed by lane 0's
-        relaxed count is a release pattern, so whichever split's count reads this one's (and
-        then acquires, `_reduce_and_store_c`) sees the stores. The count itself needs no
-        ordering of its own. Every lane runs the fence (one warp instruction either way), so
-        each lane's own stores are fenced by its own fence too: ptxas may compile a converged
-        warp's barrier to nothing, and the order then rests on no lane-0-only instruction."""
-        cute.arch.sync_warp()
-        cute.arch.fence_acq_rel_gpu()
-        arrived = cutlass.Int32(0)
-        if lane == 0:
-            arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
-        return cute.arch.shuffle_sync(arrived, 0)
-
-    @cute.jit
-    def _reduce_and_store_c(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, store_c: cute.CopyAtom,
-                            acc_tiles: cute.Tensor, c_tiles: cute.Tensor, tile_partials: cute.Tensor,
-                            first_slot: cutlass.Int32, split: cutlass.Int32, partial_slots: list,
-                            tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr,
-                            ahead: cutlass.Constexpr, counter: cute.Pointer, lane: cutlass.Int32):
-        """The last arrival: the other splits' partials of the tile (slots first_slot + j of
-        `tile_partials`, all but `split`'s) added to the accumulator and the sum written to fp16
-        c, their loads `ahead` subtiles before their adds, through the register buffers
-        `partial_slots`; then the counter back to zero.
-
-        Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
-        warp barrier after the fence puts every lane's loads of the other splits' partials after
-        it (a shuffle orders nothing in memory). Every lane runs the fence, as in `_arrive`."""
-        cute.arch.fence_acq_rel_gpu()
-        cute.arch.sync_warp()
-        others = [cute.group_modes(tile_partials[(None, None, None, None, None, first_slot + other_split(j, split))], 3, 5)
-                  for j in range(len(partial_slots[0]))]
-        for sub in cutlass.range_constexpr(ahead):
-            self._load_partials(move_fp32, others, sub, partial_slots[sub])
-        for sub in cutlass.range_constexpr(subtiles):
-            slot = partial_slots[sub % len(partial_slots)]
-            if cutlass.const_expr(ahead == 0):
-                self._load_partials(move_fp32, others, sub, slot)
-            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-            for j in cutlass.range_constexpr(len(others)):
-                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
-            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
-                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
-            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-        if lane == 0:
-            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
-
-    @staticmethod
-    def _load_partials(copy_atom, others: list, sub: int, slot: list) -> None:
-        """Epilogue subtile `sub` of every other split's partial into the registers of `slot`."""
-        for other, registers in zip(others, slot):
-            cute.copy(copy_atom, other[(None, None, None, sub)], registers)
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
@@ -681,6 +598,118 @@ class Sm100BlockScaledGemm:
         thr_copy = tiled_copy.get_slice(tidx)
         out_epi = cute.flat_divide(tCgOut[((None, None), 0, 0, None, None, None)], epi_tile)
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
+
+
+@dataclass(frozen=True)  # frozen: the kernel's loops may then use it without carrying it
+class SplitKReduction:
+    """Split-K across CTAs in one kernel: every split of an output tile stores its fp32 partial
+    and counts its arrival at the tile's counter; the split that arrives last adds the other
+    splits' partials to its own accumulator and writes c, then puts the counter back to zero.
+    No second kernel, no CTA-wide barrier, no memset.
+
+    One warp's share of a tile: `registers` holds one subtile of its accumulator (fp32, as
+    `load_accumulator` copies it there from the tensors `finish` takes), and each warp counts
+    its own arrivals, so every tile has a counter per warp and a warp's decision is uniform.
+    The last arrival loads the other splits' partials `ahead` subtiles before it adds them, so
+    that their round trips overlap (0: each subtile's loaded just before its adds).
+
+    Every call finds its counters at zero: the last arrival resets its own, and a grid runs
+    every CTA to its end or faults the context for good. A schedule that left a count short
+    would be wrong on its first call, which the self-check (`first_call`) finds.
+
+    Nothing here is particular to tensor memory: the sm_90a stress test
+    (experiments/splitk_protocol) runs this class on accumulators in global memory."""
+
+    splits: int
+    ahead: int
+    load_accumulator: object  # the copy from the accumulator's subtiles into `registers`
+    registers: cute.Tensor  # fp32, one subtile of the accumulator
+    lane: object
+    halves: cute.Tensor  # fp16, one subtile of c
+    slots: list  # the last arrival's loads of the other splits' partials: [slot][other split]
+
+    @classmethod
+    def create(cls, splits: int, ahead: int, load_accumulator, registers: cute.Tensor, lane) -> SplitKReduction:
+        halves = cute.make_rmem_tensor(registers.shape, cutlass.Float16)
+        slots = [[cute.make_rmem_tensor(registers.shape, cutlass.Float32) for _ in range(splits - 1)]
+                 for _ in range(max(ahead, 1))]
+        return cls(splits, ahead, load_accumulator, registers, lane, halves, slots)
+
+    @staticmethod
+    def _move(dtype):
+        return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype)
+
+    @staticmethod
+    def other_split(j, split):
+        """The j-th of a tile's splits (K ranges, partial slots) but `split`, for j = 0, 1, ..."""
+        return j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)
+
+    @cute.jit
+    def finish(self, accumulator: cute.Tensor, c_tiles: cute.Tensor, partials: cute.Tensor,
+               first_slot: cutlass.Int32, split: cutlass.Int32, counter: cute.Pointer):
+        """This split's part of a tile: `accumulator` and `c_tiles` by subtile (last mode),
+        `partials` by subtile and slot (the tile's splits in slots first_slot + split), and the
+        warp's counter for the tile."""
+        own = partials[(None, None, None, None, first_slot + split)]
+        for sub in cutlass.range(cute.size(accumulator, mode=[3]), unroll=1):
+            cute.copy(self.load_accumulator, accumulator[(None, None, None, sub)], self.registers)
+            cute.copy(self._move(cutlass.Float32), self.registers, own[(None, None, None, sub)])
+        if self._arrive(counter) == self.splits - 1:
+            self._add_others_and_store_c(accumulator, c_tiles, partials, first_slot, split)
+            if self.lane == 0:
+                cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
+
+    @cute.jit
+    def _arrive(self, counter: cute.Pointer) -> cutlass.Int32:
+        """Counts this warp's arrival; every lane gets the arrivals before it.
+
+        Release, in the PTX memory model's terms: the warp barrier puts every lane's partial
+        stores before lane 0's fence in causality order, and that fence followed by lane 0's
+        relaxed count is a release pattern, so whichever split's count reads this one's (and
+        then acquires, `_add_others_and_store_c`) sees the stores. The count itself needs no
+        ordering of its own. Every lane runs the fence (one warp instruction either way), so
+        each lane's own stores are fenced by its own fence too: ptxas may compile a converged
+        warp's barrier to nothing, and the order then rests on no lane-0-only instruction."""
+        cute.arch.sync_warp()
+        cute.arch.fence_acq_rel_gpu()
+        arrived = cutlass.Int32(0)
+        if self.lane == 0:
+            arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
+        return cute.arch.shuffle_sync(arrived, 0)
+
+    @cute.jit
+    def _add_others_and_store_c(self, accumulator: cute.Tensor, c_tiles: cute.Tensor, partials: cute.Tensor,
+                                first_slot: cutlass.Int32, split: cutlass.Int32):
+        """The last arrival: the other splits' partials added to the accumulator, subtile by
+        subtile, and the sums written to fp16 c.
+
+        Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
+        warp barrier after the fence puts every lane's loads of the other splits' partials after
+        it (a shuffle orders nothing in memory). Every lane runs the fence, as in `_arrive`."""
+        cute.arch.fence_acq_rel_gpu()
+        cute.arch.sync_warp()
+        subtiles = cute.size(accumulator, mode=[3])
+        ahead = self.ahead
+        others = [partials[(None, None, None, None, first_slot + self.other_split(j, split))]
+                  for j in range(self.splits - 1)]
+        for sub in cutlass.range_constexpr(ahead):
+            self._load_partials(others, sub, self.slots[sub])
+        for sub in cutlass.range_constexpr(subtiles):
+            slot = self.slots[sub % len(self.slots)]
+            if cutlass.const_expr(ahead == 0):
+                self._load_partials(others, sub, slot)
+            cute.copy(self.load_accumulator, accumulator[(None, None, None, sub)], self.registers)
+            for j in cutlass.range_constexpr(len(others)):
+                self.registers.store(self.registers.load() + slot[j].load())
+            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
+                self._load_partials(others, sub + ahead, slot)  # the slot just added
+            self.halves.store(self.registers.load().to(cutlass.Float16))
+            cute.copy(self._move(cutlass.Float16), self.halves, c_tiles[(None, None, None, sub)])
+
+    def _load_partials(self, others: list, sub: int, slot: list) -> None:
+        """Subtile `sub` of every other split's partial into the registers of `slot`."""
+        for other, registers in zip(others, slot):
+            cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
 
 
 class WorkUnit(NamedTuple):
@@ -985,11 +1014,6 @@ def tile_coords(linear, tiles_m, splits, tiles_n):
     split = rest % splits
     rest = rest // splits
     return m_tile, split, rest % tiles_n, rest // tiles_n
-
-
-def other_split(j, split):
-    """The j-th of a tile's splits (K ranges, partial slots) but `split`, for j = 0, 1, ..."""
-    return j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)
 
 
 # ----- call path: compile once per configuration, launch with little host work -----

@@ -156,7 +156,7 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, spl
 @pytest.mark.parametrize("splits", range(2, 7))
 def test_the_last_arrival_adds_every_other_split_once(splits):
     for part in range(splits):
-        assert sorted(sub.other_split(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
+        assert sorted(sub.SplitKReduction.other_split(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
 
 
 def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
