@@ -148,20 +148,13 @@ class Sm100Config:
     def smem_bytes(self) -> int:
         return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
 
-    # Tensor memory, by column: the accumulator stages (tile_m columns each), then the MMA's SFA
-    # (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms they copy.
-    @property
-    def tmem_sfa_column(self) -> int:
-        return SM100_ACC_STAGES * self.tile_m
-
-    @property
-    def tmem_sfb_column(self) -> int:
-        return self.tmem_sfa_column + (SM100_TILE_N // 32) * 4
-
     @property
     def tmem_columns(self) -> int:
-        """The columns the map uses, rounded up to the power of two that `tcgen05.alloc` takes."""
-        used = self.tmem_sfb_column + (_round_up(self.tile_m, 128) // 32) * 4
+        """Tensor-memory columns to allocate: the accumulator stages (tile_m columns each), then
+        the MMA's SFA (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms
+        they copy, rounded up to the power of two that `tcgen05.alloc` takes. The kernel places
+        them by its tensors' layouts and checks, as it compiles, that they fit."""
+        used = SM100_ACC_STAGES * self.tile_m + (SM100_TILE_N // 32) * 4 + (_round_up(self.tile_m, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
     @property
@@ -478,14 +471,18 @@ class Sm100BlockScaledGemm:
             tmem.wait_for_alloc()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
-            sfa_base = acc_base + cfg.tmem_sfa_column
-            sfb_base = acc_base + cfg.tmem_sfb_column
+            # Tensor memory, by column: the accumulator stages, then SFA, then SFB, each placed
+            # after the columns the previous one's layout spans.
             tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfa(
                 tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
             tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfb(
                 tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
+            sfa_base = acc_base + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
+            sfb_base = sfa_base + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
             tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+            _check_tmem_map(cfg, tcgen05.find_tmem_tensor_col_offset(tCtAcc), tcgen05.find_tmem_tensor_col_offset(tCtSFA),
+                            tcgen05.find_tmem_tensor_col_offset(tCtSFB))
             copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
             copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
 
@@ -710,6 +707,15 @@ class SplitKReduction:
         """Subtile `sub` of every other split's partial into the registers of `slot`."""
         for other, registers in zip(others, slot):
             cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
+
+
+def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
+    """At trace time: the columns the kernel's tensor-memory tensors span (accumulator stages,
+    SFA, SFB, one after the other) fit the allocation `Sm100Config.tmem_columns` counts."""
+    used = accumulator + sfa + sfb
+    if used > config.tmem_columns:
+        raise ValueError(f"{config.describe()}: tensor memory takes {used} columns "
+                         f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
 
 
 class WorkUnit(NamedTuple):

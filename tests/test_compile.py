@@ -390,3 +390,12 @@ def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
     fence = next(i for i, text in enumerate(between) if text.startswith("MEMBAR.ALL.GPU"))
     assert not any("BRA" in text for text in between[:fence]), between
     assert any("BRA" in text for text in between[fence:]), "the count is not on one lane's branch"
+
+
+def test_the_kernel_refuses_a_tensor_memory_allocation_its_tensors_overrun(monkeypatch):
+    """The kernel places the accumulators, SFA and SFB by their layouts' spans; a configuration
+    that allocates fewer columns than they take fails as it compiles, not on the chip."""
+    config = sub.Sm100Config(tile_m=128, split_k=1, stages=6)
+    monkeypatch.setattr(sub.Sm100Config, "tmem_columns", property(lambda self: 256))  # 256 + 16 + 16 needed
+    with pytest.raises(ValueError, match=r"tensor memory takes 288 columns \(256 accumulator, 16 SFA, 16 SFB\), 256 allocated"):
+        sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
