@@ -11,11 +11,12 @@ as fp16 into `c`. `custom_kernel` validates its inputs, then dispatches on the d
 - compute capability 9.x (H100/H200, sm_90a): the Hopper stand-in, hopper_stand_in.py beside
   this file, which only local runs import: it is never submitted.
 
-Self-check: the first call of each problem compares its c with the exact product (decoded
-operands multiplied in float64 with torch on the GPU); where an element is wrong it prints a line
-starting "nvfp4 self-check FALLBACK:" on stderr and tries the conservative configuration, then
-the exact product itself, and later calls run what passed (`first_call`; NVFP4_SELF_CHECK=0 turns
-it off).
+Self-check: the first call of each problem runs the chosen plan three times back to back and
+compares every output with the exact product (decoded operands multiplied in float64 with torch
+on the GPU); where an element is wrong it prints a line starting "nvfp4 self-check FALLBACK:" on
+stderr and tries the kernel's next rung (on the B200: the conservative configuration, then 128-row
+tiles over the whole of K), then the exact product itself, and later calls run what passed
+(`first_call`; NVFP4_SELF_CHECK=0 turns it off).
 
 Shared host side: `validate_inputs`, the kernel for each target (`kernel_for_arch`), the
 compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
@@ -29,17 +30,15 @@ Warp 5 loads B, A and both scale tiles with TMA into `stages` shared-memory buff
 copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into one of two TMEM
 accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
 column of c, so a warp's stores are 64 contiguous bytes). With split-K every split stores an
-fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
+fp32 partial and the last split to arrive adds the others and writes c (`SplitKReduction`).
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
-Where whole-K 64-row tiles fill more than half the SMs, an SM holds two CTAs
-(`Sm100Config.ctas_per_sm`), so that the next call's CTA starts beside this call's on every SM,
-not only on the free ones.
+Where whole-K 64-row tiles fill more than half the SMs, a CTA is sized for two an SM
+(`Sm100Config.ctas_per_sm`), so that the next call's CTA can start beside this call's on every
+SM, not only on the free ones.
 
-Per-shape configurations: `sm100_config`. `python -m harness compile` prints each benchmark
-shape's configuration beside the time the cost model in harness/b200_model.py gives it (a
-model's figure, calibrated on published B200 times); the kernel has not been run on a B200, only
-compiled for sm_100a and checked in its SASS.
+Per-shape configurations: `sm100_config`. The kernel has not been run on a B200, only compiled
+for sm_100a and checked in its SASS (`python -m harness compile`).
 """
 
 from __future__ import annotations
@@ -114,15 +113,11 @@ class Sm100Config:
     # Programmatic dependent launch: the next call's grid launches while this one runs, and
     # loads and multiplies before it waits (only its epilogue touches what this call writes).
     pdl: bool = True
-    # CTAs an SM holds at once. With 2, each has half the shared memory (fewer stages) and half
-    # the tensor memory, and with PDL the next call's CTA starts beside this call's on every SM:
-    # its loads and MMAs run under this call's epilogue, where one CTA an SM would leave only
-    # the SMs this grid does not use to the next call. Nothing in the launch asks for it: a
-    # launch bound above one CTA an SM has CuTeDSL 4.5 read the device's shared memory while
-    # it traces (no compile without a GPU) and needs the shared memory size passed by hand,
-    # and 4.8 takes a carveout 4.5 does not know. The driver sizes an SM's shared memory for as
-    # many CTAs as the kernel's resources allow, and the compile check holds the registers to
-    # two CTAs' share.
+    # CTAs an SM is sized for: with 2, each takes at most half the SM's shared memory (fewer
+    # stages) and tensor memory, and its registers stay within two CTAs' share, so that with
+    # PDL the next call's CTA can start beside this call's on every SM. The launch does not
+    # insist: CuTeDSL 4.5 cannot trace a launch bound above one CTA an SM without a GPU, so the
+    # driver's shared-memory split decides.
     ctas_per_sm: int = 1
 
     @staticmethod
@@ -758,12 +753,10 @@ class Sm100Schedule:
         return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split)
 
 
-# Configurations of the three benchmark shapes. 128 x 7168 x 16384: the competition's
-# first-placed entry's, as it measured them on a B200 (its split-K returned fp32; ours reduces
-# into fp16 c). The other two take K whole in 64-row tiles, where the cost model
-# (harness/b200_model.py) puts two calls in flight at half the time of that entry's tiles with
-# PDL: 128 x 4096 x 7168's 64 CTAs leave the next call's whole grid SMs of its own, and
-# 128 x 7168 x 2048's 112 CTAs, which do not, take two CTAs an SM.
+# The benchmark shapes' configurations (docs/b200.md gives the reasons). 128 x 7168 x 16384
+# takes the competition's first-placed entry's tiles, split-K and depth; the other two take K
+# whole in 64-row tiles, and 128 x 7168 x 2048, whose 112 CTAs leave the next call too few SMs
+# of its own, is sized for two CTAs an SM.
 SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 16384, 1): Sm100Config(tile_m=128, split_k=2, stages=6),
     Problem(128, 4096, 7168, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
