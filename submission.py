@@ -193,7 +193,6 @@ class Sm100BlockScaledGemm:
     between the MMA and epilogue warps. A persistent schedule (`Sm100Schedule`) walks work units
     of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch)."""
 
-    ARCH = "sm_100a"
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
     TMA_WARP = 5
@@ -212,60 +211,6 @@ class Sm100BlockScaledGemm:
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
             barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
-
-    # ----- host side: protocol for the call path and the compile checker -----
-
-    @classmethod
-    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        return sm100_config(problem, num_sms)
-
-    @classmethod
-    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
-                tvm_ffi: bool = HAVE_TVM_FFI):
-        """Compile `config` for any problem size (sizes are runtime arguments); returns the
-        compiled function and the kernel object that traced it."""
-        kernel = cls(config)
-        pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
-        sizes = [cutlass.Int32(1)] * 5
-        compiled = cute.compile(kernel, *pointers, *sizes,
-                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
-        return compiled, kernel
-
-    @classmethod
-    def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
-        config = cls.config_for(problem)
-        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
-        if kernel.launch_smem_bytes != config.smem_bytes:  # what the stage counts are sized by
-            raise AssertionError(f"{config.describe()}: the kernel's shared storage takes {kernel.launch_smem_bytes} "
-                                 f"bytes, Sm100Config.smem_bytes counts {config.smem_bytes}")
-        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
-
-    @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device, config: Sm100Config | None = None,
-                    conservative: bool = False) -> LaunchPlan:
-        """The plan for `problem` on `device`: for `config` where one is given (the self-check's
-        rungs and tests pin one), else `sm100_config`'s (its conservative one with
-        `conservative`, or as NVFP4_SM100_CONSERVATIVE says)."""
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        if config is None:
-            config = sm100_config(problem, num_sms, conservative=True if conservative else None)
-        config.check_problem(problem, num_sms)
-        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
-                                   lambda: cls.compile(config)[0])
-        # Arrivals are counted per epilogue warp and tile (see the epilogue).
-        workspace_args, workspace = split_k_workspace(problem, config.split_k,
-                                                      len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
-        num_ctas = config.grid_ctas(problem, num_sms)
-        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
-
-    @classmethod
-    def rungs(cls, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
-        """What the self-check (`first_call`) tries in turn, each as (what it is, how to build
-        its plan): `sm100_rungs`' configurations."""
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        return [(name, functools.partial(cls.launch_plan, problem, device, config))
-                for name, config in sm100_rungs(problem, num_sms)]
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -814,6 +759,66 @@ def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
     return Sm100Config(tile_m, split_k, Sm100Config.max_stages(tile_m))
 
 
+class Sm100Gemm:
+    """The host side of `Sm100BlockScaledGemm`: its configuration for a problem, its compiled
+    variants, the launch plans the calls run and the self-check's rungs, and the compile
+    checker's entry (`kernel_for_arch` hands this class to the call path and the checker)."""
+
+    ARCH = "sm_100a"
+
+    @classmethod
+    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
+        return sm100_config(problem, num_sms)
+
+    @classmethod
+    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
+                tvm_ffi: bool = HAVE_TVM_FFI):
+        """Compile `config` for any problem size (sizes are runtime arguments); returns the
+        compiled function and the kernel object that traced it."""
+        kernel = Sm100BlockScaledGemm(config)
+        pointers = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES]
+        sizes = [cutlass.Int32(1)] * 5
+        compiled = cute.compile(kernel, *pointers, *sizes,
+                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
+        return compiled, kernel
+
+    @classmethod
+    def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
+        config = cls.config_for(problem)
+        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
+        if kernel.launch_smem_bytes != config.smem_bytes:  # what the stage counts are sized by
+            raise AssertionError(f"{config.describe()}: the kernel's shared storage takes {kernel.launch_smem_bytes} "
+                                 f"bytes, Sm100Config.smem_bytes counts {config.smem_bytes}")
+        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
+
+    @classmethod
+    def launch_plan(cls, problem: Problem, device: torch.device, config: Sm100Config | None = None,
+                    conservative: bool = False) -> LaunchPlan:
+        """The plan for `problem` on `device`: for `config` where one is given (the self-check's
+        rungs and tests pin one), else `sm100_config`'s (its conservative one with
+        `conservative`, or as NVFP4_SM100_CONSERVATIVE says)."""
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        if config is None:
+            config = sm100_config(problem, num_sms, conservative=True if conservative else None)
+        config.check_problem(problem, num_sms)
+        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
+                                   lambda: cls.compile(config)[0])
+        # Arrivals are counted per epilogue warp and tile (see the epilogue).
+        workspace_args, workspace = split_k_workspace(problem, config.split_k,
+                                                      len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem), device)
+        num_ctas = config.grid_ctas(problem, num_sms)
+        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
+        return LaunchPlan(compiled, Sm100BlockScaledGemm.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
+
+    @classmethod
+    def rungs(cls, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
+        """What the self-check (`first_call`) tries in turn, each as (what it is, how to build
+        its plan): `sm100_rungs`' configurations."""
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return [(name, functools.partial(cls.launch_plan, problem, device, config))
+                for name, config in sm100_rungs(problem, num_sms)]
+
+
 # ===== end of Blackwell path =====
 
 
@@ -1300,8 +1305,8 @@ def kernel_for_arch(arch: str) -> type | None:
     call path: a `LaunchPlan`, or an object that picks one on the first call and has its `launch`),
     `config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`
     (the compile checker, harness/compile.py)."""
-    if arch == Sm100BlockScaledGemm.ARCH:
-        return Sm100BlockScaledGemm
+    if arch == Sm100Gemm.ARCH:
+        return Sm100Gemm
     if arch == "sm_90a":
         from hopper_stand_in import HopperNvfp4Gemm  # local runs only: the leaderboard has no Hopper
 

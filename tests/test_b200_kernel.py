@@ -30,7 +30,7 @@ ON_B200 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] ==
 @pytest.mark.parametrize("config, problem", CONFIG_CASES, ids=lambda x: x.describe() if hasattr(x, "describe") else "x".join(map(str, x)))
 def test_three_calls_back_to_back_are_right(config, problem):
     data = reference.generate_input(*problem, seed=4242)
-    plan = sub.Sm100BlockScaledGemm.launch_plan(problem, torch.device("cuda"), config)
+    plan = sub.Sm100Gemm.launch_plan(problem, torch.device("cuda"), config)
     trial = sub.ThreeCalls(data, sub.exact_product(data))
     for _ in range(3):  # and again: the counters the previous trial's last call left
         assert trial.fault(plan) is None
