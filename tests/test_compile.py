@@ -383,13 +383,18 @@ def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
 
     checker.check_config(Pinned, sub.Problem(128, 512, 4096, 1), "sm_100a", checker.RULES["sm_100a"], tmp_path)
     (sass,) = [path.read_text() for path in tmp_path.glob("*.sass")]
-    instructions = re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", sass)
-    count = next(i for i, text in enumerate(instructions) if text.startswith("ATOMG.E.ADD"))
-    last_store = max(i for i, text in enumerate(instructions[:count]) if text.startswith("STG"))
+    instructions = [(int(address, 16), text) for address, text in re.findall(r"/\*([0-9a-f]{4})\*/\s+([^;]*);", sass)]
+    count = next(i for i, (_, text) in enumerate(instructions) if text.startswith("ATOMG.E.ADD"))
+    last_store = max(i for i, (_, text) in enumerate(instructions[:count]) if text.startswith("STG"))
     between = instructions[last_store + 1:count]
-    fence = next(i for i, text in enumerate(between) if text.startswith("MEMBAR.ALL.GPU"))
-    assert not any("BRA" in text for text in between[:fence]), between
-    assert any("BRA" in text for text in between[fence:]), "the count is not on one lane's branch"
+    fence = next(i for i, (_, text) in enumerate(between) if text.startswith("MEMBAR.ALL.GPU"))
+
+    def forward_branches(part):  # a loop's back edge jumps back; one that skips the fence, forward
+        return [text for address, text in part
+                if (target := re.search(r"\bBRA\b.*\b0x([0-9a-f]+)", text)) and int(target.group(1), 16) > address]
+
+    assert forward_branches(between[:fence]) == [], between[:fence + 1]
+    assert forward_branches(between[fence:]), "the count is not on one lane's branch"
 
 
 def test_the_kernel_refuses_a_tensor_memory_allocation_its_tensors_overrun(monkeypatch):
