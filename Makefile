@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup sandbox-tools test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth
+.PHONY: setup sandbox-tools test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -80,6 +80,12 @@ pdl-overlap:
 # results/pdl-overlap-bandwidth.json, with the device, the date and the commit.
 pdl-overlap-bandwidth:
 	$(PYTHON) experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json $(ARGS)
+
+# On a GPU (Hopper or newer): the B200 kernel's split-K protocol and PDL-waiting epilogue
+# (submission.SplitKReduction) in an sm_90a kernel, calls queued back to back sharing partials
+# and counters (experiments/splitk_protocol). ARGS="--calls 20" under compute-sanitizer.
+splitk-stress:
+	$(PYTHON) experiments/splitk_protocol/run.py $(ARGS)
 
 # Compile the submission's CuTeDSL kernels for every official shape without a GPU; report their SASS facts.
 COMPILE_ARCHS ?= sm_100a sm_90a
