@@ -77,6 +77,9 @@ THREATS = {
     "cheat_works_only_in_the_checked_round": "4 work only where checked",
     "cheat_works_only_where_the_refill_repeats": "4 work only where checked",
     "cheat_caches_on_sampled_bytes": "5 replaying results",
+    "cheat_memoizes_on_a": "5 replaying results",
+    "cheat_memoizes_on_b": "5 replaying results",
+    "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "honest_waits_for_a_thread_pool": "no false positive",
 }
@@ -238,6 +241,11 @@ VERDICTS = [
     Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail",
              rf"{PROBE}|recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
              cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # Answers kept and replayed while one part of the input holds the same bytes (a alone, b alone,
+    # the permuted scales): probes, near-duplicates and fresh draws change parts it does not read.
+    *(Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
+               max_repeats=QUICK_REPEATS)
+      for fixture in ("cheat_memoizes_on_a", "cheat_memoizes_on_b", "cheat_memoizes_on_the_scales")),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
     Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
     Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported a round time of nan ns",
