@@ -82,6 +82,8 @@ THREATS = {
     "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "honest_waits_for_a_thread_pool": "no false positive",
+    "honest_replays_a_cuda_graph": "no false positive",
+    "honest_joins_a_side_stream": "no false positive",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -92,6 +94,9 @@ PROBE = r"probe on edited inputs among the timed rounds: input \d+: mismatch fou
 REPLAY_CAUGHT = rf"{PROBE}|{RECHECK}"
 NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
 BEFORE_THE_WINDOW = r"the judge's L2 flush took \d+ us longer while the worker waited for its batch than while nothing ran"
+# The recorded round's GPU activity outside the judge's window.
+OUTSIDE_THE_WINDOW = (r"GPU activities started before the judge's timed window opened|"
+                      r"GPU activities ran past the end of the judge's timed window")
 # How long a process the submission left behind gets, after the judge exits, to write into the
 # judge's output before it is read.
 FORGER_GRACE_S = 3.0
@@ -171,19 +176,24 @@ VERDICTS = [
              r"the judge refused the worker's message: the worker's message names posix\.system"),
     Expected("cheat_forges_a_reply", "test", EXIT_CASE_FAIL, "error",
              r"the judge refused the worker's message: the worker's message names posix\.system", official=True),
-    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
-    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
-             r"ran on another queue than the timed one", devices=GPU_ONLY),
-    # Its second queue starts before the judge's window opens, so the judge's flush may see it
-    # first, or a probe: the queue reads the inputs before the judge's queue writes the probe's.
+    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on. A second queue
+    # that waits for nothing starts while the judge's flush still runs, before the window opens.
+    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail", OUTSIDE_THE_WINDOW, devices=GPU_ONLY),
+    # In the timed rounds the judge's flush may see it first, or its clock against the worker's
+    # events (which bracket nothing), or a probe: the queue reads the inputs before the judge's
+    # queue writes the probe's.
     Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
-             r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
-    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             rf"warning: the competition would have missed this: .*({OUTSIDE_THE_WINDOW})", official=True,
              devices=GPU_ONLY),
+    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
+             rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
+    # torch's documented patterns on side streams: waited for, joined back, inside the window.
+    *(Expected(fixture, mode, EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=GPU_ONLY)
+      for fixture in ("honest_replays_a_cuda_graph", "honest_joins_a_side_stream") for mode in ("test", "benchmark")),
     # Threat class 5: a CUDA graph replaying a stale answer.
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
@@ -431,7 +441,7 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",
-          FIXTURES / "honest_waits_for_a_thread_pool.py"]
+          *sorted(FIXTURES.glob("honest_*.py"))]
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)

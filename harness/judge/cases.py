@@ -120,7 +120,8 @@ def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str
 
 def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, with_times: bool) -> str | None:
     """The recorded round's GPU activity, judged (the competition records none)."""
-    problem, result.activity = activity.judge_round(round_.records, round_.worker_ns / calls if with_times else None, calls)
+    problem, result.activity = activity.judge_round(round_.records, round_.window_ns,
+                                                    round_.worker_ns / calls if with_times else None, calls)
     if problem and UNDER_SANITIZER and problem.startswith(activity.NOT_RECORDED):
         result.warn(problem)
         return None
