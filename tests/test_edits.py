@@ -152,8 +152,8 @@ def test_a_memo_keyed_on_one_part_meets_edits_that_leave_it_and_change_the_answe
     assert keyed
     generator = torch.Generator().manual_seed(8)
     missed = 0
-    for _ in range(DRAWS // 3):
+    for _ in range(DRAWS):
         copy, new_reference = edits.near_duplicate(data, reference, problem, generator)
         key_unchanged = not _changed_leaves(data, copy, problem) & {leaf for part in keyed for leaf in part.leaves}
         missed += key_unchanged and edits.changes_the_answer(reference, new_reference, problem)
-    assert missed >= 2
+    assert missed >= 3  # a quarter of the draws, where the key is two parts of eight

@@ -38,11 +38,8 @@ class ProbeEdits:
         self._random = torch.Generator().manual_seed(random.SystemRandom().getrandbits(62))
         self._pending: list[tuple[int, list[edits.Write]]] = []
         self.references = list(expected)
-
-    @property
-    def possible(self) -> bool:
-        """Whether the inputs hold parts to edit (a folder's problem may have none)."""
-        return any(edits.parts(data, self._problem) for data in self._pristine)
+        # Whether the inputs hold parts to edit (a folder's problem may have none).
+        self.possible = any(edits.parts(data, problem) for data in pristine)
 
     def draw_next(self) -> None:
         """The next probe's edits, each changing its input's answer, and the batch's references with them."""
