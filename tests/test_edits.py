@@ -21,15 +21,7 @@ SPECS = {
     "nvfp4_group_gemm": {"m": (40, 128), "n": (128, 256), "k": (256, 512), "g": 2},
 }
 DRAWS = 40
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These small references are quickest on one thread: a shared machine's cores are few."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _input(name: str, seed: int = 3):

@@ -10,16 +10,8 @@ from harness.judge.verdicts import bits, clone_data
 from harness.problems import PROBLEMS
 
 GEMM = PROBLEMS["nvfp4_gemm"]
+pytestmark = pytest.mark.usefixtures("one_thread")
 SPEC = {"m": 128, "n": 256, "k": 256, "l": 1}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These small references are quickest on one thread: a shared machine's cores are few."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _changed(pristine, shared) -> set[int]:

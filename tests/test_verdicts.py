@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from harness.judge.verdicts import (Refills, all_pass_quickly, bits, changed_inputs, check_call, check_calls, clone_data,
+from harness.judge.verdicts import (Refills, all_pass_quickly, changed_inputs, check_call, check_calls, clone_data,
                                     figures_problem, output_type_problem, repeated_outputs, shared_outputs)
 from harness.problems import PROBLEMS
 from reference import generate_input, ref_kernel
