@@ -84,8 +84,13 @@ THREATS = {
     "cheat_works_only_in_the_checked_round": "4 work only where checked",
     "cheat_works_only_where_the_refill_repeats": "4 work only where checked",
     "cheat_caches_on_sampled_bytes": "5 replaying results",
+    "cheat_memoizes_on_a": "5 replaying results",
+    "cheat_memoizes_on_b": "5 replaying results",
+    "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "honest_waits_for_a_thread_pool": "no false positive",
+    "honest_replays_a_cuda_graph": "no false positive",
+    "honest_joins_a_side_stream": "no false positive",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -102,6 +107,9 @@ SANDBOX_OR_WATCH = (r"Read-only file system|Permission denied|"
                     r"the judge's own files changed while the submission ran \(a worker wrote them\)")
 # A benchmark line whose judged mean and worker's events both appear (the figures verdict passed).
 AGREED = r"mean [\d.]+ us .*the worker's events [\d.]+ us"
+# The recorded round's GPU activity outside the judge's window.
+OUTSIDE_THE_WINDOW = (r"GPU activities started before the judge's timed window opened|"
+                      r"GPU activities ran past the end of the judge's timed window")
 # How long a process the submission left behind gets, after the judge exits, to write into the
 # judge's output before it is read.
 FORGER_GRACE_S = 3.0
@@ -181,19 +189,24 @@ VERDICTS = [
              r"the judge refused the worker's message: the worker's message names posix\.system"),
     Expected("cheat_forges_a_reply", "test", EXIT_CASE_FAIL, "error",
              r"the judge refused the worker's message: the worker's message names posix\.system", official=True),
-    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
-    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
-             r"ran on another queue than the timed one", devices=GPU_ONLY),
-    # Its second queue starts before the judge's window opens, so the judge's flush may see it
-    # first, or a probe: the queue reads the inputs before the judge's queue writes the probe's.
+    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on. A second queue
+    # that waits for nothing starts while the judge's flush still runs, before the window opens.
+    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail", OUTSIDE_THE_WINDOW, devices=GPU_ONLY),
+    # In the timed rounds the judge's flush may see it first, or its clock against the worker's
+    # events (which bracket nothing), or a probe: the queue reads the inputs before the judge's
+    # queue writes the probe's.
     Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
-             r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
-    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             rf"warning: the competition would have missed this: .*({OUTSIDE_THE_WINDOW})", official=True,
              devices=GPU_ONLY),
+    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
+             rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
+    # torch's documented patterns on side streams: waited for, joined back, inside the window.
+    *(Expected(fixture, mode, EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=GPU_ONLY)
+      for fixture in ("honest_replays_a_cuda_graph", "honest_joins_a_side_stream") for mode in ("test", "benchmark")),
     # Threat class 5: a CUDA graph replaying a stale answer.
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
@@ -251,6 +264,11 @@ VERDICTS = [
     Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail",
              rf"{PROBE}|recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
              cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # Answers kept and replayed while one part of the input holds the same bytes (a alone, b alone,
+    # the permuted scales): probes, near-duplicates and fresh draws change parts it does not read.
+    *(Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
+               max_repeats=QUICK_REPEATS)
+      for fixture in ("cheat_memoizes_on_a", "cheat_memoizes_on_b", "cheat_memoizes_on_the_scales")),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
     Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
     Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported a round time of nan ns",
@@ -465,7 +483,7 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",
-          FIXTURES / "honest_waits_for_a_thread_pool.py"]
+          *sorted(FIXTURES.glob("honest_*.py"))]
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)
