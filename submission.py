@@ -438,10 +438,7 @@ class Sm100BlockScaledGemm:
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
             # Tensor memory, by column: the accumulator stages, then SFA, then SFB, each placed
             # after the columns the previous one's layout spans.
-            tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfa(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
-            tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfb(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
+            tCtSFA_layout, tCtSFB_layout = self.scale_tmem_layouts(tiled_mma, sfa_smem_layout, sfb_smem_layout)
             sfa_base = acc_base + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
             sfb_base = sfa_base + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
@@ -461,7 +458,7 @@ class Sm100BlockScaledGemm:
                 if cutlass.const_expr(cfg.mma_n == 64):
                     # An N tile of 64 uses the lower or upper half of SFB's 128-row scale atom,
                     # two TMEM words further for the upper half.
-                    half = cutlass.Int32((unit.mma_n_tile % 2) * 2)
+                    half = cutlass.Int32(self.sfb_half_columns(unit.mma_n_tile))
                     tCtSFB_unit = cute.make_tensor(
                         cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
                 acc_pipeline.producer_acquire(acc_state)
@@ -537,6 +534,22 @@ class Sm100BlockScaledGemm:
             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+
+    def scale_tmem_layouts(self, tiled_mma: cute.TiledMma, sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout):
+        """SFA's and SFB's layouts in tensor memory, as `_scale_copy_to_tmem` copies one stage of
+        their shared-memory tiles there (tests/test_scale_tmem_layout.py holds them to the PTX
+        ISA's tcgen05.cp)."""
+        def one_stage(layout):
+            return cute.slice_(layout, (None, None, None, 0))
+
+        return (blockscaled_layout.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, one_stage(sfa_smem_layout)),
+                blockscaled_layout.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, one_stage(sfb_smem_layout)))
+
+    @staticmethod
+    def sfb_half_columns(mma_n_tile):
+        """Where an N tile of 64 finds its scales: SFB's 128-row atom holds two such tiles, the
+        odd one's rows 64-127 two tensor-memory columns (of 4 bytes) past the even one's."""
+        return (mma_n_tile % 2) * 2
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
