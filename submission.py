@@ -24,8 +24,12 @@ pointers otherwise), split-K and tile-schedule arithmetic, and the scale-layout 
 kernel class offers `launch_plan(problem, device)`, `config_for(problem)` and `compile_for_check(...)`
 (used by `python -m harness compile`, which checks the SASS of every official shape).
 
-B200 design. The operands are swapped so that N is the MMA's M (fp4 MMAs have no M = 64 and M
-is 128 in every benchmark): each work unit is 128 columns x tile_m rows of c over one K range.
+B200 design. The kernel computes c transposed: the MMA's A operand is b and its B operand a
+(fp4 MMAs have no M = 64, and the problem's M is 128 in every benchmark), so the MMA's M runs
+over the problem's N and its N over the problem's M. The swap happens once, where the compiled
+function takes the caller's operands (`Sm100BlockScaledGemm.__call__`); from there on the
+kernel and its configuration name everything by the MMA's roles. Each work unit is an
+accumulator tile of 128 (the MMA's M: columns of c) x `mma_n` (rows of c) over one K range.
 Warp 5 loads B, A and both scale tiles with TMA into `stages` shared-memory buffers; warp 4
 copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into one of two TMEM
 accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
@@ -85,9 +89,10 @@ HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
 SM100_SMEM_BYTES = 232_448  # shared memory one block may use on sm_100
 SM100_SMEM_PER_SM = 233_472  # what the blocks on one SM share, each less SM100_SMEM_RESERVED
 SM100_SMEM_RESERVED = 1024  # the system's part of every block's shared memory
+SM100_TMEM_COLUMNS = 512  # tensor memory of one SM, shared by its CTAs
 SM100_STATIC_SMEM_BYTES = 1024  # the compiled kernel's static shared memory (cuobjdump -res-usage)
 SM100_NUM_SMS = 148  # B200; the live count is read from the device at call time
-SM100_TILE_N = 128  # rows of B (columns of c) per work unit: the MMA's M
+SM100_MMA_M = 128  # the MMA's M: rows of its A operand (b) per work unit, columns of c
 SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
 SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
 SM100_ACC_STAGES = 2
@@ -102,32 +107,41 @@ def _round_up(x: int, multiple: int) -> int:
 
 @dataclass(frozen=True)
 class Sm100Config:
-    """One compiled variant of the sm_100a kernel.
+    """One compiled variant of the sm_100a kernel, named by the MMA's roles: its M (always
+    SM100_MMA_M) runs over the problem's N, its N over the problem's M in tiles of `mma_n`
+    (see the module's docstring for the swap)."""
 
-    The operands are swapped: the MMA's M runs over N (block-scaled fp4 MMAs have no M=64 and
-    M is 128 in every benchmark), its N over M in tiles of `tile_m` rows of c."""
-
-    tile_m: int  # 64 or 128
+    mma_n: int  # the MMA's N: 64 or 128 (rows of c per tile)
     split_k: int  # K ranges added into one output tile by the last to finish (its fp32 partial slots)
     stages: int  # shared-memory pipeline depth
     # Programmatic dependent launch: the next call's grid launches while this one runs, and
     # loads and multiplies before it waits (only its epilogue touches what this call writes).
     pdl: bool = True
-    # CTAs an SM is sized for: with 2, each takes at most half the SM's shared memory (fewer
-    # stages) and tensor memory, and its registers stay within two CTAs' share, so that with
-    # PDL the next call's CTA can start beside this call's on every SM. The launch does not
-    # insist: CuTeDSL 4.5 cannot trace a launch bound above one CTA an SM without a GPU, so the
-    # driver's shared-memory split decides.
+    # CTAs an SM this configuration's resources leave room for, so that with PDL the next
+    # call's CTA starts beside this call's on every SM. With 2: shared memory (static, dynamic
+    # and the system's reserved 1 KB) within half the SM's, tensor memory within half its 512
+    # columns (both refused here otherwise), registers within half its 65,536 (a compile test
+    # reads them from the cubin). The launch asks for nothing more: the driver sizes each
+    # launch's shared-memory carveout for as many CTAs as these resources allow, and a launch
+    # bound (`min_blocks_per_mp`) would only cap the registers, which already fit.
     ctas_per_sm: int = 1
 
+    def __post_init__(self):
+        shared = self.smem_bytes + SM100_STATIC_SMEM_BYTES
+        if shared > self.smem_limit(self.ctas_per_sm) or self.ctas_per_sm * self.tmem_columns > SM100_TMEM_COLUMNS:
+            raise ValueError(f"{self.describe()}: {shared} bytes of shared memory (at most "
+                             f"{self.smem_limit(self.ctas_per_sm)}) and {self.tmem_columns} tensor-memory "
+                             f"columns (at most {SM100_TMEM_COLUMNS // self.ctas_per_sm}) for each of "
+                             f"{self.ctas_per_sm} CTAs an SM")
+
     @staticmethod
-    def stage_bytes(tile_m: int) -> int:
-        """Shared memory of one pipeline stage: b's tile, a's tile and both scale tiles (a's
-        always covers 128 rows: the scale atoms are 128 rows tall)."""
-        b_tile = SM100_TILE_N * SM100_TILE_K // 2
-        a_tile = tile_m * SM100_TILE_K // 2
-        scales = (SM100_TILE_N + _round_up(tile_m, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
-        return b_tile + a_tile + scales
+    def stage_bytes(mma_n: int) -> int:
+        """Shared memory of one pipeline stage: the MMA's A and B tiles and both scale tiles
+        (SFB always covers 128 rows: the scale atoms are 128 rows tall)."""
+        a_tile = SM100_MMA_M * SM100_TILE_K // 2
+        b_tile = mma_n * SM100_TILE_K // 2
+        scales = (SM100_MMA_M + _round_up(mma_n, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
+        return a_tile + b_tile + scales
 
     @staticmethod
     def smem_limit(ctas_per_sm: int) -> int:
@@ -135,21 +149,21 @@ class Sm100Config:
         return min(SM100_SMEM_BYTES, SM100_SMEM_PER_SM // ctas_per_sm - SM100_SMEM_RESERVED)
 
     @classmethod
-    def max_stages(cls, tile_m: int, ctas_per_sm: int = 1) -> int:
+    def max_stages(cls, mma_n: int, ctas_per_sm: int = 1) -> int:
         budget = cls.smem_limit(ctas_per_sm) - SM100_STATIC_SMEM_BYTES - SM100_BARRIER_BYTES
-        return budget // cls.stage_bytes(tile_m)
+        return budget // cls.stage_bytes(mma_n)
 
     @property
     def smem_bytes(self) -> int:
-        return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
+        return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.mma_n)
 
     @property
     def tmem_columns(self) -> int:
-        """Tensor-memory columns to allocate: the accumulator stages (tile_m columns each), then
-        the MMA's SFA (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms
+        """Tensor-memory columns to allocate: the accumulator stages (mma_n columns each), then
+        SFA and SFB, 4 columns for every 32 rows of the scale atoms
         they copy, rounded up to the power of two that `tcgen05.alloc` takes. The kernel places
         them by its tensors' layouts and checks, as it compiles, that they fit."""
-        used = SM100_ACC_STAGES * self.tile_m + (SM100_TILE_N // 32) * 4 + (_round_up(self.tile_m, 128) // 32) * 4
+        used = SM100_ACC_STAGES * self.mma_n + (SM100_MMA_M // 32) * 4 + (_round_up(self.mma_n, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
     @property
@@ -164,7 +178,7 @@ class Sm100Config:
 
     def tiles(self, problem: Problem) -> int:
         """Output tiles of `problem`, all batches."""
-        return problem.l * (problem.n // SM100_TILE_N) * (problem.m // self.tile_m)
+        return problem.l * (problem.n // SM100_MMA_M) * (problem.m // self.mma_n)
 
     def grid_ctas(self, problem: Problem, num_sms: int) -> int:
         """CTAs in the persistent grid: one an SM, but no more than the work units."""
@@ -179,7 +193,7 @@ class Sm100Config:
                              f"K = {problem.k} has {k_tiles}")
 
     def describe(self) -> str:
-        return (f"tile {SM100_TILE_N}x{self.tile_m}x{SM100_TILE_K} (N x M x K), "
+        return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), "
                 f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}"
                 + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
 
@@ -191,7 +205,7 @@ class Sm100BlockScaledGemm:
     tcgen05.cp, then the MMAs), warp 5 the TMA loads. Two pipelines: `smem_pipeline` holds
     operand and scale tiles between the TMA and MMA warps, `acc_pipeline` accumulators in TMEM
     between the MMA and epilogue warps. A persistent schedule (`Sm100Schedule`) walks work units
-    of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch)."""
+    of (the MMA's M: 128 columns of c) x (its N: mma_n rows of c) x (one K range) x (one batch)."""
 
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
@@ -204,10 +218,10 @@ class Sm100BlockScaledGemm:
 
     def __init__(self, config: Sm100Config):
         self.config = config
-        self.mma_tiler = (SM100_TILE_N, config.tile_m, SM100_TILE_K)
-        # The MMA's SFB (a's scales) is loaded and copied to TMEM in 128-row atoms; a 64-row
-        # tile uses half of one (see the TMEM offset in the MMA warp).
-        self.mma_tiler_sfb = (SM100_TILE_N, _round_up(config.tile_m, 128), SM100_TILE_K)
+        self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
+        # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one
+        # (see the TMEM offset in the MMA warp).
+        self.mma_tiler_sfb = (SM100_MMA_M, _round_up(config.mma_n, 128), SM100_TILE_K)
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
             barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
@@ -219,26 +233,37 @@ class Sm100BlockScaledGemm:
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
                  counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
+        """The compiled function: the problem's operands in the caller's order (a, b, their
+        permuted scales, c; M, N, K, L), swapped here into the MMA's roles, and nowhere else."""
+        mma_b_ptr, mma_a_ptr, mma_sfb_ptr, mma_sfa_ptr = a_ptr, b_ptr, sfa_ptr, sfb_ptr
+        mma_n, mma_m = m, n
+        self._launch(mma_a_ptr, mma_b_ptr, mma_sfa_ptr, mma_sfb_ptr, c_ptr, partial_ptr, counter_ptr,
+                     mma_m, mma_n, k, l, num_ctas)
+
+    @cute.jit
+    def _launch(self, mma_a_ptr: cute.Pointer, mma_b_ptr: cute.Pointer, mma_sfa_ptr: cute.Pointer,
+                mma_sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
+                counter_ptr: cute.Pointer, mma_m: cutlass.Int32, mma_n: cutlass.Int32,
+                k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
+        """The launch, in the MMA's roles: A (mma_m x K, K-major) and B (mma_n x K, K-major)
+        with their scales SFA and SFB, and c seen as the accumulator's (mma_m, mma_n) tiles,
+        whose mma_m-contiguous columns make it column-major."""
         cfg = self.config
         splits = cfg.split_k
-        m = cute.assume(m, divby=128)
-        n = cute.assume(n, divby=128)
+        mma_n = cute.assume(mma_n, divby=128)
+        mma_m = cute.assume(mma_m, divby=128)
         k = cute.assume(k, divby=SM100_TILE_K)
-        # The operand swap, here and nowhere else: the MMA's A operand is b (N x K) with its
-        # scales, its B operand a (M x K) with its scales, and the accumulator is an (N, M) tile
-        # of c, whose N-contiguous rows make it column-major. From here on A, B, SFA and SFB name
-        # the MMA's operands.
-        mA = cute.make_tensor(b_ptr, cute.make_ordered_layout((n, k, l), order=(1, 0, 2)))
-        mB = cute.make_tensor(a_ptr, cute.make_ordered_layout((m, k, l), order=(1, 0, 2)))
-        mSFA = cute.make_tensor(sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(mA.shape, SF_VEC_SIZE))
-        mSFB = cute.make_tensor(sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(mB.shape, SF_VEC_SIZE))
-        c = cute.make_tensor(c_ptr, cute.make_ordered_layout((n, m, l), order=(0, 1, 2)))
-        # Split-K partial sums: one (N, M) fp32 slab per (batch, split).
-        partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((n, m, l * splits), order=(0, 1, 2)))
-        tiles_m = m // cfg.tile_m
-        tiles_n = n // SM100_TILE_N
+        mA = cute.make_tensor(mma_a_ptr, cute.make_ordered_layout((mma_m, k, l), order=(1, 0, 2)))
+        mB = cute.make_tensor(mma_b_ptr, cute.make_ordered_layout((mma_n, k, l), order=(1, 0, 2)))
+        mSFA = cute.make_tensor(mma_sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(mA.shape, SF_VEC_SIZE))
+        mSFB = cute.make_tensor(mma_sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(mB.shape, SF_VEC_SIZE))
+        c = cute.make_tensor(c_ptr, cute.make_ordered_layout((mma_m, mma_n, l), order=(0, 1, 2)))
+        # Split-K partial sums: one (mma_m, mma_n) fp32 slab per (batch, split).
+        partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((mma_m, mma_n, l * splits), order=(0, 1, 2)))
+        mma_n_tiles = mma_n // cfg.mma_n
+        mma_m_tiles = mma_m // SM100_MMA_M
         # Split-K arrival counters: one per epilogue warp of every output tile.
-        counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), tiles_m * tiles_n * l)))
+        counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), mma_n_tiles * mma_m_tiles * l)))
 
         tiled_mma = self._tiled_mma(self.mma_tiler)
         tiled_mma_sfb = self._tiled_mma(self.mma_tiler_sfb)
@@ -272,7 +297,7 @@ class Sm100BlockScaledGemm:
                                + cute.size_in_bytes(fp8, one_stage(self.sfb_smem_layout)))
 
         # Epilogue subtiles of 128 rows x 32 columns of the accumulator.
-        self.epi_tile = (SM100_TILE_N, SM100_EPILOGUE_COLUMNS)
+        self.epi_tile = (SM100_MMA_M, SM100_EPILOGUE_COLUMNS)
 
         # Each pipeline takes its first barrier and uses the full and empty barriers as one
         # array, so every full/empty pair is declared adjacently.
@@ -350,9 +375,9 @@ class Sm100BlockScaledGemm:
         gC = cute.local_tile(c, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
         gPartial = cute.local_tile(partials, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
         k_tiles = cute.size(gA, mode=[3])
-        tiles_n = cute.size(gA, mode=[2])
-        tiles_m = cute.size(gB, mode=[2])
-        schedule = Sm100Schedule(cfg, cta, num_ctas, tiles_m, tiles_n, k_tiles, cute.size(gA, mode=[4]))
+        mma_m_tiles = cute.size(gA, mode=[2])
+        mma_n_tiles = cute.size(gB, mode=[2])
+        schedule = Sm100Schedule(cfg, cta, num_ctas, mma_n_tiles, mma_m_tiles, k_tiles, cute.size(gA, mode=[4]))
         first_unit, end_unit, unit_step = schedule.units
 
         thr_mma = tiled_mma.get_slice(0)
@@ -391,10 +416,10 @@ class Sm100BlockScaledGemm:
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
                 unit = schedule.unit(linear)
-                a_tiles = tAgA[(None, unit.n_tile, None, unit.batch)]
-                b_tiles = tBgB[(None, unit.m_tile, None, unit.batch)]
-                sfa_tiles = tAgSFA[(None, unit.n_tile, None, unit.batch)]
-                sfb_tiles = tBgSFB[(None, unit.m_tile * cfg.tile_m // self.mma_tiler_sfb[1], None, unit.batch)]
+                a_tiles = tAgA[(None, unit.mma_m_tile, None, unit.batch)]
+                b_tiles = tBgB[(None, unit.mma_n_tile, None, unit.batch)]
+                sfa_tiles = tAgSFA[(None, unit.mma_m_tile, None, unit.batch)]
+                sfb_tiles = tBgSFB[(None, unit.mma_n_tile * cfg.mma_n // self.mma_tiler_sfb[1], None, unit.batch)]
                 for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
                     smem_pipeline.producer_acquire(load_state)
                     full = smem_pipeline.producer_get_barrier(load_state)
@@ -413,10 +438,7 @@ class Sm100BlockScaledGemm:
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
             # Tensor memory, by column: the accumulator stages, then SFA, then SFB, each placed
             # after the columns the previous one's layout spans.
-            tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfa(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
-            tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfb(
-                tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
+            tCtSFA_layout, tCtSFB_layout = self.scale_tmem_layouts(tiled_mma, sfa_smem_layout, sfb_smem_layout)
             sfa_base = acc_base + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
             sfb_base = sfa_base + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
@@ -433,10 +455,10 @@ class Sm100BlockScaledGemm:
                 unit = schedule.unit(linear)
                 acc = tCtAcc[(None, None, None, acc_state.index)]
                 tCtSFB_unit = tCtSFB
-                if cutlass.const_expr(cfg.tile_m == 64):
-                    # A 64-row tile uses the lower or upper half of the 128-row scale atom,
+                if cutlass.const_expr(cfg.mma_n == 64):
+                    # An N tile of 64 uses the lower or upper half of SFB's 128-row scale atom,
                     # two TMEM words further for the upper half.
-                    half = cutlass.Int32((unit.m_tile % 2) * 2)
+                    half = cutlass.Int32(self.sfb_half_columns(unit.mma_n_tile))
                     tCtSFB_unit = cute.make_tensor(
                         cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
                 acc_pipeline.producer_acquire(acc_state)
@@ -479,9 +501,9 @@ class Sm100BlockScaledGemm:
             epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
                 unit = schedule.unit(linear)
-                n_tile, m_tile, batch = unit.n_tile, unit.m_tile, unit.batch
+                mma_m_tile, mma_n_tile, batch = unit.mma_m_tile, unit.mma_n_tile, unit.batch
                 acc_tiles = cute.group_modes(tTR_tAcc[(None, None, None, None, None, epi_state.index)], 3, 5)
-                c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, n_tile, m_tile, batch)], 3, 5)
+                c_tiles = cute.group_modes(tTR_gC[(None, None, None, None, None, mma_m_tile, mma_n_tile, batch)], 3, 5)
                 acc_pipeline.consumer_wait(epi_state)
                 if cutlass.const_expr(splits == 1):
                     self._store_c(copy_t2r, store_c, acc_tiles, c_tiles, tTR_rAcc, tTR_rC, subtiles)
@@ -489,11 +511,11 @@ class Sm100BlockScaledGemm:
                     # An epilogue warp owns the same 32 accumulator rows in every split: it
                     # counts its own arrival, so the reduction's decision is warp-uniform, as
                     # the collective TMEM loads in it require.
-                    row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
+                    tile_index = (batch * mma_m_tiles + mma_m_tile) * mma_n_tiles + mma_n_tile
                     split_k.finish(acc_tiles, c_tiles,
-                                   cute.group_modes(tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)], 3, 5),
+                                   cute.group_modes(tTR_gPartial[(None, None, None, None, None, mma_m_tile, mma_n_tile, None)], 3, 5),
                                    batch * splits, unit.split,
-                                   counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout))
+                                   counters.iterator + cute.crd2idx((warp_idx, tile_index), counters.layout))
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(epi_state)
                 epi_state.advance()
@@ -512,6 +534,22 @@ class Sm100BlockScaledGemm:
             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+
+    def scale_tmem_layouts(self, tiled_mma: cute.TiledMma, sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout):
+        """SFA's and SFB's layouts in tensor memory, as `_scale_copy_to_tmem` copies one stage of
+        their shared-memory tiles there (tests/test_scale_tmem_layout.py holds them to the PTX
+        ISA's tcgen05.cp)."""
+        def one_stage(layout):
+            return cute.slice_(layout, (None, None, None, 0))
+
+        return (blockscaled_layout.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, one_stage(sfa_smem_layout)),
+                blockscaled_layout.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, one_stage(sfb_smem_layout)))
+
+    @staticmethod
+    def sfb_half_columns(mma_n_tile):
+        """Where an N tile of 64 finds its scales: SFB's 128-row atom holds two such tiles, the
+        odd one's rows 64-127 two tensor-memory columns (of 4 bytes) past the even one's."""
+        return (mma_n_tile % 2) * 2
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
@@ -660,10 +698,11 @@ def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -
 
 class WorkUnit(NamedTuple):
     """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `split`-th of the
-    split_k K ranges that are added into that tile (`split` is also its partial's slot)."""
+    split_k K ranges that are added into that tile (`split` is also its partial's slot). The
+    tile is the MMA's (M, N) tile (mma_m_tile, mma_n_tile): columns and rows of c."""
 
-    m_tile: object
-    n_tile: object
+    mma_m_tile: object
+    mma_n_tile: object
     batch: object
     k_begin: object
     k_end: object
@@ -673,39 +712,39 @@ class WorkUnit(NamedTuple):
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
     """The work units of one CTA, the same for its TMA, MMA and epilogue warps; plain
-    arithmetic, so a host test runs it on ints. The units (row tiles fastest, then splits,
-    column tiles and batches: `tile_coords`) are dealt round-robin, each over K / split_k
+    arithmetic, so a host test runs it on ints. The units (the MMA's N tiles fastest, then
+    splits, its M tiles and batches: `tile_coords`) are dealt round-robin, each over K / split_k
     (`split_k_range`). A warp loops over `range(*schedule.units)` and takes `schedule.unit(linear)`
     of each."""
 
     config: Sm100Config
     cta: object  # this CTA's place in the grid
     ctas: object
-    tiles_m: object
-    tiles_n: object
+    mma_n_tiles: object
+    mma_m_tiles: object
     k_tiles: object
     batches: object
 
     @property
     def units(self) -> tuple:
         """(start, stop, step) of this CTA's units, numbered as `tile_coords` numbers them."""
-        return self.cta, self.tiles_m * self.tiles_n * self.batches * self.config.split_k, self.ctas
+        return self.cta, self.mma_n_tiles * self.mma_m_tiles * self.batches * self.config.split_k, self.ctas
 
     def unit(self, linear) -> WorkUnit:
         cfg = self.config
-        m_tile, split, n_tile, batch = tile_coords(linear, self.tiles_m, cfg.split_k, self.tiles_n)
+        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, cfg.split_k, self.mma_m_tiles)
         k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
-        return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split)
+        return WorkUnit(mma_m_tile, mma_n_tile, batch, k_begin, k_end, split)
 
 
 # The benchmark shapes' configurations (docs/b200.md gives the reasons). 128 x 7168 x 16384
 # takes the competition's first-placed entry's tiles, split-K and depth; the other two take K
-# whole in 64-row tiles, and 128 x 7168 x 2048, whose 112 CTAs leave the next call too few SMs
+# whole in N tiles of 64 (64 rows of c), and 128 x 7168 x 2048, whose 112 CTAs leave the next call too few SMs
 # of its own, is sized for two CTAs an SM.
 SM100_BENCHMARK_CONFIGS = {
-    Problem(128, 7168, 16384, 1): Sm100Config(tile_m=128, split_k=2, stages=6),
-    Problem(128, 4096, 7168, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
-    Problem(128, 7168, 2048, 1): Sm100Config(tile_m=64, split_k=1, stages=Sm100Config.max_stages(64, 2), ctas_per_sm=2),
+    Problem(128, 7168, 16384, 1): Sm100Config(mma_n=128, split_k=2, stages=6),
+    Problem(128, 4096, 7168, 1): Sm100Config(mma_n=64, split_k=1, stages=8),
+    Problem(128, 7168, 2048, 1): Sm100Config(mma_n=64, split_k=1, stages=Sm100Config.max_stages(64, 2), ctas_per_sm=2),
 }
 SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
 # The conservative configuration, for a first run on a B200 that fails: no split-K, so no
@@ -720,7 +759,7 @@ def sm100_rungs(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[st
     also leaves the chosen tiles and stages for 128-row tiles over the whole of K with the
     deepest pipeline (the configuration most official tests run). One equal to an earlier one
     is left out."""
-    plain = Sm100Config(tile_m=128, split_k=1, stages=Sm100Config.max_stages(128), pdl=False)
+    plain = Sm100Config(mma_n=128, split_k=1, stages=Sm100Config.max_stages(128), pdl=False)
     rungs = []
     for name, config in (("the chosen configuration", sm100_config(problem, num_sms)),
                          ("the conservative configuration", sm100_config(problem, num_sms, conservative=True)),
@@ -739,24 +778,25 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = _sm100_config(problem, num_sms)
-    return Sm100Config(config.tile_m, 1, config.stages, pdl=False) if conservative else config
+    return Sm100Config(config.mma_n, 1, config.stages, pdl=False) if conservative else config
 
 
 def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
     known = SM100_BENCHMARK_CONFIGS.get(problem)
     if known is not None:
         return known
-    tiles_n = problem.n // SM100_TILE_N
-    tile_m = 64 if tiles_n * (problem.m // 128) * problem.l * 2 <= num_sms else 128
-    units = tiles_n * (problem.m // tile_m) * problem.l
+    # The problem in the MMA's roles: its M runs over N, its N over M.
+    mma_m_tiles = problem.n // SM100_MMA_M
+    mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
+    units = mma_m_tiles * (problem.m // mma_n) * problem.l
     k_tiles = problem.k // SM100_TILE_K
     # Two splits at most, as on the benchmarks: the official tests then run the reduction the
     # benchmarks run, with its partials loaded ahead (`Sm100Config.partials_ahead`).
     split_k = 2 if units * 2 <= num_sms and k_tiles // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
-    if tile_m == 64 and split_k == 1 and units * 2 > num_sms:
+    if mma_n == 64 and split_k == 1 and units * 2 > num_sms:
         # The next call's grid would not find SMs of its own: two CTAs an SM, as on the benchmarks.
         return Sm100Config(64, 1, Sm100Config.max_stages(64, 2), ctas_per_sm=2)
-    return Sm100Config(tile_m, split_k, Sm100Config.max_stages(tile_m))
+    return Sm100Config(mma_n, split_k, Sm100Config.max_stages(mma_n))
 
 
 class Sm100Gemm:
@@ -1007,17 +1047,18 @@ def split_k_range(split, k_tiles, splits):
     return (split * k_tiles) // splits, ((split + 1) * k_tiles) // splits
 
 
-def tile_coords(linear, tiles_m, splits, tiles_n):
-    """Work unit `linear` -> (m tile, split, n tile, batch).
+def tile_coords(linear, inner_tiles, splits, outer_tiles):
+    """Work unit `linear` -> (inner tile, split, outer tile, batch).
 
-    The m tile varies fastest, then the split: the units that read the same rows of the large
-    operand B are launched next to each other and share them through L2.
+    The inner tile varies fastest, then the split: the units that read the same rows of the
+    operand along the outer tiles (the large one, b, on the B200: the MMA's A, whose tiles are
+    the outer ones) are launched next to each other and share them through L2.
     """
-    m_tile = linear % tiles_m
-    rest = linear // tiles_m
+    inner = linear % inner_tiles
+    rest = linear // inner_tiles
     split = rest % splits
     rest = rest // splits
-    return m_tile, split, rest % tiles_n, rest // tiles_n
+    return inner, split, rest % outer_tiles, rest // outer_tiles
 
 
 # ----- call path: compile once per configuration, launch with little host work -----

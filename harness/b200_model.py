@@ -326,9 +326,10 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, **
 
 
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
-    """The model's description of a configuration with tile_m, split_k, stages, pdl and
-    ctas_per_sm fields (submission.Sm100Config): 128-row N tiles, one CTA a cluster."""
-    return Kernel(name, 128, config.tile_m, config.split_k, config.stages, pdl=config.pdl,
+    """The model's description of a configuration with mma_n (the model's tile_m: rows of c),
+    split_k, stages, pdl and ctas_per_sm fields (submission.Sm100Config): 128-row N tiles, one
+    CTA a cluster."""
+    return Kernel(name, 128, config.mma_n, config.split_k, config.stages, pdl=config.pdl,
                   ctas_per_sm=config.ctas_per_sm)
 
 

@@ -17,8 +17,8 @@ CONFIG_CASES = [
     (sub.SM100_BENCHMARK_CONFIGS[sub.Problem(128, 7168, 16384, 1)], sub.Problem(128, 512, 4096, 2)),
     (sub.SM100_BENCHMARK_CONFIGS[sub.Problem(128, 4096, 7168, 1)], sub.Problem(256, 1024, 2048, 1)),
     (sub.SM100_BENCHMARK_CONFIGS[sub.Problem(128, 7168, 2048, 1)], sub.Problem(512, 7168, 1024, 1)),
-    (sub.Sm100Config(tile_m=64, split_k=2, stages=8), sub.Problem(128, 768, 8192, 1)),
-    (sub.Sm100Config(tile_m=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False),
+    (sub.Sm100Config(mma_n=64, split_k=2, stages=8), sub.Problem(128, 768, 8192, 1)),
+    (sub.Sm100Config(mma_n=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False),
      sub.Problem(384, 1536, 2304, 1)),
 ]
 

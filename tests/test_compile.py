@@ -286,7 +286,7 @@ def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
     previous grid before its first store; the conservative configuration has neither."""
     from harness.compile_capture import capturing_compiles
 
-    config = sub.Sm100Config(tile_m=128, split_k=2, stages=6, pdl=pdl)
+    config = sub.Sm100Config(mma_n=128, split_k=2, stages=6, pdl=pdl)
     with capturing_compiles("sm_100a") as capture:
         sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
         ptx = capture.compiles[-1].ptx
@@ -300,7 +300,7 @@ def _split_k_ptx() -> str:
     from harness.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_100a") as capture:
-        sub.Sm100Gemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
+        sub.Sm100Gemm.compile(sub.Sm100Config(mma_n=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
         return capture.compiles[-1].ptx
 
 
@@ -325,8 +325,8 @@ def test_one_relaxed_count_between_a_release_and_an_acquire_fence():
                      ptx[count.end():])
 
 
-@pytest.mark.parametrize("tile_m, stages", [(128, 6), (64, 8)])
-def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stages):
+@pytest.mark.parametrize("mma_n, stages", [(128, 6), (64, 8)])
+def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(mma_n, stages):
     """After the acquire, the last arrival's loads of `partials_ahead` subtiles' partials all
     come before its first accumulator load: with two splits, two subtiles of the other split's;
     with four (whose partials of one subtile fill the register budget), one subtile of each of
@@ -341,7 +341,7 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stag
         reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
         return len(re.findall(r"\bld\.global\b", reduction))
 
-    two, four = sub.Sm100Config(tile_m, 2, stages), sub.Sm100Config(tile_m, 4, stages)
+    two, four = sub.Sm100Config(mma_n, 2, stages), sub.Sm100Config(mma_n, 4, stages)
     assert (two.partials_ahead, four.partials_ahead) == (2, 0)  # SM100_PARTIAL_REGISTERS' worth
     one_subtile_of_one_split = loads_before_first_accumulator_load(four) / 3
     assert one_subtile_of_one_split > 0
@@ -351,7 +351,7 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stag
 def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
     """The benchmarks' two-CTA configuration: within the registers two CTAs' threads leave
     each, the shared memory the host side counts (dynamic as launched, static as the cubin
-    holds) twice within an SM's, no spills."""
+    holds) and the tensor-memory columns it allocates twice within an SM's, no spills."""
     problem = sub.Problem(128, 7168, 2048, 1)
     config = sub.sm100_config(problem)
     assert config.ctas_per_sm == 2
@@ -364,7 +364,10 @@ def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
     result = checker.check_config(Pinned, problem, "sm_100a", checker.RULES["sm_100a"], None)
     assert not result.failures, result.failures
     assert "2 CTAs an SM" in result.config
-    assert result.registers <= 65536 // (2 * sub.Sm100BlockScaledGemm.THREADS)
+    # Registers are allocated a warp at a time in units of 256 (8 a thread): two CTAs of 6
+    # warps fit the SM's 65,536 up to 168 a thread.
+    assert -(-result.registers // 8) * 8 * 2 * sub.Sm100BlockScaledGemm.THREADS <= 65536
+    assert 2 * result.tmem_columns <= sub.SM100_TMEM_COLUMNS
     assert result.static_smem == sub.SM100_STATIC_SMEM_BYTES
     assert result.dynamic_smem == config.smem_bytes
     assert 2 * (result.dynamic_smem + result.static_smem + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
@@ -374,7 +377,7 @@ def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
     """In the SASS: after a split's last partial store, the warp's GPU-scope fence runs
     unbranched (every lane), then the count on lane 0's branch; ptxas compiles the converged
     warp's barrier to nothing, so no lane's stores rely on lane 0's fence alone."""
-    config = sub.Sm100Config(tile_m=128, split_k=2, stages=6)
+    config = sub.Sm100Config(mma_n=128, split_k=2, stages=6)
 
     class Pinned(sub.Sm100Gemm):
         @classmethod
@@ -400,7 +403,7 @@ def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
 def test_the_kernel_refuses_a_tensor_memory_allocation_its_tensors_overrun(monkeypatch):
     """The kernel places the accumulators, SFA and SFB by their layouts' spans; a configuration
     that allocates fewer columns than they take fails as it compiles, not on the chip."""
-    config = sub.Sm100Config(tile_m=128, split_k=1, stages=6)
+    config = sub.Sm100Config(mma_n=128, split_k=1, stages=6)
     monkeypatch.setattr(sub.Sm100Config, "tmem_columns", property(lambda self: 256))  # 256 + 16 + 16 needed
     with pytest.raises(ValueError, match=r"tensor memory takes 288 columns \(256 accumulator, 16 SFA, 16 SFB\), 256 allocated"):
         sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)

@@ -35,14 +35,14 @@ def test_benchmark_shapes_get_their_configurations():
     assert {tuple(p) for p in BENCHMARKS} == set(expected)
     for problem in BENCHMARKS:
         config = sub.sm100_config(problem)
-        assert (config.tile_m, config.split_k, config.stages, config.ctas_per_sm) == expected[tuple(problem)]
+        assert (config.mma_n, config.split_k, config.stages, config.ctas_per_sm) == expected[tuple(problem)]
 
 
 @pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
 def test_every_official_shape_gets_a_configuration_that_fits(problem):
     config = sub.sm100_config(problem)
-    assert config.tile_m in (64, 128) and problem.m % config.tile_m == 0
-    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.tile_m, config.ctas_per_sm)
+    assert config.mma_n in (64, 128) and problem.m % config.mma_n == 0
+    assert 2 <= config.stages <= sub.Sm100Config.max_stages(config.mma_n, config.ctas_per_sm)
     # Every CTA an SM holds, with its static shared memory and the system's part.
     ctas = config.ctas_per_sm
     assert ctas * (config.smem_bytes + sub.SM100_STATIC_SMEM_BYTES + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
@@ -55,14 +55,14 @@ def test_every_official_shape_gets_a_configuration_that_fits(problem):
 def test_general_rule_fills_the_machine_without_oversubscribing_it():
     # 128 x 1536: 12 column tiles -> 64-row tiles (24 units) -> split K while units fit the SMs.
     config = sub.sm100_config(sub.Problem(128, 1536, 7168, 1))
-    assert (config.tile_m, config.split_k) == (64, 2)  # 48 units of 14 K tiles each: two splits at most
+    assert (config.mma_n, config.split_k) == (64, 2)  # 48 units of 14 K tiles each: two splits at most
     config = sub.sm100_config(sub.Problem(128, 3072, 1536, 1))
-    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 1)  # 6 K tiles: too few to split
+    assert (config.mma_n, config.split_k, config.ctas_per_sm) == (64, 1, 1)  # 6 K tiles: too few to split
     config = sub.sm100_config(sub.Problem(512, 1536, 7168, 1))
-    assert (config.tile_m, config.split_k, config.ctas_per_sm) == (64, 1, 2)  # 96 units: too many to split or
+    assert (config.mma_n, config.split_k, config.ctas_per_sm) == (64, 1, 2)  # 96 units: too many to split or
     # to leave the next call a grid's worth of SMs
     config = sub.sm100_config(sub.Problem(2304, 4608, 7168, 1))
-    assert (config.tile_m, config.split_k) == (128, 1)  # 648 tiles: already several per SM
+    assert (config.mma_n, config.split_k) == (128, 1)  # 648 tiles: already several per SM
     config = sub.sm100_config(sub.Problem(128, 256, 256, 1))
     assert config.split_k == 1  # one K tile cannot be split
 
@@ -78,6 +78,21 @@ def test_two_ctas_an_sm_take_three_stages_of_64_rows():
     assert sub.Sm100Config.max_stages(64, 2) == 3
     assert (sub.Sm100Config.max_stages(64), sub.Sm100Config.max_stages(128)) == (8, 6)
     assert sub.Sm100Config.smem_limit(1) == sub.SM100_SMEM_BYTES
+
+
+def test_a_configuration_for_two_ctas_an_sm_must_leave_room_for_the_second():
+    """Two CTAs: 3 stages of 64 rows take 87,040 + 1,024 static + 1,024 reserved bytes, twice
+    within the SM's 233,472, and 256 tensor-memory columns, twice within 512. A fourth stage,
+    or 128-row tiles (512 columns each), cannot share the SM and are refused."""
+    two = sub.Sm100Config(64, 1, 3, ctas_per_sm=2)
+    assert 2 * (two.smem_bytes + sub.SM100_STATIC_SMEM_BYTES + sub.SM100_SMEM_RESERVED) == 178_176
+    assert 2 * two.tmem_columns == sub.SM100_TMEM_COLUMNS
+    with pytest.raises(ValueError, match="116736 bytes of shared memory"):
+        sub.Sm100Config(64, 1, 4, ctas_per_sm=2)
+    with pytest.raises(ValueError, match="512 tensor-memory columns"):
+        sub.Sm100Config(128, 1, 2, ctas_per_sm=2)
+    with pytest.raises(ValueError, match="shared memory"):
+        sub.Sm100Config(128, 1, 7)  # one CTA an SM: six stages of 128 rows at most
 
 
 def test_stage_bytes_match_the_tiles():
@@ -102,7 +117,7 @@ def test_split_k_ranges_cover_k_exactly_once(splits):
 def test_a_split_without_a_k_tile_is_refused_before_launch():
     """Fewer K tiles than splits would leave a split an empty range, whose MMA warp commits an
     accumulator it never wrote: the launch plan refuses such a config on the host."""
-    pinned = sub.Sm100Config(tile_m=64, split_k=4, stages=8)
+    pinned = sub.Sm100Config(mma_n=64, split_k=4, stages=8)
     with pytest.raises(ValueError, match="split-K 4 needs at least 4 K tiles of 256; K = 512 has 2"):
         pinned.check_problem(sub.Problem(128, 1024, 512, 1))
     pinned.check_problem(sub.Problem(128, 1024, 1024, 1))  # one tile each: accepted
@@ -118,10 +133,11 @@ def schedule_units(config: sub.Sm100Config, problem: sub.Problem, num_sms: int) 
     """Every CTA's work units, as the kernel's warps walk them ({cta: [WorkUnit, ...]}), from
     the kernel's own `Sm100Schedule` run on ints."""
     ctas = config.grid_ctas(problem, num_sms)
-    tiles_m, tiles_n, k_tiles = problem.m // config.tile_m, problem.n // sub.SM100_TILE_N, problem.k // sub.SM100_TILE_K
+    # The problem in the MMA's roles: its N tiles run over M, its M tiles over N.
+    mma_n_tiles, mma_m_tiles = problem.m // config.mma_n, problem.n // sub.SM100_MMA_M
     units = {}
     for cta in range(ctas):
-        schedule = sub.Sm100Schedule(config, cta, ctas, tiles_m, tiles_n, k_tiles, problem.l)
+        schedule = sub.Sm100Schedule(config, cta, ctas, mma_n_tiles, mma_m_tiles, problem.k // sub.SM100_TILE_K, problem.l)
         units[cta] = [schedule.unit(linear) for linear in range(*schedule.units)]
     return units
 
@@ -142,11 +158,11 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, spl
     covered, parts = [], {}
     for cta, walked in schedule_units(config, problem, num_sms).items():
         for unit in walked:
-            tile = (unit.m_tile, unit.n_tile, unit.batch)
+            tile = (unit.mma_n_tile, unit.mma_m_tile, unit.batch)  # (rows, columns) of c
             assert unit.k_begin < unit.k_end, (cta, unit)
             covered += [(*tile, k_tile) for k_tile in range(unit.k_begin, unit.k_end)]
             parts.setdefault(tile, []).append(unit.split)
-    tiles = itertools.product(range(problem.m // config.tile_m), range(problem.n // sub.SM100_TILE_N), range(problem.l))
+    tiles = itertools.product(range(problem.m // config.mma_n), range(problem.n // sub.SM100_MMA_M), range(problem.l))
     expected = [(*tile, k_tile) for tile in tiles for k_tile in range(problem.k // sub.SM100_TILE_K)]
     assert sorted(covered) == sorted(expected)
     for tile, held in parts.items():
@@ -167,7 +183,7 @@ def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
 
 def code_paths(config: sub.Sm100Config) -> set[str]:
     """The kernel's compile-time branches that `config` takes."""
-    paths = {f"{config.tile_m}-row tiles", "PDL" if config.pdl else "no PDL", f"{config.ctas_per_sm} CTAs an SM"}
+    paths = {f"{config.mma_n}-row tiles", "PDL" if config.pdl else "no PDL", f"{config.ctas_per_sm} CTAs an SM"}
     if config.split_k == 1:
         paths.add("whole K")
     else:
@@ -305,7 +321,7 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_res
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
     assert conservative.split_k == 1 and not conservative.pdl and conservative.ctas_per_sm == 1
-    assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
+    assert (conservative.mma_n, conservative.stages) == (chosen.mma_n, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
 
@@ -319,7 +335,7 @@ def test_the_self_checks_rungs_end_on_128_row_tiles_over_the_whole_of_k(problem,
     rungs = sub.sm100_rungs(problem)
     names = [name for name, _ in rungs]
     configs = [config for _, config in rungs]
-    plain = sub.Sm100Config(tile_m=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False)
+    plain = sub.Sm100Config(mma_n=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False)
     assert configs[0] == sub.sm100_config(problem, conservative=False)
     assert configs[-1] == plain
     assert len(set(configs)) == len(configs)
