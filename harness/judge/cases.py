@@ -24,6 +24,7 @@ from harness.judge import activity
 from harness.judge.isolation import CaseStopped, helper_pids
 from harness.judge.memory import SharedPool
 from harness.judge.probes import ByteEdits
+from harness.judge.references import REFERENCES
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves, near_duplicate)
@@ -71,9 +72,13 @@ def _drawn(job: Job, seeds: list[int]) -> tuple[list, list]:
     """(inputs, references) for `seeds`, drawn before the worker sees the case. Sizes the problem's
     generator or reference cannot take (a K that is no multiple of its scale blocks, say) are the
     tests file's mistake, said as such, not the submission's failure."""
+    def draw(seed: int) -> tuple:
+        data = _generate(job, seed)
+        return data, job.problem.expected(clone_data(data))
+
     try:
-        inputs = [_generate(job, seed) for seed in seeds]
-        return inputs, [job.problem.expected(clone_data(data)) for data in inputs]
+        pairs = [REFERENCES.drawn(job.problem, job.case.args, seed, job.device, lambda seed=seed: draw(seed)) for seed in seeds]
+        return [data for data, _ in pairs], [reference for _, reference in pairs]
     except Exception as error:  # whatever the problem's own code raises names what is wrong
         raise CaseStopped(CaseResult(ERROR, f"the tests file's case cannot be drawn: {job.problem.name}'s generator or "
                                             f"reference refused it ({type(error).__name__}: {error})")) from None

@@ -26,15 +26,17 @@ KIT_LOCAL_FILES = ("hopper_stand_in.py",)
 KIT_LOCAL_MODULES = frozenset(Path(name).stem for name in KIT_LOCAL_FILES)
 
 
-def make_runner_folder(submission: Path, parent: str | None = None, problem: Problem = PROBLEMS["nvfp4_gemm"]) -> Path:
+def make_runner_folder(submission: Path | None, parent: str | None = None, problem: Problem = PROBLEMS["nvfp4_gemm"]) -> Path:
     """A new folder with `problem`'s runner files, the kit's local ones and a copy of
-    `submission` as submission.py."""
+    `submission` as submission.py (copied in later where None: a worker started before its
+    candidate is known, which imports the file only when asked to)."""
     folder = Path(tempfile.mkdtemp(prefix="runner-", dir=parent))
     for module, path in problem.runner_files().items():
         shutil.copyfile(path, folder / f"{module}.py")
     for name in KIT_LOCAL_FILES:
         shutil.copyfile(REPO_ROOT / name, folder / name)
-    shutil.copyfile(submission, folder / "submission.py")
+    if submission is not None:
+        shutil.copyfile(submission, folder / "submission.py")
     return folder
 
 
