@@ -17,6 +17,7 @@ from harness.judge.cases import RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, is_running, protect_the_judge
 from harness.judge.memory import SharedPool
+from harness.judge.phases import PhaseTimer
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
@@ -152,7 +153,9 @@ class Executor:
         timeout_s = min(self._options.timeout_s, self._deadline - started)
         if timeout_s <= 0:
             return CaseResult(NOT_RUN, f"not run: the run's wall-time limit ({self._options.wall_limit_s:g} s) is spent")
-        with self._reporter.case_progress(label) as on_progress:
+        phases = PhaseTimer()
+        with self._reporter.case_progress(label) as on_reporter_progress:
+            on_progress = phases.wrap(on_reporter_progress)
             try:
                 # Every process started first, then each connected: their starts overlap.
                 new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
@@ -178,6 +181,7 @@ class Executor:
                               + ", ".join(self._tampered[:5]) + (" ..." if len(self._tampered) > 5 else ""))
         result.device_name = _device_name(job.device)
         result.wall_s = time.monotonic() - started
+        result.phases_s = phases.finish()
         if self._options.official and result.status == ERROR and result.uncaught_officially:
             raise OfficialEvalStopped(result)
         if not self._reuse or (result.status != PASS and not self._options.official):

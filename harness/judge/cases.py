@@ -102,6 +102,7 @@ def _same_outputs(first, second) -> bool:
 
 def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
     """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH."""
+    judging.progress("handing the inputs to the worker")  # the worker's start ends here, if it had not
     shared = judging.pool.copies(data_list)
     synchronize(device)  # what the judge wrote is in memory before a worker reads it
     for process in (judging.worker, judging.partner):
@@ -150,6 +151,7 @@ def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> s
 
 def run_test(job: Job, judging: Judging) -> CaseResult:
     device = torch.device(job.device)
+    judging.progress("generating inputs")
     (data,), expected = _drawn(job, [job.case.args["seed"]])
     shared = _hand_over(judging, [data], device)
     _load(judging.worker)
