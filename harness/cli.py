@@ -135,16 +135,21 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
 
 def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> int:
     """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
-    default); the exit status. The reporter's sinks hold what was found."""
+    default); the exit status. The reporter's sinks hold what was found, the --json document
+    the run's record's stop reason too."""
     try:
         if mode == "test":
-            return modes.run_tests(cases, options, reporter, workers)
-        if mode == "profile":
-            return modes.run_profile(cases, options, reporter, workers)
-        return modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard", workers=workers)
+            record = modes.run_tests(cases, options, reporter, workers)
+        elif mode == "profile":
+            record = modes.run_profile(cases, options, reporter, workers)
+        else:
+            record = modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard", workers=workers)
     except modes.OfficialEvalStopped as stopped:
         reporter.eval_stopped(stopped.result)
         return EXIT_EVAL_STOPPED
+    if reporter.document:
+        reporter.document.data["stop_reason"] = record.stop_reason or None
+    return record.exit_status
 
 
 def _run(mode: str, tests_file, submission, problem, device, official, timeout_s, as_json, strict, **extra) -> None:

@@ -21,6 +21,7 @@ from harness.judge.phases import PhaseTimer
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
+from harness.record import RunRecord
 from harness.problems import PROBLEMS, Problem
 from harness.report import EXIT_FAIL, Reporter
 from harness.results import append_rows, rows_for_run
@@ -268,11 +269,16 @@ def _device_name(device: str) -> str:
     return "cpu"
 
 
-def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> int:
+def _refused(record: RunRecord, reporter: Reporter) -> RunRecord:
+    record.refused, record.exit_status = True, reporter.refused()
+    return record
+
+
+def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> RunRecord:
+    record = RunRecord("test", cases)
     reporter.begin_tests(cases, options)
     if options.refused:
-        return reporter.refused()
-    passed = True
+        return _refused(record, reporter)
     repeated, first_failure = RepeatedError("test", cases, options, reporter), FirstFailure("test", options)
     with Executor(options, reporter, reuse=True, workers=workers) as executor:
         for index, case in enumerate(cases):
@@ -282,9 +288,10 @@ def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, worker
             reporter.test_result(index, case, result)
             repeated.judged(index, result)
             first_failure.judged(index, result)
-            passed &= result.passed
-    reporter.end_tests(passed)
-    return EXIT_PASS if passed else EXIT_FAIL
+            record.results.append(result)
+    reporter.end_tests(record.passed)
+    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+    return record
 
 
 def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
@@ -310,13 +317,14 @@ def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
 
 
 def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, leaderboard: bool,
-                   workers: FreshWorkers | None = None) -> int:
+                   workers: FreshWorkers | None = None) -> RunRecord:
     mode = "leaderboard" if leaderboard else "benchmark"
+    record = RunRecord(mode, cases)
+    results = record.results
     reporter.begin_benchmarks(cases, options, mode)
     if options.refused:
-        return reporter.refused()
+        return _refused(record, reporter)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
-    results = []
     repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
     with Executor(options, reporter, timed=True, workers=workers) as executor:
         measured_ceilings = None
@@ -345,19 +353,21 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     reached = [(case.label, options.problem.work(case.args), result.stats.mean / 1e9)
                for case, result in zip(cases, results) if result.passed and options.problem.work(case.args)]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
+    record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
     if options.record_to and device_name and device_name != "cpu":
         path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor, options.problem),
                            options.record_to)
         reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")
-    return EXIT_PASS if all(result.passed for result in results) else EXIT_FAIL
+    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+    return record
 
 
-def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> int:
+def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> RunRecord:
+    record = RunRecord("profile", cases)
     reporter.begin_benchmarks(cases, options, "profile")
     if options.refused:
-        return reporter.refused()
-    passed = True
+        return _refused(record, reporter)
     repeated = RepeatedError("profile", cases, options, reporter)
     with Executor(options, reporter, workers=workers) as executor:
         for index, case in enumerate(cases):
@@ -365,6 +375,7 @@ def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, work
             result = repeated.not_run() or executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")
             reporter.profile_result(index, case, result)
             repeated.judged(index, result)
-            passed &= result.passed
-    reporter.end_profile(passed)
-    return EXIT_PASS if passed else EXIT_FAIL
+            record.results.append(result)
+    reporter.end_profile(record.passed)
+    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+    return record
