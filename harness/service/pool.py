@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from harness.jobs import CRASH, CaseResult
-from harness.judge.isolation import WorkerProcess, _descendants, _parents
+from harness.judge.isolation import WorkerProcess, _descendants, _parents, is_running
 from harness.runner.files import make_runner_folder
 
 WATCH_EVERY_S = 0.1
@@ -113,6 +113,9 @@ class WorkerPool:
                 watched = dict(self._handed_out)
             parents = _parents()
             for pid, limit in watched.items():
+                if not is_running(pid):  # ended, whoever ended it: its pid may come back as another's
+                    self.released(pid)
+                    continue
                 if not limit or pid in self.over_limit:
                     continue
                 tree = [pid, *_descendants(pid, parents)]
