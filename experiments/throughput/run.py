@@ -57,7 +57,7 @@ def one_shot(entry, device: str, visible: str | None, tests: Path | None) -> dic
     label, path, mode, options = entry
     command = [sys.executable, "-m", "harness", mode, "--json", "--device", device, "--submission", path]
     if tests is not None and mode == "test":
-        command.insert(3, str(tests))
+        command.insert(4, str(tests))
     if mode == "benchmark":
         command.append("--no-record")
     if options.get("timeout_s"):
