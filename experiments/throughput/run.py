@@ -8,6 +8,7 @@ Three phases, on the same machine in one run:
    GPU-seconds are its command's wall time;
 2. the service on one GPU: its judge started first (not counted), then the set judged;
 3. the service on every GPU: the set once per GPU, judged by a judge per GPU.
+Today's rate is set against phase 3's, per GPU: both keep every GPU busy at once.
 The front is used in this process (harness/service/front.py), without HTTP, so that the figures
 need neither the `service` extra nor Ray: the judges are the service's own processes.
 
@@ -175,11 +176,11 @@ def main() -> None:
         "candidates": rows, "today_gpu_s": today_gpu_s, "today_wall_s": today_wall,
         "service_start_s": {"one": one_start_s, "all": all_start_s}, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
         "per_gpu_hour": {"today": per_hour_today, "service_one_gpu": per_hour_one, "service_all_gpus_per_gpu": per_hour_all / slots},
-        "per_gpu_hour_vs_today": per_hour_one / per_hour_today, "all_gpus_vs_one": scaling,
+        "per_gpu_hour_vs_today": per_hour_all / slots / per_hour_today, "all_gpus_vs_one": scaling,
         "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches,
     }
-    print(f"candidates per GPU-hour: today {per_hour_today:.0f}; service on one {device_name} {per_hour_one:.0f} "
-          f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x)")
+    print(f"candidates per GPU-hour, every GPU busy: today {per_hour_today:.0f}, the service {per_hour_all / slots:.0f} "
+          f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x); the service on one alone {per_hour_one:.0f}")
     print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4)")
     if kit:
         print(f"kit's file, test and benchmark through the service: {sum(kit):.1f} s (the competition's eval: {COMPETITION_EVAL_S:.0f} s on an H200)")
