@@ -34,7 +34,10 @@ def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_m
 def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None, store_path=DEFAULT_PATH,
                   memory_limit_mib=None) -> Service:
     if ray_address:
-        import ray
+        try:
+            import ray
+        except ImportError:
+            raise NoJudge('--ray needs the cluster extra: pip install ".[cluster]"') from None
 
         from harness.service.ray_judges import cluster_judges
 
@@ -49,9 +52,13 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
 def run_service(gpus, device, judges_per_node, ray_address, host, port, store_path, memory_limit_mib) -> None:
     """`store_path` None: no store, every candidate judged."""
     import click
-    import uvicorn
 
-    from harness.service.app import create_app
+    try:
+        import uvicorn
+
+        from harness.service.app import create_app
+    except ImportError as error:
+        raise click.ClickException(f"the service needs its extra: pip install \".[service]\" ({error})") from None
 
     try:
         service = build_service(gpus, device, judges_per_node, ray_address, store_path, memory_limit_mib)
