@@ -29,19 +29,25 @@ def stats_fields(stats) -> dict | None:
             "best_ns": stats.best, "worst_ns": stats.worst}
 
 
-def error_trace(output: str, submission) -> tuple[str | None, dict | None]:
+def error_trace(output: str, submission) -> str | None:
     """The last traceback the worker printed, its harness and importlib frames left out and the
-    submission named by the user's path, and where in the submission it was raised
-    ({"file", "line"}, the innermost frame of the submission's), or Nones."""
+    submission named by the user's path, or None."""
     from harness.report import strip_ansi, without_hidden_frames  # report.py builds this document
 
     start = output.rfind(TRACEBACK_START)
     if start < 0:
-        return None, None
+        return None
     text = without_hidden_frames(strip_ansi(output[start:])).rstrip()
-    frames = list(_SUBMISSION_FRAME.finditer(text))
-    text = _SUBMISSION_FRAME.sub(lambda frame: f'File "{submission}", line {frame.group(2)}', text)
-    return text, ({"file": str(submission), "line": int(frames[-1].group(2))} if frames else None)
+    return _SUBMISSION_FRAME.sub(lambda frame: f'File "{submission}", line {frame.group(2)}', text)
+
+
+def raised_where(raised_at: str, submission) -> dict | None:
+    """{"file", "line"} from a case's `file:line` (the worker's innermost frame of the submission's,
+    else its innermost), the submission named by the user's path."""
+    name, _, line = raised_at.rpartition(":")
+    if not name or not line.isdigit():
+        return None
+    return {"file": str(submission) if name == "submission.py" else name, "line": int(line)}
 
 
 def ceilings_fields(ceilings, note: str) -> dict | None:
@@ -78,7 +84,8 @@ class RunDocument:
                      baselines={name: stats_fields(stats) for name, stats in result.baselines.items()}, **extra)
         entry["phases_s"] = dict(result.phases_s)
         if result.status in _ERRORED:
-            entry["traceback"], entry["raised_at"] = error_trace(result.output, self.data["submission"])
+            entry["traceback"] = error_trace(result.output, self.data["submission"])
+            entry["raised_at"] = raised_where(result.raised_at, self.data["submission"])
         if result.report:
             entry["profile_table"] = result.report
         if result.device_name:

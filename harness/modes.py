@@ -5,6 +5,7 @@ gives the runner folder's files, the inputs and their check, and the eval's sche
 import contextlib
 import dataclasses
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -15,9 +16,10 @@ from harness import sol
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
 from harness.judge.cases import RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
-from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, is_running, protect_the_judge
+from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.judge.phases import PhaseTimer
+from harness.judge.sandbox import Sandbox
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
@@ -25,7 +27,7 @@ from harness.record import RunRecord
 from harness.problems import PROBLEMS, Problem
 from harness.report import EXIT_FAIL, Reporter
 from harness.results import append_rows, rows_for_run
-from harness.runner.files import make_runner_folder
+from harness.runner.files import runner_files
 from harness.self_check import fallbacks_in
 from harness.shapes import Case
 from harness.wire import UntrustedMessageError
@@ -87,9 +89,9 @@ class FreshWorkers:
 
     pids: frozenset[int] = frozenset()
 
-    def worker(self, log_dir: str, runner_folder: Path, options: "RunOptions", spares: bool = False,
-               echo: bool = False) -> WorkerProcess:
-        return WorkerProcess(log_dir, runner_folder, options.device, options.global_seed, spares=spares, echo=echo)
+    def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options: "RunOptions", describe,
+               spares: bool = False, echo: bool = False) -> WorkerProcess:
+        return WorkerProcess(sandbox, log_dir, files, options.device, options.global_seed, describe, spares=spares, echo=echo)
 
 
 class Executor:
@@ -113,25 +115,29 @@ class Executor:
         self._deadline = time.monotonic() + (options.wall_limit_s or float("inf"))
         for refused in protect_the_judge():
             reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
+        self._sandbox = Sandbox(options.device)
+        for refused in self._sandbox.refused:
+            reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
         self._options = options
         self._reporter = reporter
         self._reuse = reuse or options.official
         self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
-        runner_folder = make_runner_folder(options.submission, self._logs.name, options.problem)
-        reporter.runs_copy(runner_folder / "submission.py", options.submission)
+        reporter.runs_copy(re.compile(re.escape(self._logs.name) + r"/runner-[^/\s]+/submission\.py"), options.submission)
         device = torch.device(options.device)
         self._clock = JudgeClock(device, options.problem.eval.flush_bytes)
         self._pool = SharedPool(device)
+        files = runner_files(options.problem)
         # A process per case (timed modes): the next one starts once a case's timing is over.
         self._workers = workers or FreshWorkers()
-        self._worker = self._workers.worker(self._logs.name, runner_folder, options, spares=not self._reuse)
-        self._partner = self._workers.worker(self._logs.name, runner_folder, options, echo=True) if timed else None
+        self._worker = self._workers.worker(self._sandbox, self._logs.name, {**files, "submission.py": options.submission},
+                                            options, self._pool.describe, spares=not self._reuse)
+        self._partner = (self._workers.worker(self._sandbox, self._logs.name, files, options, self._pool.describe, echo=True)
+                         if timed else None)
         options.problem.modules()
         with contextlib.suppress(ImportError):  # the results' rows are appended once the cases are over
             import pandas  # noqa: F401
         self._watch = CodeWatch(extra=tuple(options.problem.runner_files().values()))
         self._tampered: list[str] = []
-        self._helpers: set[int] = set()  # the judge's helper processes seen so far
 
     def __enter__(self):
         return self
@@ -139,9 +145,9 @@ class Executor:
     def __exit__(self, *exc):
         for process in (self._worker, self._partner):
             if process is not None:
-                process.close()
-                process.close_spare()
-        end_strays(helper_pids() | self._workers.pids)
+                process.close_all()
+        end_strays(set(self._workers.pids))
+        self._sandbox.close()
         self._logs.cleanup()
 
     def _processes(self) -> list[WorkerProcess]:
@@ -162,7 +168,6 @@ class Executor:
                 new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
                 for process in new_processes:
                     self._clock.connect(process)
-                self._helpers |= helper_pids()  # started with the first process, if not before
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
             except CaseStopped as stopped:
                 result = stopped.result
@@ -175,7 +180,7 @@ class Executor:
             self._release_inputs()
         result.output = self._worker.output_of_case()
         self._judge_fallbacks(result, job)
-        self._tampered = self._watch.changed() + self._helpers_ended()
+        self._tampered = self._watch.changed()
         if self._tampered:
             result.status = FAIL
             result.message = ("the judge's own files changed while the submission ran (a worker wrote them): "
@@ -187,17 +192,8 @@ class Executor:
             raise OfficialEvalStopped(result)
         if not self._reuse or (result.status != PASS and not self._options.official):
             self._worker.close()
-        end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | helper_pids() | self._workers.pids)
+        end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | self._workers.pids)
         return result
-
-    def _helpers_ended(self) -> list[str]:
-        """The judge's helper processes (multiprocessing's resource tracker) that a worker ended:
-        the next process the judge starts would start a new one, a fresh interpreter with the
-        judge's privileges."""
-        helpers = helper_pids()
-        ended = [pid for pid in self._helpers if pid not in helpers or not is_running(pid)]
-        self._helpers |= helpers
-        return [f"the judge's helper process {pid} (multiprocessing's resource tracker), ended" for pid in ended]
 
     def _judge_fallbacks(self, result: CaseResult, job: Job) -> None:
         """A case where the submission's self-check took a fallback fails (a warning under
@@ -216,8 +212,7 @@ class Executor:
                     process.request("release", BATCH)
                 except CaseStopped:
                     pass
-        if torch.cuda.is_available():
-            torch.cuda.ipc_collect()
+        self._pool.release()
 
 
 class RepeatedError:

@@ -54,14 +54,14 @@ def without_hidden_frames(text: str) -> str:
     return "".join(kept)
 
 
-def as_the_user_wrote_it(text: str, runner_copy: Path | None, submission: Path | None) -> str:
+def as_the_user_wrote_it(text: str, runner_copies: re.Pattern | None, submission: Path | None) -> str:
     """What the worker said, for a person: no terminal escapes, no harness or importlib frames,
-    and the runner folder's copy of the submission named by the user's own path (a syntax
-    error names the copy by its bare file name)."""
+    and the runner folders' copies of the submission (`runner_copies` matches their paths) named
+    by the user's own path (a syntax error names the copy by its bare file name)."""
     text = without_hidden_frames(strip_ansi(text))
-    if runner_copy is not None and submission is not None:
-        text = text.replace(str(runner_copy), str(submission))
-        text = text.replace(f"({runner_copy.name}, line ", f"({submission}, line ")
+    if runner_copies is not None and submission is not None:
+        text = runner_copies.sub(lambda _: str(submission), text)
+        text = text.replace("(submission.py, line ", f"({submission}, line ")
     return text
 
 
@@ -83,7 +83,7 @@ class Reporter:
         self._official = False
         self._json_document = json_document
         self.document: RunDocument | None = None
-        self._runner_copy: Path | None = None
+        self._runner_copy: re.Pattern | None = None
         self._submission: Path | None = None
         self._last_error: tuple[str, str] | None = None  # (which case, its message): the error panel shown last
         self._after_verdict: list[str] = []  # what to do instead, once a repeated error stopped the run
@@ -118,9 +118,9 @@ class Reporter:
         with progress:
             yield on_progress
 
-    def runs_copy(self, runner_copy: Path, submission: Path) -> None:
-        """The workers import `runner_copy`, a copy of `submission`: messages name the latter."""
-        self._runner_copy, self._submission = runner_copy, submission
+    def runs_copy(self, runner_copies: re.Pattern, submission: Path) -> None:
+        """The workers import copies of `submission` (at paths `runner_copies` matches): messages name the latter."""
+        self._runner_copy, self._submission = runner_copies, submission
 
     def case_started(self, kind: str, index: int, case) -> None:
         self.popcorn.log(f"{kind}.{index}.spec", case.spec)

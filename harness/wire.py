@@ -2,10 +2,15 @@
 
 The worker runs the submission, so whatever it sends may have been written by the submission.
 A plain `recv` would unpickle it, and a pickle can call any function: one forged message would
-run code in the judge. So the judge reads the worker's messages with an unpickler that knows
-only what replies are made of: plain values (numbers, strings, tuples, lists, dicts) and torch
-tensors, which arrive as shared memory (CPU) or CUDA IPC handles and are rebuilt by torch's own
-functions. Nothing else can be named in a reply.
+run code in the judge. So the judge reads the worker's messages with an unpickler that names no
+class at all: plain values only (numbers, strings, bytes, tuples, lists, dicts). No descriptor
+crosses from a worker to the judge, and nothing the judge rebuilds does I/O on a worker's say.
+
+Tensors travel as descriptions. The judge's requests carry the inputs it shares: a CUDA tensor as
+its allocation's IPC handle and place (harness/cuda_ipc.py), a CPU tensor as a place in a sealed
+memfd whose descriptor follows the request on the socket (harness/host_memory.py). A worker's
+reply describes each output: a view of memory the judge shares (its path in the inputs and its
+place), a CUDA tensor of its own as an IPC handle, or a CPU tensor of its own as its bytes.
 
 A case's inputs are any problem's: a tuple of tensors, or tensors nested in tuples, lists and
 dicts beside plain values (the grouped GEMM's lists of per-group tuples and its sizes). A place
@@ -15,54 +20,109 @@ described for the judge with paths into what the worker holds; the judge rebuild
 only within bounds of depth and length that no honest reply comes near.
 """
 
+import dataclasses
 import io
 import pickle
-from multiprocessing.reduction import ForkingPickler
+import socket
 
 import torch
 
+from harness import cuda_ipc
+from harness.host_memory import MappedArenas
+
 PROGRESS = "progress"  # worker -> judge, any number before a reply: a line for the progress display
 REPLY = "reply"  # worker -> judge: (REPLY, value)
-RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?)
+RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?, where)
 
-_TORCH_CLASSES = {"Size", "Tensor", "device", "UntypedStorage", "TypedStorage"}
-
-
-def _allowed(module: str, name: str) -> bool:
-    if module == "torch.multiprocessing.reductions":
-        return name.startswith("rebuild_")
-    if module in ("torch", "torch.storage"):
-        return name in _TORCH_CLASSES or isinstance(getattr(torch, name, None), torch.dtype)
-    return (module, name) == ("multiprocessing.resource_sharer", "DupFd")
+# The most descriptors one request carries (the kernel passes at most 253 in one message).
+MAX_FDS = 250
 
 
 class UntrustedMessageError(Exception):
     """A worker's message named something a reply never holds."""
 
 
-class _ReplyUnpickler(pickle.Unpickler):
+class _PlainValuesUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
-        if not _allowed(module, name):
-            raise UntrustedMessageError(f"the worker's message names {module}.{name}, which no reply holds")
-        return super().find_class(module, name)
+        raise UntrustedMessageError(f"the worker's message names {module}.{name}: a reply holds plain values only")
 
+
+def dtype_named(name) -> torch.dtype:
+    dtype = getattr(torch, str(name), None)
+    if not isinstance(dtype, torch.dtype):
+        raise UntrustedMessageError(f"no dtype is named {str(name)[:40]!r}")
+    return dtype
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# -- the judge's requests (trusted: read with plain pickle by the worker) --------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SharedTensor:
+    """A tensor the judge shares, as a request carries it: ("cuda", device, handle, place in the
+    allocation, storage bytes) or ("host", descriptor slot, offset, storage bytes), then its
+    dtype, shape and strides."""
+
+    memory: tuple
+    dtype: str
+    shape: tuple
+    stride: tuple
+    storage_offset: int = 0
+
+
+def send_request(connection, request_socket: socket.socket, message, describe) -> None:
+    """`message` with each tensor replaced by describe(tensor, fds) (a SharedTensor; a CPU
+    tensor's memfd appended to `fds`), then the descriptors, if any, on the socket."""
+    fds: list[int] = []
+    described = map_tensors(message, lambda tensor: describe(tensor, fds))
+    if len(fds) > MAX_FDS:
+        raise ValueError(f"a request carries at most {MAX_FDS} shared files")
+    connection.send_bytes(pickle.dumps((described, len(fds))))
+    if fds:
+        socket.send_fds(request_socket, [b"F"], fds)
+
+
+def receive_request(connection, request_socket: socket.socket, opened: "cuda_ipc.OpenedBlocks"):
+    """The worker's side of `send_request`: the message with its tensors mapped."""
+    described, fd_count = pickle.loads(connection.recv_bytes())
+    fds = socket.recv_fds(request_socket, 1, fd_count)[1] if fd_count else []
+    arenas = MappedArenas(fds)
+
+    def rebuild_shared(node):
+        if not isinstance(node, SharedTensor):
+            return node
+        dtype = dtype_named(node.dtype)
+        if node.memory[0] == "cuda":
+            _, device, handle, place, nbytes = node.memory
+            flat = opened.storage(device, handle, place, nbytes)
+            return flat.view(dtype).as_strided(node.shape, node.stride, node.storage_offset)
+        _, slot, offset, nbytes = node.memory
+        return arenas.tensor(slot, offset, nbytes, dtype, node.shape, node.stride, node.storage_offset)
+    return _map_nodes(described, rebuild_shared)
+
+
+# -- the worker's replies (untrusted: read by the judge as plain values) ---------------------------
 
 def encode(message) -> bytes:
-    """With torch's reductions: tensors travel as shared memory or CUDA IPC handles."""
-    return bytes(ForkingPickler.dumps(message))
+    """A worker's message: plain values only (tensors already described by `returned`)."""
+    return pickle.dumps(message)
 
 
 def send(connection, message) -> None:
     connection.send_bytes(encode(message))
 
 
-# A message longer than this is refused unread: tensors travel as handles, and an honest reply
-# (outputs, a round's GPU activity, a profile table) is a small fraction of it.
-MAX_MESSAGE_BYTES = 64 << 20
+# A message longer than this is refused unread: an honest reply (outputs, which come back as
+# views, handles, or for a CPU tensor of its own its bytes; a round's GPU activity; a profile
+# table) stays well inside.
+MAX_MESSAGE_BYTES = 256 << 20
 
 
 def receive_untrusted(connection):
-    return _ReplyUnpickler(io.BytesIO(connection.recv_bytes(MAX_MESSAGE_BYTES))).load()
+    return _PlainValuesUnpickler(io.BytesIO(connection.recv_bytes(MAX_MESSAGE_BYTES))).load()
 
 
 def _children(node):
@@ -86,6 +146,17 @@ def at(data, path: tuple):
     for key in path:
         data = data[key]
     return data
+
+
+def _map_nodes(data, function):
+    """`data` with every node that is no tuple, list or dict (a SharedTensor included) replaced by function(node)."""
+    if isinstance(data, list):
+        return [_map_nodes(item, function) for item in data]
+    if isinstance(data, tuple) and not isinstance(data, SharedTensor):
+        return tuple(_map_nodes(item, function) for item in data)
+    if isinstance(data, dict):
+        return {key: _map_nodes(value, function) for key, value in data.items()}
+    return function(data)
 
 
 def map_tensors(data, function):
@@ -131,10 +202,16 @@ def returned(output, storages: dict, depth: int = 0) -> tuple:
     if not isinstance(output, torch.Tensor):
         return ("not a tensor", type(output).__name__)
     shared = storages.get((output.device, output.untyped_storage().data_ptr()))
+    layout = (tuple(output.shape), tuple(output.stride()), dtype_name(output.dtype))
+    if shared is None and output.is_cuda:
+        storage_offset = output.data_ptr() - output.untyped_storage().data_ptr()
+        return ("own cuda", cuda_ipc.export(output), storage_offset, *layout)
     if shared is None:
-        return ("own", output)
+        data = output.detach().contiguous()
+        return ("own host", data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"", tuple(output.shape),
+                dtype_name(output.dtype))
     byte_offset = output.data_ptr() - output.untyped_storage().data_ptr()
-    return ("view", shared, byte_offset, tuple(output.shape), tuple(output.stride()), str(output.dtype).removeprefix("torch."))
+    return ("view", shared, byte_offset, *layout)
 
 
 def _within(nbytes: int, byte_offset: int, shape, stride, itemsize: int) -> bool:
@@ -171,7 +248,33 @@ def _held_tensor(held: list, path) -> torch.Tensor:
     return node
 
 
-def rebuild(spec, held: list, depth: int = 0):
+def _own_cuda(fields, opened: cuda_ipc.OpenedBlocks) -> torch.Tensor:
+    (device, handle, place, nbytes), storage_offset, shape, stride, dtype_name_ = fields
+    dtype = dtype_named(dtype_name_)
+    if not _within(nbytes, storage_offset, shape, stride, dtype.itemsize):
+        raise UntrustedMessageError(f"the worker described a tensor outside its own memory ({dtype_name_} {shape})")
+    try:
+        flat = opened.storage(device, handle, place, nbytes)
+    except (cuda_ipc.CudaIpcError, TypeError, ValueError) as error:
+        raise UntrustedMessageError(f"the judge cannot open the worker's own output ({error})") from None
+    return flat.view(dtype).as_strided(tuple(shape), tuple(stride), storage_offset // dtype.itemsize)
+
+
+def _own_host(fields) -> torch.Tensor:
+    data, shape, dtype_name_ = fields
+    dtype = dtype_named(dtype_name_)
+    if not isinstance(data, bytes) or any(type(size) is not int or size < 0 for size in shape):
+        raise UntrustedMessageError("the worker described a CPU output that is no array of bytes")
+    numel = 1
+    for size in shape:
+        numel *= size
+    if numel * dtype.itemsize != len(data):
+        raise UntrustedMessageError(f"the worker sent {len(data)} bytes for a {dtype_name_} tensor of shape {tuple(shape)}")
+    flat = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+    return flat.view(dtype).reshape(tuple(shape))
+
+
+def rebuild(spec, held: list, opened: cuda_ipc.OpenedBlocks, depth: int = 0):
     """The judge's side of `returned`: the output as the judge can read it, a tensor, a list or
     tuple of them, or a NotATensor; a description beyond the bounds or of anything else is refused."""
     if not isinstance(spec, tuple) or not spec:
@@ -179,23 +282,25 @@ def rebuild(spec, held: list, depth: int = 0):
     kind, *fields = spec
     if kind == "not a tensor" and len(fields) == 1:
         return NotATensor(str(fields[0])[:200])
-    if kind == "own" and len(fields) == 1 and isinstance(fields[0], torch.Tensor):
-        return fields[0]
+    if kind == "own cuda" and len(fields) == 5:
+        return _own_cuda(fields, opened)
+    if kind == "own host" and len(fields) == 3:
+        return _own_host(fields)
     if kind == "sequence" and len(fields) == 2 and fields[0] in ("list", "tuple") and isinstance(fields[1], list):
         if depth >= MAX_DEPTH or len(fields[1]) > MAX_ITEMS:
             raise UntrustedMessageError(f"the worker described outputs nested {depth + 1} deep, {len(fields[1])} long: "
                                         f"beyond what any reply holds ({MAX_DEPTH} deep, {MAX_ITEMS} long)")
-        items = [rebuild(item, held, depth + 1) for item in fields[1]]
+        items = [rebuild(item, held, opened, depth + 1) for item in fields[1]]
         return items if fields[0] == "list" else tuple(items)
     if kind != "view" or len(fields) != 5:
         raise UntrustedMessageError(f"the worker described an output as {str(kind)[:80]!r}, which no reply holds")
-    path, byte_offset, shape, stride, dtype_name = fields
+    path, byte_offset, shape, stride, dtype_name_ = fields
     base = _held_tensor(held, path)
-    dtype = getattr(torch, str(dtype_name), None)
+    dtype = getattr(torch, str(dtype_name_), None)
     if not isinstance(dtype, torch.dtype) or not _within(base.untyped_storage().nbytes(), byte_offset, shape, stride, dtype.itemsize):
-        raise UntrustedMessageError(f"the worker described a view outside the memory it shares ({dtype_name} {shape} at byte {byte_offset})")
+        raise UntrustedMessageError(f"the worker described a view outside the memory it shares ({dtype_name_} {shape} at byte {byte_offset})")
     view = torch.empty(0, dtype=dtype, device=base.device)
     try:
         return view.set_(base.untyped_storage(), byte_offset // dtype.itemsize, shape, stride)
     except (RuntimeError, TypeError, ValueError) as error:
-        raise UntrustedMessageError(f"the worker described a view the judge cannot make ({dtype_name} {shape}: {error})") from None
+        raise UntrustedMessageError(f"the worker described a view the judge cannot make ({dtype_name_} {shape}: {error})") from None

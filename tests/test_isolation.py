@@ -11,6 +11,7 @@ import time
 import pytest
 
 from harness.judge.isolation import end_strays, is_running, protect_the_judge
+from harness.judge.sandbox import LAYERS_OFF_ENV
 
 LINUX = sys.platform.startswith("linux")
 
@@ -46,26 +47,6 @@ def test_an_orphan_a_worker_left_behind_is_adopted_and_ended():
     assert not is_running(grandchild)
 
 
-@pytest.mark.skipif(not LINUX, reason="capabilities are Linux's")
-def test_a_worker_gives_up_every_capability_and_the_judges_session():
-    probe = textwrap.dedent("""
-        import os
-        from harness.runner.worker import give_up_privileges
-        session = os.getsid(0)
-        give_up_privileges()
-        status = dict(line.split(":", 1) for line in open("/proc/self/status"))
-        print(status["CapEff"].strip(), status["CapPrm"].strip(), status["CapBnd"].strip(), status["NoNewPrivs"].strip(),
-              os.getsid(0) != session)
-    """)
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    effective, permitted, bounding, no_new_privs, new_session = result.stdout.split()
-    assert int(effective, 16) == int(permitted, 16) == 0
-    assert no_new_privs == "1" and new_session == "True"
-    if os.geteuid() == 0:  # root could drop its bounding set; another user keeps it, harmlessly
-        assert int(bounding, 16) == 0
-
-
 def _state(pid: int, awaited: str | None = None) -> str:
     """The process's state letter; with `awaited`, once it is that or a second has passed (a
     signal takes effect as the process is next scheduled)."""
@@ -80,56 +61,48 @@ def _state(pid: int, awaited: str | None = None) -> str:
 
 @pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
 def test_calibration_stops_the_worker_and_the_spare_and_leaves_the_partner_running(tmp_path):
-    from harness.judge.isolation import WorkerProcess
-    from harness.runner.files import make_runner_folder
-
-    folder = make_runner_folder(Path(__file__).parent / "fixtures" / "torch_submission.py", str(tmp_path))
-    worker = WorkerProcess(str(tmp_path), folder, "cpu", 42, spares=True)
-    partner = WorkerProcess(str(tmp_path), folder, "cpu", 42, echo=True)
+    worker = _worker(tmp_path, spares=True, cgroups=False)
+    partner = _worker(tmp_path, echo=True, cgroups=False)
     try:
         for process in (worker, partner):
             process.begin_case(120, lambda text: None)
         worker.start_spare()
-        spare = (worker.pids - {worker._process.pid}).pop()
+        current = worker._current.process.pid
+        spare = (worker.pids - {current}).pop()
         with worker.paused(keep=partner.pids):
-            assert _state(worker._process.pid, "T") == _state(spare, "T") == "T"
-            assert _state(partner._process.pid) != "T"
-        assert _state(worker._process.pid) != "T" and _state(spare) != "T"
+            assert _state(current, "T") == _state(spare, "T") == "T"
+            assert _state(partner._current.process.pid) != "T"
+        assert _state(current) != "T" and _state(spare) != "T"
     finally:
         for process in (worker, partner):
-            process.close()
-            process.close_spare()
+            process.close_all()
 
 
 def test_a_partner_that_was_ended_is_not_started_again(tmp_path):
-    from harness.judge.isolation import CaseStopped, WorkerProcess
-    from harness.runner.files import make_runner_folder
+    from harness.judge.isolation import CaseStopped
 
-    folder = make_runner_folder(Path(__file__).parent / "fixtures" / "torch_submission.py", str(tmp_path))
-    partner = WorkerProcess(str(tmp_path), folder, "cpu", 42, echo=True)
+    partner = _worker(tmp_path, echo=True)
     try:
         assert partner.begin_case(120, lambda text: None)
         partner.kill()
         with pytest.raises(CaseStopped, match="calibration partner was ended while a worker ran"):
             partner.begin_case(120, lambda text: None)
     finally:
-        partner.close()
+        partner.close_all()
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
-def test_a_worker_can_open_a_workers_memory_but_not_the_partners(tmp_path):
-    """A process of the same user that gave up its capabilities, as every worker does, cannot open
-    the memory of a process that is not dumpable: the partner's rounds stay out of its reach."""
-    from harness.judge.isolation import WorkerProcess
-    from harness.runner.files import make_runner_folder
-
-    folder = make_runner_folder(Path(__file__).parent / "fixtures" / "torch_submission.py", str(tmp_path))
-    worker = WorkerProcess(str(tmp_path), folder, "cpu", 42)
-    partner = WorkerProcess(str(tmp_path), folder, "cpu", 42, echo=True)
+def test_a_worker_can_open_a_workers_memory_but_not_the_partners(tmp_path, monkeypatch):
+    """Where workers share a pid namespace (no bubblewrap), a process of the same user that gave up
+    its capabilities, as every worker does, cannot open the memory of the partner, which is not
+    dumpable: its rounds stay out of a worker's reach."""
+    monkeypatch.setenv(LAYERS_OFF_ENV, "bubblewrap")
+    worker, partner = _worker(tmp_path), _worker(tmp_path, echo=True)
     probe = textwrap.dedent("""
-        import sys
-        from harness.runner.worker import give_up_privileges
-        give_up_privileges()
+        import ctypes, sys
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # no new privileges
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        ctypes.CDLL(None).capset(header, (ctypes.c_uint32 * 6)())  # no capability
         for pid in sys.argv[1:]:
             try:
                 open(f"/proc/{pid}/mem", "rb").close()
@@ -141,10 +114,29 @@ def test_a_worker_can_open_a_workers_memory_but_not_the_partners(tmp_path):
         for process in (worker, partner):
             process.begin_case(120, lambda text: None)
             process.request("hold", "probe", [])  # a request answered: the process is serving
-        result = subprocess.run([sys.executable, "-c", probe, str(worker._process.pid), str(partner._process.pid)],
-                                capture_output=True, text=True, timeout=60,
-                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        pids = [str(process._current.process.pid) for process in (worker, partner)]
+        result = subprocess.run([sys.executable, "-c", probe, *pids], capture_output=True, text=True, timeout=60)
         assert result.stdout.split() == ["open", "refused"], result.stderr
     finally:
         for process in (worker, partner):
-            process.close()
+            process.close_all()
+
+
+def _worker(tmp_path, spares: bool = False, echo: bool = False, cgroups: bool = True):
+    """A sandboxed worker of the torch fixture on the CPU (without cgroups: paused by signals)."""
+    import torch
+
+    from harness.judge.isolation import WorkerProcess
+    from harness.judge.memory import SharedPool
+    from harness.judge.sandbox import Sandbox
+    from harness.runner.files import runner_files
+
+    if not cgroups:
+        os.environ[LAYERS_OFF_ENV] = "cgroup"
+    try:
+        sandbox = Sandbox("cpu")
+    finally:
+        if not cgroups:
+            del os.environ[LAYERS_OFF_ENV]
+    files = runner_files() if echo else {**runner_files(), "submission.py": Path(__file__).parent / "fixtures" / "torch_submission.py"}
+    return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, spares=spares, echo=echo)

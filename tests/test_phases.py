@@ -4,7 +4,7 @@
 import time
 from pathlib import Path
 
-from harness.document import error_trace
+from harness.document import error_trace, raised_where
 from harness.judge.phases import PhaseTimer, phase_of
 
 
@@ -39,9 +39,11 @@ ValueError: no
 """
 
 
-def test_the_traceback_names_the_users_file_and_the_innermost_line():
-    text, where = error_trace("an earlier line\n" + WORKER_OUTPUT, "mine/kernel.py")
-    assert where == {"file": "mine/kernel.py", "line": 7}
+def test_the_traceback_names_the_users_file_and_where_it_was_raised():
+    text = error_trace("an earlier line\n" + WORKER_OUTPUT, "mine/kernel.py")
     assert 'File "mine/kernel.py", line 12, in custom_kernel' in text and "worker.py" not in text
     assert text.startswith("Traceback") and text.endswith("ValueError: no")
-    assert error_trace("no traceback here", "mine/kernel.py") == (None, None)
+    assert error_trace("no traceback here", "mine/kernel.py") is None
+    assert raised_where("submission.py:7", "mine/kernel.py") == {"file": "mine/kernel.py", "line": 7}
+    assert raised_where("torch/functional.py:88", "mine/kernel.py") == {"file": "torch/functional.py", "line": 88}
+    assert raised_where("", "mine/kernel.py") is None

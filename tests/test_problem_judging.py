@@ -261,14 +261,27 @@ def test_input_names_are_the_problems_or_the_place():
     assert dataclasses.replace(gemm, input_names=()).input_name((1,)) == "data[1]"
 
 
-def test_the_shared_pool_copies_nested_inputs_and_shares_each_tensor():
+def test_the_shared_pool_copies_nested_inputs_into_sealed_memory():
+    """Every CPU tensor copied into one memfd that no process can shrink or grow: a worker that
+    truncates what it is handed cannot make the judge's next read of it die of SIGBUS."""
+    import fcntl
+    import os
+
     (data,), _ = grouped_batch((5,))
-    (shared,) = SharedPool(torch.device("cpu")).copies([data])
+    pool = SharedPool(torch.device("cpu"))
+    (shared,) = pool.copies([data])
     pairs = list(zip(wire.leaves(data), wire.leaves(shared)))
     assert len(pairs) == 14 and shared[3] == data[3]
-    assert all(path == copied_path and copy.is_shared() and copy.data_ptr() != tensor.data_ptr()
+    assert all(path == copied_path and copy.data_ptr() != tensor.data_ptr() and copy.stride() == tensor.stride()
                and torch.equal(bits(copy), bits(tensor))
                for (path, tensor), (copied_path, copy) in pairs)
+    fds: list[int] = []
+    described = [pool.describe(copy, fds) for _, copy in wire.leaves(shared)]
+    assert len(fds) == 1 and {item.memory[:2] for item in described} == {("host", 0)}
+    seals = fcntl.fcntl(fds[0], fcntl.F_GET_SEALS)
+    assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW and seals & fcntl.F_SEAL_SEAL
+    with pytest.raises(PermissionError):
+        os.ftruncate(fds[0], 0)
 
 
 # ---- the eval's numbers from the problem -----------------------------------------------------
@@ -325,8 +338,12 @@ def held_grouped():
 
 
 def through_the_pipe(spec):
-    """As the judge reads a worker's reply: encoded with torch's reductions, unpickled untrusted."""
-    return wire._ReplyUnpickler(io.BytesIO(wire.encode(spec))).load()
+    """As the judge reads a worker's reply: encoded by the worker, unpickled as plain values."""
+    return wire._PlainValuesUnpickler(io.BytesIO(wire.encode(spec))).load()
+
+
+def rebuild(spec, held):
+    return wire.rebuild(spec, held, opened=None)  # no CUDA output of a worker's own on the CPU
 
 
 def test_a_list_output_round_trips_as_views_of_the_held_memory_and_own_tensors():
@@ -334,14 +351,14 @@ def test_a_list_output_round_trips_as_views_of_the_held_memory_and_own_tensors()
     first, second = wire.at(held, (0, 0, 0, 2)), wire.at(held, (0, 0, 1, 2))
     own = torch.full((128, 128, 1), 3.0, dtype=torch.float16)
     spec = wire.returned([first, second[:64], own], wire.storage_index(held))
-    assert spec[:2] == ("sequence", "list") and [item[0] for item in spec[2]] == ["view", "view", "own"]
+    assert spec[:2] == ("sequence", "list") and [item[0] for item in spec[2]] == ["view", "view", "own host"]
     assert spec[2][0][1] == (0, 0, 0, 2)
-    rebuilt = wire.rebuild(through_the_pipe(spec), held)
+    rebuilt = rebuild(through_the_pipe(spec), held)
     assert isinstance(rebuilt, list) and len(rebuilt) == 3
     assert rebuilt[0].data_ptr() == first.data_ptr() and rebuilt[0].stride() == first.stride()
     assert rebuilt[1].data_ptr() == second.data_ptr() and rebuilt[1].shape == (64, 128, 1)
     assert torch.equal(rebuilt[2], own)
-    assert isinstance(wire.rebuild(wire.returned((first,), wire.storage_index(held)), held), tuple)
+    assert isinstance(rebuild(wire.returned((first,), wire.storage_index(held)), held), tuple)
 
 
 def test_an_honest_worker_describes_a_list_beyond_the_bounds_by_its_type_only():
@@ -369,11 +386,14 @@ def nested(depth: int):
     (("view", (0, 0, 0, 2), 0, (64, 128, 2), (128, 1, 1), "float16"), "outside the memory"),
     (("view", (0, 0, 0, 2), 0, (2,), (1,), "Tensor"), "outside the memory"),
     (("own", "not a tensor"), "which no reply holds"),
+    (("own host", b"\0" * 6, (2, 2), "float16"), "6 bytes for a float16 tensor of shape"),
+    (("own host", "text", (2,), "float16"), "no array of bytes"),
+    (("own host", b"\0" * 4, (2,), "Tensor"), "no dtype is named"),
     ("a string", "as str"),
 ])
 def test_a_forged_description_is_refused(forged, words):
     with pytest.raises(wire.UntrustedMessageError, match=words):
-        wire.rebuild(through_the_pipe(forged), held_grouped())
+        rebuild(through_the_pipe(forged), held_grouped())
 
 
 def test_a_reply_without_an_output_for_every_call_is_refused():
@@ -394,9 +414,21 @@ def test_a_worker_that_answers_with_no_outputs_fails(official):
     assert (entry["status"], entry["message"]) == (FAIL, "the worker answered a batch of 1 calls with 0 outputs"), entry
 
 
-def test_the_unpickler_still_admits_nothing_but_values_and_tensors():
-    with pytest.raises(wire.UntrustedMessageError):
-        wire._ReplyUnpickler(io.BytesIO(pickle.dumps(("sequence", "list", [Path("x")])))).load()
+@pytest.mark.parametrize("named", [Path("x"), torch.zeros(2)])
+def test_the_unpickler_admits_plain_values_only(named):
+    """No class at all: not a path, not even a tensor (tensors travel as descriptions)."""
+    with pytest.raises(wire.UntrustedMessageError, match="plain values only"):
+        wire._PlainValuesUnpickler(io.BytesIO(pickle.dumps(("sequence", "list", [named])))).load()
+
+
+def test_a_reply_naming_a_descriptor_is_refused_unread():
+    """multiprocessing's DupFd connects back to the sender for a descriptor when rebuilt: a
+    worker that never sends one would hang the judge."""
+    from multiprocessing.resource_sharer import DupFd
+
+    forged = pickle.dumps(("reply", DupFd(0)))
+    with pytest.raises(wire.UntrustedMessageError, match="resource_sharer.DupFd"):
+        wire._PlainValuesUnpickler(io.BytesIO(forged)).load()
 
 
 def test_a_message_longer_than_any_reply_is_refused_unread():

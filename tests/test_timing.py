@@ -8,7 +8,7 @@ import torch
 from harness.jobs import Job, Rules
 from harness.judge import cases
 from harness.judge.memory import SharedPool
-from harness.judge.rounds import Calibration, JudgeClock
+from harness.judge.rounds import Calibration, JudgeClock, Round
 from harness.judge.verdicts import bits
 from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS
 from harness.runner.timing import L2Flush, flush_bytes, time_rounds
@@ -46,6 +46,7 @@ class ScriptedWorker:
     def __init__(self, kernel, claimed_ns=1000.0, after_reply=None, sleep_s=0.0):
         self.kernel, self.claimed_ns, self.after_reply, self.sleep_s = kernel, claimed_ns, after_reply, sleep_s
         self.rounds, self.held = 0, None
+        self.opened = None  # the judge maps no own CUDA output of this stand-in
 
     pids: set = set()
 
@@ -79,7 +80,7 @@ def no_probes_unless_asked(monkeypatch):
     monkeypatch.setattr(cases, "FIRST_PROBE_WITHIN", 0)
 
 
-NO_FIXED_COST = Calibration(hidden_ns=0.0, exposed_ns=0.0, spread_ns=0.0, flush_ns=None)
+NO_FIXED_COST = Calibration({(own, exposed): 0.0 for own in (False, True) for exposed in (False, True)}, spread_ns=0.0, flush_ns=None)
 
 
 def _judging(worker, partner=None):
@@ -149,12 +150,29 @@ def test_the_partners_rounds_give_the_fixed_cost_and_are_subtracted():
     partner = ScriptedWorker(lambda round_index, data: None, sleep_s=0.02)
     job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu", problem=gemm_with_batches_of(2))
     case = cases.BenchmarkCase(job, _judging(worker, partner))
-    calibration = Calibration.of(case.calibrate(returned_own=False))
+    calibration = Calibration.of(case.calibrate(own_kinds=False))
     assert partner.rounds == cases.CALIBRATION_ROUNDS and worker.rounds == 0
-    assert calibration.exposed_ns >= 0.02e9
+    assert calibration.hidden_ns >= 0.02e9
     figures = cases.Figures(calls=case.calls)
     figures.add(case.round())
     assert abs(figures.judged_ns(calibration)[0]) < 0.02e9 / case.calls  # the same sleep, calibrated away
+
+
+def test_each_round_is_charged_the_fixed_cost_of_its_own_hand_over():
+    """A worker that returned tensors of its own while the partner calibrated and views while it
+    was timed (or the other way round) is charged each round's own kind: no style shown at one
+    time moves what another time's rounds are charged."""
+    def round_of(own: bool, exposed: bool, window_ns: float):
+        return Round(window_ns, 0.0, 0.0, [], own, None, None, exposed=exposed)
+
+    calibration = Calibration.of([round_of(own, exposed, window) for own, exposed, window in
+                                  ((False, False, 100.0), (False, True, 150.0), (True, False, 400.0), (True, True, 450.0))])
+    assert calibration.fixed_ns(round_of(False, False, 0.0)) == 100.0
+    assert calibration.fixed_ns(round_of(False, True, 0.0)) == 150.0
+    assert calibration.fixed_ns(round_of(True, True, 0.0)) == 450.0
+    views_only = Calibration.of([round_of(False, True, 150.0), round_of(False, False, 100.0)])
+    assert views_only.fixed_ns(round_of(True, True, 0.0)) == 150.0  # never more than was measured for it
+    assert views_only.hidden_ns == 100.0
 
 
 def test_flush_is_the_competitions_size_where_the_device_holds_it():

@@ -21,7 +21,7 @@ import torch
 
 from harness.jobs import ERROR, FAIL, PASS, CaseResult, Job
 from harness.judge import activity
-from harness.judge.isolation import CaseStopped, helper_pids
+from harness.judge.isolation import CaseStopped
 from harness.judge.memory import SharedPool
 from harness.judge.probes import ByteEdits
 from harness.judge.references import REFERENCES
@@ -276,18 +276,19 @@ class BenchmarkCase:
             self._recheck_inputs[index, fresh] = new, reference
         return self._recheck_inputs[index, fresh]
 
-    def calibrate(self, returned_own: bool) -> list[Round]:
-        """The partner's rounds, half replying at once and half once the GPU is idle, with the
-        worker stopped meanwhile; the partner returns the output buffers as the reference returns
-        its outputs (one tensor, or a list)."""
+    def calibrate(self, own_kinds: bool) -> list[Round]:
+        """The partner's rounds, with the worker frozen meanwhile: handing back views of the
+        output buffers (and, with `own_kinds`, tensors of its own too), half replying at once and
+        half once the GPU is idle, as the reference returns its outputs (one tensor, or a list)."""
         partner, rounds = self.judging.partner, []
         paths = {id(tensor): path for path, tensor in leaves(self.shared[0])}
         output_paths = [paths[id(buffer)] for buffer in self.buffers[0]]
         as_list = isinstance(self.expected[0], (list, tuple))
-        with self.judging.worker.paused(keep=partner.pids | helper_pids()):
-            for reply_when_idle in (False, True):
-                partner.request("echo", returned_own, reply_when_idle, output_paths, as_list)
-                rounds += [self.plain_round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
+        with self.judging.worker.paused(keep=partner.pids):
+            for own in (False, True) if own_kinds else (False,):
+                for reply_when_idle in (False, True):
+                    partner.request("echo", own, reply_when_idle, output_paths, as_list)
+                    rounds += [self.plain_round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
         return rounds
 
     def edited_round(self, probe: bool, process=None) -> tuple[Round, list]:
@@ -433,17 +434,17 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
             progress(f"warm-up, {rule.progress(warm.worker_ns, started)}")
 
     progress("calibrating the judge's clock")
-    # The partner hands its outputs back as the last round's did: the output buffers themselves, or
-    # tensors of its own, whose hand-over (an IPC handle or a shared-memory file each) is part of
-    # the fixed cost.
-    returned_own = last.returned_own
-    calibration_rounds = case.calibrate(returned_own)
+    # Tensors of a worker's own cost more to hand back (an IPC handle or their bytes each) than
+    # views of the output buffers: the partner measures that kind too where the worker's rounds
+    # so far or its timed rounds had it, and each round is charged its own kind's cost.
+    calibration_rounds = case.calibrate(own_kinds=last.returned_own)
     figures = Figures(calls=case.calls)
     problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds),
                            on_round=lambda where: progress(f"timing, {where}"))
     if problem:
         return CaseResult(FAIL, problem)
-    calibration = Calibration.of(calibration_rounds + case.calibrate(returned_own))
+    own_kinds = last.returned_own or any(round_.returned_own for round_ in figures.rounds)
+    calibration = Calibration.of(calibration_rounds + case.calibrate(own_kinds))
 
     judged, claimed = calculate_stats(figures.judged_ns(calibration)), calculate_stats(figures.worker_ns)
     result = CaseResult(PASS, stats=judged if case.strict else claimed, worker_stats=claimed, judged_stats=judged,

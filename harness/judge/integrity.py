@@ -36,8 +36,8 @@ def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
                 paths.add(Path(path))
     for entry in sys.path:
         folder = Path(entry or os.getcwd())
-        # Start-up hooks a new interpreter runs (the judge starts helpers: the partner, the resource
-        # tracker), watched where they are missing too: one that appears is a change.
+        # Start-up hooks a new interpreter runs (the next run's judge, its workers), watched where
+        # they are missing too: one that appears is a change.
         paths.update(folder / name for name in START_UP_HOOKS)
         if folder.name in SITE_FOLDERS and folder.is_dir():
             paths.add(folder)  # a file added there (a .pth) changes the folder

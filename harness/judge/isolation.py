@@ -1,29 +1,29 @@
-"""The worker process seen from the judge: requests with a case's time limit, replies read as
-untrusted, a hang turned into a timeout and a dead process into a crash report; and the judge's
-own process kept out of its workers' reach.
+"""The worker process seen from the judge: started sandboxed (harness/judge/sandbox.py), sent
+requests with a case's time limit, its replies read as untrusted, a hang turned into a timeout
+and a dead process into a crash report; and the judge's own process kept out of its workers' reach.
 
-A worker leaves the judge's session and gives up every capability before the submission is
-imported (harness/runner/worker.py). The judge for its part is not dumpable (its /proc files,
-descriptors included, are closed to processes of its user without CAP_SYS_PTRACE) and is a
-subreaper: a process a worker started and orphaned (a double fork, a new session) becomes the
-judge's child, and is ended with the case.
+The judge is not dumpable (its /proc files, descriptors included, are closed to processes of its
+user without CAP_SYS_PTRACE) and is a subreaper: where a system grants a worker no pid namespace
+or cgroup of its own, a process it started and orphaned becomes the judge's child, and is ended
+with the case (`end_strays`).
 """
 
 import contextlib
 import ctypes
-import multiprocessing
-import multiprocessing.resource_tracker
+import multiprocessing.connection
 import os
+import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness import wire
+from harness import cuda_ipc, wire
 from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
-from harness.runner import worker
-from harness.runner.files import REPO_ROOT
+from harness.judge.sandbox import Sandbox
 
 POLL_S = 0.2
 OUTPUT_TAIL_CHARS = 4000
@@ -32,6 +32,8 @@ OUTPUT_TAIL_CHARS = 4000
 def _exit_description(exitcode: int | None) -> str:
     if exitcode is None:
         return "still running"
+    if exitcode > 128 and exitcode - 128 < signal.NSIG:  # bubblewrap reports its command's signal so
+        exitcode = 128 - exitcode
     if exitcode < 0:
         try:
             return f"killed by signal {signal.Signals(-exitcode).name} (exit status {exitcode})"
@@ -92,7 +94,7 @@ def _descendants(root: int, parents: dict[int, int]) -> list[int]:
 
 def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
     """Kill every descendant of this process but `keep` and its descendants (the workers the judge
-    runs, multiprocessing's own helpers), and reap them: what a finished case's worker left
+    runs), and reap them: what a finished case's worker left
     behind, orphaned or not. Repeated while any appear, since a stray may still be forking."""
     ended = []
     for _ in range(rounds):
@@ -111,13 +113,6 @@ def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
     return ended
 
 
-def helper_pids() -> set[int]:
-    """multiprocessing's resource tracker, which the judge's shared memory may have started."""
-    tracker = getattr(multiprocessing.resource_tracker, "_resource_tracker", None)
-    pid = getattr(tracker, "_pid", None)
-    return {pid} if pid else set()
-
-
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -127,96 +122,162 @@ class CaseStopped(Exception):
         self.result = result
 
 
-class WorkerProcess:
-    """One spawned worker at a time, started on the first request after the last one ended.
+class _Spawned:
+    """One started process: its sandbox launch, its socket, its folder and its log."""
 
-    With `spares`, a process for the next case is started as a case begins (`start_spare`): its
-    start (interpreter, torch: seconds) overlaps that case.
+    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, global_seed: int):
+        self.folder = Path(tempfile.mkdtemp(prefix="runner-", dir=log_dir))
+        log = tempfile.NamedTemporaryFile(dir=log_dir, prefix="worker-", suffix=".log", delete=False)
+        self.log_path = log.name
+        judge_end, worker_end = socket.socketpair()
+        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, global_seed)
+        try:
+            self.process = subprocess.Popen(
+                launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
+                stdout=log.fileno(), stderr=log.fileno(), env=sandbox.environment(self.folder),
+                start_new_session=True)
+        finally:
+            launch.close()
+            worker_end.close()
+            log.close()
+        self.cgroup = launch.cgroup
+        self.connection = multiprocessing.connection.Connection(judge_end.detach())
+        self.request_socket = socket.socket(fileno=os.dup(self.connection.fileno()))
+        self.opened = cuda_ipc.OpenedBlocks()  # the worker's own outputs, mapped
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        self.cgroup.kill()
+        if self.alive:
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+
+    def close(self) -> None:
+        """Everything it left ended, its sockets closed, its folder removed."""
+        self.kill()
+        self.cgroup.remove()
+        self.opened.close()
+        self.connection.close()
+        self.request_socket.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class WorkerProcess:
+    """One sandboxed worker at a time, started on the first request after the last one ended.
+
+    Each process has a folder of its own; the judge copies `files` (name -> path: the
+    submission, the problem's files) into it when the process becomes the current one, before
+    its first request. With `spares`, a process for the next case is started as a case begins
+    (`start_spare`): its start (interpreter, torch: seconds) overlaps that case.
     """
 
-    def __init__(self, log_dir: str, runner_folder: Path, device: str, global_seed: int, spares: bool = False,
-                 echo: bool = False):
-        """With `echo`, the judge's calibration partner: started once, before any worker imports
-        a submission, and never again (a new one would import the harness from files a worker
-        can write by then), so that its ending, which only a worker can cause, fails the case."""
-        self._context = multiprocessing.get_context("spawn")
+    def __init__(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], device: str, global_seed: int,
+                 describe, spares: bool = False, echo: bool = False):
+        """`describe` is how requests carry the judge's shared tensors (SharedPool.describe). With
+        `echo`, the judge's calibration partner: started once, before any worker imports a
+        submission, and never again, so that its ending, which only a worker can cause, fails the case."""
+        self._sandbox = sandbox
         self._log_dir = log_dir
-        self._arguments = (str(REPO_ROOT), str(runner_folder), device, global_seed, echo)
-        self._process = None
-        self._connection = None
-        self.log_path = None
+        self._files = dict(files)
+        self._device = device
+        self._global_seed = global_seed
+        self._describe = describe
+        self._echo = echo
+        self._current: _Spawned | None = None
+        self._spare: _Spawned | None = None
+        self._ended: _Spawned | None = None  # the last process, kept for its exit status and log
         self._deadline = float("inf")
         self._timeout_s = 0.0
         self._on_progress = lambda text: None
         self._log_start = 0
         self._spares = spares
-        self._spare = None  # (process, connection, log path) started ahead of the next case
-        self._restartable = not echo
 
-    def _spawn(self) -> tuple:
-        connection, child_end = self._context.Pipe()
-        log = tempfile.NamedTemporaryFile(dir=self._log_dir, prefix="worker-", suffix=".log", delete=False)
-        log.close()
-        process = self._context.Process(target=worker.serve, args=(child_end, log.name, *self._arguments), name="nvfp4-worker")
-        process.start()
-        child_end.close()
-        return process, connection, log.name
+    def _spawn(self) -> _Spawned:
+        return _Spawned(self._sandbox, self._log_dir, self._echo, self._global_seed)
 
     def _start(self) -> None:
         spare, self._spare = self._spare, None
-        if spare is not None and not spare[0].is_alive():
+        if spare is not None and not spare.alive:
+            spare.close()
             spare = None
-        self._process, self._connection, self.log_path = spare or self._spawn()
+        self._current = spare or self._spawn()
+        for name, path in self._files.items():
+            shutil.copyfile(path, self._current.folder / name)
         self._log_start = 0
+
+    @property
+    def log_path(self) -> str | None:
+        spawned = self._current or self._ended
+        return spawned.log_path if spawned else None
+
+    @property
+    def folder(self) -> Path | None:
+        spawned = self._current or self._ended
+        return spawned.folder if spawned else None
 
     def start_spare(self) -> None:
         """Start the next case's process now, if there will be one. Called as a case begins, so
         that its appearing tells the case's worker nothing of which round comes next; until its
-        own case it only starts Python and imports torch."""
+        own case it only starts Python and waits for its first request."""
         if self._spares and self._spare is None:
             self._spare = self._spawn()
 
+    def _processes(self) -> list[_Spawned]:
+        return [spawned for spawned in (self._current, self._spare) if spawned is not None]
+
     @contextlib.contextmanager
     def paused(self, keep: set[int]):
-        """The worker, the spare and every process either started stopped (SIGSTOP) for the
-        block, and whatever else the judge's children left behind (not in `keep`) ended first:
-        none of them can then stop, slow or signal what the judge measures meanwhile. The spare
-        too: it runs the harness's worker code from files the case's worker can rewrite."""
-        end_strays(keep | self.pids)
-        parents = _parents()
-        stopped = [descendant for pid in self.pids for descendant in (pid, *_descendants(pid, parents))]
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
+        """The worker, the spare and every process either started frozen for the block: by their
+        cgroups where the system has them (at once, and nothing inside can wake them), else by
+        SIGSTOP to each after whatever else the judge's children left behind (not in `keep`) is
+        ended. None of them can then stop, slow or signal what the judge measures meanwhile."""
+        frozen = [spawned for spawned in self._processes() if spawned.cgroup.freeze(True)]
+        stopped = []
+        if len(frozen) < len(self._processes()):
+            end_strays(keep | self.pids)
+            parents = _parents()
+            stopped = [descendant for pid in self.pids for descendant in (pid, *_descendants(pid, parents))]
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
         try:
             yield
         finally:
+            for spawned in frozen:
+                spawned.cgroup.freeze(False)
             for pid in stopped:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGCONT)
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        return self._current is not None and self._current.alive
 
     @property
     def pids(self) -> set[int]:
         """The processes the judge runs here: the current one and a spare."""
-        return {process.pid for process in (self._process, self._spare[0] if self._spare else None)
-                if process is not None and process.pid is not None}
+        return {spawned.process.pid for spawned in self._processes()}
 
     def begin_case(self, timeout_s: float, on_progress) -> bool:
         """Ready for a case; True where that took a new process."""
         started = not self.alive
-        if started and self._process is not None and not self._restartable:
+        if started and self._current is not None and self._echo:
             raise CaseStopped(CaseResult(FAIL, "the judge's calibration partner was ended while a worker ran "
-                                               f"({_exit_description(self._process.exitcode)}): a submission's doing"))
+                                               f"({_exit_description(self._current.process.returncode)}): a submission's doing"))
         if started:
+            self._retire()
             self._start()
         self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
         self._on_progress = on_progress
-        self._log_start = Path(self.log_path).stat().st_size
+        try:
+            self._log_start = Path(self.log_path).stat().st_size
+        except OSError:
+            self._log_start = 0
         return started
 
     def request(self, operation: str, *arguments):
@@ -227,45 +288,51 @@ class WorkerProcess:
     def ask(self, operation: str, *arguments) -> None:
         """Send a request whose reply the judge collects later (`reply`), working meanwhile."""
         try:
-            self._connection.send((operation, arguments))
-        except (BrokenPipeError, EOFError, ConnectionResetError):
+            wire.send_request(self._current.connection, self._current.request_socket, (operation, arguments), self._describe)
+        except (BrokenPipeError, EOFError, ConnectionResetError, OSError):
             raise CaseStopped(self._crashed()) from None
 
     def reply(self):
         try:
             return self._wait()
-        except (BrokenPipeError, EOFError, ConnectionResetError):
+        except (BrokenPipeError, EOFError, ConnectionResetError, OSError):
             raise CaseStopped(self._crashed()) from None
 
+    @property
+    def opened(self) -> cuda_ipc.OpenedBlocks:
+        """The current process's own outputs the judge has mapped."""
+        return self._current.opened
+
     def _wait(self):
+        connection = self._current.connection
         while True:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
                 raise CaseStopped(CaseResult(
                     TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker killed (raise it with --timeout)"))
-            if self._connection.poll(min(remaining, POLL_S)):
+            if connection.poll(min(remaining, POLL_S)):
                 message = self._receive()
                 kind = message[0] if isinstance(message, tuple) and message else None
                 if kind == wire.REPLY and len(message) == 2:
                     return message[1]
-                if kind == wire.RAISED and len(message) == 4:
-                    _, description, exception, caught_officially = message
-                    raise CaseStopped(CaseResult(ERROR, str(description), exception=str(exception),
-                                                 uncaught_officially=not caught_officially))
+                if kind == wire.RAISED and len(message) == 5:
+                    _, description, exception, caught_officially, where = message
+                    raise CaseStopped(CaseResult(ERROR, str(description)[:OUTPUT_TAIL_CHARS], exception=str(exception)[:OUTPUT_TAIL_CHARS],
+                                                 uncaught_officially=not caught_officially, raised_at=_where(where)))
                 if kind == wire.PROGRESS and len(message) == 2:
-                    self._on_progress(str(message[1]))
+                    self._on_progress(str(message[1])[:200])
                     continue
                 self.kill()
                 raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
-            elif not self._process.is_alive():
+            elif not self._current.alive:
                 raise CaseStopped(self._crashed())
             else:
                 self._on_progress(None)
 
     def _receive(self):
         try:
-            return wire.receive_untrusted(self._connection)
+            return wire.receive_untrusted(self._current.connection)
         except (EOFError, ConnectionResetError, BrokenPipeError):
             raise
         except Exception as error:  # a forged or unreadable message: never run, never trusted
@@ -273,36 +340,55 @@ class WorkerProcess:
             raise CaseStopped(CaseResult(ERROR, f"the judge refused the worker's message: {error}")) from None
 
     def _crashed(self) -> CaseResult:
-        self._process.join(timeout=5)
-        return CaseResult(CRASH, f"worker process died without a result: {_exit_description(self._process.exitcode)}")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._current.process.wait(timeout=5)
+        return CaseResult(CRASH, f"worker process died without a result: {_exit_description(self._current.process.poll())}")
 
     def output_of_case(self) -> str:
-        """What the worker printed since the case began (its last OUTPUT_TAIL_CHARS)."""
+        """What the worker printed since the case began (its last OUTPUT_TAIL_CHARS), or why
+        that cannot be read."""
         if self.log_path is None:
             return ""
-        with open(self.log_path, "rb") as log:
-            log.seek(self._log_start)
-            text = log.read().decode("utf-8", errors="replace")
+        try:
+            with open(self.log_path, "rb") as log:
+                size = os.fstat(log.fileno()).st_size
+                log.seek(max(self._log_start, size - 4 * OUTPUT_TAIL_CHARS))
+                text = log.read(8 * OUTPUT_TAIL_CHARS).decode("utf-8", errors="replace")
+        except OSError as error:
+            return f"(the worker's output cannot be read: {error})"
         return text[-OUTPUT_TAIL_CHARS:]
 
     def kill(self) -> None:
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
-            self._process.join(timeout=10)
+        if self._current is not None:
+            self._current.kill()
+
+    def _retire(self) -> None:
+        """The current process and all it started ended, its folder, sockets and cgroup let go;
+        its log stays until the run ends."""
+        if self._current is not None:
+            self._current.close()
+            self._ended, self._current = self._current, None
 
     def close(self) -> None:
         if self.alive:
-            try:
-                self._connection.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-            self._process.join(timeout=10)
-        self.kill()
+            with contextlib.suppress(BrokenPipeError, OSError):
+                wire.send_request(self._current.connection, self._current.request_socket, None, self._describe)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._current.process.wait(timeout=10)
+        self._retire()
 
     def close_spare(self) -> None:
         if self._spare is not None:
-            process, connection, _ = self._spare
-            process.kill()
-            process.join(timeout=10)
-            connection.close()
+            self._spare.close()
             self._spare = None
+
+    def close_all(self) -> None:
+        self.close()
+        self.close_spare()
+
+
+def _where(where) -> str:
+    """`file:line` from a worker's (file, line), checked as plain values."""
+    if isinstance(where, tuple) and len(where) == 2 and isinstance(where[0], str) and type(where[1]) is int:
+        return f"{where[0][:120]}:{where[1]}"
+    return ""

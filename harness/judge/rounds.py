@@ -11,7 +11,7 @@ judge's wall clock around the request plays the same part.
 
 The window also holds a fixed cost (the hand-over between the two processes' contexts, the
 reply, the copies): the same rounds run with the judge's calibration partner
-(harness/judge/calibration.py) measure it, and it is subtracted (`TimedRounds`).
+(harness/runner/echo.py) measure it (`Calibration`), and it is subtracted.
 """
 
 import dataclasses
@@ -47,13 +47,13 @@ def _copy(output):
     return wire.map_tensors(output, torch.Tensor.clone)
 
 
-def _mapped(returned, held: list) -> list:
+def _mapped(returned, held: list, worker) -> list:
     """What each call of the batch returned, rebuilt from the worker's reply: one description per
     held input, or the reply is refused."""
     if not isinstance(returned, list) or len(returned) != len(held):
         count = len(returned) if isinstance(returned, list) else type(returned).__name__
         raise wire.UntrustedMessageError(f"the worker answered a batch of {len(held)} calls with {count} outputs")
-    return [wire.rebuild(spec, held) for spec in returned]
+    return [wire.rebuild(spec, held, worker.opened) for spec in returned]
 
 
 def _returned_own(returned: list) -> bool:
@@ -95,7 +95,7 @@ class JudgeClock:
                 before_window()
             started = time.perf_counter_ns()
             returned, host_ns = worker.request("run_batch", BATCH, record)
-            mapped = _mapped(returned, held)
+            mapped = _mapped(returned, held, worker)
             outputs = [_copy(output) for output in mapped]
             window_ns = time.perf_counter_ns() - started
             worker_ns, records = worker.request("batch_time")
@@ -111,7 +111,7 @@ class JudgeClock:
         go.record()
         returned, host_ns = worker.request("run_batch", BATCH, record)
         exposed = done.query()
-        mapped = _mapped(returned, held)
+        mapped = _mapped(returned, held, worker)
         torch.cuda.current_stream().wait_event(done)
         outputs = [_copy(output) for output in mapped]
         end.record()
@@ -125,23 +125,37 @@ class JudgeClock:
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """The fixed cost of a round, from the calibration partner's rounds: with the reply's
-    hand-over hidden under the GPU's work (the partner replies at once, during the flush) and
-    exposed (it replies once the GPU is idle, as a worker whose calls are bound by the host does)."""
+    """The fixed cost of a round, from the calibration partner's rounds, for each kind of round:
+    whether its calls returned tensors of their own or views of the judge's memory (a costlier
+    hand-over), and whether the reply's hand-over was hidden under the GPU's work (the partner
+    replies at once, during the flush) or exposed (it replies once the GPU is idle, as a worker
+    whose calls are bound by the host does). A round is charged the cost of its own kind, so no
+    style a worker shows at one time and drops at another moves what its timed rounds are charged."""
 
-    hidden_ns: float  # median window of a round with no work, the hand-over hidden
-    exposed_ns: float  # ... the hand-over exposed
-    spread_ns: float  # the larger of the two kinds' standard deviations
+    fixed_by_kind: dict  # (returned_own, exposed) -> median window of a round with no work
+    spread_ns: float  # the largest of the kinds' standard deviations
     flush_ns: float | None  # median L2 flush while the partner waited
 
     @classmethod
     def of(cls, rounds: list[Round]) -> "Calibration":
-        kinds = {exposed: [round_.window_ns for round_ in rounds if round_.exposed == exposed] for exposed in (False, True)}
-        kinds = {exposed: windows or kinds[not exposed] for exposed, windows in kinds.items()}  # the CPU has one kind
+        windows: dict[tuple[bool, bool], list[float]] = {}
+        for round_ in rounds:
+            windows.setdefault((round_.returned_own, round_.exposed), []).append(round_.window_ns)
         flushes = [round_.flush_ns for round_ in rounds if round_.flush_ns is not None]
-        return cls(statistics.median(kinds[False]), statistics.median(kinds[True]),
-                   max(statistics.stdev(windows) if len(windows) > 1 else 0.0 for windows in kinds.values()),
+        return cls({kind: statistics.median(values) for kind, values in windows.items()},
+                   max(statistics.stdev(values) if len(values) > 1 else 0.0 for values in windows.values()),
                    statistics.median(flushes) if flushes else None)
 
+    @property
+    def hidden_ns(self) -> float:
+        """The least fixed cost measured: views handed back while the GPU works."""
+        return min(self.fixed_by_kind.values())
+
     def fixed_ns(self, round_: Round) -> float:
-        return self.exposed_ns if round_.exposed else self.hidden_ns
+        """The fixed cost of a round of `round_`'s kind, or of the nearest kind measured where its
+        own was not (the CPU has only exposed rounds); never own tensors' cost for a round of views."""
+        own, exposed = round_.returned_own, round_.exposed
+        for kind in ((own, exposed), (own, not exposed), (False, exposed), (False, not exposed)):
+            if kind in self.fixed_by_kind and (kind[0] <= own):
+                return self.fixed_by_kind[kind]
+        return self.hidden_ns

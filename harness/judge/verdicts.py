@@ -261,8 +261,10 @@ def near_duplicate(data, generator: torch.Generator, problem: Problem, changes: 
 
 def figures_problem(worker_ns: list[float], judged_ns: list[float], tolerance_ns: float) -> str | None:
     """Why the figures cannot stand: a worker figure that is no finite positive time, a judged
-    one that is none, or a worker that reports its batches faster than the judge's own clock saw
-    them beyond `tolerance_ns` per call (means over the timed rounds)."""
+    one that is none, or the two apart beyond `tolerance_ns` per call (means over the timed
+    rounds) either way: a worker that reports its batches faster than the judge's own clock saw
+    them, or a judge's figure below the worker's own, which only a fixed cost the judge
+    subtracted in excess gives (its calibration disturbed)."""
     bad = [value for value in worker_ns if not (math.isfinite(value) and value > 0)]
     if bad:
         return f"the worker reported a round time of {bad[0]!r} ns: no time a batch of calls can take"
@@ -273,4 +275,8 @@ def figures_problem(worker_ns: list[float], judged_ns: list[float], tolerance_ns
         return (f"the worker timed the calls at {worker_mean / 1e3:.3f} us each, but the judge's own clock around the "
                 f"same batches saw {judged_mean / 1e3:.3f} us each (beyond the {tolerance_ns / 1e3:.3f} us allowed): "
                 "the worker's clock or its work was not what it reported")
+    if judged_mean < worker_mean - tolerance_ns:
+        return (f"the judge's own clock, less the fixed cost of a round, saw {judged_mean / 1e3:.3f} us per call, below "
+                f"the {worker_mean / 1e3:.3f} us the worker's own events timed (beyond the {tolerance_ns / 1e3:.3f} us "
+                "allowed): the calibration of that fixed cost was disturbed")
     return None

@@ -124,6 +124,9 @@ class Calls:
             self._batch = (start_event, end_event, records)
         else:
             self._batch = (host_ns, None, records)
+        # Kept until the next batch: the judge reads the outputs this process owns through their
+        # handles after the reply, and their memory must not be handed out again meanwhile.
+        self._last_outputs = outputs
         return [self._returned(name, output) for output in outputs], host_ns
 
     def batch_time(self) -> tuple:

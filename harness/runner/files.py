@@ -26,17 +26,18 @@ KIT_LOCAL_FILES = ("hopper_stand_in.py",)
 KIT_LOCAL_MODULES = frozenset(Path(name).stem for name in KIT_LOCAL_FILES)
 
 
-def make_runner_folder(submission: Path | None, parent: str | None = None, problem: Problem = PROBLEMS["nvfp4_gemm"]) -> Path:
-    """A new folder with `problem`'s runner files, the kit's local ones and a copy of
-    `submission` as submission.py (copied in later where None: a worker started before its
-    candidate is known, which imports the file only when asked to)."""
+def runner_files(problem: Problem = PROBLEMS["nvfp4_gemm"]) -> dict[str, Path]:
+    """File name in the runner folder -> the file copied there: `problem`'s runner files and
+    the kit's local ones (the submission is added by whoever runs it)."""
+    files = {f"{module}.py": path for module, path in problem.runner_files().items()}
+    return {**files, **{name: REPO_ROOT / name for name in KIT_LOCAL_FILES}}
+
+
+def make_runner_folder(submission: Path, parent: str | None = None, problem: Problem = PROBLEMS["nvfp4_gemm"]) -> Path:
+    """A new folder with runner_files(problem) and a copy of `submission` as submission.py."""
     folder = Path(tempfile.mkdtemp(prefix="runner-", dir=parent))
-    for module, path in problem.runner_files().items():
-        shutil.copyfile(path, folder / f"{module}.py")
-    for name in KIT_LOCAL_FILES:
-        shutil.copyfile(REPO_ROOT / name, folder / name)
-    if submission is not None:
-        shutil.copyfile(submission, folder / "submission.py")
+    for name, path in {**runner_files(problem), "submission.py": submission}.items():
+        shutil.copyfile(path, folder / name)
     return folder
 
 

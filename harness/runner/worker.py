@@ -1,70 +1,21 @@
 """The worker process: imports the submission and does what the judge asks, nothing more.
 
-Started with multiprocessing's `spawn`, so it shares no state with the judge. It runs in a
-runner folder (harness/runner/files.py) and imports the submission, and the problem's files the
-submission imports, from there, as the competition's eval does. Its stdout and stderr go to a
-log file the judge shows beside the verdict. Requests come from the judge (trusted); replies go
+The judge starts it sandboxed (harness/judge/sandbox.py) as `python -I -B -c BOOTSTRAP SETTINGS`
+(harness/runner/confine.py), which confines it further and calls `main` before anything but the
+standard library is imported. It runs in a folder of its own, into which the judge copies the
+submission and the problem's files (`task`, `utils`, `reference`) before its first request, and
+imports them from there, as the competition's eval does. Its stdout and stderr go to a log the
+judge opened and shows beside the verdict. Requests come from the judge (trusted); replies go
 through harness/wire.py, which the judge reads as untrusted.
-
-Before the submission can run, the process gives up what would let it reach the judge: it
-leaves the judge's session and, where it runs as root, every capability (for good: the bounding
-set too, and no exec can win them back), so that the judge's descriptors under /proc stay closed
-to it and everything it starts (harness/judge/isolation.py).
 """
 
-import ctypes
+import multiprocessing.connection
 import os
+import socket
 import sys
 import traceback
 
-PR_SET_DUMPABLE = 4
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS = 38
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
-HIGHEST_CAPABILITY = 63
-
-
-def _redirect_output(log_path: str) -> None:
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
-    os.dup2(log_fd, 1)  # a standard stream the harness closed to its workers comes back here
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-
-
-def stay_out_of_reach() -> None:
-    """The calibration partner, not dumpable: with no capability left it would otherwise be open
-    to its sibling workers of the same user (ptrace, /proc/<pid>/mem), which could slow its
-    rounds and so inflate the fixed cost the judge subtracts from theirs."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            print(f"partner: the system refused prctl(PR_SET_DUMPABLE) ({os.strerror(ctypes.get_errno())}): "
-                  "workers can reach this process", file=sys.stderr, flush=True)
-
-
-def give_up_privileges() -> None:
-    """Leave the judge's session; drop every Linux capability, bounding set included, and forbid
-    gaining new ones. A judge that runs as root (GPU machines, containers) can then not be reached
-    by its workers through /proc/<judge>/fd, which the kernel grants a process of the same user
-    only with CAP_SYS_PTRACE. The user stays the judge's: CUDA IPC, which shares the judge's
-    inputs, refuses a process of another user ("mapping of buffer object failed", H100)."""
-    os.setsid()
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    for capability in range(HIGHEST_CAPABILITY + 1):
-        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # fails harmlessly for numbers the kernel lacks
-    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
-    no_capabilities = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two words each
-    # A sandbox that refuses either still runs the case; the case's output says so.
-    for what, call in (("prctl(PR_SET_NO_NEW_PRIVS)", lambda: libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)),
-                       ("capset", lambda: libc.capset(header, no_capabilities))):
-        if call() != 0:  # errno read right after its own call
-            print(f"worker: the system refused {what} ({os.strerror(ctypes.get_errno())}): "
-                  "this worker keeps privileges it should not", file=sys.stderr, flush=True)
+from harness.runner import confine
 
 
 def _describe(error: BaseException) -> str:
@@ -78,44 +29,61 @@ def _is_op_error(error: BaseException) -> bool:
     return any(cls.__name__ == "OpError" and cls.__module__.startswith("cutlass.") for cls in type(error).__mro__)
 
 
-def serve(connection, log_path: str, repo_root: str, runner_folder: str, device: str, global_seed: int,
-          echo: bool = False) -> None:
-    """Answer the judge's requests until it closes the connection. With `echo`, the process is
-    the judge's calibration partner: it runs the same requests with a kernel of the judge's own
-    (harness/judge/calibration.py) and never imports the submission."""
-    _redirect_output(log_path)
-    give_up_privileges()
-    if echo:
-        stay_out_of_reach()
+def _where_raised(error: BaseException, folder: str) -> tuple[str, int] | None:
+    """(file, line) of the innermost frame in the worker's own folder (the submission's), else
+    of the innermost frame: where the error comes from, for the judge to tell a repeated one."""
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [frame for frame in frames if frame.filename.startswith(folder)]
+    frame = (own or frames or [None])[-1]
+    return (os.path.basename(frame.filename), int(frame.lineno or 0)) if frame else None
+
+
+def main(settings: dict) -> None:
+    """Confine this process, then answer the judge's requests until it closes the socket."""
+    refused = confine.confine(settings)
+    for what in refused:
+        print(f"worker: the system refused {what}", file=sys.stderr, flush=True)
     # Like the competition: every process compiles CuTeDSL kernels afresh.
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
-    # The harness from the repository; `task`, `utils` and `reference` (the submission's imports,
-    # the set_seed this process calls) from the runner folder, the problem's, ahead of any other.
-    sys.path[:0] = [runner_folder, repo_root]
-    os.chdir(runner_folder)
-    from harness import wire
-    from harness.runner.calls import Calls
+    os.chdir(settings["folder"])
+    serve(settings)
 
-    progress = lambda text: wire.send(connection, (wire.PROGRESS, text))  # noqa: E731
-    if echo:
-        from harness.judge.calibration import EchoCalls
 
-        calls = EchoCalls(runner_folder, device, global_seed, progress)
-    else:
-        calls = Calls(runner_folder, device, global_seed, progress)
+def serve(settings: dict) -> None:
+    from harness import cuda_ipc, wire
+
+    connection = multiprocessing.connection.Connection(settings["socket"])
+    request_socket = socket.socket(fileno=os.dup(settings["socket"]))
+    opened = cuda_ipc.OpenedBlocks()
+    calls = None
     while True:
         try:
-            request = connection.recv()  # from the judge
-        except EOFError:
+            request = wire.receive_request(connection, request_socket, opened)
+        except (EOFError, OSError):
             return
         if request is None:
             return
         operation, arguments = request
         try:
+            if calls is None:  # the judge has copied the runner's files by the first request
+                calls = _calls(settings, lambda text: wire.send(connection, (wire.PROGRESS, text)))
             encoded = wire.encode((wire.REPLY, getattr(calls, operation)(*arguments)))
         except BaseException as error:  # the submission's failure is the judge's to read, whatever it is
             traceback.print_exc()
-            encoded = wire.encode((wire.RAISED, _describe(error), str(error), _is_op_error(error)))
+            encoded = wire.encode((wire.RAISED, _describe(error), str(error), _is_op_error(error),
+                                   _where_raised(error, settings["folder"])))
         sys.stdout.flush()
         sys.stderr.flush()
         connection.send_bytes(encoded)
+
+
+def _calls(settings: dict, progress):
+    """The requests' handler: the submission's (harness/runner/calls.py), or the judge's
+    calibration partner's (harness/runner/echo.py), which never imports the submission."""
+    if settings["echo"]:
+        from harness.runner.echo import EchoCalls
+
+        return EchoCalls(settings["folder"], settings["device"], settings["global_seed"], progress)
+    from harness.runner.calls import Calls
+
+    return Calls(settings["folder"], settings["device"], settings["global_seed"], progress)

@@ -1,6 +1,6 @@
-"""The judge's calibration partner: a second worker process that runs the very requests a
-submission's worker runs (harness/runner/calls.py), with a kernel of the judge's own that does no
-work and returns what the submission returned (its inputs' output buffers, or tensors of its
+"""The judge's calibration partner: a second worker process, started like any worker but never
+importing a submission, that runs the very requests a submission's worker runs
+(harness/runner/calls.py), with a kernel of the judge's own that does no work and returns what the submission returned (its inputs' output buffers, or tensors of its
 own, alone or in a list as the problem's reference returns them), replying at once or once the
 GPU is idle. The judge's window around such a batch is the fixed cost of a round: the two
 processes' hand-over on the GPU, the replies, the judge's copies. Measured with a partner the

@@ -1,0 +1,165 @@
+"""The worker's first steps, before it imports anything but the standard library: descriptors
+fixed, privileges given up, the file system and signals confined (Landlock), the system-call
+filter loaded where bubblewrap did not load it (harness/judge/sandbox.py).
+
+`BOOTSTRAP` is the whole of the program the judge starts: `python -I -B -c BOOTSTRAP SETTINGS`.
+It puts the judge's import path (given in SETTINGS, the worker's own folder first) in place of
+the one isolated mode leaves, and hands over to `harness.runner.worker.main`.
+"""
+
+import ctypes
+import os
+import sys
+
+BOOTSTRAP = ("import json, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
+             "from harness.runner.worker import main; main(settings)")
+
+# Syscalls no worker makes honestly: tracing or reading other processes, leaving or changing its
+# namespaces and mounts, changing the clocks or the kernel. Refused with EPERM, by bubblewrap's
+# filter before the interpreter starts, or here where there is no bubblewrap.
+DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "open_tree", "move_mount", "fsopen",
+    "fsmount", "fsconfig", "fspick", "mount_setattr",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+    "bpf", "userfaultfd", "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module",
+    "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "syslog", "quotactl",
+    "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "personality",
+)
+
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+HIGHEST_CAPABILITY = 63
+
+# Landlock (linux/landlock.h)
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_READ_ONLY = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
+_WRITE_FILE = 1 << 1
+_ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where it has none."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    version = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return max(version, 0)
+
+
+def _landlock(writable: list[str]) -> str | None:
+    """Read and execute anywhere, write only beneath `writable`; from ABI 6, no signal to and no
+    abstract socket of a process outside this one's domain. Returns what was refused."""
+    abi = landlock_abi()
+    if abi == 0:
+        return "Landlock (not in this kernel)"
+    handled = _ALL_BY_ABI.get(abi, (1 << 16) - 1)
+    libc = _libc()
+    attributes = _RulesetAttr(handled, 0, (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 8
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attributes), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"Landlock (create_ruleset: {os.strerror(ctypes.get_errno())})"
+    try:
+        for path, access in [("/", _READ_ONLY), *((path, handled) for path in writable)]:
+            try:
+                descriptor = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rule = _PathBeneath(access & handled, descriptor)
+                if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                    return f"Landlock (add_rule {path}: {os.strerror(ctypes.get_errno())})"
+            finally:
+                os.close(descriptor)
+        if libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0) != 0:
+            return f"Landlock (restrict_self: {os.strerror(ctypes.get_errno())})"
+    finally:
+        os.close(ruleset)
+    return None
+
+
+def syscall_filter():
+    """The filter of DENIED_SYSCALLS (libseccomp through pyseccomp), or None where either is missing."""
+    try:
+        import pyseccomp
+    except (ImportError, RuntimeError):  # the binding, or the library it loads, is missing
+        return None
+    import errno
+
+    denied = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    for name in DENIED_SYSCALLS:
+        try:
+            denied.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+        except Exception:  # a name this kernel's table lacks
+            continue
+    return denied
+
+
+def _seccomp() -> str | None:
+    """The filter loaded here, where bubblewrap did not load it before the interpreter started."""
+    denied = syscall_filter()
+    if denied is None:
+        return "seccomp (no libseccomp binding)"
+    denied.load()
+    return None
+
+
+def _give_up_privileges() -> list[str]:
+    """No capability, bounding set included, and no way to gain one (no exec of a setuid file)."""
+    libc, refused = _libc(), []
+    for capability in range(HIGHEST_CAPABILITY + 1):
+        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # fails harmlessly for numbers the kernel lacks
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    no_capabilities = (ctypes.c_uint32 * 6)()
+    for what, call in (("prctl(PR_SET_NO_NEW_PRIVS)", lambda: libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)),
+                       ("capset", lambda: libc.capset(header, no_capabilities))):
+        if call() != 0:
+            refused.append(f"{what} ({os.strerror(ctypes.get_errno())})")
+    return refused
+
+
+def confine(settings: dict) -> list[str]:
+    """Everything above, in order; returns what the system refused, for the worker to print."""
+    keep = {0, 1, 2, settings["socket"], settings["log"]}
+    for descriptor in map(int, os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else ():
+        if descriptor not in keep:
+            try:
+                os.close(descriptor)
+            except OSError:
+                pass
+    os.dup2(settings["log"], 1)
+    os.dup2(settings["log"], 2)
+    if not sys.platform.startswith("linux"):
+        return ["every layer (not Linux)"]
+    refused = _give_up_privileges()
+    # The calibration partner, not dumpable: where a worker shares its pid namespace (no
+    # bubblewrap), its /proc files and memory stay closed to it even as the same user.
+    if settings["echo"] and _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        refused.append(f"prctl(PR_SET_DUMPABLE) for the partner ({os.strerror(ctypes.get_errno())})")
+    off = set(settings["layers_off"])
+    for step in (None if "landlock" in off else lambda: _landlock(settings["writable"]),
+                 None if settings["seccomp_loaded"] or "seccomp" in off else _seccomp):
+        if step is not None:
+            problem = step()
+            if problem:
+                refused.append(problem)
+    return refused
