@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap
+.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -18,6 +18,15 @@ TORCH ?= $(if $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes),torch,torch --i
 setup:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install $(TORCH)
 	$(PYTHON) -m pip install -e ".[test]"
+	@command -v bwrap >/dev/null || $(MAKE) --no-print-directory sandbox-tools
+
+# The workers' sandbox runs them under bubblewrap (harness/judge/sandbox.py): installed with apt
+# where this runs as root, else named for the user to install. A run without it says so and keeps
+# the layers it has (seccomp, Landlock, cgroups).
+sandbox-tools:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	else echo "note: install bubblewrap (e.g. sudo apt-get install bubblewrap): without it the judge's workers run without their namespaces"; fi
 
 # Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones.
 test:
@@ -65,6 +74,18 @@ task-yml:
 # ARGS="--out file.csv" writes the table's rows.
 pdl-overlap:
 	$(PYTHON) experiments/pdl_overlap/run.py $(ARGS)
+
+# The same on the B200 configuration's 28 KB K tiles, eight a CTA: records what the cost model
+# reads of it (the overlap of two calls in flight over its formula, the hand-off) in
+# results/pdl-overlap-bandwidth.json, with the device, the date and the commit.
+pdl-overlap-bandwidth:
+	$(PYTHON) experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json $(ARGS)
+
+# On a GPU (Hopper or newer): the B200 kernel's split-K protocol and PDL-waiting epilogue
+# (submission.SplitKReduction) in an sm_90a kernel, calls queued back to back sharing partials
+# and counters (experiments/splitk_protocol). ARGS="--calls 20" under compute-sanitizer.
+splitk-stress:
+	$(PYTHON) experiments/splitk_protocol/run.py $(ARGS)
 
 # The judge as a service for search loops (docs/service.md): a judge per GPU behind an HTTP API.
 serve:

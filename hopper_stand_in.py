@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -53,15 +53,13 @@ SM90_ACC_RESCALE = float(2 ** (2 * SM90_OPERAND_EXPONENT))
 # stores, each contiguous across a warp's threads, so that every access fills whole sectors.
 SM90_RUN = 4
 SM90_RUNS_IN_FLIGHT = 4  # runs per thread whose split values are loaded at once
-# Programmatic dependent grids of one queue that the GPU runs at once (an H200:
-# results/logs/2026-11-23-h200-pdl-grids-in-flight.log): the most calls that can overlap.
+# Programmatic dependent grids of one queue that the GPU runs at once (probed on an H200:
+# docs/hopper.md): the most calls that can overlap.
 SM90_GRIDS_IN_FLIGHT = 8
 # Decoded-A buffers per plan, which the calls take in turn: a call's decode writes its buffer
 # while the GEMMs of the calls before it may still read theirs. As many as calls the GPU runs at
-# once, so that a call with A decoded in its GEMM's grid never waits for a buffer; with the
-# decode kernel, six let calls of 32 CTAs overlap four deep (128-wide unsplit tiles on 128 x 4096
-# x 7168: 12.6 us a call, against 15.2 with three:
-# results/logs/2026-11-23-h200-hopper-5d938db-configs-buffers.log).
+# once, so that a call with A decoded in its GEMM's grid never waits for a buffer, and calls of
+# few CTAs with the decode kernel overlap as deep as the GPU lets them.
 SM90_DECODED_A_BUFFERS = SM90_GRIDS_IN_FLIGHT
 # The words (int32) that hand a decoded-A buffer from its decode CTAs to its GEMM and back:
 # decode CTAs done writing it (ready), GEMM CTAs done reading it (done); and, counting on from
@@ -184,9 +182,9 @@ class HopperOperandDecode:
     8-element chunk (i, h) of a row holds pair i of the row's packed words h, 2 + h, 4 + h, 6 + h.
 
     The decode CTAs (`decode`) are CTAs of the GEMM's own grid where the whole grid fits on the
-    device at once (one grid a call: the GPU runs at most 8 programmatic dependent grids of one
-    queue at a time, results/logs/2026-11-23-h200-pdl-grids-in-flight.log), else this class's
-    own kernel, launched before the GEMM. The buffer's counters (`counters_ptr`, words
+    device at once (one grid a call, so twice the calls in flight of two grids a call: the GPU
+    runs `SM90_GRIDS_IN_FLIGHT` grids of one queue at once), else this class's own kernel,
+    launched before the GEMM. The buffer's counters (`counters_ptr`, words
     `SM90_READY`...) hand it over: each decode CTA takes a turn on the buffer, loads its inputs,
     waits for its turn (the GEMMs of the calls that took the buffer before have read it all),
     decodes, and counts itself done on the ready counter, which the GEMM's TMA warp polls before
@@ -195,10 +193,9 @@ class HopperOperandDecode:
 
     TILE_K = SM90_TILE_K
     THREADS_PER_UNIT = 2  # per (row, K tile): thread h decodes the chunks (i, h)
-    # Units per thread, all loads issued before the first decode: the decode runs on the SMs
-    # the previous GEMMs leave idle (a few of them on some shapes), where one unit per thread
-    # took several waves of CTAs, each a DRAM round trip, and finished after that GEMM
-    # (results/logs/2026-11-22-h100-hopper-ready-counter-overlap.log).
+    # Units per thread, all loads issued before the first decode: the decode kernel runs on the
+    # SMs the previous GEMMs leave idle (a few of them on some shapes), where a wave of CTAs
+    # costs a DRAM round trip; more units a thread, fewer waves.
     UNITS_PER_THREAD = 4
     KERNEL_THREADS = 128  # this class's own kernel
 
@@ -295,10 +292,9 @@ class HopperOperandDecode:
                 cute.autovec_copy(cute.recast_tensor(chunks, cutlass.Float16), out_chunks[(None, h, None)])
         # Every thread's stores, then the CTA's count: the barrier orders the CTA's stores before
         # thread 0's release, which is cumulative: the one fence it compiles to makes them all
-        # visible at GPU scope to whoever acquires the count. One release after the barrier, not
-        # a fence per thread before it, took 0.99 x the time (...-decode-fence.log); a fence of
-        # its own before the release, a second wait for the stores' acknowledgement, 1.001-1.009 x
-        # (results/logs/2026-11-23-h200-hopper-decode-release.log).
+        # visible at GPU scope to whoever acquires the count. No fence per thread (each would
+        # wait for its own stores' acknowledgement), and no fence of its own before the release
+        # (a second wait).
         cute.arch.barrier()
         if tidx == 0:
             _sm90_count_up(counters + 4 * SM90_READY)
@@ -326,8 +322,7 @@ class TunedPlan:
 
     ROUNDS = 3  # the best round counts: a round is slowed, never sped up, by anything else
     # As many calls as the benchmark queues: configs that overlap calls deeply reach their pace
-    # only after several calls, and 16 a round picked the wrong one of two configs 2 % apart on
-    # 128 x 7168 x 16384 (results/logs/2026-11-23-h200-hopper-tuning-calls.log).
+    # only after several calls.
     CALLS_PER_ROUND = 50
     HEAD_START_CYCLES = 4_000_000  # about 2 ms of GPU time for the host to queue a round in
 
@@ -382,12 +377,182 @@ class Sm90Config:
     decode_in_grid: bool = False
 
     def describe(self) -> str:
-        tile = f"tile {self.tile_n}x{HopperNvfp4Gemm.TILE_M}x{HopperNvfp4Gemm.TILE_K}, split-K {self.splits}"
+        tile = f"tile {self.tile_n}x{Sm90Tiling.TILE_M}x{Sm90Tiling.TILE_K}, split-K {self.splits}"
         if self.splits > 1:
             tile += " in a cluster" if self.in_cluster else " + reduction kernel"
         if self.decode_in_grid:
             tile += ", A decoded in its grid"
         return tile
+
+
+@dataclass(frozen=True)
+class Sm90Tiling:
+    """What one compiled GEMM is, all of it fixed by its tile width: the CTA's tile, how the MMA
+    warpgroups share it, its registers, and the stages that shared memory holds. Computed on the
+    host before any tracing; the layout methods build the matching static layouts inside a
+    traced function (the host's for its TMA atoms and shared storage, the kernel's to address
+    shared memory), since CuTe layouts exist only there."""
+
+    tile_n: int  # rows of B (columns of c) per CTA
+    # Derived, in __post_init__:
+    b_row_warpgroups: int = field(init=False)  # MMA warpgroups that multiply the same B rows
+    k_tiles_per_step: int = field(init=False)  # K tiles per step of the main loop, the unit splits cover
+    mma_blocks: int = field(init=False)  # 64-row MMA blocks per MMA warpgroup
+    scale_rows: int = field(init=False)  # B rows whose scales a stage holds: whole 128-row atoms
+    mma_registers: int = field(init=False)  # per thread of an MMA warpgroup after setmaxnreg
+    packed_b_stage_bytes: int = field(init=False)
+    stage_bytes: int = field(init=False)  # what TMA brings a stage: B's packed rows and scales, the decoded A tile
+    stages: int = field(init=False)
+
+    TILE_WIDTHS = (256, 128, 64)  # the widest first: the order configurations are ranked in
+    TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
+    TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per stage
+    PACKED_BYTES_PER_ROW = TILE_K // 2
+    MMA_WARPGROUPS = 2
+    MMA_THREADS = 128 * MMA_WARPGROUPS
+    MMA_WARPS = MMA_THREADS // 32  # the TMA warpgroup's warps come after them
+    THREADS = MMA_THREADS + 128  # the MMA warpgroups, then the TMA warpgroup
+    TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
+    # K tiles of B (read from DRAM) that the TMA warp loads before it waits for the decoded A
+    # (from L2), so that the first stages fill sooner.
+    B_TILES_AHEAD = 2
+    # Dynamic shared memory before the stages: their barriers (two Int64 a stage), padded to 1 KB
+    # by the 1024-byte alignment of the decoded A's swizzled tiles.
+    BARRIER_BYTES = 1024
+
+    def __post_init__(self):
+        if self.tile_n not in self.TILE_WIDTHS:
+            raise ValueError(f"tile width {self.tile_n}: the kernel has tiles {self.TILE_WIDTHS} wide")
+        # A tile narrower than the warpgroups' 64-row MMA blocks gives each warpgroup the whole
+        # tile and alternate K tiles: two accumulators of the same tile, added in the epilogue,
+        # and twice the output tiles (CTAs) of a 128-wide tile on the same problem, without the
+        # split-K adding across CTAs. Each warpgroup of a B row keeps two register fragments.
+        b_row_warpgroups = self.MMA_WARPGROUPS if self.tile_n < 64 * self.MMA_WARPGROUPS else 1
+        # ptxas gives a kernel that uses setmaxnreg the most registers its block size allows;
+        # setmaxnreg only moves registers within that allocation (asking for more never returns).
+        launch_registers = 65536 // self.THREADS // 8 * 8
+        packed_b_stage_bytes = self.tile_n * self.PACKED_BYTES_PER_ROW
+        scale_rows = max(self.tile_n, 128)
+        stage_bytes = (packed_b_stage_bytes + scale_rows // 128 * SF_ATOM_BYTES
+                       + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
+        derived = dict(
+            b_row_warpgroups=b_row_warpgroups,
+            k_tiles_per_step=2 * b_row_warpgroups,
+            mma_blocks=self.tile_n * b_row_warpgroups // (64 * self.MMA_WARPGROUPS),
+            scale_rows=scale_rows,
+            mma_registers=min(256, ((self.MMA_WARPGROUPS + 1) * launch_registers - self.TMA_REGISTERS)
+                              // self.MMA_WARPGROUPS // 8 * 8),
+            packed_b_stage_bytes=packed_b_stage_bytes,
+            stage_bytes=stage_bytes,
+            # As many stages as shared memory holds beside the static 1 KB and the barriers.
+            stages=(SM90_SMEM_BYTES - SM90_STATIC_SMEM_BYTES - self.BARRIER_BYTES) // stage_bytes,
+        )
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        # The TMA warp fills B_TILES_AHEAD stages before it loads any A, and each MMA warpgroup
+        # holds two of its stages (the K tile it decodes and the one whose MMAs are in flight)
+        # before it releases one: fewer stages than either needs would deadlock.
+        needed = max(self.B_TILES_AHEAD, self.k_tiles_per_step)
+        if self.stages < needed:
+            raise ValueError(f"tile width {self.tile_n}: {self.stages} stages fit in shared memory, "
+                             f"the pipeline needs {needed}")
+
+    @property
+    def mma_tiler(self) -> tuple[int, int, int]:
+        return self.tile_n, self.TILE_M, self.TILE_K
+
+    # ----- the MMA and the static layouts (inside traced functions only) -----
+
+    def tiled_mma(self) -> cute.TiledMma:
+        """fp16 wgmma, A (B's rows) from registers, B (A's rows) from shared memory, fp32
+        accumulators; the MMA warpgroups side by side over B rows, or on the same rows."""
+        return sm90_utils.make_trivial_tiled_mma(
+            cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32,
+            (self.MMA_WARPGROUPS // self.b_row_warpgroups, 1, 1), tiler_mn=(64, self.TILE_M),
+            a_source=warpgroup.OperandSource.RMEM)
+
+    def a_smem_layout(self) -> cute.ComposedLayout:
+        """The decoded A tiles of every stage: 128B-swizzled fp16, as wgmma reads its B."""
+        return sm90_utils.make_smem_layout_b(utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.stages)
+
+    def packed_b_smem_layout(self) -> cute.Layout:
+        """B's packed bytes of every stage: (B row, byte, stage), rows contiguous."""
+        return cute.make_layout((self.tile_n, self.PACKED_BYTES_PER_ROW, self.stages),
+                                stride=(self.PACKED_BYTES_PER_ROW, 1, self.packed_b_stage_bytes))
+
+    def sfb_smem_layout(self) -> cute.Layout:
+        """B's scale atoms of every stage, indexed (B row, K, stage) as the permuted layout holds them."""
+        return blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE, self.stages)
+
+    def epilogue_layout(self) -> cute.Layout:
+        """The epilogue's fp32 tile (B row, A row), over the stages once every MMA is done. B rows
+        are contiguous (runs of columns of c); each A row is padded by 4 words so that a warp's
+        accumulator stores, 8 B rows x 4 A rows apart by 2, hit 32 banks."""
+        return cute.make_layout((self.tile_n, self.TILE_M), stride=(1, self.tile_n + 4))
+
+
+class Sm90TmaLoads(NamedTuple):
+    """The GEMM's TMA atoms, built on the host, and the global tensors they read."""
+    tma_a: cute.CopyAtom
+    mA: cute.Tensor
+    tma_b: cute.CopyAtom
+    mB: cute.Tensor
+    tma_sfb: cute.CopyAtom
+    mSFB: cute.Tensor
+
+
+class Sm90TmaCopies(NamedTuple):
+    """The TMA warp's copies, partitioned for this CTA's tile: decoded A, packed B, and per
+    128-row atom of B's scales an (shared, global) pair."""
+    tma_a: cute.CopyAtom
+    tAgA: cute.Tensor
+    tAsA: cute.Tensor
+    tma_b: cute.CopyAtom
+    tBgB: cute.Tensor
+    tBsB: cute.Tensor
+    tma_sfb: cute.CopyAtom
+    scale_copies: list
+
+
+class Sm90DecodedA(NamedTuple):
+    """The handover of the call's decoded-A buffer: its counters (`SM90_READY`...) and how many
+    decode CTAs count themselves done on them."""
+    counters_ptr: cute.Pointer
+    decode_ctas: cutlass.Int32
+
+
+class Sm90GemmCta(NamedTuple):
+    """Where a GEMM CTA of the grid works: output tile `tile_idx` of `tiles` (a batch's,
+    `tiles_m` along M), split `split` of `splits` of its `k_tiles` K tiles, batch `batch`; the
+    splits form clusters of `cluster_size` (`splits`, or 1 where the reduction kernel adds them)."""
+    tile_idx: cutlass.Int32
+    tiles: cutlass.Int32
+    tiles_m: cutlass.Int32
+    k_tiles: cutlass.Int32
+    split: cutlass.Int32
+    splits: cutlass.Int32
+    cluster_size: cutlass.Int32
+    batch: cutlass.Int32
+
+
+class Sm90Stages(NamedTuple):
+    """The stages in shared memory: their pipeline (`PipelineTmaAsync`), the decoded A tiles, B's
+    packed rows and scale atoms, and the epilogue's fp32 tile, which overlays them."""
+    pipe: pipeline.PipelineTmaAsync
+    sA: cute.Tensor
+    sPackedB: cute.Tensor
+    sSFB: cute.Tensor
+    sTile: cute.Tensor
+
+
+class Sm90BDecode(NamedTuple):
+    """What an MMA thread reads to decode its B fragments: the stages' packed rows and scales,
+    its first B row in each MMA block, its scales' row offset in their atom, its place in the quad."""
+    sPackedB: cute.Tensor
+    sSFB: cute.Tensor
+    b_rows: list
+    scale_row_offset: cutlass.Int32
+    quad: cutlass.Int32
 
 
 class HopperNvfp4Gemm:
@@ -403,17 +568,19 @@ class HopperNvfp4Gemm:
     `SM90_DECODED_A_BUFFERS` decoded-A buffers once the GEMM that read it last has released it,
     and its GEMM waits for the grid before it to complete (griddepcontrol.wait) only before it
     writes c or the split-K partials. So as many calls' GEMMs overlap as the SMs hold, and as the
-    GPU runs grids of one queue at once (8: four calls with the decode kernel, eight with the
-    decode in the GEMM's grid), which `per_call_us` models. The large operand B (N x K) is the MMA's M side
-    and A its N side, so that N, not the small M, fills wgmma's 64-row instruction.
-    Warp-specialized: a TMA warpgroup brings, per K tile of 64, B's packed e2m1 rows, B's
-    512-byte scale atoms (read in place from `sfb_permuted`) and the decoded A tile (128B-swizzled
-    fp16) into a multi-stage buffer (`stages`), and hands most of its registers to the two MMA
-    warpgroups (setmaxnreg). Each MMA warpgroup decodes its half of the tile's B rows (64 rows
-    per MMA block, `mma_blocks` blocks) straight into wgmma's register operand and issues wgmma
-    with fp32 accumulators, decoding the next K tile while the last one's MMAs run; the MMA
-    warpgroups share nothing but the stages. A 64-wide tile gives both warpgroups its 64 rows
-    and alternate K tiles instead (`warpgroups_per_b_row`): twice the CTAs of 128-wide tiles,
+    GPU runs grids of one queue at once (`SM90_GRIDS_IN_FLIGHT`: half as many calls with the
+    decode kernel as with the decode in the GEMM's grid), which `per_call_us` models. The large
+    operand B (N x K) is the MMA's M side and A its N side, so that N, not the small M, fills
+    wgmma's 64-row instruction.
+
+    Warp-specialized (`Sm90Tiling`): the TMA warpgroup's first warp brings, per K tile of 64,
+    B's packed e2m1 rows, B's 512-byte scale atoms (read in place from `sfb_permuted`) and the
+    decoded A tile (128B-swizzled fp16) into a multi-stage buffer, and the warpgroup hands most
+    of its registers to the two MMA warpgroups (setmaxnreg). Each MMA warpgroup decodes its half
+    of the tile's B rows (64 rows per MMA block) straight into wgmma's register operand and
+    issues wgmma with fp32 accumulators, decoding the next K tile while the last one's MMAs run;
+    the MMA warpgroups share nothing but the stages. A 64-wide tile gives both warpgroups its 64
+    rows and alternate K tiles instead (`b_row_warpgroups`): twice the CTAs of 128-wide tiles,
     for shapes whose 128-wide tiles leave SMs idle. K is split over CTAs where the tile grid
     alone would still leave SMs idle. Where the device runs every tile's cluster at once, the
     splits of a tile form one cluster and add up their fp32 tiles through distributed shared
@@ -430,69 +597,25 @@ class HopperNvfp4Gemm:
     """
 
     ARCH = "sm_90a"
-    TILE_M = 128  # rows of A (rows of c) per CTA: the MMA's N
-    TILE_K = SM90_TILE_K  # 32 packed bytes per row of B per pipeline stage
-    MMA_WARPGROUPS = 2
-    THREADS = 128 * (MMA_WARPGROUPS + 1)  # the MMA warpgroups, then the TMA warpgroup
-    TMA_REGISTERS = 40  # per thread of the TMA warpgroup after setmaxnreg
+    TILE_M = Sm90Tiling.TILE_M
+    TILE_K = Sm90Tiling.TILE_K
     # Units (`HopperOperandDecode`) per thread of a decode CTA in the GEMM's grid, whose GEMM CTAs
-    # wait for it: 2 rather than 8 (4x the decode CTAs, each done sooner) took 0.99 / 0.97 / 0.89 x
-    # the time on the benchmark shapes (results/logs/2026-11-23-h200-hopper-decode-units.log).
+    # wait for it: few, so that many decode CTAs each finish soon.
     DECODE_UNITS_PER_THREAD = 2
-    # K tiles of B (read from DRAM) loaded before the TMA warp waits for the decoded A (from L2),
-    # so that the first stages fill sooner: 0.98 / 0.99 x the time on 128 x 7168 x 2048 and
-    # 128 x 7168 x 16384; 3 or 4 took the same within 0.4 %
-    # (results/logs/2026-11-23-h200-hopper-b-ahead-one-loop.log).
-    B_TILES_AHEAD = 2
     # A cluster of four CTAs, each filling an SM, fits in every GPC of an H100 or H200.
     MAX_SPLITS = 4
     # Pointer arguments: a, b, sfa_permuted, sfb_permuted (all as bytes), c, decoded A, split-K
-    # partials, the decoded A's counters (`SM90_READY`...). Then M, N, K, L, the split count and the
-    # cluster size (the split count, or 1 where a reduction kernel adds the splits).
+    # partials, the decoded A's counters (`SM90_READY`...). Then M, N, K, L, the split count, the
+    # cluster size (the split count, or 1 where a reduction kernel adds the splits) and the
+    # columns of decode CTAs in the grid (`decode_columns`).
     POINTER_TYPES = (cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Uint8, cutlass.Float16,
                      cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
     def __init__(self, tile_n: int):
         self.tile_n = tile_n
-        self.b_row_warpgroups = self.warpgroups_per_b_row(tile_n)
-        self.k_tiles_per_step = self.k_tiles_per_step_for(tile_n)
-        # 64-row MMA blocks per MMA warpgroup
-        self.mma_blocks = tile_n * self.b_row_warpgroups // (64 * self.MMA_WARPGROUPS)
-        self.scale_rows = max(tile_n, 128)  # B rows whose scales a stage holds: whole 128-row atoms
-        self.mma_threads = 128 * self.MMA_WARPGROUPS
-        self.mma_warps = self.mma_threads // 32  # the TMA warpgroup's warps come after them
-        # ptxas gives a kernel that uses setmaxnreg the most registers its block size allows;
-        # setmaxnreg only moves registers within that allocation (asking for more never returns).
-        launch_registers = 65536 // self.THREADS // 8 * 8
-        self.mma_registers = min(256, ((self.MMA_WARPGROUPS + 1) * launch_registers - self.TMA_REGISTERS)
-                                 // self.MMA_WARPGROUPS // 8 * 8)
-        self.packed_bytes_per_row = self.TILE_K // 2
-        self.mma_tiler = (tile_n, self.TILE_M, self.TILE_K)
-        # A stage: B's packed rows, B's scale atoms, the decoded A tile. As many stages as shared
-        # memory holds beside the static 1 KB and the 1 KB the stage barriers take up (the A
-        # tile's alignment): 12 / 10 / 9 for 64 / 128 / 256-wide tiles. For 64-wide tiles 12
-        # rather than 8 took 0.97 x the time, 6 took 1.15 x
-        # (results/logs/2026-11-22-h100-hopper-stages.log).
-        self.packed_b_stage_bytes = tile_n * self.packed_bytes_per_row
-        self.stage_bytes = (self.packed_b_stage_bytes + self.scale_rows // 128 * SF_ATOM_BYTES
-                            + self.TILE_M * self.TILE_K * cutlass.Float16.width // 8)
-        self.stages = (SM90_SMEM_BYTES - SM90_STATIC_SMEM_BYTES - 1024) // self.stage_bytes
+        self.tiling = Sm90Tiling(tile_n)
 
-    # ----- host side: configuration, compilation, the per-call path -----
-
-    @classmethod
-    def warpgroups_per_b_row(cls, tile_n: int) -> int:
-        """MMA warpgroups that multiply the same B rows. A tile narrower than the warpgroups'
-        64-row MMA blocks gives each warpgroup the whole tile and alternate K tiles: two
-        accumulators of the same tile, added in the epilogue, and twice the output tiles (CTAs)
-        of a 128-wide tile on the same problem, without the split-K adding across CTAs."""
-        return cls.MMA_WARPGROUPS if tile_n < 64 * cls.MMA_WARPGROUPS else 1
-
-    @classmethod
-    def k_tiles_per_step_for(cls, tile_n: int) -> int:
-        """K tiles per step of the main loop, the unit that splits cover: two per warpgroup of
-        a B row (its two register fragments)."""
-        return 2 * cls.warpgroups_per_b_row(tile_n)
+    # ----- host side: choosing a configuration -----
 
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM90_NUM_SMS,
@@ -513,11 +636,11 @@ class HopperNvfp4Gemm:
                                         else lambda size: num_sms // size)
         k_tiles = problem.k // cls.TILE_K
         candidates = []
-        for tile_n in (256, 128, 64):
+        for tile_n in Sm90Tiling.TILE_WIDTHS:
             if problem.n % tile_n:
                 continue
             tiles = cls.output_tiles(problem, tile_n)
-            steps = k_tiles // cls.k_tiles_per_step_for(tile_n)
+            steps = k_tiles // Sm90Tiling(tile_n).k_tiles_per_step
             for splits in range(1, max(1, min(cls.MAX_SPLITS, steps // 2)) + 1):
                 if splits == 1 or tiles <= capacity(splits):
                     config = Sm90Config(tile_n, splits)
@@ -532,27 +655,20 @@ class HopperNvfp4Gemm:
                                        placement.decode_in_grid, placement))
         return [candidate[-1] for candidate in sorted(candidates)]
 
-    # Configs timed on a problem's first call (`TunedPlan`), the model's best first. The model has
-    # the fastest config measured among its best three on every benchmark shape, but not always
-    # first: on 128 x 7168 x 16384 it puts 256 x 2 in clusters (39.3 us) before 256 unsplit with
-    # A decoded in the grid (37.8 us) (results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log,
-    # ...-decode-units.log).
+    # Configs timed on a problem's first call (`TunedPlan`), the model's best first: the model
+    # ranks the fastest config measured among its best three on every benchmark shape, but not
+    # always first (docs/hopper.md, "Choosing a configuration").
     TUNING_CANDIDATES = 3
 
     # Calls queued back to back overlap: the next calls' GEMMs run their main loops on the SMs
     # (the cluster slots) this one leaves idle, and wait for it only to write c. Three calls'
     # GEMMs overlap where two calls' CTAs leave the next call's decode kernel at least
     # OVERLAP_DECODE_SMS SMs; else two, and that decode kernel, crowded onto the few SMs left,
-    # holds the third back. Fitted to every config timed so on the benchmark shapes on an H200
-    # (results/logs/2026-11-23-h200-hopper-three-buffers-configs.log; rms 1.1 us over the configs
-    # that overlap, each pick the fastest measured).
+    # holds the third back. Fitted on an H200 to every config timed on the benchmark shapes.
     OVERLAP_DECODE_SMS = 8
     # With A decoded in the GEMM's grid, one grid a call, as many calls overlap as the GPU runs
     # programmatic dependent grids of one queue at once, but each GEMM CTA waits for its own
-    # call's decode CTAs, which start beside it: DECODE_IN_GRID_US more latency (set to the
-    # benchmark shapes' configs with 8 units per decode thread,
-    # results/logs/2026-11-23-h200-hopper-decode-in-grid-configs.log; with 2 the unsplit configs
-    # measured come within 0.0-1.1 us of the model, ...-decode-units.log).
+    # call's decode CTAs, which start beside it: DECODE_IN_GRID_US more latency.
     GRIDS_IN_FLIGHT = SM90_GRIDS_IN_FLIGHT
     DECODE_IN_GRID_US = 3.0
     # What overlapping calls cannot share (launches, the decode, waits), by how many overlap.
@@ -579,16 +695,14 @@ class HopperNvfp4Gemm:
         return max(latency / overlapping + cls.OVERLAP_CHAIN_US[overlapping],
                    latency * (busy + cls.OVERLAP_PACKING))
 
-    # One call's latency, fitted to every tile x split config timed on the benchmark shapes on an
-    # H100 when calls did not overlap (results/logs/2026-11-22-h100-hopper-64-wide-tiles.log;
-    # the same kernels but for the wait for the decoded A): a line over the unsplit configs
-    # (fixed cost and cost per K tile of 64 a CTA runs; rms residual 0.5 / 0.25 / 0.5 us for
-    # 256 / 128 / 64-wide tiles), and what splitting adds beyond its shorter main loop, as one
+    # One call's latency, fitted on an H100 to every tile x split config timed on the benchmark
+    # shapes one call at a time: a line over the unsplit configs (fixed cost and cost per K tile
+    # of 64 a CTA runs), and what splitting adds beyond its shorter main loop, as one
     # least-squares fit over the split configs: base + per split x splits, plus the reduction
-    # kernel's extra where it adds the splits (rms 1.1 / 0.9 us). 64-wide tiles split only on
-    # one benchmark shape (two splits, both ways): their per-split cost is the 128-wide one's.
-    # A 64-wide tile costs 0.21 us per K tile against 0.33 for twice the rows: its warpgroup
-    # reads the whole A tile of a stage from shared memory for half the MMAs.
+    # kernel's extra where it adds the splits. 64-wide tiles split only on one benchmark shape:
+    # their per-split cost is the 128-wide one's. A 64-wide tile's K tile costs more than half a
+    # 128-wide one's: its warpgroup reads the whole A tile of a stage from shared memory for half
+    # the MMAs.
     FIXED_US = {256: 4.5, 128: 3.4, 64: 2.7}
     K_TILE_US = {256: 0.58, 128: 0.33, 64: 0.21}
     SPLIT_K_BASE_US = {256: -0.4, 128: 1.8, 64: 2.2}
@@ -597,7 +711,7 @@ class HopperNvfp4Gemm:
 
     @classmethod
     def estimated_us(cls, config: Sm90Config, k_tiles: int) -> float:
-        per_step = cls.k_tiles_per_step_for(config.tile_n)
+        per_step = Sm90Tiling(config.tile_n).k_tiles_per_step
         k_tiles = per_step * -(-(k_tiles // per_step) // config.splits)  # per CTA
         split_cost = 0.0
         if config.splits > 1:
@@ -628,7 +742,7 @@ class HopperNvfp4Gemm:
     @classmethod
     def in_grid_decode(cls) -> HopperOperandDecode:
         """The decode CTAs at the front of the GEMM's grid: the GEMM's block size."""
-        return HopperOperandDecode(cls.THREADS, cls.DECODE_UNITS_PER_THREAD)
+        return HopperOperandDecode(Sm90Tiling.THREADS, cls.DECODE_UNITS_PER_THREAD)
 
     @classmethod
     def decode_columns(cls, problem: Problem, config: Sm90Config) -> int:
@@ -638,6 +752,8 @@ class HopperNvfp4Gemm:
             return 0
         decoders = cls.in_grid_decode().ctas_per_batch(problem.m, problem.k)
         return -(-decoders // config.splits)
+
+    # ----- host side: compilation and the per-call path -----
 
     @classmethod
     def compile(cls, tile_n: int, arch: str | None = None, extra_options: str = "", tvm_ffi: bool = HAVE_TVM_FFI):
@@ -661,8 +777,9 @@ class HopperNvfp4Gemm:
         """The plan for `problem` on `device`: for `config` where one is given (tests and
         measurements pin one); `conservative`, for the best-ranked config with neither split-K
         nor A decoded in the GEMM's grid (the self-check's fallback where the chosen plan's
-        result is wrong: no split reduction, no decoding CTAs beside the GEMM's); else for the fastest of the `TUNING_CANDIDATES` configs that
-        `ranked_configs` puts first, timed on the first call (`TunedPlan`)."""
+        result is wrong: no split reduction, no decoding CTAs beside the GEMM's); else for the
+        fastest of the `TUNING_CANDIDATES` configs that `ranked_configs` puts first, timed on the
+        first call (`TunedPlan`)."""
         # The cluster occupancy query (driver API) needs the device's context current in this
         # thread; a synchronization makes it so.
         torch.cuda.synchronize(device)
@@ -698,32 +815,21 @@ class HopperNvfp4Gemm:
                               for buffer, buffer_counters in zip(decoded_a, counters))
         return CyclingLaunchPlan(compiled, cls.POINTER_TYPES[:5], trailing_args, (decoded_a, partials, counters), config)
 
-    # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
+    # ----- host side of the launch: tensors, TMA atoms, shared storage -----
 
-    def _setup(self):
-        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32,
-            (self.MMA_WARPGROUPS // self.b_row_warpgroups, 1, 1), tiler_mn=(64, self.TILE_M),
-            a_source=warpgroup.OperandSource.RMEM)
-        self.a_layout = sm90_utils.make_smem_layout_b(
-            utils.LayoutEnum.ROW_MAJOR, self.mma_tiler, cutlass.Float16, self.stages)
-        self.packed_b_layout = cute.make_layout((self.tile_n, self.packed_bytes_per_row, self.stages),
-                                                stride=(self.packed_bytes_per_row, 1, self.packed_b_stage_bytes))
-        self.sfb_layout = blockscaled_layout.make_smem_layout_sf((self.scale_rows, self.TILE_K), SF_VEC_SIZE,
-                                                                 self.stages)
-        # The stages' bytes: A (1024-byte aligned for its swizzle), then packed B, then B's scales.
-        self.packed_b_offset = cute.cosize(self.a_layout) * cutlass.Float16.width // 8
-        self.sfb_offset = self.packed_b_offset + cute.cosize(self.packed_b_layout)
-        # The epilogue's fp32 tile (B row, A row) overlays the stages once every MMA is done. B rows
-        # are contiguous (runs of columns of c); each A row is padded by 4 words so that a warp's
-        # accumulator stores, 8 B rows x 4 A rows apart by 2, hit 32 banks.
-        self.epilogue_layout = cute.make_layout((self.tile_n, self.TILE_M), stride=(1, self.tile_n + 4))
-        stages_bytes = max(self.sfb_offset + cute.cosize(self.sfb_layout), cute.cosize(self.epilogue_layout) * 4)
-
+    def _setup_shared_storage(self):
+        """The CTA's dynamic shared memory: the stage barriers, then the stages' bytes, A first
+        (1024-byte aligned for its swizzle), then packed B, then B's scales; the epilogue's tile
+        overlays them."""
+        tiling = self.tiling
+        self.packed_b_offset = cute.cosize(tiling.a_smem_layout()) * cutlass.Float16.width // 8
+        self.sfb_offset = self.packed_b_offset + cute.cosize(tiling.packed_b_smem_layout())
+        stages_bytes = max(self.sfb_offset + cute.cosize(tiling.sfb_smem_layout()),
+                           cute.cosize(tiling.epilogue_layout()) * 4)
         # Field types built as values: this file postpones annotations, and cute.struct would
         # receive them as strings.
         fields = {
-            "stage_barriers": cute.struct.MemRange[cutlass.Int64, self.stages * 2],
+            "stage_barriers": cute.struct.MemRange[cutlass.Int64, tiling.stages * 2],
             "stages": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, stages_bytes], 1024],
         }
         self.shared_storage = cute.struct(type("Sm90SharedStorage", (), {"__annotations__": fields}))
@@ -736,7 +842,8 @@ class HopperNvfp4Gemm:
                  partial_ptr: cute.Pointer, counters_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32,
                  decode_columns: cutlass.Int32):
-        self._setup()
+        tiling = self.tiling
+        self._setup_shared_storage()
         k = cute.assume(k, divby=K_ALIGN)
         n = cute.assume(n, divby=MN_ALIGN)  # c's rows start 16-byte aligned: 128-bit stores
         half_k = k // 2
@@ -772,19 +879,18 @@ class HopperNvfp4Gemm:
             (self.tile_n, self.TILE_M, tiles * l * splits), stride=(1, self.tile_n, self.tile_n * self.TILE_M)))
 
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(self.a_layout, (None, None, 0)),
+            cpasync.CopyBulkTensorTileG2SOp(), mDecodedA, cute.slice_(tiling.a_smem_layout(), (None, None, 0)),
             (self.TILE_M, self.TILE_K))
         tma_b, tma_mB = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), mB, cute.slice_(self.packed_b_layout, (None, None, 0)),
-            (self.tile_n, self.packed_bytes_per_row))
+            cpasync.CopyBulkTensorTileG2SOp(), mB, cute.slice_(tiling.packed_b_smem_layout(), (None, None, 0)),
+            (self.tile_n, tiling.PACKED_BYTES_PER_ROW))
         tma_sfb, tma_mSFB = self._scale_atom_tma(sfb_ptr, n, k, l)
 
         self.kernel(
             mAWords, mSFAWords, mDecodedA, decode_columns,
             tma_a, tma_mA, tma_b, tma_mB, tma_sfb, tma_mSFB, mC, mPartials, counters_ptr, decode_ctas,
-            self.tiled_mma, self.a_layout, self.packed_b_layout, self.sfb_layout, self.epilogue_layout,
-            m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
-        ).launch(grid=(decode_columns + tiles, splits, l), block=(self.THREADS, 1, 1), cluster=(1, cluster_size, 1),
+            tiling.tiled_mma(), m // self.TILE_M, k // self.TILE_K, splits, cluster_size,
+        ).launch(grid=(decode_columns + tiles, splits, l), block=(tiling.THREADS, 1, 1), cluster=(1, cluster_size, 1),
                  use_pdl=True)
         if splits > cluster_size:
             HopperSplitKReduction(self.tile_n).launch(mC, mPartials, m // self.TILE_M, splits, tiles, l)
@@ -793,7 +899,7 @@ class HopperNvfp4Gemm:
     def _scale_atom_tma(self, sf_ptr: cute.Pointer, rows: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32):
         """TMA over whole scale atoms. The scales of 128 rows x 64 K are one 512-byte atom of
         the permuted layout, contiguous in memory: TMA copies atoms as bytes (one box), and the
-        kernel indexes them in shared memory through the blockscaled layout (`sfb_layout`)."""
+        kernel indexes them in shared memory through the blockscaled layout (`sfb_smem_layout`)."""
         rest_k = k // (SF_VEC_SIZE * 4)
         rest_rows = rows // 128
         atoms = cute.make_tensor(sf_ptr, cute.make_layout(
@@ -803,16 +909,23 @@ class HopperNvfp4Gemm:
                                            cute.make_layout(SF_ATOM_BYTES), (SF_ATOM_BYTES,),
                                            internal_type=cutlass.Int32)
 
-    # ----- device side -----
+    # ----- device side: the kernel, in data-flow order -----
 
     @cute.kernel
-    def kernel(self, mAWords: cute.Tensor, mSFAWords: cute.Tensor, mDecodedA: cute.Tensor, decode_columns: cutlass.Int32,
+    def kernel(self,
+               # the decode CTAs' operands: A's words and scales, the decoded A they write
+               mAWords: cute.Tensor, mSFAWords: cute.Tensor, mDecodedA: cute.Tensor, decode_columns: cutlass.Int32,
+               # the GEMM's loads (`Sm90TmaLoads`) and outputs
                tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
-               counters_ptr: cute.Pointer, decode_ctas: cutlass.Int32, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
-               packed_b_layout: cute.Layout, sfb_layout: cute.Layout, epilogue_layout: cute.Layout,
-               tiles_m: cutlass.Int32,
-               k_tiles: cutlass.Int32, splits: cutlass.Int32, cluster_size: cutlass.Int32):
+               # the decoded A's handover (`Sm90DecodedA`)
+               counters_ptr: cute.Pointer, decode_ctas: cutlass.Int32,
+               # the MMA, and the grid's extents (`Sm90GemmCta`)
+               tiled_mma: cute.TiledMma, tiles_m: cutlass.Int32, k_tiles: cutlass.Int32, splits: cutlass.Int32,
+               cluster_size: cutlass.Int32):
+        """The grid: per batch, `decode_columns` columns of decode CTAs (A's words and scales ->
+        the decoded A), then one column of `splits` GEMM CTAs per output tile (the decoded A and
+        B's TMA atoms -> c, or the split-K partials)."""
         column, split, batch = cute.arch.block_idx()
         grid_x, _, _ = cute.arch.grid_dim()
         tiles = grid_x - decode_columns  # output tiles of a batch
@@ -821,178 +934,179 @@ class HopperNvfp4Gemm:
                 mAWords, mSFAWords, mDecodedA, counters_ptr, column * splits + split, batch, decode_ctas,
                 tiles_m * self.TILE_M, k_tiles)
         else:
-            self._gemm(tma_a, mA, tma_b, mB, tma_sfb, mSFB, mC, mPartials, counters_ptr, decode_ctas, tiled_mma,
-                       a_layout, packed_b_layout, sfb_layout, epilogue_layout, tiles_m, k_tiles, splits, cluster_size,
-                       column - decode_columns, tiles, split, batch)
+            cta = Sm90GemmCta(column - decode_columns, tiles, tiles_m, k_tiles, split, splits, cluster_size, batch)
+            loads = Sm90TmaLoads(tma_a, mA, tma_b, mB, tma_sfb, mSFB)
+            self._gemm(cta, loads, mC, mPartials, Sm90DecodedA(counters_ptr, decode_ctas), tiled_mma)
 
     @cute.jit
-    def _gemm(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
-              tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, mC: cute.Tensor, mPartials: cute.Tensor,
-              counters_ptr: cute.Pointer, decode_ctas, tiled_mma: cute.TiledMma, a_layout: cute.ComposedLayout,
-              packed_b_layout: cute.Layout, sfb_layout: cute.Layout, epilogue_layout: cute.Layout,
-              tiles_m, k_tiles, splits, cluster_size, tile_idx, tiles, split, batch):
+    def _gemm(self, cta: Sm90GemmCta, loads: Sm90TmaLoads, mC: cute.Tensor, mPartials: cute.Tensor,
+              decoded_a: Sm90DecodedA, tiled_mma: cute.TiledMma):
+        """One GEMM CTA. Warp roles: warpgroups 0 and 1 are the MMA warpgroups (the consumers of
+        the stages, then the epilogue); in warpgroup 2, warp 0 is the TMA warp (the producer) and
+        the other warps only join the cluster barriers."""
+        tiling = self.tiling
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        m_tile = tile_idx % tiles_m
-        n_tile = tile_idx // tiles_m
+        m_tile = cta.tile_idx % cta.tiles_m
+        n_tile = cta.tile_idx // cta.tiles_m
         # Splits cover whole steps of the main loop (`k_tiles_per_step`).
-        step_start, step_stop = split_k_range(split, k_tiles // self.k_tiles_per_step, splits)
-        k_start = self.k_tiles_per_step * step_start
-        k_count = self.k_tiles_per_step * (step_stop - step_start)
+        step_start, step_stop = split_k_range(cta.split, cta.k_tiles // tiling.k_tiles_per_step, cta.splits)
+        k_start = tiling.k_tiles_per_step * step_start
+        k_count = tiling.k_tiles_per_step * (step_stop - step_start)
 
-        tma_warp = warp_idx == self.mma_warps
-        if tma_warp:
+        is_tma_warp = warp_idx == tiling.MMA_WARPS
+        if is_tma_warp:
             # The next grid may launch at once: the next call's (its decode writes its buffer only
             # on its turn), or this call's reduction kernel, which waits for all of this grid.
             cute.arch.griddepcontrol_launch_dependents()
-            for atom in (tma_a, tma_b, tma_sfb):
+            for atom in (loads.tma_a, loads.tma_b, loads.tma_sfb):
                 cpasync.prefetch_descriptor(atom)
 
+        stages = self._make_stages()
+        copies = self._partition_loads(loads, stages, m_tile, n_tile, cta.batch)
+
+        if warp_idx >= tiling.MMA_WARPS:
+            self._tma_warpgroup(is_tma_warp, stages.pipe, copies, k_start, k_count, decoded_a, cta)
+        else:
+            cute.arch.setmaxregister_increase(tiling.mma_registers)
+            self._mma_warpgroups(tiled_mma, stages, mC, mPartials, tidx, m_tile, n_tile, k_count, cta)
+
+    @cute.jit
+    def _make_stages(self) -> Sm90Stages:
+        """The stages in this CTA's shared memory and their pipeline: a stage is full when TMA
+        has brought `stage_bytes`, empty when every MMA warp that multiplies it has arrived."""
+        tiling = self.tiling
         storage = utils.SmemAllocator().allocate(self.shared_storage)
-        stages = pipeline.PipelineTmaAsync.create(
+        stage_pipe = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.stage_barriers.data_ptr(),
-            num_stages=self.stages,
+            num_stages=tiling.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             # One arrival per warp of the warpgroup(s) that multiply a stage.
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     self.mma_warps // self.b_row_warpgroups),
-            tx_count=self.stage_bytes,
+                                                     tiling.MMA_WARPS // tiling.b_row_warpgroups),
+            tx_count=tiling.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
         stage_bytes = storage.stages.data_ptr()
+        a_layout = tiling.a_smem_layout()
         sA = cute.make_tensor(cute.recast_ptr(stage_bytes, a_layout.inner, dtype=cutlass.Float16), a_layout.outer)
-        sPackedB = cute.make_tensor(stage_bytes + self.packed_b_offset, packed_b_layout)
-        sSFB = cute.make_tensor(stage_bytes + self.sfb_offset, sfb_layout)
-        sTile = cute.make_tensor(cute.recast_ptr(stage_bytes, dtype=cutlass.Float32), epilogue_layout)
+        sPackedB = cute.make_tensor(stage_bytes + self.packed_b_offset, tiling.packed_b_smem_layout())
+        sSFB = cute.make_tensor(stage_bytes + self.sfb_offset, tiling.sfb_smem_layout())
+        sTile = cute.make_tensor(cute.recast_ptr(stage_bytes, dtype=cutlass.Float32), tiling.epilogue_layout())
+        return Sm90Stages(stage_pipe, sA, sPackedB, sSFB, sTile)
 
-        # ---- TMA: decoded A, B's packed rows and scale atoms, one K tile per stage ----
+    @cute.jit
+    def _partition_loads(self, loads: Sm90TmaLoads, stages: Sm90Stages, m_tile, n_tile, batch) -> Sm90TmaCopies:
+        """This CTA's TMA copies: its K tiles of the decoded A and of B, one K tile per stage."""
+        tma_a, mA, tma_b, mB, tma_sfb, mSFB = loads
+        _, sA, sPackedB, sSFB, _ = stages
         gA = cute.local_tile(mA, (self.TILE_M, self.TILE_K), (m_tile, None, batch))
-        gB = cute.local_tile(mB, (self.tile_n, self.packed_bytes_per_row), (n_tile, None, batch))
+        gB = cute.local_tile(mB, (self.tile_n, Sm90Tiling.PACKED_BYTES_PER_ROW), (n_tile, None, batch))
         one_cta = cute.make_layout(1)
         tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 2),
                                            cute.group_modes(gA, 0, 2))
         tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sPackedB, 0, 2),
                                            cute.group_modes(gB, 0, 2))
         scale_copies = []
-        sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(sfb_layout, (None, None, 0))))
-        for atom in cutlass.range_constexpr(self.scale_rows // 128):
+        tiling = self.tiling
+        sf_stage_bytes = cute.cosize(cute.filter_zeros(cute.slice_(tiling.sfb_smem_layout(), (None, None, 0))))
+        for atom in cutlass.range_constexpr(tiling.scale_rows // 128):
             s_atoms = cute.make_tensor(sSFB.iterator + atom * SF_ATOM_BYTES,
-                                       cute.make_layout((SF_ATOM_BYTES, self.stages), stride=(1, sf_stage_bytes)))
+                                       cute.make_layout((SF_ATOM_BYTES, tiling.stages), stride=(1, sf_stage_bytes)))
             g_atoms = mSFB[(None, None, n_tile * self.tile_n // 128 + atom, batch)]
             scale_copies.append(cpasync.tma_partition(tma_sfb, 0, one_cta, s_atoms, g_atoms))
+        return Sm90TmaCopies(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
 
-        if warp_idx >= self.mma_warps:
-            cute.arch.setmaxregister_decrease(self.TMA_REGISTERS)
-            if tma_warp:
-                # B's first K tiles, then the wait for every decode CTA's count, then their A
-                # tiles, then whole K tiles. One loop: B ahead in a loop of its own changed how
-                # ptxas scheduled the MMA warps' main loop, 1.01 x the time on the largest shape.
-                b_ahead = cutlass.min(self.B_TILES_AHEAD, k_count)
-                producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                for _ in cutlass.range(k_count, unroll=1):
-                    stages.producer_acquire(producer)
-                    self._load_b(stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies)
-                    if producer.count >= b_ahead:
-                        self._load_a(stages, producer, k_start, tma_a, tAgA, tAsA)
-                    elif producer.count == b_ahead - 1:
-                        self._wait_for_decoded_a(counters_ptr, decode_ctas)
-                        ahead = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                        for _ in cutlass.range(b_ahead, unroll=1):
-                            self._load_a(stages, ahead, k_start, tma_a, tAgA, tAsA)
-                            ahead.advance()
-                    producer.advance()
-                self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
-                # While the MMA warps add up the splits or store c.
-                self._release_decoded_a(stages, producer, counters_ptr, decode_ctas, tiles * splits * cute.arch.grid_dim()[2])
-            else:
-                self._join_split_cluster_barrier(splits, cluster_size, relaxed=False)
-            self._join_split_cluster_barrier(splits, cluster_size, relaxed=True)
+    # ----- the TMA warpgroup: loads -----
+
+    @cute.jit
+    def _tma_warpgroup(self, is_tma_warp, stage_pipe, copies: Sm90TmaCopies, k_start, k_count,
+                       decoded_a: Sm90DecodedA, cta: Sm90GemmCta):
+        """The TMA warp loads every K tile of this split; the warpgroup's other warps only join
+        the cluster barriers of `_reduce_in_cluster`, which count every thread."""
+        cute.arch.setmaxregister_decrease(Sm90Tiling.TMA_REGISTERS)
+        if is_tma_warp:
+            producer = self._load_k_tiles(stage_pipe, copies, k_start, k_count, decoded_a)
+            self._join_split_cluster_barrier(cta.splits, cta.cluster_size, relaxed=False)
+            # While the MMA warps add up the splits or store c.
+            self._release_decoded_a(stage_pipe, producer, decoded_a, cta.tiles * cta.splits * cute.arch.grid_dim()[2])
         else:
-            cute.arch.setmaxregister_increase(self.mma_registers)
-            self._mma_and_epilogue(sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
-                                   tiles, split, batch, m_tile, n_tile, k_count, splits, cluster_size)
+            self._join_split_cluster_barrier(cta.splits, cta.cluster_size, relaxed=False)
+        self._join_split_cluster_barrier(cta.splits, cta.cluster_size, relaxed=True)
 
     @cute.jit
-    def _mma_and_epilogue(self, sA, sPackedB, sSFB, sTile, stages, tiled_mma, mC, mPartials, tidx, tile_idx,
-                          tiles, split, batch, m_tile, n_tile, k_count, splits, cluster_size):
-        """The MMA warpgroups: B decoded into registers (per thread), A from shared memory, fp32
-        accumulators; then c, or this split's share of the split-K reduction."""
-        warpgroup_threads = self.mma_threads // self.b_row_warpgroups  # threads per B row
-        thr_mma = tiled_mma.get_slice(tidx % warpgroup_threads)
-        # Where the warpgroups share B rows, warpgroup w multiplies K tiles w, w + 2, ... and
-        # skips the other's stages.
-        k_phase = tidx // warpgroup_threads
-        tCrA = tiled_mma.make_fragment_B(thr_mma.partition_B(sA))
-        # This thread's first B row of each MMA block in the (tile_n, TILE_K) tile, and its
-        # place in the quad.
-        tCcB = thr_mma.partition_A(cute.make_identity_tensor((self.tile_n, self.TILE_K)))
-        b_rows = [tCcB[(0, block, 0)][0] for block in range(self.mma_blocks)]
-        quad = tCcB[0][1] // 2
-        # A 64-wide tile's scales are rows 0-63 or 64-127 of a 128-row atom.
-        scale_row_offset = n_tile * self.tile_n % 128 if self.tile_n < 128 else 0
-        fragments = [cute.make_rmem_tensor(tiled_mma.partition_shape_A((self.tile_n, self.TILE_K)), cutlass.Float16)
-                     for _ in range(2)]
-        gC = cute.local_tile(mC, (self.tile_n, self.TILE_M), (n_tile, m_tile, batch))
-        acc = cute.make_rmem_tensor(thr_mma.partition_C(gC).shape, cutlass.Float32)
-        acc.fill(0.0)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        mma_k_blocks = cute.size(tCrA, mode=[2])
-
-        consumer = pipeline.PipelineState(self.stages, k_phase, k_phase, cutlass.Int32(0))
-        retired = consumer.clone()
-        for step in cutlass.range(k_count // self.k_tiles_per_step, unroll=1):
-            for f in cutlass.range_constexpr(2):
-                # A peek first: the blocking wait's retry loop then sits on a cold path, and
-                # ptxas keeps it out of the loop body (inline, it made the loop ~10 % slower).
-                stages.consumer_wait(consumer, stages.consumer_try_wait(consumer))
-                self._decode_b_fragment(sPackedB, sSFB, consumer.index, b_rows, scale_row_offset, quad,
-                                        fragments[f])
-                warpgroup.fence()
-                for kb in cutlass.range_constexpr(mma_k_blocks):
-                    cute.gemm(tiled_mma, acc, fragments[f][(None, None, kb)], tCrA[(None, None, kb, consumer.index)], acc)
-                warpgroup.commit_group()
-                for _ in cutlass.range_constexpr(self.b_row_warpgroups):
-                    consumer.advance()
-                # One MMA group stays in flight. The group retired here read the other fragment,
-                # decoded next, and the previous stage, which goes back to TMA.
-                warpgroup.wait_group(1)
-                if f == 1 or step > 0:
-                    stages.consumer_release(retired)
-                    for _ in cutlass.range_constexpr(self.b_row_warpgroups):
-                        retired.advance()
-        warpgroup.wait_group(0)
-        stages.consumer_release(retired)  # the last stage: the TMA warp waits for every stage
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            acc[i] = _sm90_pin_f32(acc[i])
-
-        # ---- epilogue ----
-        # The previous call's GEMM (and reduction kernel) are done with the partials, and c
-        # (which may be the same tensor), once the grid before this one has completed: that
-        # GEMM or reduction kernel, or this call's decode kernel, which completes after them.
-        cute.arch.griddepcontrol_wait()
-        self._tile_to_shared(acc, thr_mma, sTile, k_phase)
-        if splits == 1:
-            self._sync_mma_warps()
-            sm90_add_splits([sTile], 1, gC, 0, self.TILE_M, tidx, self.mma_threads)
-        elif cluster_size == splits:
-            self._reduce_in_cluster(sTile, gC, tidx, split, splits)
-        else:  # HopperSplitKReduction adds the splits up
-            self._store_partial(sTile, mPartials, tidx, tile_idx, tiles, split, batch, splits)
+    def _load_k_tiles(self, stage_pipe, copies: Sm90TmaCopies, k_start, k_count, decoded_a: Sm90DecodedA):
+        """B's first `B_TILES_AHEAD` K tiles, then the wait for every decode CTA's count, then
+        their A tiles, then whole K tiles; the producer state after the last. One loop: B ahead
+        in a loop of its own changed how ptxas scheduled the MMA warps' main loop."""
+        b_ahead = cutlass.min(Sm90Tiling.B_TILES_AHEAD, k_count)
+        producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.tiling.stages)
+        for _ in cutlass.range(k_count, unroll=1):
+            stage_pipe.producer_acquire(producer)
+            self._load_b(stage_pipe, producer, k_start, copies)
+            if producer.count >= b_ahead:
+                self._load_a(stage_pipe, producer, k_start, copies)
+            elif producer.count == b_ahead - 1:
+                self._load_a_ahead(stage_pipe, b_ahead, k_start, copies, decoded_a)
+            producer.advance()
+        return producer
 
     @cute.jit
-    def _wait_for_decoded_a(self, counters_ptr, decode_ctas):
+    def _load_a_ahead(self, stage_pipe, b_ahead, k_start, copies: Sm90TmaCopies, decoded_a: Sm90DecodedA):
+        """Once the decoded A is ready, its tiles of the first `b_ahead` stages, whose B is loaded."""
+        self._wait_for_decoded_a(decoded_a)
+        ahead = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.tiling.stages)
+        for _ in cutlass.range(b_ahead, unroll=1):
+            self._load_a(stage_pipe, ahead, k_start, copies)
+            ahead.advance()
+
+    @cute.jit
+    def _load_b(self, stage_pipe, producer, k_start, copies: Sm90TmaCopies):
+        """B's packed rows and scale atoms of K tile `producer.count` into its (acquired) stage, on
+        the stage's barrier, which expects them and the decoded A tile (`stage_bytes`)."""
+        barrier = stage_pipe.producer_get_barrier(producer)
+        k_tile = k_start + producer.count
+        cute.copy(copies.tma_b, copies.tBgB[(None, k_tile)], copies.tBsB[(None, producer.index)], tma_bar_ptr=barrier)
+        for s_atoms, g_atoms in copies.scale_copies:
+            cute.copy(copies.tma_sfb, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
+
+    @cute.jit
+    def _load_a(self, stage_pipe, producer, k_start, copies: Sm90TmaCopies):
+        """The decoded A tile of K tile `producer.count` into its stage, on the stage's barrier."""
+        cute.copy(copies.tma_a, copies.tAgA[(None, k_start + producer.count)], copies.tAsA[(None, producer.index)],
+                  tma_bar_ptr=stage_pipe.producer_get_barrier(producer))
+
+    @cute.jit
+    def _wait_for_decoded_a(self, decoded_a: Sm90DecodedA):
         """The TMA warp: until every decode CTA has counted itself done (acquire), then the TMA
         reads may see the decoded A. Every decode CTA is running or done before this grid
         launches (each lets its dependents launch once it has its turn), so the count always
-        arrives.
-        All lanes poll: with one lane polling and the warp synchronized after it, the loop took
-        up to 1.3 x the time (results/logs/2026-11-22-h100-hopper-ready-counter-64-wide.log)."""
-        ready_address = counters_ptr.toint() + 4 * SM90_READY
+        arrives. All lanes poll, so that no warp synchronization follows a single lane's loop."""
+        ready_address = decoded_a.counters_ptr.toint() + 4 * SM90_READY
         ready = _sm90_load_acquire(ready_address)
-        while ready != decode_ctas:
+        while ready != decoded_a.decode_ctas:
             ready = _sm90_load_acquire(ready_address)
         cute.arch.sync_warp()
         _sm90_fence_proxy_async()
+
+    @cute.jit
+    def _release_decoded_a(self, stage_pipe, producer, decoded_a: Sm90DecodedA, gemm_ctas):
+        """The TMA warp, after its last load: once the MMA warps have released every stage (so
+        every TMA read of the decoded A is done), count this CTA done reading. The last of the
+        `gemm_ctas` zeroes the counts and releases the decode CTAs' turns, which lets the next
+        call that takes the buffer decode into it. Every CTA with K tiles has waited for the ready
+        count before its first load of A (a split of a pinned config may have none, and no wait,
+        but the last split of each tile always has some), so the last to count comes after every
+        decode CTA's count. Not counted before the loads: the count's round trip would delay the
+        first one."""
+        stage_pipe.producer_tail(producer)
+        _sm90_fence_proxy_async()
+        if cute.arch.lane_idx() == 0:
+            counters = decoded_a.counters_ptr.toint()
+            if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == gemm_ctas - 1:
+                for word in (SM90_READY, SM90_DONE):
+                    _sm90_store_zero(counters + 4 * word)
+                _sm90_count_up(counters + 4 * SM90_RELEASED, decoded_a.decode_ctas)
 
     @cute.jit
     def _join_split_cluster_barrier(self, splits, cluster_size, relaxed: cutlass.Constexpr):
@@ -1006,62 +1120,116 @@ class HopperNvfp4Gemm:
                     cute.arch.cluster_arrive()
                 cute.arch.cluster_wait()
 
-    @cute.jit
-    def _release_decoded_a(self, stages, producer, counters_ptr, decode_ctas, gemm_ctas):
-        """The TMA warp, after its last load: once the MMA warps have released every stage (so
-        every TMA read of the decoded A is done), count this CTA done reading. The last of the
-        `gemm_ctas` zeroes the counts and releases the decode CTAs' turns, which lets the next
-        call that takes the buffer decode into it. Every CTA with K tiles has waited for the ready
-        count before its first load of A (a split of a pinned config may have none, and no wait,
-        but the last split of each tile always has some), so the last to count comes after every
-        decode CTA's count. Not counted before the loads: the count's round trip would delay the
-        first one."""
-        stages.producer_tail(producer)
-        _sm90_fence_proxy_async()
-        if cute.arch.lane_idx() == 0:
-            counters = counters_ptr.toint()
-            if _sm90_fetch_add(counters + 4 * SM90_DONE, "acq_rel") == gemm_ctas - 1:
-                for word in (SM90_READY, SM90_DONE):
-                    _sm90_store_zero(counters + 4 * word)
-                _sm90_count_up(counters + 4 * SM90_RELEASED, decode_ctas)
+    # ----- the MMA warpgroups: B decoded into registers, MMA, epilogue -----
 
     @cute.jit
-    def _load_b(self, stages, producer, k_start, tma_b, tBgB, tBsB, tma_sfb, scale_copies):
-        """B's packed rows and scale atoms of K tile `producer.count` into its (acquired) stage, on
-        the stage's barrier, which expects them and the decoded A tile (`stage_bytes`)."""
-        barrier = stages.producer_get_barrier(producer)
-        k_tile = k_start + producer.count
-        cute.copy(tma_b, tBgB[(None, k_tile)], tBsB[(None, producer.index)], tma_bar_ptr=barrier)
-        for s_atoms, g_atoms in scale_copies:
-            cute.copy(tma_sfb, g_atoms[(None, k_tile)], s_atoms[(None, producer.index)], tma_bar_ptr=barrier)
+    def _mma_warpgroups(self, tiled_mma, stages: Sm90Stages, mC, mPartials, tidx, m_tile, n_tile, k_count,
+                        cta: Sm90GemmCta):
+        """B decoded into registers (per thread), A from shared memory, fp32 accumulators; then
+        c, or this split's share of the split-K reduction."""
+        tiling = self.tiling
+        stage_pipe, sA, sPackedB, sSFB, sTile = stages
+        warpgroup_threads = tiling.MMA_THREADS // tiling.b_row_warpgroups  # threads per B row
+        thr_mma = tiled_mma.get_slice(tidx % warpgroup_threads)
+        # Where the warpgroups share B rows, warpgroup w multiplies K tiles w, w + 2, ... and
+        # skips the other's stages.
+        k_phase = tidx // warpgroup_threads
+        tCrA = tiled_mma.make_fragment_B(thr_mma.partition_B(sA))
+        # This thread's first B row of each MMA block in the (tile_n, TILE_K) tile, and its
+        # place in the quad.
+        tCcB = thr_mma.partition_A(cute.make_identity_tensor((self.tile_n, self.TILE_K)))
+        b_rows = [tCcB[(0, block, 0)][0] for block in range(tiling.mma_blocks)]
+        quad = tCcB[0][1] // 2
+        # A 64-wide tile's scales are rows 0-63 or 64-127 of a 128-row atom.
+        scale_row_offset = n_tile * self.tile_n % 128 if self.tile_n < 128 else 0
+        b_decode = Sm90BDecode(sPackedB, sSFB, b_rows, scale_row_offset, quad)
+        fragments = [cute.make_rmem_tensor(tiled_mma.partition_shape_A((self.tile_n, self.TILE_K)), cutlass.Float16)
+                     for _ in range(2)]
+        gC = cute.local_tile(mC, (self.tile_n, self.TILE_M), (n_tile, m_tile, cta.batch))
+        acc = cute.make_rmem_tensor(thr_mma.partition_C(gC).shape, cutlass.Float32)
+        acc.fill(0.0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+
+        # Two register fragments, decoded in turn, and one MMA group in flight: the group that
+        # wait_group(1) retires read the other fragment (decoded next) and the previous stage
+        # (released to TMA).
+        consumer = pipeline.PipelineState(tiling.stages, k_phase, k_phase, cutlass.Int32(0))
+        retired = consumer.clone()
+        for step in cutlass.range(k_count // tiling.k_tiles_per_step, unroll=1):
+            for f in cutlass.range_constexpr(2):
+                self._mma_k_tile(stage_pipe, consumer, tiled_mma, acc, tCrA, b_decode, fragments[f])
+                consumer = self._next_own_stage(consumer)
+                warpgroup.wait_group(1)
+                if f == 1 or step > 0:
+                    stage_pipe.consumer_release(retired)
+                    retired = self._next_own_stage(retired)
+        warpgroup.wait_group(0)
+        stage_pipe.consumer_release(retired)  # the last stage: the TMA warp waits for every stage
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            acc[i] = _sm90_pin_f32(acc[i])
+
+        self._epilogue(acc, thr_mma, sTile, k_phase, gC, mPartials, tidx, cta)
 
     @cute.jit
-    def _load_a(self, stages, producer, k_start, tma_a, tAgA, tAsA):
-        """The decoded A tile of K tile `producer.count` into its stage, on the stage's barrier."""
-        cute.copy(tma_a, tAgA[(None, k_start + producer.count)], tAsA[(None, producer.index)],
-                  tma_bar_ptr=stages.producer_get_barrier(producer))
+    def _mma_k_tile(self, stage_pipe, consumer, tiled_mma, acc, tCrA, b_decode: Sm90BDecode, fragment):
+        """One K tile: once its stage has landed, B's rows decoded into `fragment`, then its
+        wgmmas issued as one group."""
+        # A peek first: the blocking wait's retry loop then sits on a cold path, and ptxas keeps
+        # it out of the loop body.
+        stage_pipe.consumer_wait(consumer, stage_pipe.consumer_try_wait(consumer))
+        self._decode_b_fragment(b_decode, consumer.index, fragment)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+            cute.gemm(tiled_mma, acc, fragment[(None, None, kb)], tCrA[(None, None, kb, consumer.index)], acc)
+        warpgroup.commit_group()
 
     @cute.jit
-    def _decode_b_fragment(self, sPacked, sSF, stage, b_rows, scale_row_offset, quad, fragment):
+    def _next_own_stage(self, state):
+        """`state` advanced to the warpgroup's next stage: where the warpgroups share B rows, past
+        the other's. Rebind the result: the tracer carries a loop's state only through names the
+        loop body assigns."""
+        for _ in cutlass.range_constexpr(self.tiling.b_row_warpgroups):
+            state.advance()
+        return state
+
+    @cute.jit
+    def _decode_b_fragment(self, b_decode: Sm90BDecode, stage, fragment):
         """Rows b_row and b_row + 8 of each MMA block: 8 packed bytes and one scale each ->
         wgmma's A fragment."""
-        packed_words = cute.recast_tensor(sPacked[(None, None, stage)], cutlass.Uint32)
+        packed_words = cute.recast_tensor(b_decode.sPackedB[(None, None, stage)], cutlass.Uint32)
         frag = cute.recast_tensor(fragment, cutlass.Uint32)  # ((1, row + 8, h), MMA block, k16 step i)
-        for block, b_row in enumerate(b_rows):
+        for block, b_row in enumerate(b_decode.b_rows):
             words = [cute.make_rmem_tensor((1, 2), cutlass.Uint32) for _ in range(2)]
             for r8 in cutlass.range_constexpr(2):
-                cute.autovec_copy(cute.local_tile(packed_words, (1, 2), (b_row + 8 * r8, quad)), words[r8])
+                cute.autovec_copy(cute.local_tile(packed_words, (1, 2), (b_row + 8 * r8, b_decode.quad)), words[r8])
             for r8 in cutlass.range_constexpr(2):
-                scale_code = sSF[(scale_row_offset + b_row + 8 * r8, 16 * quad, stage)]
+                scale_code = b_decode.sSFB[(b_decode.scale_row_offset + b_row + 8 * r8, 16 * b_decode.quad, stage)]
                 scale2 = _sm90_scale_f16x2(cutlass.Uint32(scale_code))
                 for h in cutlass.range_constexpr(2):
                     for i in cutlass.range_constexpr(4):
                         frag[((0, r8, h), block, i)] = _sm90_decode_pair(words[r8][(0, h)], i, scale2)
 
     @cute.jit
+    def _epilogue(self, acc, thr_mma, sTile, k_phase, gC, mPartials, tidx, cta: Sm90GemmCta):
+        """The accumulators -> c: straight from shared memory where K is not split, else added
+        up over the splits in their cluster, or stored as this split's partial."""
+        # The previous call's GEMM (and reduction kernel) are done with the partials, and c
+        # (which may be the same tensor), once the grid before this one has completed: that
+        # GEMM or reduction kernel, or this call's decode kernel, which completes after them.
+        cute.arch.griddepcontrol_wait()
+        self._tile_to_shared(acc, thr_mma, sTile, k_phase)
+        if cta.splits == 1:
+            self._sync_mma_warps()
+            sm90_add_splits([sTile], 1, gC, 0, self.TILE_M, tidx, Sm90Tiling.MMA_THREADS)
+        elif cta.cluster_size == cta.splits:
+            self._reduce_in_cluster(sTile, gC, tidx, cta.split, cta.splits)
+        else:  # HopperSplitKReduction adds the splits up
+            self._store_partial(sTile, mPartials, tidx, cta)
+
+    @cute.jit
     def _sync_mma_warps(self):
         """A barrier over the MMA warpgroups only (the TMA warpgroup may have left)."""
-        cute.arch.barrier(barrier_id=1, number_of_threads=self.mma_threads)
+        cute.arch.barrier(barrier_id=1, number_of_threads=Sm90Tiling.MMA_THREADS)
 
     @cute.jit
     def _tile_to_shared(self, acc, thr_mma, sTile, k_phase):
@@ -1070,7 +1238,7 @@ class HopperNvfp4Gemm:
         # warpgroup may still be reading its last stage, which the tile overlays.
         self._sync_mma_warps()
         tCsTile = thr_mma.partition_C(sTile)
-        if cutlass.const_expr(self.b_row_warpgroups == 1):
+        if cutlass.const_expr(self.tiling.b_row_warpgroups == 1):
             for i in cutlass.range_constexpr(cute.size(acc)):
                 tCsTile[i] = acc[i]
         else:
@@ -1085,14 +1253,15 @@ class HopperNvfp4Gemm:
                     tCsTile[i] = acc[i] + tCsTile[i]
 
     @cute.jit
-    def _store_partial(self, sTile, mPartials, tidx, tile_idx, tiles, split, batch, splits):
+    def _store_partial(self, sTile, mPartials, tidx, cta: Sm90GemmCta):
         """This split's fp32 tile from shared memory to its partials slot, for
         `HopperSplitKReduction`, in runs of `SM90_RUN` columns."""
         self._sync_mma_warps()
         sRuns = cute.flat_divide(sTile, (SM90_RUN,))
-        gRuns = cute.flat_divide(mPartials[(None, None, split_k_slot(tile_idx, batch, tiles, splits, split))], (SM90_RUN,))
+        slot = split_k_slot(cta.tile_idx, cta.batch, cta.tiles, cta.splits, cta.split)
+        gRuns = cute.flat_divide(mPartials[(None, None, slot)], (SM90_RUN,))
         runs_per_row = self.tile_n // SM90_RUN
-        for run in cutlass.range(tidx, self.TILE_M * runs_per_row, self.mma_threads, unroll=4):
+        for run in cutlass.range(tidx, self.TILE_M * runs_per_row, Sm90Tiling.MMA_THREADS, unroll=4):
             coord = (None, run % runs_per_row, run // runs_per_row)
             gRuns[coord].store(sRuns[coord].load())
 
@@ -1109,7 +1278,7 @@ class HopperNvfp4Gemm:
         # Ranks past the last split repeat it (`sm90_add_splits` skips them).
         split_tiles = [cute.make_tensor(cute.arch.map_dsmem_ptr(sTile.iterator, cutlass.min(s, splits - 1)), sTile.layout)
                        for s in range(self.MAX_SPLITS)]
-        sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, self.mma_threads)
+        sm90_add_splits(split_tiles, splits, gC, row_start, row_stop, tidx, Sm90Tiling.MMA_THREADS)
         # A CTA's shared memory lives as long as the CTA: stay until every split has read this one.
         # Relaxed: every load from the other tiles has returned (its sum is stored), and a release
         # would also wait for this CTA's stores to c to complete.

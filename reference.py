@@ -52,6 +52,13 @@ def _scale_factor_pair(l: int, mn: int, sf_k: int, device):
     return plain, permuted
 
 
+def permuted_index(row, col, batch) -> tuple:
+    """Where the plain scale (row, col, batch) sits in the (32, 4, rest_mn, 4, rest_k, l) layout
+    (integers or index tensors alike)."""
+    return (row % ATOM_ROWS_INNER, (row % ATOM_ROWS) // ATOM_ROWS_INNER, row // ATOM_ROWS,
+            col % ATOM_SF_COLS, col // ATOM_SF_COLS, batch)
+
+
 def place_in_atoms(plain: torch.Tensor, permuted: torch.Tensor) -> None:
     """Write the (mn, sf_k, l) scales into their places in the (32, 4, rest_mn, 4, rest_k, l)
     layout; entries past mn or sf_k (padding) keep what they held."""
@@ -59,14 +66,7 @@ def place_in_atoms(plain: torch.Tensor, permuted: torch.Tensor) -> None:
     row = torch.arange(mn, device=permuted.device).view(mn, 1, 1)
     col = torch.arange(sf_k, device=permuted.device).view(1, sf_k, 1)
     batch = torch.arange(l, device=permuted.device).view(1, 1, l)
-    permuted[
-        row % ATOM_ROWS_INNER,
-        (row % ATOM_ROWS) // ATOM_ROWS_INNER,
-        row // ATOM_ROWS,
-        col % ATOM_SF_COLS,
-        col // ATOM_SF_COLS,
-        batch,
-    ] = plain.to(permuted.device)
+    permuted[permuted_index(row, col, batch)] = plain.to(permuted.device)
 
 
 def generate_input(m: int, n: int, k: int, l: int, seed: int, device="cuda") -> input_t:

@@ -11,11 +11,12 @@ as fp16 into `c`. `custom_kernel` validates its inputs, then dispatches on the d
 - compute capability 9.x (H100/H200, sm_90a): the Hopper stand-in, hopper_stand_in.py beside
   this file, which only local runs import: it is never submitted.
 
-Self-check: the first call of each problem compares its c with the exact product (decoded
-operands multiplied in float64 with torch on the GPU); where an element is wrong it prints a line
-starting "nvfp4 self-check FALLBACK:" on stderr and tries the conservative configuration, then
-the exact product itself, and later calls run what passed (`first_call`; NVFP4_SELF_CHECK=0 turns
-it off).
+Self-check: the first call of each problem runs the chosen plan three times back to back and
+compares every output with the exact product (decoded operands multiplied in float64 with torch
+on the GPU); where an element is wrong it prints a line starting "nvfp4 self-check FALLBACK:" on
+stderr and tries the kernel's next rung (on the B200: the conservative configuration, then 128-row
+tiles over the whole of K), then the exact product itself, and later calls run what passed
+(`first_call`; NVFP4_SELF_CHECK=0 turns it off).
 
 Shared host side: `validate_inputs`, the kernel for each target (`kernel_for_arch`), the
 compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
@@ -29,17 +30,15 @@ Warp 5 loads B, A and both scale tiles with TMA into `stages` shared-memory buff
 copies the scales to tensor memory and issues 4 MMAs of K = 64 per stage into one of two TMEM
 accumulators; warps 0-3 read the accumulator, convert to fp16 and store c (each thread owns one
 column of c, so a warp's stores are 64 contiguous bytes). With split-K every split stores an
-fp32 partial and the last split to arrive adds the others and writes c (details at the kernel).
+fp32 partial and the last split to arrive adds the others and writes c (`SplitKReduction`).
 Launches are programmatic dependent: the next call's grid starts on the free SMs and loads and
 multiplies while this one finishes; only its epilogue waits for this grid (`Sm100Config.pdl`).
-Where whole-K 64-row tiles fill more than half the SMs, an SM holds two CTAs
-(`Sm100Config.ctas_per_sm`), so that the next call's CTA starts beside this call's on every SM,
-not only on the free ones.
+Where whole-K 64-row tiles fill more than half the SMs, a CTA is sized for two an SM
+(`Sm100Config.ctas_per_sm`), so that the next call's CTA can start beside this call's on every
+SM, not only on the free ones.
 
-Per-shape configurations: `sm100_config`. `python -m harness compile` prints each benchmark
-shape's configuration beside the time the cost model in harness/b200_model.py gives it (a
-model's figure, calibrated on published B200 times); the kernel has not been run on a B200, only
-compiled for sm_100a and checked in its SASS.
+Per-shape configurations: `sm100_config`. The kernel has not been run on a B200, only compiled
+for sm_100a and checked in its SASS (`python -m harness compile`).
 """
 
 from __future__ import annotations
@@ -114,13 +113,11 @@ class Sm100Config:
     # Programmatic dependent launch: the next call's grid launches while this one runs, and
     # loads and multiplies before it waits (only its epilogue touches what this call writes).
     pdl: bool = True
-    # CTAs an SM holds at once. With 2, each has half the shared memory (fewer stages) and half
-    # the tensor memory, and with PDL the next call's CTA starts beside this call's on every SM:
-    # its loads and MMAs run under this call's epilogue, where one CTA an SM would leave only
-    # the SMs this grid does not use to the next call. Nothing in the launch asks for it (a
-    # launch bound of two CTAs an SM makes CuTeDSL read the device's shared memory as it
-    # compiles): the driver sizes an SM's shared memory for as many CTAs as the kernel's
-    # resources allow, and the compile check holds the registers to two CTAs' share.
+    # CTAs an SM is sized for: with 2, each takes at most half the SM's shared memory (fewer
+    # stages) and tensor memory, and its registers stay within two CTAs' share, so that with
+    # PDL the next call's CTA can start beside this call's on every SM. The launch does not
+    # insist: CuTeDSL 4.5 cannot trace a launch bound above one CTA an SM without a GPU, so the
+    # driver's shared-memory split decides.
     ctas_per_sm: int = 1
 
     @staticmethod
@@ -146,20 +143,13 @@ class Sm100Config:
     def smem_bytes(self) -> int:
         return SM100_BARRIER_BYTES + self.stages * self.stage_bytes(self.tile_m)
 
-    # Tensor memory, by column: the accumulator stages (tile_m columns each), then the MMA's SFA
-    # (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms they copy.
-    @property
-    def tmem_sfa_column(self) -> int:
-        return SM100_ACC_STAGES * self.tile_m
-
-    @property
-    def tmem_sfb_column(self) -> int:
-        return self.tmem_sfa_column + (SM100_TILE_N // 32) * 4
-
     @property
     def tmem_columns(self) -> int:
-        """The columns the map uses, rounded up to the power of two that `tcgen05.alloc` takes."""
-        used = self.tmem_sfb_column + (_round_up(self.tile_m, 128) // 32) * 4
+        """Tensor-memory columns to allocate: the accumulator stages (tile_m columns each), then
+        the MMA's SFA (b's scales) and SFB (a's), 4 columns for every 32 rows of the scale atoms
+        they copy, rounded up to the power of two that `tcgen05.alloc` takes. The kernel places
+        them by its tensors' layouts and checks, as it compiles, that they fit."""
+        used = SM100_ACC_STAGES * self.tile_m + (SM100_TILE_N // 32) * 4 + (_round_up(self.tile_m, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
     @property
@@ -203,7 +193,6 @@ class Sm100BlockScaledGemm:
     between the MMA and epilogue warps. A persistent schedule (`Sm100Schedule`) walks work units
     of (128 columns of c) x (tile_m rows of c) x (one K range) x (one batch)."""
 
-    ARCH = "sm_100a"
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
     TMA_WARP = 5
@@ -222,48 +211,6 @@ class Sm100BlockScaledGemm:
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
             barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
-
-    # ----- host side: protocol for the call path and the compile checker -----
-
-    @classmethod
-    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        return sm100_config(problem, num_sms)
-
-    @classmethod
-    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
-                tvm_ffi: bool = HAVE_TVM_FFI):
-        """Compile `config` for any problem size (sizes are runtime arguments); returns the
-        compiled function and the kernel object that traced it."""
-        kernel = cls(config)
-        pointers = [fake_pointer(t) for t in cls.POINTER_TYPES]
-        sizes = [cutlass.Int32(1)] * 5
-        compiled = cute.compile(kernel, *pointers, *sizes,
-                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
-        return compiled, kernel
-
-    @classmethod
-    def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
-        config = cls.config_for(problem)
-        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
-        if kernel.launch_smem_bytes != config.smem_bytes:  # what the stage counts are sized by
-            raise AssertionError(f"{config.describe()}: the kernel's shared storage takes {kernel.launch_smem_bytes} "
-                                 f"bytes, Sm100Config.smem_bytes counts {config.smem_bytes}")
-        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
-
-    @classmethod
-    def launch_plan(cls, problem: Problem, device: torch.device, conservative: bool = False) -> LaunchPlan:
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        # Not conservative: as NVFP4_SM100_CONSERVATIVE says (`sm100_config`).
-        config = sm100_config(problem, num_sms, conservative=True if conservative else None)
-        config.check_problem(problem, num_sms)
-        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
-                                   lambda: cls.compile(config)[0])
-        # Arrivals are counted per epilogue warp and tile (see the epilogue).
-        workspace_args, workspace = split_k_workspace(problem, config.split_k,
-                                                      len(cls.EPILOGUE_WARPS) * config.tiles(problem), device)
-        num_ctas = config.grid_ctas(problem, num_sms)
-        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
-        return LaunchPlan(compiled, cls.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
 
     # ----- host side of the launch: layouts, TMA descriptors, shared storage -----
 
@@ -464,14 +411,18 @@ class Sm100BlockScaledGemm:
             tmem.wait_for_alloc()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
-            sfa_base = acc_base + cfg.tmem_sfa_column
-            sfb_base = acc_base + cfg.tmem_sfb_column
+            # Tensor memory, by column: the accumulator stages, then SFA, then SFB, each placed
+            # after the columns the previous one's layout spans.
             tCtSFA_layout = blockscaled_layout.make_tmem_layout_sfa(
                 tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfa_smem_layout, (None, None, None, 0)))
             tCtSFB_layout = blockscaled_layout.make_tmem_layout_sfb(
                 tiled_mma, self.mma_tiler, SF_VEC_SIZE, cute.slice_(sfb_smem_layout, (None, None, None, 0)))
+            sfa_base = acc_base + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)
+            sfb_base = sfa_base + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
             tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+            _check_tmem_map(cfg, tcgen05.find_tmem_tensor_col_offset(tCtAcc), tcgen05.find_tmem_tensor_col_offset(tCtSFA),
+                            tcgen05.find_tmem_tensor_col_offset(tCtSFB))
             copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
             copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
 
@@ -522,12 +473,8 @@ class Sm100BlockScaledGemm:
             tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)
             tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
             store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
-            move_fp32 = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32)
             subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
-            # The last arrival's loads of other splits' partials: slot x (other split) buffers.
-            ahead = min(cfg.partials_ahead, subtiles)
-            partial_slots = [[cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float32) for _ in range(splits - 1)]
-                             for _ in range(max(ahead, 1))]
+            split_k = SplitKReduction.create(splits, min(cfg.partials_ahead, subtiles), copy_t2r, tTR_rAcc, lane)
 
             epi_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, SM100_ACC_STAGES)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
@@ -539,27 +486,14 @@ class Sm100BlockScaledGemm:
                 if cutlass.const_expr(splits == 1):
                     self._store_c(copy_t2r, store_c, acc_tiles, c_tiles, tTR_rAcc, tTR_rC, subtiles)
                 else:
-                    # Split-K: every split writes its fp32 partial; the split that arrives last
-                    # adds the others to its own accumulator (still in TMEM) and writes c. An
-                    # epilogue warp owns the same 32 accumulator rows in every split, so arrival
-                    # is counted per warp: no CTA-wide barrier, no second kernel and no memset
-                    # (the last arrival resets its counter). The decision is warp-uniform, as
-                    # the collective TMEM loads in the reduction require.
-                    # Every call finds its counters at zero: the last arrival resets its own, and
-                    # a grid runs every CTA to its end or faults the context for good. A plan
-                    # whose schedule left a count short would be wrong on its first call, which
-                    # the self-check (`first_call`) finds, dropping the plan and its counters.
-                    own = cute.group_modes(
-                        tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, batch * splits + unit.split)], 3, 5)
-                    self._store_partial(copy_t2r, move_fp32, acc_tiles, own, tTR_rAcc, subtiles)
+                    # An epilogue warp owns the same 32 accumulator rows in every split: it
+                    # counts its own arrival, so the reduction's decision is warp-uniform, as
+                    # the collective TMEM loads in it require.
                     row_tile = (batch * tiles_n + n_tile) * tiles_m + m_tile
-                    counter = counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout)
-                    arrived = self._arrive(counter, lane)
-                    if arrived == splits - 1:
-                        self._reduce_and_store_c(copy_t2r, move_fp32, store_c, acc_tiles, c_tiles,
-                                                 tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)],
-                                                 batch * splits, unit.split, partial_slots, tTR_rAcc, tTR_rC,
-                                                 subtiles, ahead, counter, lane)
+                    split_k.finish(acc_tiles, c_tiles,
+                                   cute.group_modes(tTR_gPartial[(None, None, None, None, None, n_tile, m_tile, None)], 3, 5),
+                                   batch * splits, unit.split,
+                                   counters.iterator + cute.crd2idx((warp_idx, row_tile), counters.layout))
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(epi_state)
                 epi_state.advance()
@@ -578,71 +512,6 @@ class Sm100BlockScaledGemm:
             cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
             tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-
-    @cute.jit
-    def _store_partial(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, acc_tiles: cute.Tensor,
-                       partial_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, subtiles: cutlass.Constexpr):
-        """The accumulator, subtile by subtile, into this split's fp32 partial."""
-        for sub in cutlass.range(subtiles, unroll=1):
-            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-            cute.copy(move_fp32, tTR_rAcc, partial_tiles[(None, None, None, sub)])
-
-    @cute.jit
-    def _arrive(self, counter: cute.Pointer, lane: cutlass.Int32) -> cutlass.Int32:
-        """Counts this warp's arrival at its tile's counter; every lane gets the arrivals before it.
-
-        Release, in the PTX memory model's terms: the warp barrier puts every lane's partial
-        stores before lane 0's fence in causality order, and that fence followed by lane 0's
-        relaxed count is a release pattern, so whichever split's count reads this one's (and
-        then acquires, `_reduce_and_store_c`) sees the stores. The count itself needs no
-        ordering of its own."""
-        cute.arch.sync_warp()
-        arrived = cutlass.Int32(0)
-        if lane == 0:
-            cute.arch.fence_acq_rel_gpu()
-            arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
-        return cute.arch.shuffle_sync(arrived, 0)
-
-    @cute.jit
-    def _reduce_and_store_c(self, copy_t2r: cute.TiledCopy, move_fp32: cute.CopyAtom, store_c: cute.CopyAtom,
-                            acc_tiles: cute.Tensor, c_tiles: cute.Tensor, tile_partials: cute.Tensor,
-                            first_slot: cutlass.Int32, split: cutlass.Int32, partial_slots: list,
-                            tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr,
-                            ahead: cutlass.Constexpr, counter: cute.Pointer, lane: cutlass.Int32):
-        """The last arrival: the other splits' partials of the tile (slots first_slot + j of
-        `tile_partials`, all but `split`'s) added to the accumulator and the sum written to fp16
-        c, their loads `ahead` subtiles before their adds, through the register buffers
-        `partial_slots`; then the counter back to zero.
-
-        Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
-        warp barrier after the fence puts every lane's loads of the other splits' partials after
-        it (a shuffle orders nothing in memory)."""
-        if lane == 0:
-            cute.arch.fence_acq_rel_gpu()
-        cute.arch.sync_warp()
-        others = [cute.group_modes(tile_partials[(None, None, None, None, None, first_slot + other_split(j, split))], 3, 5)
-                  for j in range(len(partial_slots[0]))]
-        for sub in cutlass.range_constexpr(ahead):
-            self._load_partials(move_fp32, others, sub, partial_slots[sub])
-        for sub in cutlass.range_constexpr(subtiles):
-            slot = partial_slots[sub % len(partial_slots)]
-            if cutlass.const_expr(ahead == 0):
-                self._load_partials(move_fp32, others, sub, slot)
-            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-            for j in cutlass.range_constexpr(len(others)):
-                tTR_rAcc.store(tTR_rAcc.load() + slot[j].load())
-            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
-                self._load_partials(move_fp32, others, sub + ahead, slot)  # the slot just added
-            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
-        if lane == 0:
-            cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
-
-    @staticmethod
-    def _load_partials(copy_atom, others: list, sub: int, slot: list) -> None:
-        """Epilogue subtile `sub` of every other split's partial into the registers of `slot`."""
-        for other, registers in zip(others, slot):
-            cute.copy(copy_atom, other[(None, None, None, sub)], registers)
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (compact: the atoms' broadcast K mode removed)."""
@@ -666,6 +535,127 @@ class Sm100BlockScaledGemm:
         thr_copy = tiled_copy.get_slice(tidx)
         out_epi = cute.flat_divide(tCgOut[((None, None), 0, 0, None, None, None)], epi_tile)
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
+
+
+@dataclass(frozen=True)  # frozen: the kernel's loops may then use it without carrying it
+class SplitKReduction:
+    """Split-K across CTAs in one kernel: every split of an output tile stores its fp32 partial
+    and counts its arrival at the tile's counter; the split that arrives last adds the other
+    splits' partials to its own accumulator and writes c, then puts the counter back to zero.
+    No second kernel, no CTA-wide barrier, no memset.
+
+    One warp's share of a tile: `registers` holds one subtile of its accumulator (fp32, as
+    `load_accumulator` copies it there from the tensors `finish` takes), and each warp counts
+    its own arrivals, so every tile has a counter per warp and a warp's decision is uniform.
+    The last arrival loads the other splits' partials `ahead` subtiles before it adds them, so
+    that their round trips overlap (0: each subtile's loaded just before its adds).
+
+    Every call finds its counters at zero: the last arrival resets its own, and a grid runs
+    every CTA to its end or faults the context for good. A schedule that left a count short
+    would be wrong on its first call, which the self-check (`first_call`) finds.
+
+    Nothing here is particular to tensor memory: the sm_90a stress test
+    (experiments/splitk_protocol) runs this class on accumulators in global memory."""
+
+    splits: int
+    ahead: int
+    load_accumulator: object  # the copy from the accumulator's subtiles into `registers`
+    registers: cute.Tensor  # fp32, one subtile of the accumulator
+    lane: object
+    halves: cute.Tensor  # fp16, one subtile of c
+    slots: list  # the last arrival's loads of the other splits' partials: [slot][other split]
+
+    @classmethod
+    def create(cls, splits: int, ahead: int, load_accumulator, registers: cute.Tensor, lane) -> SplitKReduction:
+        halves = cute.make_rmem_tensor(registers.shape, cutlass.Float16)
+        slots = [[cute.make_rmem_tensor(registers.shape, cutlass.Float32) for _ in range(splits - 1)]
+                 for _ in range(max(ahead, 1))]
+        return cls(splits, ahead, load_accumulator, registers, lane, halves, slots)
+
+    @staticmethod
+    def _move(dtype):
+        return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype)
+
+    @staticmethod
+    def other_split(j, split):
+        """The j-th of a tile's splits (K ranges, partial slots) but `split`, for j = 0, 1, ..."""
+        return j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)
+
+    @cute.jit
+    def finish(self, accumulator: cute.Tensor, c_tiles: cute.Tensor, partials: cute.Tensor,
+               first_slot: cutlass.Int32, split: cutlass.Int32, counter: cute.Pointer):
+        """This split's part of a tile: `accumulator` and `c_tiles` by subtile (last mode),
+        `partials` by subtile and slot (the tile's splits in slots first_slot + split), and the
+        warp's counter for the tile."""
+        own = partials[(None, None, None, None, first_slot + split)]
+        for sub in cutlass.range(cute.size(accumulator, mode=[3]), unroll=1):
+            cute.copy(self.load_accumulator, accumulator[(None, None, None, sub)], self.registers)
+            cute.copy(self._move(cutlass.Float32), self.registers, own[(None, None, None, sub)])
+        if self._arrive(counter) == self.splits - 1:
+            self._add_others_and_store_c(accumulator, c_tiles, partials, first_slot, split)
+            if self.lane == 0:
+                cute.arch.atomic_exch(counter, cutlass.Int32(0), sem="relaxed", scope="gpu")
+
+    @cute.jit
+    def _arrive(self, counter: cute.Pointer) -> cutlass.Int32:
+        """Counts this warp's arrival; every lane gets the arrivals before it.
+
+        Release, in the PTX memory model's terms: the warp barrier puts every lane's partial
+        stores before lane 0's fence in causality order, and that fence followed by lane 0's
+        relaxed count is a release pattern, so whichever split's count reads this one's (and
+        then acquires, `_add_others_and_store_c`) sees the stores. The count itself needs no
+        ordering of its own. Every lane runs the fence (one warp instruction either way), so
+        each lane's own stores are fenced by its own fence too: ptxas may compile a converged
+        warp's barrier to nothing, and the order then rests on no lane-0-only instruction."""
+        cute.arch.sync_warp()
+        cute.arch.fence_acq_rel_gpu()
+        arrived = cutlass.Int32(0)
+        if self.lane == 0:
+            arrived = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="relaxed", scope="gpu")
+        return cute.arch.shuffle_sync(arrived, 0)
+
+    @cute.jit
+    def _add_others_and_store_c(self, accumulator: cute.Tensor, c_tiles: cute.Tensor, partials: cute.Tensor,
+                                first_slot: cutlass.Int32, split: cutlass.Int32):
+        """The last arrival: the other splits' partials added to the accumulator, subtile by
+        subtile, and the sums written to fp16 c.
+
+        Acquire: lane 0's count (`_arrive`) followed by its fence is an acquire pattern, and the
+        warp barrier after the fence puts every lane's loads of the other splits' partials after
+        it (a shuffle orders nothing in memory). Every lane runs the fence, as in `_arrive`."""
+        cute.arch.fence_acq_rel_gpu()
+        cute.arch.sync_warp()
+        subtiles = cute.size(accumulator, mode=[3])
+        ahead = self.ahead
+        others = [partials[(None, None, None, None, first_slot + self.other_split(j, split))]
+                  for j in range(self.splits - 1)]
+        for sub in cutlass.range_constexpr(ahead):
+            self._load_partials(others, sub, self.slots[sub])
+        for sub in cutlass.range_constexpr(subtiles):
+            slot = self.slots[sub % len(self.slots)]
+            if cutlass.const_expr(ahead == 0):
+                self._load_partials(others, sub, slot)
+            cute.copy(self.load_accumulator, accumulator[(None, None, None, sub)], self.registers)
+            for j in cutlass.range_constexpr(len(others)):
+                self.registers.store(self.registers.load() + slot[j].load())
+            if cutlass.const_expr(0 < ahead and sub + ahead < subtiles):
+                self._load_partials(others, sub + ahead, slot)  # the slot just added
+            self.halves.store(self.registers.load().to(cutlass.Float16))
+            cute.copy(self._move(cutlass.Float16), self.halves, c_tiles[(None, None, None, sub)])
+
+    def _load_partials(self, others: list, sub: int, slot: list) -> None:
+        """Subtile `sub` of every other split's partial into the registers of `slot`."""
+        for other, registers in zip(others, slot):
+            cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
+
+
+def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
+    """At trace time: the columns the kernel's tensor-memory tensors span (accumulator stages,
+    SFA, SFB, one after the other) fit the allocation `Sm100Config.tmem_columns` counts."""
+    used = accumulator + sfa + sfb
+    if used > config.tmem_columns:
+        raise ValueError(f"{config.describe()}: tensor memory takes {used} columns "
+                         f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
 
 
 class WorkUnit(NamedTuple):
@@ -708,12 +698,10 @@ class Sm100Schedule:
         return WorkUnit(m_tile, n_tile, batch, k_begin, k_end, split)
 
 
-# Configurations of the three benchmark shapes. 128 x 7168 x 16384: the competition's
-# first-placed entry's, as it measured them on a B200 (its split-K returned fp32; ours reduces
-# into fp16 c). The other two take K whole in 64-row tiles, where the cost model
-# (harness/b200_model.py) puts two calls in flight at half the time of that entry's tiles with
-# PDL: 128 x 4096 x 7168's 64 CTAs leave the next call's whole grid SMs of its own, and
-# 128 x 7168 x 2048's 112 CTAs, which do not, take two CTAs an SM.
+# The benchmark shapes' configurations (docs/b200.md gives the reasons). 128 x 7168 x 16384
+# takes the competition's first-placed entry's tiles, split-K and depth; the other two take K
+# whole in 64-row tiles, and 128 x 7168 x 2048, whose 112 CTAs leave the next call too few SMs
+# of its own, is sized for two CTAs an SM.
 SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 16384, 1): Sm100Config(tile_m=128, split_k=2, stages=6),
     Problem(128, 4096, 7168, 1): Sm100Config(tile_m=64, split_k=1, stages=8),
@@ -724,6 +712,22 @@ SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials sta
 # partials, no arrival counters and no cross-CTA reduction; no programmatic dependent launch,
 # so calls run one after the other; one CTA an SM; tiles and stages as chosen.
 SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
+
+
+def sm100_rungs(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
+    """The configurations the self-check tries in turn, each named for its fallback line: the
+    chosen one; the conservative one (no split-K, no PDL, one CTA an SM); the plain one, which
+    also leaves the chosen tiles and stages for 128-row tiles over the whole of K with the
+    deepest pipeline (the configuration most official tests run). One equal to an earlier one
+    is left out."""
+    plain = Sm100Config(tile_m=128, split_k=1, stages=Sm100Config.max_stages(128), pdl=False)
+    rungs = []
+    for name, config in (("the chosen configuration", sm100_config(problem, num_sms)),
+                         ("the conservative configuration", sm100_config(problem, num_sms, conservative=True)),
+                         ("the plain configuration", plain)):
+        if all(config != earlier for _, earlier in rungs):
+            rungs.append((name, config))
+    return rungs
 
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
@@ -753,6 +757,66 @@ def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
         # The next call's grid would not find SMs of its own: two CTAs an SM, as on the benchmarks.
         return Sm100Config(64, 1, Sm100Config.max_stages(64, 2), ctas_per_sm=2)
     return Sm100Config(tile_m, split_k, Sm100Config.max_stages(tile_m))
+
+
+class Sm100Gemm:
+    """The host side of `Sm100BlockScaledGemm`: its configuration for a problem, its compiled
+    variants, the launch plans the calls run and the self-check's rungs, and the compile
+    checker's entry (`kernel_for_arch` hands this class to the call path and the checker)."""
+
+    ARCH = "sm_100a"
+
+    @classmethod
+    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
+        return sm100_config(problem, num_sms)
+
+    @classmethod
+    def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
+                tvm_ffi: bool = HAVE_TVM_FFI):
+        """Compile `config` for any problem size (sizes are runtime arguments); returns the
+        compiled function and the kernel object that traced it."""
+        kernel = Sm100BlockScaledGemm(config)
+        pointers = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES]
+        sizes = [cutlass.Int32(1)] * 5
+        compiled = cute.compile(kernel, *pointers, *sizes,
+                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
+        return compiled, kernel
+
+    @classmethod
+    def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
+        config = cls.config_for(problem)
+        _, kernel = cls.compile(config, arch, extra_options, tvm_ffi=False)
+        if kernel.launch_smem_bytes != config.smem_bytes:  # what the stage counts are sized by
+            raise AssertionError(f"{config.describe()}: the kernel's shared storage takes {kernel.launch_smem_bytes} "
+                                 f"bytes, Sm100Config.smem_bytes counts {config.smem_bytes}")
+        return CompileFacts(config.describe(), kernel.launch_smem_bytes, config.tmem_columns)
+
+    @classmethod
+    def launch_plan(cls, problem: Problem, device: torch.device, config: Sm100Config | None = None,
+                    conservative: bool = False) -> LaunchPlan:
+        """The plan for `problem` on `device`: for `config` where one is given (the self-check's
+        rungs and tests pin one), else `sm100_config`'s (its conservative one with
+        `conservative`, or as NVFP4_SM100_CONSERVATIVE says)."""
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        if config is None:
+            config = sm100_config(problem, num_sms, conservative=True if conservative else None)
+        config.check_problem(problem, num_sms)
+        compiled = compiled_kernel((cls.__name__, config, HAVE_TVM_FFI),
+                                   lambda: cls.compile(config)[0])
+        # Arrivals are counted per epilogue warp and tile (see the epilogue).
+        workspace_args, workspace = split_k_workspace(problem, config.split_k,
+                                                      len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem), device)
+        num_ctas = config.grid_ctas(problem, num_sms)
+        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas)
+        return LaunchPlan(compiled, Sm100BlockScaledGemm.POINTER_TYPES[:5], workspace_args + scalars, workspace, config)
+
+    @classmethod
+    def rungs(cls, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
+        """What the self-check (`first_call`) tries in turn, each as (what it is, how to build
+        its plan): `sm100_rungs`' configurations."""
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return [(name, functools.partial(cls.launch_plan, problem, device, config))
+                for name, config in sm100_rungs(problem, num_sms)]
 
 
 # ===== end of Blackwell path =====
@@ -956,11 +1020,6 @@ def tile_coords(linear, tiles_m, splits, tiles_n):
     return m_tile, split, rest % tiles_n, rest // tiles_n
 
 
-def other_split(j, split):
-    """The j-th of a tile's splits (K ranges, partial slots) but `split`, for j = 0, 1, ..."""
-    return j + 1 - cutlass.min(cutlass.max(split - j, 0), 1)
-
-
 # ----- call path: compile once per configuration, launch with little host work -----
 
 def compile_options(arch: str | None = None, *, tvm_ffi: bool = HAVE_TVM_FFI, extra: str = "") -> str:
@@ -1127,52 +1186,112 @@ def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int
     return bad.shape[0], tuple(bad[0].tolist())
 
 
-def describe_plan(plan) -> str:
-    config = getattr(plan, "config", None)
-    return config.describe() if config is not None else type(plan).__name__
-
-
 class ExactGemm:
-    """The path that is certainly right, where no kernel configuration passed its self-check:
-    `exact_product` rounded to fp16 into c, on every call."""
+    """The path that is certainly right, where no configuration of the kernel passed its
+    self-check: `exact_product` rounded to fp16 into c, on every call."""
 
     @staticmethod
     def run(data) -> None:
         data[6].copy_(exact_product(data).to(torch.float16))
 
 
+def describe_plan(plan) -> str:
+    config = getattr(plan, "config", None)
+    return config.describe() if config is not None else type(plan).__name__
+
+
+def _negated(packed: torch.Tensor) -> torch.Tensor:
+    """Packed e2m1 operand with every value's sign flipped (bit 3 of each nibble), laid out as
+    `packed` is: the product with it is the negated product."""
+    out = torch.empty_like(packed)
+    torch.bitwise_xor(packed.view(torch.uint8), 0x88, out=out.view(torch.uint8))
+    return out
+
+
+class ThreeCalls:
+    """The self-check's trial of a kernel's plan: three calls queued back to back, as the
+    competition queues them, each into an output filled with NaN beforehand. The second
+    multiplies by b negated, so its split-K partials differ from its neighbours': a call whose
+    epilogue ran ahead of the previous call's end (PDL), read partials of another call, or found
+    arrival counters its predecessor left unreset writes a wrong or no answer. The third writes
+    the caller's c."""
+
+    CALLS = 3
+
+    def __init__(self, data, exact: torch.Tensor):
+        a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
+        self.exact = exact
+        self.inputs = (
+            (a, b, sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
+            (a, _negated(b), sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
+            tuple(data),
+        )
+
+    def fault(self, plan) -> str | None:
+        """None where every call of `plan` wrote the right answer; otherwise its first wrong
+        element."""
+        for inputs in self.inputs:
+            inputs[6].fill_(float("nan"))
+        for inputs in self.inputs:
+            plan.launch(operand_addresses(inputs))
+        for number, inputs in enumerate(self.inputs, 1):
+            sign = -1 if number == 2 else 1
+            fault = self._wrong(sign * inputs[6], sign, f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}")
+            if fault is not None:
+                return fault
+        return None
+
+    def _wrong(self, c: torch.Tensor, sign: int, call: str) -> str | None:
+        wrong = wrong_elements(c, self.exact)
+        if wrong is None:
+            return None
+        count, index = wrong
+        return (f"{call}: c{list(index)} = {sign * c[index].item()!r}, exact {sign * self.exact[index].item()!r} "
+                f"({count} of {c.numel()} elements wrong)")
+
+
+def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
+    """The kernel's own rungs (`rungs(problem, device)`: (what it is, how to build its plan)),
+    or, for a kernel without them, its chosen plan and its conservative one."""
+    rungs = getattr(kernel, "rungs", None)
+    if rungs is not None:
+        return rungs(problem, device)
+    return [("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
+            ("the conservative configuration", lambda: kernel.launch_plan(problem, device, conservative=True))]
+
+
 def first_call(kernel: type, call: Call, data):
-    """The first call of `call.problem` on its device: the kernel's launch plan, checked
-    against `exact_product` (unless NVFP4_SELF_CHECK=0). On a wrong element, or an error in
-    building or running it, one line on stderr that starts with FALLBACK_PREFIX, and the
-    kernel's conservative plan in its place, checked the same way, then `ExactGemm`. c holds
-    the answer of what is returned, which the later calls of the problem run."""
+    """The first call of `call.problem` on its device: the kernel's rungs (`plan_rungs`) in
+    turn, each tried by `ThreeCalls` against `exact_product` (unless NVFP4_SELF_CHECK=0), the
+    first that passes kept. On a wrong element, or an error in building or running a rung, one
+    line on stderr that starts with FALLBACK_PREFIX, then the next rung; after the last, the
+    exact product the check computed, written into c (later calls run `ExactGemm`). c holds the
+    answer of what is returned, which the later calls of the problem run."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
         plan = kernel.launch_plan(problem, device)
         plan.launch(call.addresses)
         return plan
     exact = exact_product(data)
+    trial = ThreeCalls(data, exact)
+    rungs = plan_rungs(kernel, problem, device)
     shape = "x".join(map(str, problem))
-    for conservative, instead in ((False, "the conservative configuration"), (True, "the exact torch product")):
-        plan, what = None, "(not built)"
+    for number, (name, build) in enumerate(rungs, 1):
+        plan, what = None, f"{name} (not built)"
         try:
-            plan = kernel.launch_plan(problem, device, conservative=conservative)
-            plan.launch(call.addresses)
+            plan = build()
+            fault = trial.fault(plan)
             what = describe_plan(plan)
-            wrong = wrong_elements(data[6], exact)
-            if wrong is None:
+            if fault is None:
                 return plan
-            count, index = wrong
-            fault = (f"c{list(index)} = {data[6][index].item()!r}, exact {exact[index].item()!r} "
-                     f"({count} of {data[6].numel()} elements wrong)")
         except Exception as error:  # a plan that cannot be built or run falls back too
             if plan is not None:
                 what = describe_plan(plan)
             fault = f"{type(error).__name__}: {error}"
+        instead = rungs[number][0] if number < len(rungs) else "the exact torch product"
         print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}",
               file=sys.stderr, flush=True)
-    ExactGemm.run(data)
+    data[6].copy_(exact.to(torch.float16))
     return ExactGemm
 
 
@@ -1186,8 +1305,8 @@ def kernel_for_arch(arch: str) -> type | None:
     call path: a `LaunchPlan`, or an object that picks one on the first call and has its `launch`),
     `config_for(problem)` and `compile_for_check(problem, arch, extra_options) -> CompileFacts`
     (the compile checker, harness/compile.py)."""
-    if arch == Sm100BlockScaledGemm.ARCH:
-        return Sm100BlockScaledGemm
+    if arch == Sm100Gemm.ARCH:
+        return Sm100Gemm
     if arch == "sm_90a":
         from hopper_stand_in import HopperNvfp4Gemm  # local runs only: the leaderboard has no Hopper
 

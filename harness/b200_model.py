@@ -2,61 +2,72 @@
 
 It is a model, not a measurement: every figure it gives is labelled as one, and is to be
 replaced by a measurement the day a B200 run exists. It times one call of a kernel described by
-its tiles, split-K, pipeline depth and launch, on the competition's shapes, in the
-competition's timing (50 calls back to back after an L2 flush):
+its tiles, split-K, pipeline depth, reduction and launch, on the competition's shapes, in the
+competition's timing (50 calls back to back after an L2 flush, each on its own inputs):
 
-    call = max(host time per call, launch + mainloop + epilogue tail)
+    call = launch + max(main loop, DRAM bytes / DRAM rate, L2 bytes / L2 rate) + epilogue tail
 
-- launch: a grid's launch and prologue (barriers, TMEM allocation, descriptor prefetch) up to
-  its first load. With programmatic dependent launch the next call's grid is launched while
-  this one runs, but a CTA needs an SM: one CTA fills an SM, so only the SMs this call's grid
-  leaves free take the next call's CTAs at once. Those load their share of the operands while
-  this call's tail runs; the others start on this call's SMs as its CTAs exit and pay a CTA's
-  start (`CTA_START_S`, the part of the launch that is per SM). Where the whole next grid fits
-  on the free SMs, or where two CTAs an SM (`Kernel.ctas_per_sm`) give every SM room for the
-  next call's CTA, two calls are in flight, and a call's time is the larger of the busiest
-  resource and half of one call's chain (start, main loop, tail).
-- mainloop: each CTA's K loop. With a pipeline (2 stages or more) the loads stream: the first
-  arrives after one memory latency, then each K tile costs the larger of its bytes at the per-SM
-  ingest rate and its MMAs; with one stage every K tile pays the latency, its transfer and its
-  MMAs in turn. Bounded below by the DRAM bytes at the DRAM rate and the L2-to-SM bytes at the
-  L2 rate. More work units than SMs run one after another, persistent CTA or new wave alike.
-- share-K: every SM takes an even share of all (tile, K tile) iterations; a share that meets
-  several tiles pays the first load's latency on each, and a tile's K is added up from as many
-  partials as shares meet it.
-- TMA multicast in clusters along M divides the L2 reads of the shared B tile among the
-  cluster's CTAs; it changes nothing else (every SM still takes in its whole tiles).
-- epilogue tail: the output tile's stores, and with split-K the fp32 partial's store, the
-  arrival atomic's round trip and the other splits' partials read back.
+- Each CTA streams its K tiles through `stages` shared-memory slots. A slot's cycle is one
+  memory latency, the K tile's transfer at the SM's ingest rate and its MMAs; with S slots a K
+  tile costs the largest of its transfer, its MMAs and a cycle / S (Little's law: the bytes the
+  stages keep in flight over the latency). The SM's ingest rate is the smaller of a per-SM cap
+  and the L2's aggregate rate shared by the SMs in use, so no configuration ever reads L2 faster
+  than the L2 delivers.
+- The epilogue tail: the last stores' round trip and the output tile at the ingest rate; with
+  split-K, either every split's fp32 atomic adds into a zeroed buffer (`Reduction.ATOMIC`, the
+  first-placed entry's) or an fp32 partial, an arrival counter and the last split's reads of
+  the other partials (`Reduction.PARTIALS`, this kit's).
+- The launch: without programmatic dependent launch (PDL), the previous grid's drain, the
+  launch and the prologue, fitted. With PDL the grid launches early: its CTAs start at once on
+  the SMs the previous grid leaves free and load their share under its tail; the others start
+  as its CTAs exit and pay a CTA's start (`CTA_START_S`, set). Where the next grid fits on the
+  free SMs, or two CTAs an SM give it room on every SM, two calls are in flight: a call then
+  takes the overlap factor times the largest of half a call's chain (start, main loop, tail),
+  the busiest SM's own ingest and MMAs, and a tail after the previous grid's hand-off (each
+  epilogue waits for the whole previous grid); and no less than DRAM and L2 allow. The overlap
+  factor and the hand-off come from `experiments/pdl_overlap` (`Overlap`, read from
+  results/pdl-overlap-bandwidth.json; assumed until a run is recorded there).
+- More work units than SMs run one after another, each paying its first load's latency.
 
-Its free constants (launch, latency, per-SM ingest, the starter's host time) are fitted to the
-published B200 times of two kernels whose configuration is known (the first-placed entry, with
-the tiles our kernel uses, and the competition's CuTeDSL starter): `python -m harness model --fit`
-refits them and `python -m harness model` prints the calibration beside every published figure.
+The free constants (launch, latency, per-SM ingest cap, DRAM efficiency) have physical meaning
+and bounds; `harness/b200_calibration.py` fits them to some published B200 times and checks
+them on others it holds out.
 """
 
 import dataclasses
-import itertools
+import enum
+import functools
+import json
 import math
+from pathlib import Path
 
-from rich.table import Table
+import numpy as np
 
-from harness.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, DEVICES, gemm_bytes
-from harness.stats import geomean
+from harness.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, SF_VEC_SIZE
 
 BENCHMARK_SHAPES = ((128, 7168, 16384, 1), (128, 4096, 7168, 1), (128, 7168, 2048, 1))
 TILE_K = 256  # K per load: one 128-byte swizzle row of fp4
-SF_VEC = 16
-L2_TO_SM_BYTES_PER_S = 20e12  # aggregate L2 read rate; not binding on these shapes, so not fitted
+SCALE_ATOM_ROWS = 128  # scale tiles are loaded in atoms of 128 rows, whatever the tile's rows
 MMA_FLOPS_PER_SM_S = B200_FP4_FLOP_PER_SM_CLK * B200_CLOCK_HZ
+# The L2's aggregate read rate to the SMs: set, not fitted (no published time isolates it). It
+# bounds the per-SM ingest cap's fit (cap x SMs <= this), so no fitted configuration reads L2
+# faster than it.
+L2_TO_SM_BYTES_PER_S = 20e12
 # A CTA's start on an SM the previous call's grid held, to its first load: the block
-# scheduler's dispatch and the prologue. Part of the fitted launch; no published time tells the
-# two apart (no published kernel used PDL), so it is set, not fitted, and `sensitivity_table`
-# shows what half and one and a half times it give.
+# scheduler's dispatch and the prologue (barriers, TMEM allocation, descriptor prefetch). No
+# published kernel used PDL, so it is set, not fitted; `b200_report.sensitivity_table` varies it.
 CTA_START_S = 1.0e-6
 # A cluster barrier's round trip, for the split-K exchange through distributed shared memory:
 # set, not fitted (no published kernel did it).
 CLUSTER_BARRIER_S = 0.5e-6
+OVERLAP_RECORD = Path(__file__).resolve().parent.parent / "results" / "pdl-overlap-bandwidth.json"
+
+
+class Reduction(enum.Enum):
+    """How split-K's partial sums meet."""
+
+    PARTIALS = "fp32 partials, an arrival counter, the last split adds"
+    ATOMIC = "fp32 atomic adds into a zeroed buffer"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,38 +80,131 @@ class Kernel:
     split_k: int = 1
     stages: int = 2
     pdl: bool = False
-    host_s: float = 0.0  # host time per call, where it is known to bind
+    tile_k: int = TILE_K
+    reduction: Reduction = Reduction.PARTIALS
+    out_bytes: int = 2  # bytes of each element of c written (fp16; fp32 where c is returned in fp32)
     # CTAs of neighbouring row tiles that share one B tile and its scales through TMA multicast:
     # L2 reads of them are divided among the cluster (each SM still receives all of it).
     cluster_m: int = 1
     # Every SM takes an even share of the (tile, K tile) iterations; split_k is then the most
     # K ranges (partials) added into one tile.
     share_k: bool = False
-    # CTAs an SM holds at once (shared memory, tensor memory columns and registers allowing):
-    # with 2, the next call's CTAs start beside this call's on every SM.
+    # CTAs an SM holds at once: with 2, the next call's CTAs start beside this call's on every SM.
     ctas_per_sm: int = 1
-    # Split-K's partials exchanged through distributed shared memory among the splits of a
-    # tile, one cluster, in place of global memory and an arrival counter.
+    # Split-K's partials exchanged through distributed shared memory in one cluster.
     cluster_reduction: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class Constants:
-    launch_s: float  # launch and prologue, to the first load
-    latency_s: float  # one DRAM round trip (a load's, an atomic's)
-    ingest_bytes_per_s: float  # L2 to shared memory, per SM
-    dram_efficiency: float  # the fraction of the SOL table's DRAM rate a streaming kernel reaches
-    starter_host_s: float  # the CuTeDSL starter's host time per call
+    """The free constants. Each may be an array (numpy broadcasting): the fit times every point
+    of its grid in one pass."""
+
+    launch_s: float  # without PDL: the previous grid's drain, the launch and the prologue
+    latency_s: float  # one memory round trip under load (a load's, a store's drain, an atomic's)
+    ingest_bytes_per_s: float  # an SM's own cap on L2-to-shared-memory bytes
+    dram_efficiency: float  # the fraction of the SOL table's DRAM rate these kernels' loads reach
 
 
-# Fitted with `python -m harness model --fit` (results/b200-model-calibration.txt).
-FITTED = Constants(launch_s=2.75e-6, latency_s=1.4e-6, ingest_bytes_per_s=300e9, dram_efficiency=0.8, starter_host_s=36.9e-6)
+# The fit's (harness/b200_calibration.py; `python -m harness model` says so where they differ, and
+# results/b200-model-calibration.txt holds its output).
+FITTED = Constants(launch_s=3.25e-6, latency_s=1.1e-6, ingest_bytes_per_s=135e9, dram_efficiency=0.65)
 
 
-def _tile_bytes(kernel: Kernel) -> int:
+@dataclasses.dataclass(frozen=True)
+class Overlap:
+    """Two calls in flight, as experiments/pdl_overlap measures them: `ratio` is a call's time
+    over the model's formula (half the chain, the busiest SM, the serial tails), `handoff_s` the
+    previous grid's last exit to the waiting epilogue's release."""
+
+    ratio: float
+    handoff_s: float
+    source: str  # device, date and commit of the run, or why it is an assumption
+    measured: bool
+
+
+# Until a bandwidth-bound run is recorded: the hand-off as the latency-bound H100 run measured it
+# (0.77-0.81 us, results/logs/2026-11-25-h100-ba2ff26-pdl-overlap.log), and a ratio above that
+# run's worst (1.06) by an allowance for the contention of two streaming CTAs on one SM, which a
+# 2 KB-tile kernel could not show.
+ASSUMED_OVERLAP = Overlap(ratio=1.25, handoff_s=0.8e-6, measured=False,
+                          source="ASSUMED: no bandwidth-bound pdl_overlap run recorded in results/")
+
+
+def load_overlap(path: Path = OVERLAP_RECORD) -> Overlap:
+    """The recorded bandwidth-bound pdl_overlap measurement (`run.py --record`), or the assumption."""
+    if not path.exists():
+        return ASSUMED_OVERLAP
+    record = json.loads(path.read_text())
+    if record.get("mode") != "bandwidth":
+        raise ValueError(f"{path}: a {record.get('mode')!r} run; the model takes a bandwidth-bound one")
+    missing = [key for key in ("device", "date", "commit", "overlap_ratio") if record.get(key) is None]
+    if missing:
+        raise ValueError(f"{path}: no {', '.join(missing)}")
+    source = f"measured: {record['device']}, {record['date']}, at {record['commit']} ({path.name})"
+    if record.get("handoff_us") is None:
+        # No epilogue of the run reached its wait before the previous grid completed.
+        return Overlap(ratio=record["overlap_ratio"], handoff_s=ASSUMED_OVERLAP.handoff_s, measured=True,
+                       source=f"{source}; hand-off assumed (no CTA waited)")
+    return Overlap(ratio=record["overlap_ratio"], handoff_s=record["handoff_us"] * 1e-6, measured=True, source=source)
+
+
+OVERLAP = load_overlap()
+
+
+def stage_bytes(kernel: Kernel) -> int:
     """Bytes one CTA loads per K tile: both fp4 tiles and their e4m3 scales (128-row atoms)."""
-    rows_a = max(kernel.tile_m, 128)
-    return (kernel.tile_n + kernel.tile_m) * TILE_K // 2 + (kernel.tile_n + rows_a) * TILE_K // SF_VEC
+    scale_rows = max(kernel.tile_n, SCALE_ATOM_ROWS) + max(kernel.tile_m, SCALE_ATOM_ROWS)
+    return (kernel.tile_n + kernel.tile_m) * kernel.tile_k // 2 + scale_rows * kernel.tile_k // SF_VEC_SIZE
+
+
+def mma_seconds(kernel: Kernel) -> float:
+    """One K tile's MMAs (fp4 MMAs are 128 rows at least: a 64-row B tile costs a 128-row one)."""
+    return 2 * max(kernel.tile_n, 128) * kernel.tile_m * kernel.tile_k / MMA_FLOPS_PER_SM_S
+
+
+def _largest(*values):
+    """The elementwise largest (scalars or arrays of constants)."""
+    return functools.reduce(np.maximum, values)
+
+
+def sm_ingest_rate(constants: Constants, active_sms: int) -> float:
+    """An SM's L2-to-shared-memory rate: its own cap, or its share of the L2's where that is less."""
+    return np.minimum(constants.ingest_bytes_per_s, L2_TO_SM_BYTES_PER_S / max(active_sms, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """One CTA's K loop: a slot's cycle and the steady cost of a K tile."""
+
+    transfer_s: float
+    mma_s: float
+    cycle_s: float
+    stages: int
+
+    @property
+    def k_tile_s(self) -> float:
+        """A K tile once the loads stream: the largest of a cycle over the stages (Little's law:
+        what the stages keep in flight), its transfer at the SM's ingest rate and its MMAs."""
+        return _largest(self.cycle_s / self.stages, self.transfer_s, self.mma_s)
+
+    @property
+    def bound(self) -> str:
+        """What sets the K tile's cost (scalar constants): "in flight", "ingest" or "MMA"."""
+        costs = {"in flight": self.cycle_s / self.stages, "ingest": self.transfer_s, "MMA": self.mma_s}
+        return max(costs, key=costs.get)
+
+    def seconds(self, units: int, k_tiles: int) -> float:
+        """`units` work units one after another over `k_tiles` K tiles in all: each unit's first
+        K tile waits a whole cycle, the others stream."""
+        return units * self.cycle_s + (k_tiles - units) * self.k_tile_s
+
+
+def pipeline(kernel: Kernel, constants: Constants, active_sms: int) -> Pipeline:
+    rate = sm_ingest_rate(constants, active_sms)
+    transfer = stage_bytes(kernel) / rate
+    mma = mma_seconds(kernel)
+    return Pipeline(transfer, mma, constants.latency_s + transfer + mma, kernel.stages)
 
 
 def _k_shares(tiles: int, k_tiles: int) -> list[range]:
@@ -120,127 +224,105 @@ def k_share_parts(tiles: int, k_tiles: int) -> int:
 
 
 def _units_and_k_tiles_per_sm(kernel: Kernel, tiles: int, k_tiles: int) -> tuple[int, int]:
-    """(units, K tiles) of the busiest SM: a persistent CTA's next unit pays the first load's
-    latency again, as a new wave does, and so does a share-K share's next tile."""
+    """(units, K tiles) of the busiest SM: a unit after the first pays its first load's latency
+    again, and so does a share-K share's next tile."""
     if kernel.share_k:
         shares = _k_shares(tiles, k_tiles)
         return max(share[-1] // k_tiles - share[0] // k_tiles + 1 for share in shares), max(map(len, shares))
-    units_per_sm = math.ceil(tiles * kernel.split_k / B200_SMS)
+    units_per_sm = math.ceil(tiles * kernel.split_k / (B200_SMS * kernel.ctas_per_sm))
     return units_per_sm, units_per_sm * (k_tiles // kernel.split_k)
 
 
 def grid_ctas(kernel: Kernel, tiles: int, k_tiles: int) -> int:
-    """CTAs of one call's persistent grid: one per unit (share-K: per iteration), at most one an SM."""
-    return min(B200_SMS, tiles * (k_tiles if kernel.share_k else kernel.split_k))
+    """CTAs of one call's grid on the SMs at once: one per unit (share-K: per iteration)."""
+    return min(B200_SMS * kernel.ctas_per_sm, tiles * (k_tiles if kernel.share_k else kernel.split_k))
 
 
-def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, cta_start_s: float = CTA_START_S,
-                 loads_under_tail: bool = True) -> float:
-    """One call's time in the competition's timing. `cta_start_s` and `loads_under_tail` (the
-    next call's CTAs on free SMs load while this call's tail runs) are the PDL assumptions that
-    no published time tests: `sensitivity_table` varies them."""
+def dram_bytes(kernel: Kernel, shape: tuple) -> int:
+    """Bytes that cross DRAM once: fp4 A and B, their scales, c as the kernel writes it."""
+    m, n, k, l = shape
+    return l * ((m + n) * k // 2 + (m + n) * k // SF_VEC_SIZE + kernel.out_bytes * m * n)
+
+
+def tail_seconds(kernel: Kernel, constants: Constants, rate: float) -> float:
+    """The epilogue after the last K tile: c's stores and their round trip, and split-K's exchange."""
+    out_tile = kernel.tile_n * kernel.tile_m
+    if kernel.split_k == 1:
+        return constants.latency_s + kernel.out_bytes * out_tile / rate
+    if kernel.reduction is Reduction.ATOMIC:
+        # Every split adds its fp32 tile into the zeroed buffer; nothing waits on another split.
+        return constants.latency_s + 4 * out_tile / rate
+    tail = constants.latency_s + kernel.out_bytes * out_tile / rate
+    if kernel.cluster_reduction:
+        # The other splits' fp32 partials from their shared memory, after a cluster barrier.
+        return tail + 4 * out_tile * (kernel.split_k - 1) / rate + CLUSTER_BARRIER_S
+    # The fp32 partial out, the arrival's round trip, the other partials back in.
+    return tail + 4 * out_tile * kernel.split_k / rate + constants.latency_s
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One call's time and its parts, in seconds."""
+
+    seconds: float
+    branch: str  # "one call at a time", "PDL, one CTA an SM" or "two calls in flight"
+    pipeline: Pipeline
+    mainloop_s: float
+    tail_s: float
+    dram_s: float  # with PDL, what is left once the next call's CTAs on free SMs loaded under this tail
+    l2_s: float
+    chain_s: float | None = None  # two calls in flight: start + main loop + tail
+    busiest_sm_s: float | None = None  # two calls in flight: an SM's own ingest and MMAs per call
+    serial_tail_s: float | None = None  # two calls in flight: tail + hand-off
+
+
+def call(kernel: Kernel, shape: tuple, constants: Constants = FITTED, overlap: Overlap = OVERLAP,
+         cta_start_s: float = CTA_START_S, loads_under_tail: bool = True) -> Call:
+    """One call in the competition's timing. `cta_start_s`, `loads_under_tail` (the next call's
+    CTAs on free SMs load while this call's tail runs) and `overlap` are the PDL assumptions no
+    published time tests: `b200_report.sensitivity_table` varies them."""
     m, n, k, l = shape
     tiles = (n // kernel.tile_n) * (m // kernel.tile_m) * l
-    units_per_sm, k_tiles_per_sm = _units_and_k_tiles_per_sm(kernel, tiles, k // TILE_K)
-    grid = grid_ctas(kernel, tiles, k // TILE_K)
-    tile_bytes = _tile_bytes(kernel)
-    load_s = tile_bytes / constants.ingest_bytes_per_s
-    mma_s = 2 * kernel.tile_n * kernel.tile_m * TILE_K / MMA_FLOPS_PER_SM_S
-    if kernel.stages >= 2:
-        mainloop = units_per_sm * constants.latency_s + k_tiles_per_sm * max(load_s, mma_s)
-    else:
-        mainloop = k_tiles_per_sm * (constants.latency_s + load_s + mma_s)
+    k_tiles = k // kernel.tile_k
+    units_per_sm, k_tiles_per_sm = _units_and_k_tiles_per_sm(kernel, tiles, k_tiles)
+    grid = grid_ctas(kernel, tiles, k_tiles)
+    active_sms = min(grid, B200_SMS)
+    flow = pipeline(kernel, constants, active_sms)
+    mainloop = flow.seconds(units_per_sm, k_tiles_per_sm)
     dram_rate = B200_TABLE_BANDWIDTH * constants.dram_efficiency
-    dram_bytes = gemm_bytes(m, n, k, l)
-    shared_b_bytes = kernel.tile_n * TILE_K // 2 + kernel.tile_n * TILE_K // SF_VEC
-    l2_bytes = tile_bytes - shared_b_bytes * (1 - 1 / kernel.cluster_m)
-    l2 = tiles * (k // TILE_K) * l2_bytes / L2_TO_SM_BYTES_PER_S
-    out_tile = kernel.tile_n * kernel.tile_m
-    tail = constants.latency_s + 2 * out_tile / constants.ingest_bytes_per_s
-    if kernel.split_k > 1 and kernel.cluster_reduction:
-        # The other splits' fp32 partials from their shared memory, after a cluster barrier.
-        tail += 4 * out_tile * (kernel.split_k - 1) / constants.ingest_bytes_per_s + CLUSTER_BARRIER_S
-    elif kernel.split_k > 1:
-        # fp32 partial out, the arrival's round trip, the other partials back in.
-        tail += 4 * out_tile * kernel.split_k / constants.ingest_bytes_per_s + constants.latency_s
-    free = B200_SMS - grid
-    if kernel.pdl and (kernel.ctas_per_sm > 1 or free >= grid):
+    dram = dram_bytes(kernel, shape) / dram_rate
+    shared_b = kernel.tile_n * kernel.tile_k // 2 + max(kernel.tile_n, SCALE_ATOM_ROWS) * kernel.tile_k // SF_VEC_SIZE
+    l2_per_k_tile = stage_bytes(kernel) - shared_b * (1 - 1 / kernel.cluster_m)
+    l2 = tiles * k_tiles * l2_per_k_tile / L2_TO_SM_BYTES_PER_S
+    tail = tail_seconds(kernel, constants, sm_ingest_rate(constants, active_sms))
+    parts = dict(pipeline=flow, mainloop_s=mainloop, tail_s=tail, dram_s=dram, l2_s=l2)
+    free = B200_SMS - active_sms
+    if not kernel.pdl:
+        return Call(constants.launch_s + _largest(mainloop, dram, l2) + tail, "one call at a time", **parts)
+    if kernel.ctas_per_sm > 1 or free >= grid:
         # Two calls in flight: every SM runs one call's tail beside the next call's start and
         # main loop (two CTAs an SM), or the next call's whole grid runs on the SMs this one
-        # leaves free.
-        in_flight = max(kernel.ctas_per_sm, 2)
+        # leaves free. The busiest SM still takes in its own CTAs' bytes and runs their MMAs (a
+        # grid on half the SMs or fewer comes to it every other call), and each epilogue waits
+        # for the previous grid to complete.
         chain = cta_start_s + mainloop + tail
-        gpu = max(chain / in_flight, mainloop - units_per_sm * constants.latency_s, dram_bytes / dram_rate, l2)
-        return max(gpu, kernel.host_s)
-    launch = constants.launch_s
-    if kernel.pdl:
+        streaming = k_tiles_per_sm * _largest(flow.transfer_s, flow.mma_s)
+        busiest_sm = streaming * max(grid / B200_SMS, 0.5)
+        serial_tail = tail + overlap.handoff_s
+        seconds = _largest(overlap.ratio * _largest(chain / 2, busiest_sm, serial_tail), dram, l2)
+        return Call(seconds, "two calls in flight", chain_s=chain, busiest_sm_s=busiest_sm, serial_tail_s=serial_tail,
+                    **parts)
+    bytes_left = dram_bytes(kernel, shape)
+    if loads_under_tail:
         # The next call's CTAs on free SMs load their share during this tail (and the other
         # CTAs' start); the rest start on this call's SMs after its CTAs exit.
-        if loads_under_tail:
-            dram_bytes -= min(dram_bytes * free / grid, (tail + cta_start_s) * dram_rate)
-        launch = cta_start_s
-    gpu = launch + max(mainloop, dram_bytes / dram_rate, l2) + tail
-    return max(gpu, kernel.host_s)
+        bytes_left = bytes_left - np.minimum(bytes_left * free / grid, (tail + cta_start_s) * dram_rate)
+    parts["dram_s"] = bytes_left / dram_rate
+    return Call(cta_start_s + _largest(mainloop, parts["dram_s"], l2) + tail, "PDL, one CTA an SM", **parts)
 
 
-def winner(shape: tuple) -> Kernel:
-    """The first-placed entry: our tiles per shape (its published configuration), no PDL."""
-    tile_m, split_k, stages = {
-        (128, 7168, 16384, 1): (128, 2, 6), (128, 4096, 7168, 1): (64, 2, 8), (128, 7168, 2048, 1): (64, 1, 8)}[shape]
-    return Kernel("first place", 128, tile_m, split_k, stages)
-
-
-def starter(constants: Constants) -> Kernel:
-    """The competition's CuTeDSL starter: 128 x 128 tiles, one stage, one CTA per tile."""
-    return Kernel("CuTeDSL starter", 128, 128, stages=1, host_s=constants.starter_host_s)
-
-
-# Published B200 times per benchmark shape, in us.
-PUBLISHED = {
-    "first place": (18.3, 8.29, 6.54),
-    "cuBLAS": (22.4, 12.5, 8.49),
-    "CuTeDSL starter": (96.6, 51.6, 36.9),
-}
-
-
-def calibration(constants: Constants = FITTED) -> list[tuple[str, tuple, tuple | None]]:
-    """(kernel, published us per shape, model us per shape or None where its kernel is unknown)."""
-    rows = []
-    for name, published in PUBLISHED.items():
-        if name == "first place":
-            model = tuple(call_seconds(winner(shape), shape, constants) * 1e6 for shape in BENCHMARK_SHAPES)
-        elif name == "CuTeDSL starter":
-            model = tuple(call_seconds(starter(constants), shape, constants) * 1e6 for shape in BENCHMARK_SHAPES)
-        else:
-            model = None  # cuBLAS's kernel and its configuration are not published
-        rows.append((name, published, model))
-    sol = tuple(DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES)
-    rows.append(("speed-of-light", sol, None))
-    return rows
-
-
-def fit() -> Constants:
-    """The constants that minimise the squared log error over the modelled published times."""
-    grid = itertools.product(
-        [x * 0.25e-6 for x in range(2, 25)],  # launch 0.5-6 us
-        [x * 0.1e-6 for x in range(3, 21)],  # latency 0.3-2 us
-        [x * 20e9 for x in range(4, 21)],  # ingest 80-400 GB/s per SM
-        [x * 0.05 for x in range(14, 21)],  # DRAM efficiency 70-100 %
-    )
-    best, best_error = None, float("inf")
-    for launch_s, latency_s, ingest, efficiency in grid:
-        constants = Constants(launch_s, latency_s, ingest, efficiency, 0.0)
-        error = 0.0
-        for shape, published in zip(BENCHMARK_SHAPES, PUBLISHED["first place"]):
-            error += math.log(call_seconds(winner(shape), shape, constants) * 1e6 / published) ** 2
-        gpu_starter = [call_seconds(starter(constants), shape, constants) * 1e6 for shape in BENCHMARK_SHAPES]
-        # The starter's host time binds only where its GPU time is below the published figure.
-        host_us = max([p for g, p in zip(gpu_starter, PUBLISHED["CuTeDSL starter"]) if g < p], default=0.0)
-        for g, published in zip(gpu_starter, PUBLISHED["CuTeDSL starter"]):
-            error += math.log(max(g, host_us) / published) ** 2
-        if error < best_error:
-            best, best_error = Constants(launch_s, latency_s, ingest, efficiency, host_us * 1e-6), error
-    return best
+def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, **assumptions) -> float:
+    return call(kernel, shape, constants, **assumptions).seconds
 
 
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
@@ -288,109 +370,17 @@ def preferred(shape: tuple, pdl: bool) -> tuple[float, Kernel]:
 
 
 def levers(config, shape: tuple) -> dict[str, float]:
-    """The model's seconds for `config` (submission.Sm100Config) and for the two levers beside
-    it: two CTAs an SM (64-row tiles, 3 stages: what half of the shared memory holds; 256 tensor
-    memory columns each) with `config`'s split-K, and the split-K exchange through distributed
-    shared memory."""
+    """The model's seconds for `config` (submission.Sm100Config) and for the levers beside it:
+    one CTA an SM with 8 stages, two CTAs an SM (64-row tiles, 3 stages each: what half of the
+    shared memory holds) with `config`'s split-K and unsplit, and the split-K exchange through
+    distributed shared memory."""
     kernel = kernel_for(config)
     two = dataclasses.replace(kernel, tile_m=64, stages=3, ctas_per_sm=2)
-    if kernel.share_k:
-        m, n, k, l = shape
-        two = dataclasses.replace(two, split_k=k_share_parts((n // 128) * (m // 64) * l, k // TILE_K))
     return {
         "chosen": call_seconds(kernel, shape),
+        "one CTA an SM, 64 rows, 8 stages": call_seconds(dataclasses.replace(kernel, tile_m=64, stages=8,
+                                                                             ctas_per_sm=1), shape),
         "two CTAs an SM": call_seconds(two, shape),
-        "two CTAs an SM, unsplit": call_seconds(dataclasses.replace(two, split_k=1, share_k=False), shape),
+        "two CTAs an SM, unsplit": call_seconds(dataclasses.replace(two, split_k=1), shape),
         "cluster reduction": call_seconds(dataclasses.replace(kernel, cluster_reduction=True), shape),
     }
-
-
-def _us(values) -> list[str]:
-    return ["-" if value is None else f"{value:.2f}" for value in values]
-
-
-def calibration_table(constants: Constants = FITTED) -> Table:
-    table = Table(title="B200 cost model, calibration (published times against the model's, us)", title_justify="left")
-    for column in ("kernel", *("x".join(map(str, shape)) for shape in BENCHMARK_SHAPES), "geomean"):
-        table.add_column(column)
-    for name, published, model in calibration(constants):
-        table.add_row(f"{name}, published", *_us(published), f"{geomean(published):.2f}")
-        if model is not None:
-            table.add_row(f"{name}, model", *_us(model), f"{geomean(model):.2f}")
-            residuals = [f"{(got / expected - 1) * 100:+.1f} %" for got, expected in zip(model, published)]
-            table.add_row(f"{name}, residual", *residuals, f"{(geomean(model) / geomean(published) - 1) * 100:+.1f} %")
-    return table
-
-
-def _geomean_us(kernels: dict, **assumptions) -> list[str]:
-    times = [call_seconds(kernels[shape], shape, **assumptions) * 1e6 for shape in BENCHMARK_SHAPES]
-    return [*_us(times), f"{geomean(times):.2f}"]
-
-
-def sensitivity_table(configs: dict) -> Table:
-    """The chosen configurations' times under the PDL assumptions no published time tests."""
-    table = Table(title="B200 cost model: the chosen configurations under other PDL assumptions (a model's us)",
-                  title_justify="left")
-    for column in ("CTA start", "next call's loads under the tail",
-                   *("x".join(map(str, shape)) for shape in BENCHMARK_SHAPES), "geomean"):
-        table.add_column(column)
-    kernels = {shape: kernel_for(configs[shape]) for shape in BENCHMARK_SHAPES}
-    for cta_start_s in (0.5 * CTA_START_S, CTA_START_S, 1.5 * CTA_START_S):
-        for loads_under_tail in (True, False):
-            table.add_row(f"{cta_start_s * 1e6:.1f} us", "yes" if loads_under_tail else "no",
-                          *_geomean_us(kernels, cta_start_s=cta_start_s, loads_under_tail=loads_under_tail))
-    return table
-
-
-def preferred_table(configs: dict) -> Table:
-    """Per benchmark shape: the chosen configuration, the model's fastest with PDL and without
-    (what the first-placed entry, which had no PDL, would prefer by the model), and its own."""
-    table = Table(title="B200 cost model: chosen against the model's fastest tiles (a model's us)", title_justify="left")
-    for column in ("shape", "chosen", "fastest with PDL", "fastest without PDL", "first place's own (no PDL)"):
-        table.add_column(column)
-    for shape in BENCHMARK_SHAPES:
-        cells = [f"{call_seconds(kernel_for(configs[shape]), shape) * 1e6:.2f}"]
-        for pdl in (True, False):
-            seconds, kernel = preferred(shape, pdl)
-            cells.append(f"{seconds * 1e6:.2f} ({kernel.name})")
-        first = winner(shape)
-        cells.append(f"{call_seconds(first, shape) * 1e6:.2f} ({first.tile_m} rows, split-K {first.split_k})")
-        table.add_row("x".join(map(str, shape)), *cells)
-    return table
-
-
-def levers_table(configs: dict) -> Table:
-    """`levers` per benchmark shape and their geomeans."""
-    table = Table(title="B200 cost model: levers beside the chosen configurations (a model's us)", title_justify="left")
-    names = list(levers(configs[BENCHMARK_SHAPES[0]], BENCHMARK_SHAPES[0]))
-    for column in ("shape", *names):
-        table.add_column(column)
-    columns = {name: [] for name in names}
-    for shape in BENCHMARK_SHAPES:
-        times = levers(configs[shape], shape)
-        for name in names:
-            columns[name].append(times[name] * 1e6)
-        table.add_row("x".join(map(str, shape)), *_us([times[name] * 1e6 for name in names]))
-    table.add_row("geomean", *(f"{geomean(columns[name]):.2f}" for name in names))
-    return table
-
-
-def predictions_table(configs: dict) -> Table:
-    """The model's time per benchmark shape for the configurations {shape: config}."""
-    table = Table(title="B200 cost model: a model's times, not measurements (us)", title_justify="left")
-    for column in ("shape", "configuration", "PDL", "model", "share-K, every SM", "first place", "SOL"):
-        table.add_column(column)
-    times, share_k_times = [], []
-    for shape, published in zip(BENCHMARK_SHAPES, PUBLISHED["first place"]):
-        config = configs[shape]
-        seconds = call_seconds(kernel_for(config), shape)
-        alternative_seconds, alternative = k_share_alternative(config, shape)
-        times.append(seconds * 1e6)
-        share_k_times.append(alternative_seconds * 1e6)
-        table.add_row("x".join(map(str, shape)), config.describe(), "yes" if config.pdl else "no",
-                      f"{seconds * 1e6:.2f}", f"{alternative_seconds * 1e6:.2f} ({alternative.tile_m} rows)",
-                      f"{published:.2f}", f"{DEVICES['B200'].sol_seconds(*shape) * 1e6:.3f}")
-    sol_geomean = geomean([DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in BENCHMARK_SHAPES])
-    table.add_row("geomean", "", "", f"{geomean(times):.2f}", f"{geomean(share_k_times):.2f}",
-                  f"{geomean(PUBLISHED['first place']):.2f}", f"{sol_geomean:.3f}")
-    return table

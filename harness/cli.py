@@ -261,26 +261,34 @@ def task_yml(problem, check):
 
 
 @cli.command("model")
-@click.option("--fit", is_flag=True, help="Refit the model's constants to the published times (a few seconds) and print them.")
+@click.option("--fit", is_flag=True, help="Time the model with the constants refitted now, not the recorded ones.")
 def model_command(fit):
-    """The B200 cost model: its calibration against published times and its times for this kit's
-    sm_100a configurations. A model's figures, not measurements."""
+    """The B200 cost model: its constants, its calibration against published times (a fit set
+    and a held-out set), and its times for this kit's sm_100a configurations, with their spread
+    over the near-optimal constants. A model's figures, not measurements."""
     from rich.console import Console
 
-    from harness import b200_model
+    from harness import b200_calibration, b200_model, b200_report
     from harness.runner.files import import_submission
 
-    console = Console(width=200)
-    constants = b200_model.fit() if fit else b200_model.FITTED
-    console.print(f"constants{' (refitted)' if fit else ''}: {constants}")
-    console.print(b200_model.calibration_table(constants))
+    console = Console(width=220)
+    errors = b200_calibration.grid_errors()
+    refitted = b200_calibration.fit(errors)
+    if refitted != b200_model.FITTED:
+        console.print(f"[bold red]the recorded constants are not the fit's[/]: refitted {refitted}")
+    constants = refitted if fit else b200_model.FITTED
+    console.print(b200_report.constants_table(constants))
+    if not b200_model.OVERLAP.measured:
+        console.print("[bold]The two-calls-in-flight figures rest on an ASSUMED overlap[/]: no bandwidth-bound "
+                      "pdl_overlap run is recorded in results/pdl-overlap-bandwidth.json (make pdl-overlap-bandwidth).")
+    console.print(b200_report.calibration_table(constants))
     submission = import_submission(Path(__file__).resolve().parents[1], "nvfp4_kit_submission")
     configs = {shape: submission.sm100_config(submission.Problem(*shape), conservative=False)
                for shape in b200_model.BENCHMARK_SHAPES}
-    console.print(b200_model.predictions_table(configs))
-    console.print(b200_model.preferred_table(configs))
-    console.print(b200_model.sensitivity_table(configs))
-    console.print(b200_model.levers_table(configs))
+    console.print(b200_report.predictions_table(configs, b200_calibration.near_optimal(errors)))
+    console.print(b200_report.preferred_table(configs))
+    console.print(b200_report.sensitivity_table(configs))
+    console.print(b200_report.levers_table(configs))
 
 
 def _gpus(ctx, param, value: str | None) -> list[int] | None:

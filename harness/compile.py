@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import b200_model, document, shapes
+from harness import b200_model, b200_report, document, shapes
 from harness.problems import PROBLEMS, Problem
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import json_option, problem_option, submission_option
@@ -364,7 +364,7 @@ def _print_model(module, kernel_class, console: Console, facts: dict) -> None:
     """The B200 cost model's time per benchmark shape for the kernel's configurations (a model's
     figures: nothing here has run on a B200)."""
     configs = {shape: kernel_class.config_for(module.Problem(*shape)) for shape in b200_model.BENCHMARK_SHAPES}
-    console.print(b200_model.predictions_table(configs))
+    console.print(b200_report.predictions_table(configs))
     facts["model"] = [{"shape": "x".join(map(str, shape)), "configuration": config.describe(), "pdl": config.pdl,
                        "cluster_m": b200_model.kernel_for(config).cluster_m,
                        "share_k": b200_model.kernel_for(config).share_k,

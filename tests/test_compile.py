@@ -156,7 +156,7 @@ def test_compiled_sm100_kernel_accepts_the_call_paths_arguments(tvm_ffi):
     """The arguments a launch plan passes get through the compiled function's argument checks,
     as the plan calls it, and fail only at the CUDA runtime, for want of a device; one argument
     short fails before it."""
-    compiled, _ = sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(64, 1, 8), "sm_100a", tvm_ffi=tvm_ffi)
+    compiled, _ = sub.Sm100Gemm.compile(sub.Sm100Config(64, 1, 8), "sm_100a", tvm_ffi=tvm_ffi)
     entry = sub.bare_tvm_ffi_function(compiled)
     pointers = [sub.pointer_arg(dtype, 4096 * (i + 1), tvm_ffi=tvm_ffi)
                 for i, dtype in enumerate(sub.Sm100BlockScaledGemm.POINTER_TYPES)]
@@ -272,9 +272,9 @@ def test_capture_reads_the_sm100_kernels_shared_and_tensor_memory_from_its_artif
     columns from the PTX) agree with what this kit's kernel says of itself."""
     from harness.compile_capture import capturing_compiles, launch_smem_bytes, tmem_columns
 
-    config = sub.Sm100BlockScaledGemm.config_for(sub.Problem(128, 7168, 16384, 1))
+    config = sub.Sm100Gemm.config_for(sub.Problem(128, 7168, 16384, 1))
     with capturing_compiles("sm_100a") as capture:  # the artifacts live as long as the capture
-        _, kernel = sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
+        _, kernel = sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
         record = capture.compiles[-1]
         assert launch_smem_bytes(record.host_ir) == [kernel.launch_smem_bytes]
         assert tmem_columns(record.ptx) == config.tmem_columns == 512
@@ -288,7 +288,7 @@ def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
 
     config = sub.Sm100Config(tile_m=128, split_k=2, stages=6, pdl=pdl)
     with capturing_compiles("sm_100a") as capture:
-        sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
+        sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
         ptx = capture.compiles[-1].ptx
     expected = 1 if pdl else 0
     assert ptx.count("griddepcontrol.launch_dependents") == expected
@@ -300,7 +300,7 @@ def _split_k_ptx() -> str:
     from harness.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_100a") as capture:
-        sub.Sm100BlockScaledGemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
+        sub.Sm100Gemm.compile(sub.Sm100Config(tile_m=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
         return capture.compiles[-1].ptx
 
 
@@ -335,7 +335,7 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(tile_m, stag
 
     def loads_before_first_accumulator_load(config):
         with capturing_compiles("sm_100a") as capture:
-            sub.Sm100BlockScaledGemm.compile(config, "sm_100a", tvm_ffi=False)
+            sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
             ptx = capture.compiles[-1].ptx
         acquired = ptx.index("fence.acq_rel.gpu", ARRIVAL.search(ptx).end())
         reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
@@ -356,7 +356,7 @@ def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
     config = sub.sm100_config(problem)
     assert config.ctas_per_sm == 2
 
-    class Pinned(sub.Sm100BlockScaledGemm):
+    class Pinned(sub.Sm100Gemm):
         @classmethod
         def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
             return config
@@ -368,3 +368,39 @@ def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
     assert result.static_smem == sub.SM100_STATIC_SMEM_BYTES
     assert result.dynamic_smem == config.smem_bytes
     assert 2 * (result.dynamic_smem + result.static_smem + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
+
+
+def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
+    """In the SASS: after a split's last partial store, the warp's GPU-scope fence runs
+    unbranched (every lane), then the count on lane 0's branch; ptxas compiles the converged
+    warp's barrier to nothing, so no lane's stores rely on lane 0's fence alone."""
+    config = sub.Sm100Config(tile_m=128, split_k=2, stages=6)
+
+    class Pinned(sub.Sm100Gemm):
+        @classmethod
+        def config_for(cls, problem, num_sms=sub.SM100_NUM_SMS):
+            return config
+
+    checker.check_config(Pinned, sub.Problem(128, 512, 4096, 1), "sm_100a", checker.RULES["sm_100a"], tmp_path)
+    (sass,) = [path.read_text() for path in tmp_path.glob("*.sass")]
+    instructions = [(int(address, 16), text) for address, text in re.findall(r"/\*([0-9a-f]{4})\*/\s+([^;]*);", sass)]
+    count = next(i for i, (_, text) in enumerate(instructions) if text.startswith("ATOMG.E.ADD"))
+    last_store = max(i for i, (_, text) in enumerate(instructions[:count]) if text.startswith("STG"))
+    between = instructions[last_store + 1:count]
+    fence = next(i for i, (_, text) in enumerate(between) if text.startswith("MEMBAR.ALL.GPU"))
+
+    def forward_branches(part):  # a loop's back edge jumps back; one that skips the fence, forward
+        return [text for address, text in part
+                if (target := re.search(r"\bBRA\b.*\b0x([0-9a-f]+)", text)) and int(target.group(1), 16) > address]
+
+    assert forward_branches(between[:fence]) == [], between[:fence + 1]
+    assert forward_branches(between[fence:]), "the count is not on one lane's branch"
+
+
+def test_the_kernel_refuses_a_tensor_memory_allocation_its_tensors_overrun(monkeypatch):
+    """The kernel places the accumulators, SFA and SFB by their layouts' spans; a configuration
+    that allocates fewer columns than they take fails as it compiles, not on the chip."""
+    config = sub.Sm100Config(tile_m=128, split_k=1, stages=6)
+    monkeypatch.setattr(sub.Sm100Config, "tmem_columns", property(lambda self: 256))  # 256 + 16 + 16 needed
+    with pytest.raises(ValueError, match=r"tensor memory takes 288 columns \(256 accumulator, 16 SFA, 16 SFB\), 256 allocated"):
+        sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)

@@ -63,7 +63,14 @@ THREATS = {
     "broken_wrong_dtype": "6 not the answer",
     "cheat_overwrites_the_judges_reference": "1 rewriting the judge",
     "cheat_rewrites_the_judges_files": "1 rewriting the judge",
-    "cheat_ends_the_judges_helper": "1 rewriting the judge",
+    "cheat_plants_a_module": "1 rewriting the judge",
+    "cheat_forges_history": "7 writing the judge's output",
+    "cheat_sends_a_descriptor": "8 hanging or crashing the judge",
+    "cheat_truncates_its_inputs": "8 hanging or crashing the judge",
+    "cheat_steers_the_calibration": "2 rewriting the clock",
+    "cheat_wakes_during_calibration": "2 rewriting the clock",
+    "honest_runs_a_subprocess": "no false positive",
+    "honest_prints_a_lot": "no false positive",
     "cheat_detects_probes_by_a_fingerprint": "4 work only where checked",
     "cheat_returns_an_empty_view": "1 rewriting the judge",
     "cheat_rebinds_the_timers_globals": "2 rewriting the clock",
@@ -77,8 +84,13 @@ THREATS = {
     "cheat_works_only_in_the_checked_round": "4 work only where checked",
     "cheat_works_only_where_the_refill_repeats": "4 work only where checked",
     "cheat_caches_on_sampled_bytes": "5 replaying results",
+    "cheat_memoizes_on_a": "5 replaying results",
+    "cheat_memoizes_on_b": "5 replaying results",
+    "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "honest_waits_for_a_thread_pool": "no false positive",
+    "honest_replays_a_cuda_graph": "no false positive",
+    "honest_joins_a_side_stream": "no false positive",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -89,6 +101,15 @@ PROBE = r"probe on edited inputs among the timed rounds: input \d+: mismatch fou
 REPLAY_CAUGHT = rf"{PROBE}|{RECHECK}"
 NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
 BEFORE_THE_WINDOW = r"the judge's L2 flush took \d+ us longer while the worker waited for its batch than while nothing ran"
+# The sandbox refused the write (read-only file system, or Landlock), or the watch of the judge's
+# files saw it.
+SANDBOX_OR_WATCH = (r"Read-only file system|Permission denied|"
+                    r"the judge's own files changed while the submission ran \(a worker wrote them\)")
+# A benchmark line whose judged mean and worker's events both appear (the figures verdict passed).
+AGREED = r"mean [\d.]+ us .*the worker's events [\d.]+ us"
+# The recorded round's GPU activity outside the judge's window.
+OUTSIDE_THE_WINDOW = (r"GPU activities started before the judge's timed window opened|"
+                      r"GPU activities ran past the end of the judge's timed window")
 # How long a process the submission left behind gets, after the judge exits, to write into the
 # judge's output before it is read.
 FORGER_GRACE_S = 3.0
@@ -168,19 +189,24 @@ VERDICTS = [
              r"the judge refused the worker's message: the worker's message names posix\.system"),
     Expected("cheat_forges_a_reply", "test", EXIT_CASE_FAIL, "error",
              r"the judge refused the worker's message: the worker's message names posix\.system", official=True),
-    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on.
-    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail",
-             r"ran on another queue than the timed one", devices=GPU_ONLY),
-    # Its second queue starts before the judge's window opens, so the judge's flush may see it
-    # first, or a probe: the queue reads the inputs before the judge's queue writes the probe's.
+    # Threat class 3 on the GPU: CUPTI sees every queue the process launches on. A second queue
+    # that waits for nothing starts while the judge's flush still runs, before the window opens.
+    Expected("cheat_hides_a_second_queue", "test", EXIT_CASE_FAIL, "fail", OUTSIDE_THE_WINDOW, devices=GPU_ONLY),
+    # In the timed rounds the judge's flush may see it first, or its clock against the worker's
+    # events (which bracket nothing), or a probe: the queue reads the inputs before the judge's
+    # queue writes the probe's.
     Expected("cheat_hides_a_second_queue", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass",
-             r"warning: the competition would have missed this: .*ran on another queue", official=True, devices=GPU_ONLY),
-    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
-             rf"ran on another queue than the timed one|{BEFORE_THE_WINDOW}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             rf"warning: the competition would have missed this: .*({OUTSIDE_THE_WINDOW})", official=True,
              devices=GPU_ONLY),
+    Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
+             rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
+             devices=GPU_ONLY),
+    # torch's documented patterns on side streams: waited for, joined back, inside the window.
+    *(Expected(fixture, mode, EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=GPU_ONLY)
+      for fixture in ("honest_replays_a_cuda_graph", "honest_joins_a_side_stream") for mode in ("test", "benchmark")),
     # Threat class 5: a CUDA graph replaying a stale answer.
     Expected("cheat_replays_a_cuda_graph", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
@@ -238,6 +264,11 @@ VERDICTS = [
     Expected("cheat_caches_on_sampled_bytes", "benchmark", EXIT_CASE_FAIL, "fail",
              rf"{PROBE}|recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
              cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # Answers kept and replayed while one part of the input holds the same bytes (a alone, b alone,
+    # the permuted scales): probes, near-duplicates and fresh draws change parts it does not read.
+    *(Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
+               max_repeats=QUICK_REPEATS)
+      for fixture in ("cheat_memoizes_on_a", "cheat_memoizes_on_b", "cheat_memoizes_on_the_scales")),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
     Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
     Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported a round time of nan ns",
@@ -249,19 +280,39 @@ VERDICTS = [
     Expected("cheat_detects_probes_by_a_fingerprint", "benchmark", EXIT_CASE_FAIL, "fail",
              r"probe on edited inputs among the timed rounds: input \d+: mismatch found!", cases=(BENCHMARK_CASE,),
              max_repeats=20),
-    # A worker writes a file the judge's code comes from (back with its own bytes): its change
-    # time moved, and the run stops.
-    Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "fail",
-             r"the judge's own files changed while the submission ran \(a worker wrote them\): \S+harness/__init__\.py",
-             cases=(BENCHMARK_CASE,)),
-    Expected("cheat_ends_the_judges_helper", "test", EXIT_CASE_FAIL, "fail",
-             r"the judge's helper process \d+ \(multiprocessing's resource tracker\), ended", cases=(BENCHMARK_CASE,)),
-    Expected("cheat_rewrites_the_judges_files", "benchmark", EXIT_CASE_FAIL, "fail",
-             r"the judge's own files changed while the submission ran", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # A worker cannot write a file the judge's code comes from: its file system is read-only but
+    # for its own folder (the sandbox), and where a system has no such layer the judge's watch
+    # of its files finds the change time moved and stops the run.
+    Expected("cheat_rewrites_the_judges_files", "test", EXIT_CASE_FAIL, "error|fail", SANDBOX_OR_WATCH, cases=(BENCHMARK_CASE,)),
+    Expected("cheat_rewrites_the_judges_files", "benchmark", EXIT_CASE_FAIL, "error|fail", SANDBOX_OR_WATCH,
+             cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
+    # Modules planted where the judge imports from, a row planted in results/: nothing lands.
+    Expected("cheat_plants_a_module", "test", EXIT_PASS, "pass"),
+    Expected("cheat_forges_history", "test", EXIT_PASS, "pass"),
+    # A reply naming a descriptor is refused unread, at once (no connection back to the worker).
+    Expected("cheat_sends_a_descriptor", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message names multiprocessing\.resource_sharer\.DupFd"),
+    # Shared memory truncated under the judge: the inputs are sealed, so on the CPU the judge lives
+    # on and judges. On a GPU the worker truncates the CUDA driver's own files in /dev/shm, which
+    # CUDA IPC needs shared, and dies of it: a crash, the judge's verdict.
+    Expected("cheat_truncates_its_inputs", "test", EXIT_PASS, "pass", devices=CPU_ONLY),
+    Expected("cheat_truncates_its_inputs", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS,
+             devices=CPU_ONLY),
+    Expected("cheat_truncates_its_inputs", "test", EXIT_CASE_FAIL, "crash", r"killed by signal SIGBUS", devices=GPU_ONLY),
+    # The calibration steered by the hand-over style of the warm-up, or disturbed by signals: each
+    # round is charged its own kind's fixed cost, the worker's tree is frozen while the partner
+    # measures, and the partner is out of its reach. It gains nothing: judged and claimed agree.
+    Expected("cheat_steers_the_calibration", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
+             max_repeats=60),
+    Expected("cheat_wakes_during_calibration", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
     # The submission's own self-check reports a fallback: the chosen configuration was wrong.
     Expected("broken_falls_back", "test", EXIT_CASE_FAIL, "fail", r"the submission's self-check fell back \(1x\): nvfp4 self-check FALLBACK:"),
     Expected("broken_falls_back", "test", EXIT_PASS, "pass",
              r"warning: the competition would have missed this: the submission's self-check fell back", official=True),
+    # A child process at import and heavy printing are no cheat.
+    Expected("honest_runs_a_subprocess", "test", EXIT_PASS, "pass"),
+    Expected("honest_prints_a_lot", "test", EXIT_PASS, "pass"),
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
     Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
@@ -300,6 +351,13 @@ def submission_path(fixture: str) -> Path:
     path = FIXTURES / f"{fixture}.py"
     assert path.exists(), f"fixture {path} is missing"
     return path
+
+
+def _planted() -> list[str]:
+    """What the planting fixtures would leave where the judge or the user's history reads from."""
+    runs = ROOT / "results" / "runs.csv"
+    planted = [str(ROOT / name) for name in ("lzma.py", "click.py", "usercustomize.py") if (ROOT / name).exists()]
+    return planted + ([str(runs)] if runs.exists() and ",forged," in runs.read_text() else [])
 
 
 @pytest.fixture
@@ -373,9 +431,11 @@ def test_run_verdict(expected, device, tally, tmp_path):
         assert set(statuses.values()) <= {"pass"}, report
     else:
         # Every case gets the verdict: one broken case does not stop the run.
-        assert statuses == {index: expected.status for index in range(len(expected.cases))}, report
+        assert set(statuses) == set(range(len(expected.cases))), report
+        assert all(re.fullmatch(expected.status, status) for status in statuses.values()), report
     if expected.message:
         assert re.search(expected.message, report), report
+    assert _planted() == [], f"{expected.fixture} wrote where the judge reads: {_planted()}"
     if expected.fixture.startswith(("broken_", "cheat_")):
         tally.record("broken submissions", expected.fixture)
     tally.record("fixture verdicts", label)
@@ -423,7 +483,7 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",
-          FIXTURES / "honest_waits_for_a_thread_pool.py"]
+          *sorted(FIXTURES.glob("honest_*.py"))]
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)

@@ -15,7 +15,8 @@ import hopper_stand_in
 import reference
 import submission
 from harness.shapes import official_cases
-from hopper_stand_in import SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Sm90Config, TunedPlan
+from hopper_stand_in import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Sm90Config, Sm90Tiling,
+                             TunedPlan)
 from submission import Problem, split_k_range
 
 E2M1 = np.array(reference.E2M1_MAGNITUDES, dtype=np.float64)
@@ -101,7 +102,7 @@ def test_split_k_keeps_one_wave_and_covers_k_once(problem, num_sms):
     assert 1 <= config.splits <= HopperNvfp4Gemm.MAX_SPLITS
     if config.splits > 1:
         assert tiles * config.splits <= num_sms
-    steps = problem.k // HopperNvfp4Gemm.TILE_K // HopperNvfp4Gemm.k_tiles_per_step_for(config.tile_n)
+    steps = problem.k // HopperNvfp4Gemm.TILE_K // Sm90Tiling(config.tile_n).k_tiles_per_step
     ranges = [split_k_range(s, steps, config.splits) for s in range(config.splits)]
     assert ranges[0][0] == 0 and ranges[-1][1] == steps
     assert all(stop - start >= 2 or steps < 4 for start, stop in ranges)
@@ -123,6 +124,28 @@ def test_split_tiles_fit_the_devices_clusters_in_one_wave(problem):
         if config.splits > 1 and not config.in_cluster:
             assert tiles > capacity_of(config.splits) and tiles * config.splits <= 132
 
+
+
+def test_tiling_derives_a_runnable_pipeline_or_refuses():
+    """`Sm90Tiling` is the whole compile-time shape of a GEMM kernel, from its tile width: every
+    width the ranking offers gets MMA blocks that cover the tile and as many stages as shared
+    memory holds (the counts docs/hopper.md gives), at least what the pipeline needs to make
+    progress; another width, or shared memory too small for those stages, is refused on the host
+    before anything is traced."""
+    for width in Sm90Tiling.TILE_WIDTHS:
+        tiling = Sm90Tiling(width)
+        assert tiling.mma_blocks * 64 * Sm90Tiling.MMA_WARPGROUPS == width * tiling.b_row_warpgroups
+        assert tiling.stages >= max(tiling.k_tiles_per_step, Sm90Tiling.B_TILES_AHEAD)
+        used = tiling.stages * tiling.stage_bytes + Sm90Tiling.BARRIER_BYTES + hopper_stand_in.SM90_STATIC_SMEM_BYTES
+        assert used <= hopper_stand_in.SM90_SMEM_BYTES < used + tiling.stage_bytes
+    assert [Sm90Tiling(width).stages for width in (64, 128, 256)] == [12, 10, 9]
+    for width in (32, 96, 512):
+        with pytest.raises(ValueError, match="tile width"):
+            Sm90Tiling(width)
+    with mock.patch.object(hopper_stand_in, "SM90_SMEM_BYTES", 48 * 1024):
+        for width in (64, 256):  # 2 stages against 4 (two warpgroups a B row, two stages each), 1 against 2
+            with pytest.raises(ValueError, match="stages fit in shared memory"):
+                Sm90Tiling(width)
 
 # Every feasible config on the benchmark shapes, 50 calls queued back to back, us per call
 # (tile width, splits, in a cluster, A decoded in the GEMM's grid): NVIDIA H200, the kernel at
@@ -185,7 +208,7 @@ def test_a_decoded_in_the_gemm_grid_is_covered_and_the_grid_fits(problem):
     one CTA to spare, and a config with them is ranked only where the device holds the whole
     grid at once (its GEMM CTAs wait for them)."""
     decode = HopperNvfp4Gemm.in_grid_decode()
-    assert decode.threads == HopperNvfp4Gemm.THREADS  # the GEMM's block size
+    assert decode.threads == Sm90Tiling.THREADS  # the GEMM's block size
     assert decode.units_per_thread == HopperNvfp4Gemm.DECODE_UNITS_PER_THREAD
     units = problem.m * (problem.k // HopperNvfp4Gemm.TILE_K) * decode.THREADS_PER_UNIT
     per_cta = decode.threads * decode.units_per_thread

@@ -1,147 +1,200 @@
-"""The B200 cost model: its constants are its fit's, its calibration holds, and the figures
-quoted in submission.py's header are its own."""
+"""The B200 cost model: its constants are its fit's, the fit never sees the held-out versions,
+its residuals hold on both sets, a shallow pipeline is held by what it keeps in flight, the L2
+is never read faster than its rate, and two calls in flight pay the serial tails."""
 
 import dataclasses
-import math
+import json
 import re
-from pathlib import Path
 
 import pytest
 
+from harness import b200_calibration as calibration
 from harness import b200_model as model
+from harness.sol import DEVICES
+from harness.stats import geomean
 
-ROOT = Path(__file__).resolve().parent.parent
+S1, S2, S3 = model.BENCHMARK_SHAPES
 
 
-def test_the_constants_in_use_are_the_fits():
-    fitted = model.fit()
+@pytest.fixture(scope="module")
+def errors():
+    return calibration.grid_errors()
+
+
+def test_the_constants_in_use_are_the_fits(errors):
+    fitted = calibration.fit(errors)
     for field in dataclasses.fields(model.Constants):
-        assert math.isclose(getattr(model.FITTED, field.name), getattr(fitted, field.name), rel_tol=1e-6), field.name
+        assert getattr(model.FITTED, field.name) == pytest.approx(getattr(fitted, field.name), rel=1e-9), field.name
 
 
-def test_the_model_stays_within_20_percent_of_every_published_time_it_models():
-    for name, published, modelled in model.calibration():
-        if modelled is None:
-            continue
-        for expected, got in zip(published, modelled):
-            assert abs(got / expected - 1) < 0.20, (name, expected, got)
+def test_the_fit_has_fewer_constants_than_points_and_each_constant_in_its_physical_range():
+    assert len(dataclasses.fields(model.Constants)) < len(calibration.points(held_out=False)) / 3
+    for field in dataclasses.fields(model.Constants):
+        values = calibration.GRID[field.name]
+        assert values[0] <= getattr(model.FITTED, field.name) <= values[-1], field.name
+    assert 0.5 <= min(calibration.GRID["dram_efficiency"]) and max(calibration.GRID["dram_efficiency"]) < 1.0
 
 
-@pytest.mark.parametrize("shape", model.BENCHMARK_SHAPES)
-def test_pdl_and_a_faster_ingest_never_slow_a_call(shape):
-    kernel = model.winner(shape)
-    assert model.call_seconds(dataclasses.replace(kernel, pdl=True), shape) <= model.call_seconds(kernel, shape)
-    faster = dataclasses.replace(model.FITTED, ingest_bytes_per_s=2 * model.FITTED.ingest_bytes_per_s)
-    assert model.call_seconds(kernel, shape, faster) <= model.call_seconds(kernel, shape)
+def test_the_held_out_versions_never_reach_the_fit(monkeypatch, errors):
+    """Fit and held-out sets share no version; changing every held-out time changes no fitted constant."""
+    fit_names = {version.name for version, _, _ in calibration.points(held_out=False)}
+    held_names = {version.name for version, _, _ in calibration.points(held_out=True)}
+    assert not fit_names & held_names
+    assert calibration.FIRST_PLACE.name in held_names and "v4" in held_names
+    doubled = tuple(dataclasses.replace(v, times_us=tuple(2 * t for t in v.times_us)) if v.held_out else v
+                    for v in calibration.PUBLISHED)
+    monkeypatch.setattr(calibration, "PUBLISHED", doubled)
+    assert calibration.fit() == calibration.fit(errors)
+    # ... while the held-out residuals, computed on those points, see the change.
+    assert calibration.rms_log_residual(calibration.residuals(held_out=True)) > 0.5
+
+
+def test_the_residuals_on_both_sets():
+    """The fit within 10 % RMS over its 17 points; the held-out versions predicted within 10 % RMS
+    and 20 % at worst (the first-placed entry's third shape, whose later versions' epilogue warps
+    and unrolled first loads the model does not describe, is the worst)."""
+    fitted = calibration.residuals(held_out=False)
+    held = calibration.residuals(held_out=True)
+    assert len(fitted) == 17 and len(held) == 12
+    assert calibration.rms_log_residual(fitted) < 0.10
+    assert calibration.rms_log_residual(held) < 0.10
+    assert all(abs(got / published - 1) < 0.20 for _, _, published, got in held)
+
+
+def test_the_calibration_table_prints_both_sets_residuals():
+    from rich.console import Console
+
+    from harness import b200_report
+
+    console = Console(width=250, record=True)
+    console.print(b200_report.calibration_table())
+    text = console.export_text()
+    held = calibration.rms_log_residual(calibration.residuals(held_out=True))
+    assert re.search(rf"held out\s*│ RMS log residual over 12 points\s*│ {held:.3f}", text)
+    assert "RMS log residual over 17 points" in text and text.count("held out │") >= 3 * 4
+    assert calibration.HOST_BOUND in text
+
+
+def test_near_optimal_constants_agree_on_this_kits_kernel(errors):
+    """Not degenerate: the constant sets within 0.01 of the best fit put the kit's geomean within 10 %."""
+    kernels = {shape: model.Kernel("ours", 128, *config, pdl=True, ctas_per_sm=ctas)
+               for shape, (config, ctas) in zip(model.BENCHMARK_SHAPES, (((128, 2, 6), 1), ((64, 1, 8), 1),
+                                                                          ((64, 1, 3), 2)))}
+    near = calibration.near_optimal(errors)
+    assert model.FITTED in near and len(near) < len(errors) / 100
+    _, (low, high) = calibration.spread(kernels, near)
+    assert high / low < 1.10
+
+
+def test_a_shallow_pipeline_is_held_by_what_its_stages_keep_in_flight():
+    """Three 28 KB stages stream at 3 x 28 KB per cycle (latency, transfer, MMAs): below the
+    SM's ingest cap; eight reach the cap. More stages are never slower."""
+    three = model.Kernel("two CTAs' share", 128, 64, 1, 3)
+    flow = model.pipeline(three, model.FITTED, active_sms=112)
+    assert model.stage_bytes(three) == 28 * 1024 and flow.bound == "in flight"
+    rate = model.stage_bytes(three) / flow.k_tile_s
+    assert rate == pytest.approx(3 * 28 * 1024 / flow.cycle_s)
+    assert rate < 0.75 * model.FITTED.ingest_bytes_per_s
+    assert model.pipeline(dataclasses.replace(three, stages=8), model.FITTED, 112).bound == "ingest"
+    for shape in model.BENCHMARK_SHAPES:
+        times = [model.call_seconds(dataclasses.replace(three, stages=s), shape) for s in range(1, 9)]
+        assert times == sorted(times, reverse=True)
+    # One stage pays a whole cycle per K tile: the starter's figure is latency-bound.
+    one = model.pipeline(model.Kernel("one stage", 128, 128, 1, 1), model.FITTED, 56)
+    assert one.k_tile_s == one.cycle_s
+
+
+def test_the_l2_is_never_read_faster_than_its_rate(errors):
+    """Over every constant set of the fit's grid the SMs' caps add up to the L2's rate at most,
+    and no configuration's SMs stream more than it."""
+    assert max(c.ingest_bytes_per_s for _, c in errors) * model.B200_SMS <= model.L2_TO_SM_BYTES_PER_S * (1 + 1e-9)
+    generous = dataclasses.replace(model.FITTED, ingest_bytes_per_s=10 * model.FITTED.ingest_bytes_per_s)
+    for shape in model.BENCHMARK_SHAPES:
+        for kernel in model.candidates(shape, pdl=True):
+            m, n, k, l = shape
+            grid = model.grid_ctas(kernel, (n // kernel.tile_n) * (m // kernel.tile_m) * l, k // model.TILE_K)
+            active = min(grid, model.B200_SMS)
+            flow = model.pipeline(kernel, generous, active)
+            assert active * model.stage_bytes(kernel) / flow.k_tile_s <= model.L2_TO_SM_BYTES_PER_S * (1 + 1e-9)
+
+
+def test_two_calls_in_flight_pay_the_serial_tails_and_the_overlap_factor():
+    two = model.Kernel("two CTAs an SM", 128, 64, 1, 3, pdl=True, ctas_per_sm=2)
+    exact = dataclasses.replace(model.OVERLAP, ratio=1.0, handoff_s=0.0)
+    base = model.call(two, S3, overlap=exact)
+    assert base.branch == "two calls in flight" and base.seconds == pytest.approx(base.chain_s / 2)
+    slow_handoff = dataclasses.replace(exact, handoff_s=base.chain_s)
+    assert model.call_seconds(two, S3, overlap=slow_handoff) == pytest.approx(base.tail_s + base.chain_s)
+    weak = dataclasses.replace(exact, ratio=1.5)
+    assert model.call_seconds(two, S3, overlap=weak) == pytest.approx(1.5 * base.seconds)
+    # Two CTAs on one SM share its ingest: the busiest SM takes in one CTA's bytes every call.
+    assert base.busiest_sm_s == pytest.approx(8 * max(base.pipeline.transfer_s, base.pipeline.mma_s) * 112 / 148)
 
 
 def test_no_call_beats_speed_of_light():
     for shape in model.BENCHMARK_SHAPES:
-        best = dataclasses.replace(model.winner(shape), pdl=True)
-        assert model.call_seconds(best, shape) >= model.DEVICES["B200"].sol_seconds(*shape)
+        sol = DEVICES["B200"].sol_seconds(*shape)
         for kernel in model.candidates(shape, pdl=True):
-            two = dataclasses.replace(kernel, tile_m=64, stages=4, ctas_per_sm=2)
-            for fast in (kernel, two, dataclasses.replace(kernel, cluster_reduction=True)):
-                assert model.call_seconds(fast, shape) >= model.DEVICES["B200"].sol_seconds(*shape)
+            for fast in (kernel, dataclasses.replace(kernel, cluster_reduction=True)):
+                assert model.call_seconds(fast, shape, overlap=dataclasses.replace(model.OVERLAP, ratio=1.0)) >= sol
+
+
+def test_the_first_placed_entry_is_modelled_as_it_published():
+    """Non-persistent, no PDL, split-K through fp32 atomics into a zeroed buffer, c in fp32 where
+    K is split: v4's tiles on the first two shapes, v3b's on the third."""
+    kernels = calibration.FIRST_PLACE.kernels
+    assert [(k.tile_n, k.tile_m, k.split_k, k.stages) for k in (kernels[S1], kernels[S2], kernels[S3])] == [
+        (128, 128, 2, 6), (128, 64, 2, 8), (128, 64, 1, 6)]
+    assert not any(k.pdl for k in kernels.values())
+    assert kernels[S1].reduction is model.Reduction.ATOMIC and kernels[S1].out_bytes == 4
+    assert kernels[S3].out_bytes == 2
+    # Its atomics leave nothing to read back: a shorter tail than this kit's partials.
+    ours = dataclasses.replace(kernels[S1], reduction=model.Reduction.PARTIALS, out_bytes=2)
+    assert model.call(kernels[S1], S1).tail_s < model.call(ours, S1).tail_s
+    assert geomean(calibration.FIRST_PLACE.times_us) == pytest.approx(9.97, abs=0.01)
 
 
 def test_pdl_hides_the_launch_only_on_the_sms_a_grid_leaves_free():
-    """A grid on every SM (share-K) saves the grid's launch less a CTA's start, and nothing of
-    its DRAM time; one that leaves SMs free also has the next call's CTAs there load under its
-    tail; one that leaves as many SMs free as it uses hides its whole launch under the tail."""
-    shape = (128, 7168, 16384, 1)
+    """A grid on every SM (share-K) saves the launch less a CTA's start; one that leaves SMs free
+    also has the next call's CTAs there load under its tail."""
     full = model.Kernel("share-K", 128, 64, model.k_share_parts(112, 64), 8, share_k=True)
     assert model.grid_ctas(full, 112, 64) == model.B200_SMS
-    saved = model.call_seconds(full, shape) - model.call_seconds(dataclasses.replace(full, pdl=True), shape)
+    saved = model.call_seconds(full, S1) - model.call_seconds(dataclasses.replace(full, pdl=True), S1)
     assert saved == pytest.approx(model.FITTED.launch_s - model.CTA_START_S)
-
     chosen = model.Kernel("split-K", 128, 128, 2, 6, pdl=True)  # 112 CTAs, 36 SMs free
-    with_loads = model.call_seconds(chosen, shape)
-    without_loads = model.call_seconds(chosen, shape, loads_under_tail=False)
-    assert with_loads < without_loads
-    assert without_loads - model.call_seconds(dataclasses.replace(chosen, pdl=False), shape) == pytest.approx(
-        model.CTA_START_S - model.FITTED.launch_s)
-
-    # 64 CTAs on 128 x 4096: the next call's whole grid runs on SMs of its own, two calls in
-    # flight, as two CTAs an SM would give.
-    small = model.Kernel("unsplit", 128, 64, 1, 8, pdl=True)
-    shape = (128, 4096, 7168, 1)
-    assert model.grid_ctas(small, 64, 28) == 64
-    assert model.call_seconds(small, shape) == pytest.approx(
-        model.call_seconds(dataclasses.replace(small, ctas_per_sm=2), shape))
-    assert model.call_seconds(small, shape) < 0.6 * model.call_seconds(dataclasses.replace(small, pdl=False), shape)
-
-
-def test_two_ctas_an_sm_pay_where_a_calls_chain_binds_and_not_past_dram():
-    """Two calls in flight on every SM halve a call's chain: on 128 x 7168 x 2048 the chosen
-    configuration's time halves; on 128 x 7168 x 16384 DRAM binds either way."""
-    import submission as sub
-
-    short = (128, 7168, 2048, 1)
-    one_cta = sub.Sm100Config(64, 1, 8)
-    times = model.levers(one_cta, short)
-    assert times["two CTAs an SM"] < 0.6 * times["chosen"]
-    configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}
-    long = (128, 7168, 16384, 1)
-    dram = model.gemm_bytes(*long) / (model.B200_TABLE_BANDWIDTH * model.FITTED.dram_efficiency)
-    assert model.levers(configs[long], long)["two CTAs an SM"] == pytest.approx(dram)
-    assert model.levers(one_cta, short)["cluster reduction"] == times["chosen"]  # unsplit: nothing to exchange
-
-
-def test_the_chosen_configurations_are_the_models_fastest_but_where_dram_binds_both():
-    """The model's fastest on 128 x 4096 x 7168 and 128 x 7168 x 2048; on 128 x 7168 x 16384 the
-    model puts whole-K tiles 6 % ahead of the first-placed entry's measured tiles (inside its
-    calibration error there), both bound by DRAM in the model, and the measured tiles stay."""
-    import submission as sub
-
-    for shape in model.BENCHMARK_SHAPES:
-        config = sub.sm100_config(sub.Problem(*shape), conservative=False)
-        chosen = model.call_seconds(model.kernel_for(config), shape)
-        fastest, kernel = model.preferred(shape, pdl=True)
-        if shape == (128, 7168, 16384, 1):
-            dram = model.gemm_bytes(*shape) / (model.B200_TABLE_BANDWIDTH * model.FITTED.dram_efficiency)
-            assert fastest == pytest.approx(dram)
-            assert (config.tile_m, config.split_k, config.ctas_per_sm) == (128, 2, 1) and chosen < 1.07 * fastest
-        else:
-            assert chosen == pytest.approx(fastest), shape
-    # Two CTAs an SM where the next call's grid would not find SMs of its own.
-    assert sub.sm100_config(sub.Problem(128, 7168, 2048, 1)).ctas_per_sm == 2
-    one_cta = dataclasses.replace(sub.sm100_config(sub.Problem(128, 7168, 2048, 1)), ctas_per_sm=1, stages=8)
-    assert model.call_seconds(model.kernel_for(one_cta), (128, 7168, 2048, 1)) > 1.5 * model.preferred(
-        (128, 7168, 2048, 1), pdl=True)[0]
-
-
-def test_multicast_pays_only_where_l2_reads_bind(monkeypatch):
-    """A cluster of two 64-row CTAs halves the L2 reads of their shared B tile: nothing on
-    128 x 4096 x 7168 at the model's L2 rate (DRAM binds), the L2 term's share at a third of it."""
-    shape = (128, 4096, 7168, 1)
-    single = dataclasses.replace(model.winner(shape), pdl=True)
-    clustered = dataclasses.replace(single, cluster_m=2)
-    assert model.call_seconds(clustered, shape) == pytest.approx(model.call_seconds(single, shape))
-    monkeypatch.setattr(model, "L2_TO_SM_BYTES_PER_S", 6e12)
-    assert model.call_seconds(clustered, shape) < 0.8 * model.call_seconds(single, shape)
+    assert model.call(chosen, S1).branch == "PDL, one CTA an SM"
+    assert model.call_seconds(chosen, S1) <= model.call_seconds(chosen, S1, loads_under_tail=False)
+    # 64 CTAs on 128 x 4096: the next grid runs on SMs of its own, two calls in flight.
+    assert model.call(model.Kernel("unsplit", 128, 64, 1, 8, pdl=True), S2).branch == "two calls in flight"
 
 
 def test_share_k_evens_the_busiest_sm():
     """128 x 7168 x 16384 in 64-row tiles: whole tiles give one SM 64 K tiles; share-K's even
     shares give at most 49, over two tiles, and up to 3 partials a tile."""
-    tiles, k_tiles = 112, 64
     static = model.Kernel("static", 128, 64, 1, 8)
-    shared = dataclasses.replace(static, split_k=model.k_share_parts(tiles, k_tiles), share_k=True)
+    shared = dataclasses.replace(static, split_k=model.k_share_parts(112, 64), share_k=True)
     assert shared.split_k == 3
-    assert model._units_and_k_tiles_per_sm(static, tiles, k_tiles) == (1, 64)
-    assert model._units_and_k_tiles_per_sm(shared, tiles, k_tiles) == (2, 49)
+    assert model._units_and_k_tiles_per_sm(static, 112, 64) == (1, 64)
+    assert model._units_and_k_tiles_per_sm(shared, 112, 64) == (2, 49)
 
 
-def test_no_official_shape_takes_share_k_which_the_model_puts_behind_whole_units_on_each():
-    """Share-K's grid fills every SM, so the next call's CTAs find none free under PDL."""
-    import submission as sub
-    from harness import shapes
-
-    for case in shapes.official_cases("tests") + shapes.official_cases("benchmarks"):
-        m, n, k, l = case.mnkl
-        chosen = model.kernel_for(sub.sm100_config(sub.Problem(*case.mnkl), conservative=False))
-        assert not chosen.share_k
-        tiles = (n // 128) * (m // chosen.tile_m) * l
-        shared = dataclasses.replace(chosen, split_k=model.k_share_parts(tiles, k // model.TILE_K), share_k=True)
-        assert model.call_seconds(chosen, case.mnkl) <= model.call_seconds(shared, case.mnkl), case.mnkl
+def test_the_overlap_is_read_from_a_recorded_run_or_said_to_be_assumed(tmp_path):
+    assert model.load_overlap(tmp_path / "absent.json") == model.ASSUMED_OVERLAP
+    assert not model.ASSUMED_OVERLAP.measured and "ASSUMED" in model.ASSUMED_OVERLAP.source
+    record = {"mode": "bandwidth", "device": "NVIDIA H100 80GB HBM3", "date": "2026-11-27", "commit": "abc1234",
+              "overlap_ratio": 1.12, "handoff_us": 0.9}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(record))
+    got = model.load_overlap(path)
+    assert got.measured and got.ratio == 1.12 and got.handoff_s == pytest.approx(0.9e-6)
+    assert "H100" in got.source and "2026-11-27" in got.source and "abc1234" in got.source
+    path.write_text(json.dumps({**record, "mode": "latency"}))
+    with pytest.raises(ValueError, match="bandwidth-bound"):
+        model.load_overlap(path)
+    path.write_text(json.dumps({**record, "commit": None}))
+    with pytest.raises(ValueError, match="commit"):
+        model.load_overlap(path)
+    # A run where no epilogue waited measured no hand-off: the assumed one stands, and says so.
+    path.write_text(json.dumps({**record, "handoff_us": None}))
+    got = model.load_overlap(path)
+    assert got.handoff_s == model.ASSUMED_OVERLAP.handoff_s and "hand-off assumed" in got.source

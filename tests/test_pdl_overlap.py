@@ -31,32 +31,19 @@ run = _load_run()
 SHAPE = (128, 7168, 2048, 1)
 
 
-def _model_parts(kernel, shape):
-    """The model's main loop and tail for `kernel` (whole K, at most one unit an SM), spelled out
-    from its constants, so that the experiment's formulas can be checked against call_seconds."""
-    m, n, k, l = shape
-    c = model.FITTED
-    load = model._tile_bytes(kernel) / c.ingest_bytes_per_s
-    mma = 2 * kernel.tile_n * kernel.tile_m * model.TILE_K / model.MMA_FLOPS_PER_SM_S
-    mainloop = c.latency_s + (k // model.TILE_K) * max(load, mma)
-    tail = c.latency_s + 2 * kernel.tile_n * kernel.tile_m / c.ingest_bytes_per_s
-    return mainloop, tail, (k // model.TILE_K) * max(load, mma)
-
-
 def test_the_predictions_are_the_models_arithmetic_on_its_headline_shape():
+    """The experiment's formula for d on parts the model computes is the model's own call for two
+    CTAs an SM, at an overlap factor of 1; c is the chain."""
     two = model.Kernel("two CTAs an SM", 128, 64, 1, 3, pdl=True, ctas_per_sm=2)
-    one = dataclasses.replace(two, ctas_per_sm=1)
-    mainloop, tail, streaming = _model_parts(two, SHAPE)
-    chain = run.chain_us(span_alone_us=(mainloop + tail) * 1e6, slot_gap_us=model.CTA_START_S * 1e6)
-    dram = run.dram_bound_us(model.gemm_bytes(*SHAPE), model.B200_TABLE_BANDWIDTH * model.FITTED.dram_efficiency)
-    # Two CTAs an SM with PDL: half the chain (2.31 us, the model's headline figure).
-    d = run.predicted_us("d", alone_us=0.0, chain=chain, mainloop_bound_us=streaming * 1e6, dram_us=dram)
-    assert math.isclose(d, model.call_seconds(two, SHAPE) * 1e6, rel_tol=1e-9)
-    assert math.isclose(d, 2.3096, rel_tol=1e-4)
-    # One CTA an SM with PDL, every SM busy: the whole chain (4.62 us).
-    c = run.predicted_us("c", alone_us=0.0, chain=chain, mainloop_bound_us=0.0, dram_us=dram)
-    assert math.isclose(c, model.call_seconds(one, SHAPE) * 1e6, rel_tol=1e-9)
-    assert math.isclose(d / c, 0.5)
+    exact = dataclasses.replace(model.OVERLAP, ratio=1.0)
+    parts = model.call(two, SHAPE, overlap=exact)
+    chain = run.chain_us(span_alone_us=(parts.mainloop_s + parts.tail_s) * 1e6, slot_gap_us=model.CTA_START_S * 1e6)
+    d = run.predicted_us("d", alone_us=0.0, chain=chain, mainloop_bound_us=parts.busiest_sm_s * 1e6,
+                         dram_us=parts.dram_s * 1e6, serial_tail_us=parts.serial_tail_s * 1e6)
+    assert math.isclose(d, parts.seconds * 1e6, rel_tol=1e-9)
+    assert math.isclose(chain, parts.chain_s * 1e6, rel_tol=1e-9)
+    c = run.predicted_us("c", alone_us=0.0, chain=chain, mainloop_bound_us=0.0, dram_us=0.0)
+    assert c == chain and d < c
 
 
 def test_the_bounds_take_over_from_half_the_chain():
@@ -64,6 +51,7 @@ def test_the_bounds_take_over_from_half_the_chain():
     assert run.predicted_us("f", alone_us=9.0, chain=4.0, mainloop_bound_us=2.5, dram_us=1.0) == 2.5
     assert run.predicted_us("d", alone_us=9.0, chain=4.0, mainloop_bound_us=1.0, dram_us=1.0) == 2.0
     assert run.predicted_us("b", alone_us=9.0, chain=4.0, mainloop_bound_us=1.0, dram_us=1.0) == 9.0
+    assert run.predicted_us("d", alone_us=9.0, chain=4.0, mainloop_bound_us=1.0, dram_us=1.0, serial_tail_us=2.5) == 2.5
     assert run.serial_tail_bound_us(1.5, 0.75) == 2.25
     assert math.isclose(run.dram_bound_us(3e6, 3e12), 1.0)
     with pytest.raises(ValueError):
@@ -89,6 +77,45 @@ def test_predictions_assemble_the_cases_measured_parts():
     assert out["d"][0] == 2.25  # max(4.5 / 2, 3.0 / 2, 2.0)
     assert out["f"][0] == 2.25
     assert "chain 4.50 / 2" in out["d"][1]
+
+
+def test_the_serial_tails_enter_the_formula_where_a_case_measured_its_hand_off():
+    device = {"dram_bytes_per_s": 3e12}
+    stamps = {"span_us": 4.0, "main_us": 2.0, "slot_gap_us": 0.5, "tail_us": 1.5, "handoff_us": None}
+    k_results = {case: _stamp(t, stamps) for case, t in (("a1", 6.0), ("a2", 6.5), ("c", 4.6))}
+    k_results["g"] = _stamp(7.0, {**stamps, "main_us": 3.0})
+    k_results["d"] = _stamp(2.9, {**stamps, "handoff_us": 1.2})
+    out = run.predictions(k_results, device)
+    assert out["d"][0] == 2.7  # tail 1.5 + hand-off 1.2 above half the chain (2.25)
+    assert "tail+hand 2.70" in out["d"][1]
+
+
+def test_the_bandwidth_mode_is_the_b200_two_cta_configuration():
+    """28 KB K tiles (the model's 64-row stage), eight of them (128 x 7168 x 2048's K), three
+    stages within room for two CTAs an SM, slabs shared so that L2 feeds most loads."""
+    k_tiles, knobs = run.MODES["bandwidth"]
+    two = model.Kernel("two CTAs an SM", 128, 64, 1, 3, ctas_per_sm=2)
+    assert knobs.tile_bytes == model.stage_bytes(two) and k_tiles == (2048 // model.TILE_K,)
+    assert 3 * knobs.tile_bytes <= run.SMEM_TWO_CTAS and knobs.share > 1
+    lines = run.case_lines(list(k_tiles), knobs, sms=132, workdir=Path("/nonexistent"))
+    assert all(fields["share"] == knobs.share and fields["tile_bytes"] == knobs.tile_bytes for _, _, fields in lines)
+
+
+def test_the_record_is_what_the_model_reads(tmp_path):
+    device = {"dram_bytes_per_s": 3e12, "device": "NVIDIA H100 80GB HBM3"}
+    stamps = {"span_us": 4.0, "main_us": 2.0, "slot_gap_us": 0.5, "tail_us": 1.0, "handoff_us": None,
+              "beside_previous_call": 1.0}
+    results = {(8, case): _stamp(t, stamps) for case, t in (("a1", 6.0), ("a2", 6.5), ("c", 4.6), ("g", 7.0))}
+    results[(8, "d")] = _stamp(2.7, {**stamps, "handoff_us": 0.7})
+    results[(2, "d")] = _stamp(9.0, stamps)  # another main-loop length: not the one recorded
+    knobs = run.MODES["bandwidth"][1]
+    record = run.overlap_record("bandwidth", device, results, 8, knobs, "abc1234", "2026-11-27")
+    assert record["formula_us"] == 2.25 and math.isclose(record["overlap_ratio"], 2.7 / 2.25)
+    assert record["handoff_us"] == 0.7 and record["knobs"]["tile_bytes"] == 28 * 1024
+    path = tmp_path / "pdl-overlap-bandwidth.json"
+    path.write_text(run.json.dumps(record))
+    overlap = model.load_overlap(path)
+    assert overlap.measured and math.isclose(overlap.ratio, 1.2) and math.isclose(overlap.handoff_s, 0.7e-6)
 
 
 def _simulate(sms, room, grid, calls, pdl, start, main, tail, gap, handoff, launch=3.0):
@@ -180,6 +207,7 @@ def test_without_a_device_it_says_so(monkeypatch, capsys):
     monkeypatch.setattr(run, "cuda_device", lambda: "no CUDA device")
     assert run.main(["--out", "/nonexistent/x.csv"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+    assert run.main(["--mode", "bandwidth", "--share", "4", "--record", "/nonexistent/x.json"]) == 2
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH: the CUDA source's sm_90a compile is not checked")

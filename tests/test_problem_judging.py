@@ -19,7 +19,8 @@ from harness import modes, wire
 from harness.jobs import FAIL, PASS
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import JudgeClock
-from harness.judge.verdicts import bits, changed_inputs, check_call, clone_data, near_duplicate, repeated_outputs, shared_outputs
+from harness.judge import edits
+from harness.judge.verdicts import bits, changed_inputs, check_call, clone_data, repeated_outputs, shared_outputs
 from harness.popcorn import PopcornLog
 from harness.problems import PROBLEMS
 from harness.report import Reporter
@@ -247,10 +248,15 @@ def test_changed_inputs_and_near_duplicates_walk_the_groups():
     copy[2][0][0].view(torch.uint8)[1, 0, 0, 0, 0, 0] ^= 1
     copy[0][1][2].fill_(0)  # an output buffer: no input
     assert changed_inputs(data, copy, GROUPED) == ["sfa_reordered of group 0"]
-    near = near_duplicate(data, torch.Generator().manual_seed(1), GROUPED)
-    differing = {GROUPED.input_name(path) for (path, old), (_, new) in zip(wire.leaves(data), wire.leaves(near))
+    generator, seen = torch.Generator().manual_seed(1), set()
+    reference = GROUPED.expected(clone_data(data))
+    for _ in range(12):
+        near, _ = edits.near_duplicate(data, reference, GROUPED, generator)
+        seen |= {GROUPED.input_name(path) for (path, old), (_, new) in zip(wire.leaves(data), wire.leaves(near))
                  if not torch.equal(bits(old), bits(new))}
-    assert differing == {"a of group 0", "b of group 0", "a of group 1", "b of group 1"}
+    # Every group's operands and scales, each scale in both layouts; never the sizes or an output.
+    assert seen == {f"{name} of group {group}" for group in (0, 1)
+                    for name in ("a", "b", "sfa", "sfb", "sfa_reordered", "sfb_reordered")}
 
 
 def test_input_names_are_the_problems_or_the_place():

@@ -25,8 +25,11 @@ def _data(seed: int, device="cpu"):
     return reference.generate_input(*PROBLEM, seed=seed, device=device)
 
 
+_EXACT_PRODUCT = sub.exact_product  # the tests' own, apart from what the submission calls
+
+
 def _rounded_exact(data) -> torch.Tensor:
-    return sub.exact_product(data).to(torch.float16)
+    return _EXACT_PRODUCT(data).to(torch.float16)
 
 
 class _Config:
@@ -38,8 +41,8 @@ class _Config:
 
 
 class _WritingPlan:
-    """A launch plan whose launch writes the exact product into the current input's c, with
-    `fault` applied to it (None: left right; an exception: raised instead)."""
+    """A launch plan whose launch writes the exact product of the input at `addresses` into
+    its c, with `fault` applied to it (None: left right; an exception: raised instead)."""
 
     def __init__(self, kernel, config: _Config, fault):
         self.kernel, self.config, self.fault = kernel, config, fault
@@ -48,15 +51,15 @@ class _WritingPlan:
         self.kernel.launches.append(self.config.name)
         if isinstance(self.fault, Exception):
             raise self.fault
-        c = self.kernel.data[6]
-        c.copy_(_rounded_exact(self.kernel.data))
+        data = self.kernel.inputs[addresses]
+        data[6].copy_(_rounded_exact(data))
         if self.fault is not None:
-            self.fault(c)
+            self.fault(data[6])
 
 
 def _stand_in_kernel(chosen_fault, conservative_fault):
     class Kernel:
-        data = None  # the input of the call in progress
+        inputs = {}  # every input whose addresses were taken, by its addresses
         launches = []
 
         @classmethod
@@ -74,8 +77,16 @@ def _one_element_off(c):
 
 
 def _call(kernel, data, monkeypatch):
-    """custom_kernel on a CPU input, with validation and dispatch standing in for the GPU's."""
-    kernel.data = data
+    """custom_kernel on a CPU input, with validation and dispatch standing in for the GPU's;
+    the stand-in kernel finds every input (the self-check's own included) by its addresses."""
+    addresses_of = sub.operand_addresses
+
+    def recorded(inputs):
+        addresses = addresses_of(inputs)
+        kernel.inputs[addresses] = inputs
+        return addresses
+
+    monkeypatch.setattr(sub, "operand_addresses", recorded)
     monkeypatch.setattr(sub, "validate_inputs", lambda d: sub.Call(PROBLEM, 0, sub.operand_addresses(d)))
     monkeypatch.setattr(sub, "kernel_for_device", lambda device: kernel)
     return sub.custom_kernel(data)
@@ -107,12 +118,12 @@ def test_a_wrong_first_result_falls_back_to_the_conservative_configuration(fresh
     (line,) = _fallback_lines(capsys.readouterr().err)
     assert "128x256x512x2" in line and "chosen" in line and "c[5, 17, 1]" in line
     assert "1 of 65536 elements wrong" in line and line.endswith("now the conservative configuration")
-    assert kernel.launches == ["chosen", "conservative"]
+    assert kernel.launches == ["chosen"] * 3 + ["conservative"] * 3  # each tried with three calls
 
     # Later calls run what passed, unchecked.
     second = _data(2)
     _call(kernel, second, monkeypatch)
-    assert kernel.launches[-1] == "conservative" and len(kernel.launches) == 3
+    assert kernel.launches[-1] == "conservative" and len(kernel.launches) == 7
     assert torch.equal(second[6], _rounded_exact(second))
     assert _fallback_lines(capsys.readouterr().err) == []
 
@@ -131,7 +142,7 @@ def test_two_wrong_configurations_leave_the_exact_product_for_every_call(fresh_p
     second = _data(4)
     second[6].fill_(float("nan"))
     _call(kernel, second, monkeypatch)
-    assert kernel.launches == ["chosen", "conservative"]  # no kernel after the first call
+    assert kernel.launches == ["chosen"] * 3 + ["conservative"] * 3  # no kernel after the first call
     assert torch.equal(second[6], _rounded_exact(second))
 
 
@@ -146,8 +157,78 @@ def test_a_plan_that_raises_falls_back_too(fresh_plans, monkeypatch, capsys):
 def test_a_right_first_result_keeps_the_chosen_configuration_quietly(fresh_plans, monkeypatch, capsys):
     kernel = _stand_in_kernel(None, _one_element_off)
     _call(kernel, _data(6), monkeypatch)
-    assert kernel.launches == ["chosen"]
+    assert kernel.launches == ["chosen"] * 3
     assert capsys.readouterr().err == ""
+
+
+class _CallPlan(_WritingPlan):
+    """A plan that writes its input's right answer on every call but `skipped`'s, which writes
+    nothing (a call that found its arrival counters unreset, or read another call's partials,
+    leaving c as it found it)."""
+
+    def __init__(self, kernel, skipped: int):
+        super().__init__(kernel, _Config("chosen"), None)
+        self.skipped, self.calls = skipped, 0
+
+    def launch(self, addresses):
+        self.calls += 1
+        if self.calls != self.skipped:
+            super().launch(addresses)
+
+
+@pytest.mark.parametrize("skipped", [1, 2, 3])
+def test_every_one_of_the_three_calls_is_checked(skipped, fresh_plans, monkeypatch, capsys):
+    kernel = _stand_in_kernel(None, None)
+    plan = _CallPlan(kernel, skipped)
+    kernel.launch_plan = lambda problem, device, conservative=False: (
+        _WritingPlan(kernel, _Config("conservative"), None) if conservative else plan)
+    first = _data(10)
+    assert torch.equal(_call(kernel, first, monkeypatch), _rounded_exact(first))
+    (line,) = _fallback_lines(capsys.readouterr().err)
+    assert f"call {skipped} of 3" in line and "= nan" in line and "65536 of 65536 elements wrong" in line
+    assert ("b negated" in line) == (skipped == 2)
+
+
+def test_the_second_call_multiplies_by_b_negated(fresh_plans, monkeypatch):
+    """Its answer differs from its neighbours' everywhere the product is not zero, so a call
+    that reads another's partials or output is wrong."""
+    kernel = _stand_in_kernel(None, None)
+    data = _data(11)
+    _call(kernel, data, monkeypatch)
+    outputs = [inputs[6] for inputs in kernel.inputs.values() if inputs[6] is not data[6]]
+    assert len(outputs) == 2
+    exact = sub.exact_product(data).to(torch.float16)
+    assert sorted([torch.equal(c, exact), torch.equal(c, -exact)] for c in outputs) == [[False, True], [True, False]]
+    assert (exact != 0).float().mean() > 0.9
+
+
+def test_after_the_last_rung_the_exact_product_is_computed_once(fresh_plans, monkeypatch, capsys):
+    kernel = _stand_in_kernel(_one_element_off, _one_element_off)
+    computed = []
+    exact_product = sub.exact_product
+    monkeypatch.setattr(sub, "exact_product", lambda data: computed.append(1) or exact_product(data))
+    first = _data(12)
+    assert torch.equal(_call(kernel, first, monkeypatch), _rounded_exact(first))
+    assert len(computed) == 1  # the check's own, written into c: not computed a second time
+    assert _fallback_lines(capsys.readouterr().err)[-1].endswith("now the exact torch product")
+
+
+def test_a_kernels_own_rungs_are_tried_in_order(fresh_plans, monkeypatch, capsys):
+    """A kernel with `rungs` (the B200's configurations): each tried with three calls, the
+    first that passes kept; one that raises is passed over too."""
+    kernel = _stand_in_kernel(None, None)
+    kernel.rungs = lambda problem, device: [
+        ("the chosen configuration", lambda: _WritingPlan(kernel, _Config("chosen"), _one_element_off)),
+        ("the conservative configuration", lambda: _WritingPlan(kernel, _Config("conservative"), RuntimeError("no"))),
+        ("the plain configuration", lambda: _WritingPlan(kernel, _Config("plain"), None))]
+    first = _data(13)
+    _call(kernel, first, monkeypatch)
+    lines = _fallback_lines(capsys.readouterr().err)
+    assert [line.rsplit("; now ", 1)[1] for line in lines] == ["the conservative configuration", "the plain configuration"]
+    assert "RuntimeError: no" in lines[1]
+    assert kernel.launches == ["chosen"] * 3 + ["conservative"] + ["plain"] * 3
+    assert torch.equal(first[6], _rounded_exact(first))
+    assert sub._PLANS[(PROBLEM, 0)].config.name == "plain"
 
 
 def test_with_the_check_off_the_first_result_is_not_checked(fresh_plans, monkeypatch, capsys):
@@ -227,7 +308,7 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
         lines = _fallback_lines(capsys.readouterr().err)
         if seed == 21:
             assert len(lines) == (2 if conservative_wrong else 1)
-            assert "c[3, 1000, 0]" in lines[0]
+            assert "call 3 of 3: c[3, 1000, 0]" in lines[0]  # the spoiled element is in the caller's c
         else:
             assert lines == []
     plan = sub._PLANS[(problem, torch.cuda.current_device())]

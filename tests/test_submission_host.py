@@ -156,7 +156,7 @@ def test_the_schedule_covers_every_k_tile_of_every_output_tile_once(problem, spl
 @pytest.mark.parametrize("splits", range(2, 7))
 def test_the_last_arrival_adds_every_other_split_once(splits):
     for part in range(splits):
-        assert sorted(sub.other_split(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
+        assert sorted(sub.SplitKReduction.other_split(j, part) for j in range(splits - 1)) == [p for p in range(splits) if p != part]
 
 
 def test_the_sanitizer_shapes_run_whole_tiles_and_split_k():
@@ -308,3 +308,38 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_res
     assert (conservative.tile_m, conservative.stages) == (chosen.tile_m, chosen.stages)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
+
+
+@pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
+def test_the_self_checks_rungs_end_on_128_row_tiles_over_the_whole_of_k(problem, monkeypatch):
+    """The chosen configuration, the conservative one, then the plain one (128-row tiles, whole
+    K, the deepest pipeline, no PDL, one CTA an SM: what most official tests run), each once:
+    a fault in the 64-row path or in split-K leaves a kernel rung, not the exact product."""
+    monkeypatch.delenv(sub.SM100_CONSERVATIVE_ENV, raising=False)
+    rungs = sub.sm100_rungs(problem)
+    names = [name for name, _ in rungs]
+    configs = [config for _, config in rungs]
+    plain = sub.Sm100Config(tile_m=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False)
+    assert configs[0] == sub.sm100_config(problem, conservative=False)
+    assert configs[-1] == plain
+    assert len(set(configs)) == len(configs)
+    conservative = sub.sm100_config(problem, conservative=True)
+    assert names == ["the chosen configuration", "the conservative configuration"] + (
+        ["the plain configuration"] if conservative != plain else [])
+    for config in configs:
+        config.check_problem(problem)
+
+    monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")  # the conservative configuration chosen
+    assert [config for _, config in sub.sm100_rungs(problem)] == configs[1:]
+
+
+def test_every_benchmark_configuration_is_run_by_a_test_of_ours():
+    """tests/test_b200_kernel.py runs each of these on a B200 with three calls back to back; the
+    benchmark shapes' own configurations among them, the one no official test takes included."""
+    from tests.test_b200_kernel import CONFIG_CASES
+
+    pinned = {config for config, _ in CONFIG_CASES}
+    assert set(sub.SM100_BENCHMARK_CONFIGS.values()) <= pinned
+    for config, problem in CONFIG_CASES:
+        config.check_problem(problem)
+        assert config.grid_ctas(problem, sub.SM100_NUM_SMS) >= 1

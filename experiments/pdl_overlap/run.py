@@ -1,7 +1,10 @@
-"""Does the next call's CTA start beside this call's on every SM? A Hopper test of the one PDL
-assumption behind harness/b200_model.py's figure for 128 x 7168 x 2048 (two CTAs an SM).
+"""Two calls in flight with PDL: do they overlap on every SM, and how near the model's formula?
+
+A Hopper test of the PDL assumptions behind harness/b200_model.py's figures for 128 x 4096 x
+7168 and 128 x 7168 x 2048 (two calls in flight).
 
     python experiments/pdl_overlap/run.py --out pdl_overlap.csv
+    python experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json
 
 Builds pdl_overlap.cu with nvcc for the device found, runs the cases below in one process and
 prints, per main-loop length, each case's measured time per call beside the model's, with the
@@ -17,6 +20,7 @@ import bisect
 import csv
 import ctypes
 import dataclasses
+import datetime
 import json
 import os
 import shutil
@@ -73,6 +77,20 @@ class Knobs:
     tile_bytes: int = 2048  # bytes per K tile per CTA, streamed through 3 stages
     out_bytes: int = 8192  # bytes each CTA stores in its tail
     rounds: int = 30
+    share: int = 1  # CTAs that read the same slab: the rest of their reads hit L2
+
+
+# The modes: (K tiles a CTA, knobs). "latency": 2 KB K tiles behind FMA chains, the start and
+# tail about half the chain at short main loops. "bandwidth": the B200 two-CTA configuration's
+# K tiles (28 KB: a 128-row fp4 tile, a 64-row one and both 128-row scale atoms, 3 stages in
+# 100 KB), eight of them as on 128 x 7168 x 2048, an FMA chain about as long as their MMAs
+# (40 dependent FMAs), and slabs shared by 8 CTAs, so that L2, not DRAM, feeds most of the
+# loads (as a's tile, shared by every CTA, is on the B200): each CTA's stream is held by what
+# its stages keep in flight, and two CTAs on an SM contend for its memory path.
+MODES = {
+    "latency": (DEFAULT_K_TILES, Knobs()),
+    "bandwidth": ((8,), Knobs(fma_per_tile=40, tile_bytes=28 * 1024, share=8)),
+}
 
 
 # ----- stamps -----
@@ -260,18 +278,21 @@ def dram_bound_us(bytes_per_call: float, dram_bytes_per_s: float) -> float:
     return bytes_per_call / dram_bytes_per_s * 1e6
 
 
-def predicted_us(case: str, *, alone_us: float, chain: float, mainloop_bound_us: float, dram_us: float) -> float:
-    """harness/b200_model.py's `call_seconds`, per case, on measured parts:
+def predicted_us(case: str, *, alone_us: float, chain: float, mainloop_bound_us: float, dram_us: float,
+                 serial_tail_us: float = 0.0) -> float:
+    """harness/b200_model.py's `call`, per case, on measured parts, before its overlap factor
+    (which is what this run measures: measured / this):
     - b, e (no PDL): launch + chain, each call after the last: one call alone's time;
     - c (PDL, one CTA an SM, no SM free): CTA start + main loop + tail, i.e. the chain;
     - d (PDL, room for two CTAs an SM) and f (PDL, half the SMs: the next grid fits on the free
-      ones): two calls in flight, max(chain / 2, main-loop resource, DRAM bytes / rate)."""
+      ones): two calls in flight, max(chain / 2, the busiest SM's main loops, tail + hand-off,
+      DRAM bytes / rate)."""
     if case in ("b", "e"):
         return alone_us
     if case == "c":
         return chain
     if case in ("d", "f"):
-        return max(chain / 2, mainloop_bound_us, dram_us)
+        return max(chain / 2, mainloop_bound_us, serial_tail_us, dram_us)
     raise ValueError(f"no prediction for case {case}")
 
 
@@ -295,6 +316,9 @@ def predictions(k_results: dict, device: dict) -> dict:
     out = {}
     for case, result in k_results.items():
         dram = dram_bound_us(result["in_bytes"] + result["out_bytes"], rate)
+        stamps = result["stamps"]
+        serial = (serial_tail_bound_us(stamps["tail_us"], stamps["handoff_us"])
+                  if stamps.get("handoff_us") is not None and stamps.get("tail_us") is not None else 0.0)
         if case == "b":
             out[case] = (a1["per_call_us"], "one call alone (launch + chain)")
         elif case == "e":
@@ -303,12 +327,15 @@ def predictions(k_results: dict, device: dict) -> dict:
             out[case] = (chain_1, f"chain = slot gap {gap:.2f} + span alone {a1['stamps']['span_us']:.2f}")
         elif case == "d":
             value = predicted_us("d", alone_us=a2["per_call_us"], chain=chain_2, mainloop_bound_us=g_main / 2,
-                                 dram_us=dram)
-            out[case] = (value, f"max(chain {chain_2:.2f} / 2, main loop {g_main / 2:.2f}, DRAM {dram:.2f})")
+                                 dram_us=dram, serial_tail_us=serial)
+            out[case] = (value, f"max(chain {chain_2:.2f} / 2, main loop {g_main / 2:.2f}, tail+hand {serial:.2f}, "
+                                f"DRAM {dram:.2f})")
         elif case == "f":
             main = a1["stamps"]["main_us"] / 2
-            value = predicted_us("f", alone_us=a1["per_call_us"], chain=chain_1, mainloop_bound_us=main, dram_us=dram)
-            out[case] = (value, f"max(chain {chain_1:.2f} / 2, main loop {main:.2f}, DRAM {dram:.2f})")
+            value = predicted_us("f", alone_us=a1["per_call_us"], chain=chain_1, mainloop_bound_us=main, dram_us=dram,
+                                 serial_tail_us=serial)
+            out[case] = (value, f"max(chain {chain_1:.2f} / 2, main loop {main:.2f}, tail+hand {serial:.2f}, "
+                                f"DRAM {dram:.2f})")
     return out
 
 
@@ -383,13 +410,13 @@ def case_lines(k_tiles_list, knobs: Knobs, sms: int, workdir: Path) -> list[tupl
                 name=f"{case}-k{k_tiles}", k_tiles=k_tiles, smem_bytes=SMEM_TWO_CTAS if room == 2 else SMEM_ONE_CTA,
                 grid=grid_for(grid, sms), pdl=int(pdl), calls=calls, rounds=knobs.rounds,
                 tile_bytes=knobs.tile_bytes, fma_per_tile=knobs.fma_per_tile, start_ns=knobs.start_ns,
-                tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, max_carveout=1,
+                tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, share=knobs.share, max_carveout=1,
                 stamps=str(workdir / f"{case}-k{k_tiles}.bin"))))
     k_tiles = k_tiles_list[0]
     lines.append((k_tiles, CARVEOUT_CASE, dict(
         name=f"{CARVEOUT_CASE}-k{k_tiles}", k_tiles=k_tiles, smem_bytes=SMEM_TWO_CTAS, grid=2 * sms, pdl=0, calls=1,
         rounds=knobs.rounds, tile_bytes=knobs.tile_bytes, fma_per_tile=knobs.fma_per_tile, start_ns=knobs.start_ns,
-        tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, max_carveout=0,
+        tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, share=knobs.share, max_carveout=0,
         stamps=str(workdir / f"{CARVEOUT_CASE}-k{k_tiles}.bin"))))
     return lines
 
@@ -471,6 +498,32 @@ which the model leaves out. Phase lengths come from clock64; overlaps, gaps and 
 whose smallest step seen was {step} ns."""
 
 
+def overlap_record(mode: str, device: dict, results: dict, k_tiles: int, knobs: Knobs, commit: str,
+                   date: str) -> dict:
+    """What harness/b200_model.py reads of this run (results/pdl-overlap-bandwidth.json): two
+    calls in flight with room for two CTAs an SM (case d), measured over the model's formula on
+    this run's parts (`overlap_ratio`), and the hand-off of each epilogue behind the previous
+    grid (case d's, else f's; None where no CTA waited)."""
+    k_results = {case: r for (k, case), r in results.items() if k == k_tiles and case in CASES}
+    predicted = predictions(k_results, device)
+    d = k_results["d"]
+    handoffs = [k_results[case]["stamps"]["handoff_us"] for case in ("d", "f") if case in k_results]
+    return {
+        "mode": mode, "device": device["device"], "date": date, "commit": commit, "k_tiles": k_tiles,
+        "knobs": dataclasses.asdict(knobs),
+        "overlap_ratio": d["per_call_us"] / predicted["d"][0], "measured_us": d["per_call_us"],
+        "formula_us": predicted["d"][0], "formula": predicted["d"][1],
+        "one_cta_an_sm_us": k_results["c"]["per_call_us"],
+        "handoff_us": next((h for h in handoffs if h is not None), None),
+        "tail_us": d["stamps"]["tail_us"], "beside_previous_call": d["stamps"]["beside_previous_call"],
+    }
+
+
+def current_commit() -> str:
+    done = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
 def print_timelines(results: dict, k_tiles: int, stamps: dict) -> None:
     for case in ("c", "d"):
         calls = stamps.get((k_tiles, case))
@@ -482,20 +535,22 @@ def print_timelines(results: dict, k_tiles: int, stamps: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="CSV of every case (one row each)")
-    parser.add_argument("--k-tiles", default=",".join(map(str, DEFAULT_K_TILES)),
-                        help="main-loop lengths: K tiles a CTA, comma-separated")
-    defaults = Knobs()
-    parser.add_argument("--start-ns", type=float, default=defaults.start_ns)
-    parser.add_argument("--tail-ns", type=float, default=defaults.tail_ns)
-    parser.add_argument("--fma-per-tile", type=int, default=defaults.fma_per_tile)
-    parser.add_argument("--tile-bytes", type=int, default=defaults.tile_bytes)
-    parser.add_argument("--out-bytes", type=int, default=defaults.out_bytes)
-    parser.add_argument("--rounds", type=int, default=defaults.rounds, help="timed rounds a case (median)")
+    parser.add_argument("--mode", choices=sorted(MODES), default="latency",
+                        help="the defaults of the knobs below: 2 KB K tiles (latency) or the B200's 28 KB (bandwidth)")
+    parser.add_argument("--k-tiles", help="main-loop lengths: K tiles a CTA, comma-separated (default: the mode's)")
+    for field in dataclasses.fields(Knobs):
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=float if field.type == "float" else int,
+                            help="default: the mode's")
+    parser.add_argument("--record", type=Path,
+                        help="write what the B200 model reads of the run (JSON, at the first main-loop length)")
+    parser.add_argument("--commit", help="the commit recorded (default: git rev-parse --short HEAD)")
     parser.add_argument("--nvcc", help="nvcc to build with (default: on PATH, CUDA_HOME, /usr/local/cuda)")
     parser.add_argument("--keep", type=Path, help="keep the binary and the stamp files in this folder")
     args = parser.parse_args(argv)
-    k_tiles_list = [int(k) for k in args.k_tiles.split(",")]
-    knobs = Knobs(args.start_ns, args.tail_ns, args.fma_per_tile, args.tile_bytes, args.out_bytes, args.rounds)
+    mode_k_tiles, mode_knobs = MODES[args.mode]
+    k_tiles_list = [int(k) for k in args.k_tiles.split(",")] if args.k_tiles else list(mode_k_tiles)
+    knobs = dataclasses.replace(mode_knobs, **{field.name: getattr(args, field.name) for field in
+                                               dataclasses.fields(Knobs) if getattr(args, field.name) is not None})
 
     device = cuda_device()
     if isinstance(device, str):
@@ -547,6 +602,7 @@ def main(argv=None) -> int:
             stamps=analyze(calls), in_bytes=record["in_bytes_per_call"], out_bytes=record["out_bytes_per_call"],
             occupancy=record["occupancy"], smem_bytes=record["smem_bytes"], grid=record["grid"], pdl=fields["pdl"],
             calls=fields["calls"], worst_enqueue_us=record["worst_enqueue_us"], hold_us=record["hold_us"])
+    print(f"mode: {args.mode}, {knobs}")
     rows = report(device_info, results, k_tiles_list)
     print_timelines(results, k_tiles_list[min(1, len(k_tiles_list) - 1)], stamps)
     if args.out:
@@ -557,6 +613,14 @@ def main(argv=None) -> int:
             for row in rows:
                 writer.writerow({**row, "device": device_info["device"]})
         print(f"\nwrote {args.out}")
+    if args.record:
+        date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+        record = overlap_record(args.mode, device_info, results, k_tiles_list[0], knobs,
+                                args.commit or current_commit(), date)
+        args.record.parent.mkdir(parents=True, exist_ok=True)
+        args.record.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"overlap: measured / formula {record['overlap_ratio']:.2f}, hand-off "
+              f"{'-' if record['handoff_us'] is None else format(record['handoff_us'], '.2f')} us; wrote {args.record}")
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"took {time.monotonic() - began:.0f} s")

@@ -1,13 +1,18 @@
-"""The recorded round's GPU activity, judged: every kernel the calls launched, with its queue
-and its time, set against the CUDA events that timed the same round.
+"""The recorded round's GPU activity, judged: every kernel, copy and memset the calls ran, on any
+queue, set against the judge's own timed window and the worker's events.
 
-The worker records the round under CUPTI (harness/runner/gpu_activity.py) with a marker kernel on the timed
-queue before the start event and after the end event. Honest work runs on that queue between
-the markers. A kernel on another queue escaped the events' bracket; one that starts after the
-closing marker was launched after the timed window closed. And the events, read from the GPU's
-clock, can be neither shorter than the span of the kernels they bracket nor longer than the
-window between the markers (launch gaps only widen that window, so no closer agreement holds
-for an honest round whose host is slower than its GPU).
+The worker records the round under CUPTI (harness/runner/gpu_activity.py) with a marker kernel on
+the timed queue right behind its wait for the judge's go, so that the marker starts once the
+judge's window is open, and another after the batch. The judge's window opened before the
+opening marker started, so it closed no later than the judge's own window time after that
+start. Work on any queue that runs between the two is inside the window: the judge's clock timed
+it, and its copy of the outputs, taken at the window's end, holds what it wrote. So is honest
+work on a side queue that waits for the timed queue and is joined back into it (a CUDA graph's
+warm-up, as torch's documentation shows it). Work that started before the opening marker did
+not wait for the judge's go (it ran during the judge's flush, untimed); work still running once
+the window closed is outside the judge's clock and copy. And the worker's events, read from the
+GPU's clock, can be neither shorter than the span of the timed queue's kernels they bracket nor
+longer than the judge's window that holds them.
 """
 
 import dataclasses
@@ -38,34 +43,41 @@ def summary(kernels: list[Kernel]) -> str:
     return "; ".join(f"{name} x{count} ({queue})" for (queue, name), count in counts.most_common(4))
 
 
-def judge_round(records: list | None, event_ns_per_call: float | None, calls: int) -> tuple[str | None, str]:
+def judge_round(records: list | None, window_ns: float, event_ns_per_call: float | None,
+                calls: int) -> tuple[str | None, str]:
     """(the problem, or None; what the calls launched) for the records of calls
-    [(name, queue, start ns, end ns)] and, where events timed them, the event time per call."""
+    [(name, queue, start ns, end ns)], the judge's window around them (ns, its own clock) and,
+    where events timed them, the worker's event time per call."""
     kernels = sorted((Kernel(str(name), str(queue), int(start), int(end)) for name, queue, start, end in records or []),
                      key=lambda kernel: kernel.start_ns)
     markers = [kernel for kernel in kernels if MARKER_KERNEL in kernel.name]
     if len(markers) < 2:
         return (f"{NOT_RECORDED} (CUPTI unavailable or switched off in the worker): what ran on the GPU, "
-                "and on which queue, cannot be verified"), "not recorded"
+                "and when, cannot be verified"), "not recorded"
     opening, closing = markers[0], markers[-1]
     launched = [kernel for kernel in kernels if kernel is not opening and kernel is not closing]
     seen = f"{len(launched)} GPU activities: {summary(launched)}" if launched else "no GPU activity"
-    elsewhere = [kernel for kernel in launched if kernel.queue != opening.queue]
-    if elsewhere:
-        kernel = elsewhere[0]
-        return (f"{len(elsewhere)} of the calls' kernels ran on another queue than the timed one ({_short(kernel.name)} on "
-                f"{kernel.queue}, the timed queue being {opening.queue}): work the events do not bracket"), seen
-    late = [kernel for kernel in launched if kernel.start_ns >= closing.start_ns]
+    slack_ns = max(AGREEMENT_RELATIVE * window_ns, AGREEMENT_ABSOLUTE_NS)
+    early = [kernel for kernel in launched if kernel.start_ns < opening.start_ns - AGREEMENT_ABSOLUTE_NS]
+    if early:
+        kernel = early[0]
+        return (f"{len(early)} GPU activities started before the judge's timed window opened ({_short(kernel.name)} on "
+                f"{kernel.queue}, {(opening.start_ns - kernel.start_ns) / 1e3:.1f} us before): work that did not wait "
+                "for the judge's go, outside its clock"), seen
+    closes_ns = opening.start_ns + window_ns
+    late = [kernel for kernel in launched if kernel.end_ns > closes_ns + slack_ns]
     if late:
-        return (f"{len(late)} kernel(s) started after the timed window closed ({_short(late[0].name)}): "
-                "work launched after custom_kernel's calls returned"), seen
+        kernel = late[0]
+        return (f"{len(late)} GPU activities ran past the end of the judge's timed window ({_short(kernel.name)} on "
+                f"{kernel.queue}, ending {(kernel.end_ns - closes_ns) / 1e3:.1f} us after it closed): work outside the "
+                "judge's clock and its copy of the outputs"), seen
     if event_ns_per_call is None:
         return None, seen
-    window_ns = closing.start_ns - opening.end_ns
-    span_ns = max(kernel.end_ns for kernel in launched) - min(kernel.start_ns for kernel in launched) if launched else 0
+    timed = [kernel for kernel in launched if kernel.queue == opening.queue]
+    span_ns = max(kernel.end_ns for kernel in timed) - min(kernel.start_ns for kernel in timed) if timed else 0
     event_ns = event_ns_per_call * calls
-    slack_ns = max(AGREEMENT_RELATIVE * window_ns, AGREEMENT_ABSOLUTE_NS)
     if not span_ns - slack_ns <= event_ns <= window_ns + slack_ns:
-        return (f"the events timed the round at {event_ns / 1e3:.1f} us, but its kernels ran for {span_ns / 1e3:.1f} us "
-                f"within a window of {window_ns / 1e3:.1f} us: the times were not read from the GPU's clock"), seen
+        return (f"the events timed the round at {event_ns / 1e3:.1f} us, but the timed queue's kernels they bracket ran "
+                f"for {span_ns / 1e3:.1f} us within the judge's window of {window_ns / 1e3:.1f} us: the times were not "
+                "read from the GPU's clock"), seen
     return None, seen

@@ -20,14 +20,14 @@ import statistics
 import torch
 
 from harness.jobs import ERROR, FAIL, PASS, CaseResult, Job
-from harness.judge import activity
+from harness.judge import activity, edits
 from harness.judge.isolation import CaseStopped
 from harness.judge.memory import SharedPool
-from harness.judge.probes import ByteEdits
+from harness.judge.probes import ProbeEdits
 from harness.judge.references import REFERENCES
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
-                                    clone_data, figures_problem, first_changed_inputs, input_leaves, near_duplicate)
+                                    clone_data, figures_problem, first_changed_inputs, input_leaves)
 from harness.runner.timing import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import leaves
@@ -41,7 +41,6 @@ CALIBRATION_SPREADS = 3.0
 # The judge's flush may take this much longer while a worker waits for its go than while the
 # calibration partner does: more is GPU work the worker ran during the flush, before the window.
 FLUSH_TOLERANCE = 0.03
-NEAR_DUPLICATE_TRIES = 8
 # After each timed round but the last, and after each probe, a probe (a timed round on edited
 # inputs, harness/judge/probes.py) with this chance, and always after one of the first MIN_ROUNDS,
 # drawn at random: no timed round can be told from a checked one on new values, so a replay in any
@@ -95,11 +94,6 @@ def _buffers(data_list: list, job: Job) -> list[list]:
     return [job.problem.outputs(data) for data in data_list]
 
 
-def _same_outputs(first, second) -> bool:
-    first, second = [tensor for _, tensor in leaves(first)], [tensor for _, tensor in leaves(second)]
-    return len(first) == len(second) and all(torch.equal(a, b) for a, b in zip(first, second))
-
-
 def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
     """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH."""
     judging.progress("handing the inputs to the worker")  # the worker's start ends here, if it had not
@@ -132,7 +126,8 @@ def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str
 
 def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, with_times: bool) -> str | None:
     """The recorded round's GPU activity, judged (the competition records none)."""
-    problem, result.activity = activity.judge_round(round_.records, round_.worker_ns / calls if with_times else None, calls)
+    problem, result.activity = activity.judge_round(round_.records, round_.window_ns,
+                                                    round_.worker_ns / calls if with_times else None, calls)
     if problem and UNDER_SANITIZER and problem.startswith(activity.NOT_RECORDED):
         result.warn(problem)
         return None
@@ -221,11 +216,13 @@ class BenchmarkCase:
         self.stale = False  # the shared inputs hold other values than the pristine ones (a probe's)
         self.rechecks = 0
         self._recheck_inputs: dict[tuple[int, bool], tuple] = {}
-        self._near_duplicates = torch.Generator().manual_seed(self.next_seed)
-        self.edits = ByteEdits(self.shared, self.pristine, self.problem)
+        self._recheck_edits = torch.Generator().manual_seed(self.next_seed)
+        self.edits = ProbeEdits(self.shared, self.pristine, self.expected, self.problem)
         # Timed rounds carry edits (probes) outside --official; the calibration partner's rounds
         # then carry the same work, so that its rounds measure the same fixed cost.
         self.editing = self.strict and self.edits.possible
+        if self.editing:
+            self.edits.draw_next()
 
     def round(self, process=None, record: bool = False, before_window=None) -> Round:
         return self.judging.clock.round(process or self.judging.worker, self.shared, before_flush=self._before_flush,
@@ -250,30 +247,27 @@ class BenchmarkCase:
 
     def recheck_inputs(self) -> tuple[list, list]:
         """(inputs, references) for the next recheck: at even indices fresh draws from the seeds
-        after the timed ones, at odd ones near-duplicates of the timed inputs (a few bytes
-        changed). A batch of one call alternates between the two from one recheck to the next."""
+        after the timed ones (some parts of the timed input, at random, replaced by the fresh
+        draw's), at odd ones near-duplicates of the timed inputs (a few bytes of random parts
+        changed; harness/judge/edits.py). A batch of one call alternates between the two from one
+        recheck to the next."""
         turn = self.rechecks if self.calls == 1 else 0
         self.rechecks += 1
         pairs = [self._recheck_input(index, fresh=(index + turn) % 2 == 0) for index in range(self.calls)]
         return [data for data, _ in pairs], [reference for _, reference in pairs]
 
     def _recheck_input(self, index: int, fresh: bool) -> tuple:
-        """One recheck input and its reference, drawn once per case: a near-duplicate whose
-        answer differs from the timed input's, or a fresh draw (also where the input holds
-        nothing a near-duplicate changes)."""
+        """One recheck input and its reference, drawn once per case, its answer another than the
+        timed input's: a near-duplicate, or parts of a fresh draw; the whole fresh draw where the
+        input holds no parts to edit or no edit changed its answer."""
         if (index, fresh) not in self._recheck_inputs:
-            new = None
-            for _ in range(0 if fresh else NEAR_DUPLICATE_TRIES):
-                new = near_duplicate(self.pristine[index], self._near_duplicates, self.problem)
-                if new is None:
-                    break
-                reference = self.problem.expected(clone_data(new))
-                if not _same_outputs(reference, self.expected[index]):
-                    break
-            if new is None:
-                new = _generate(self.job, self.next_seed + self.fresh_step * (index + 1))
-                reference = self.problem.expected(clone_data(new))
-            self._recheck_inputs[index, fresh] = new, reference
+            timed, reference = self.pristine[index], self.expected[index]
+            draw = _generate(self.job, self.next_seed + self.fresh_step * (index + 1))
+            if fresh:
+                found = edits.mixed(timed, reference, draw, self.problem, self._recheck_edits)
+            else:
+                found = edits.near_duplicate(timed, reference, self.problem, self._recheck_edits)
+            self._recheck_inputs[index, fresh] = found or (draw, self.problem.expected(clone_data(draw)))
         return self._recheck_inputs[index, fresh]
 
     def calibrate(self, own_kinds: bool) -> list[Round]:
@@ -291,17 +285,15 @@ class BenchmarkCase:
                     rounds += [self.plain_round(partner) for _ in range(CALIBRATION_ROUNDS // 2)]
         return rounds
 
-    def edited_round(self, probe: bool, process=None) -> tuple[Round, list]:
-        """A timed round with its edits written after the flush: a probe's, or the same work
-        changing nothing (harness/judge/probes.py)."""
-        edits = []
-        round_ = self.round(process, before_window=lambda: edits.extend(self.edits.write(probe)))
-        return round_, edits
+    def edited_round(self, probe: bool, process=None) -> Round:
+        """A timed round with the next probe's places written after the flush: with its edits, or
+        the same work changing nothing (harness/judge/probes.py)."""
+        return self.round(process, before_window=lambda: self.edits.write(probe))
 
     def plain_round(self, process=None) -> Round:
-        """A round as the timed ones run, but a probe: with edits that change nothing where the
+        """A round as the timed ones run, but a probe: with writes that change nothing where the
         timed rounds carry edits."""
-        return self.edited_round(probe=False, process=process)[0] if self.editing else self.round(process)
+        return self.edited_round(probe=False, process=process) if self.editing else self.round(process)
 
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
         round_ = self.plain_round()
@@ -364,15 +356,17 @@ def _time_rounds(case: BenchmarkCase, rule: StoppingRule, figures: Figures, cali
 
 
 def _probe(case: BenchmarkCase) -> str | None:
-    """A timed round on edited inputs, checked against their references; where the inputs hold
-    nothing to edit, the recheck's round on fresh draws."""
+    """A timed round on edited inputs, checked against their references, and the next probe's
+    edits drawn; where the inputs hold nothing to edit, the recheck's round on fresh draws."""
     if not case.edits.possible:
         return _recheck(case)
-    round_, edits = case.edited_round(probe=True)
-    references = case.edits.references(edits, case.expected)
-    case.edits.undo(edits)
-    problem = _value_problem(round_, references, case.shared, case.job)
-    return f"probe on edited inputs among the timed rounds: {problem}" if problem else None
+    round_ = case.edited_round(probe=True)
+    case.edits.undo()
+    problem = _value_problem(round_, case.edits.references, case.shared, case.job)
+    if problem:
+        return f"probe on edited inputs among the timed rounds: {problem}"
+    case.edits.draw_next()
+    return None
 
 
 def _write_inputs(shared: list, values: list, problem) -> None:

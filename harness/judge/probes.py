@@ -1,84 +1,67 @@
 """Probes: timed rounds on values the kernel has not seen, which nothing short of reading every
 input byte tells from the others.
 
-Before every timed round's window (after the judge's flush), a few inputs of the batch, chosen at
-random, get a few random bytes of their fp4 operands written: in a plain round with the bytes
-they hold, in a probe with others. Both are the same work on the judge's host and queue, so
-neither the judge's gaps between rounds nor the moment a round's go fires tell a probe coming,
-and the places and values are new each round, so no input or pair of inputs the kernel has seen
-answers a probe. A kernel that replays an answer kept from an earlier round fails the probe's
-check; one that compares every input byte with what it saw before (all the memory traffic these
-kernels have) saves compute only.
+The next probe's edits are drawn ahead (harness/judge/edits.py): a few inputs of the batch, chosen
+at random, each with an edit of random parts at random places, kept only where the problem's
+reference says it changes that input's answer. Before every timed round's window (after the
+judge's flush) those places are written: in a plain round with the bytes they hold, in a probe
+with the edits. Both are the same work on the judge's host and queue, so neither the judge's gaps
+between rounds nor the moment a round's go fires tell a probe coming. The next probe's edits are
+drawn right after each probe, whose references the judge has just checked: that gap is the
+longer one after every probe, and a probe may follow a probe. No part short of the whole input
+tells an edited input from the plain one, so a kernel that keeps answers keyed on any part of
+its inputs fails a probe's check; one that compares every input byte with what it saw before
+(all the memory traffic these kernels have) saves compute only.
 """
 
-import dataclasses
 import random
 
 import torch
 
-from harness.judge.verdicts import clone_data, fp4_operands, storage_bytes
+from harness.judge import edits
+from harness.judge.edits import storage_bytes
+from harness.judge.verdicts import input_leaves
 
-# Inputs of the batch edited before each timed round, and bytes of each of their fp4 operands.
-EDITED_INPUTS = 4
-EDITED_BYTES = 4
-
-
-@dataclasses.dataclass
-class Edit:
-    index: int  # the input's place in the batch
-    operand: int  # which of its fp4 operands
-    places: torch.Tensor  # byte offsets in the operand's storage, on its device
-    values: torch.Tensor  # the bytes written there
+EDITED_INPUTS = 4  # inputs of the batch a probe edits
+# Inputs tried, at most, for the EDITED_INPUTS whose edits change their answers.
+INPUTS_TRIED = 4 * EDITED_INPUTS
 
 
-class ByteEdits:
-    """The edits of one case's timed rounds, on the inputs the worker holds (`shared`), their
-    values taken from the judge's own copies (`pristine`)."""
+class ProbeEdits:
+    """The probes of one case's timed rounds, on the inputs the worker holds (`shared`): their edits
+    drawn on the judge's own copies (`pristine`, whose references are `expected`)."""
 
-    def __init__(self, shared: list, pristine: list, problem):
-        self._problem = problem
-        self._targets = [[storage_bytes(tensor) for tensor in fp4_operands(data, problem)] for data in shared]
-        self._sources = [[storage_bytes(tensor) for tensor in fp4_operands(data, problem)] for data in pristine]
-        self._pristine = pristine
-        seed = random.SystemRandom().getrandbits(62)
-        self._choice = torch.Generator().manual_seed(seed)
-        # Places and values are drawn where the operands live: a copy from the host's pageable
-        # memory would wait for the judge's queue (the flush), and send the worker its request
-        # only once the GPU is idle.
-        devices = {target.device for targets in self._targets for target in targets}
-        self._random = {device: torch.Generator(device).manual_seed(seed) for device in devices}
+    def __init__(self, shared: list, pristine: list, expected: list, problem):
+        self._problem, self._pristine, self._expected = problem, pristine, expected
+        self._targets = [[storage_bytes(tensor) for _, tensor in input_leaves(data, problem)] for data in shared]
+        self._sources = [[storage_bytes(tensor) for _, tensor in input_leaves(data, problem)] for data in pristine]
+        self._random = torch.Generator().manual_seed(random.SystemRandom().getrandbits(62))
+        self._pending: list[tuple[int, list[edits.Write]]] = []
+        self.references = list(expected)
+        # Whether the inputs hold parts to edit (a folder's problem may have none).
+        self.possible = any(edits.parts(data, problem) for data in pristine)
 
-    @property
-    def possible(self) -> bool:
-        """Whether the inputs hold fp4 operands to edit (a folder's problem may have none)."""
-        return any(self._targets)
+    def draw_next(self) -> None:
+        """The next probe's edits, each changing its input's answer, and the batch's references with them."""
+        self._pending, self.references = [], list(self._expected)
+        for index in torch.randperm(len(self._pristine), generator=self._random)[:INPUTS_TRIED].tolist():
+            found = edits.edited(self._pristine[index], self._expected[index], self._problem, self._random)
+            if found is not None:
+                self._pending.append((index, found[0]))
+                self.references[index] = found[1]
+            if len(self._pending) == EDITED_INPUTS:
+                break
 
-    def write(self, probe: bool) -> list[Edit]:
-        """Write this round's edits into the shared inputs, on the judge's queue: the bytes they
-        hold, or in a probe other ones."""
-        edits = []
-        for index in torch.randperm(len(self._targets), generator=self._choice)[:EDITED_INPUTS].tolist():
-            for operand, (target, source) in enumerate(zip(self._targets[index], self._sources[index])):
-                draw = self._random[target.device]
-                places = torch.randint(0, target.numel(), (EDITED_BYTES,), generator=draw, device=target.device)
-                # A plain round's shift is drawn too and made 0: the same kernels as a probe's.
-                shift = torch.randint(1, 256, (EDITED_BYTES,), generator=draw, device=target.device, dtype=torch.int16) * int(probe)
-                values = ((source[places].to(torch.int16) + shift) % 256).to(torch.uint8)
-                target[places] = values
-                edits.append(Edit(index, operand, places, values))
-        return edits
+    def write(self, probe: bool) -> None:
+        """The next probe's places written in the shared inputs, on the judge's queue: with the
+        bytes they hold, or in a probe with the edits (the same kernels either way)."""
+        for index, writes in self._pending:
+            for each in writes:
+                old = self._sources[index][each.leaf][each.places].to(torch.int16)
+                new = old + (each.values.to(torch.int16) - old) * int(probe)
+                self._targets[index][each.leaf][each.places] = new.to(torch.uint8)
 
-    def undo(self, edits: list[Edit]) -> None:
-        for edit in edits:
-            self._targets[edit.index][edit.operand][edit.places] = self._sources[edit.index][edit.operand][edit.places]
-
-    def references(self, edits: list[Edit], expected: list) -> list:
-        """`expected` with the references of the edited inputs, computed on the judge's own copies."""
-        edited = {}
-        for edit in edits:
-            data = edited.setdefault(edit.index, clone_data(self._pristine[edit.index]))
-            storage_bytes(fp4_operands(data, self._problem)[edit.operand])[edit.places] = edit.values
-        references = list(expected)
-        for index, data in edited.items():
-            references[index] = self._problem.expected(data)
-        return references
+    def undo(self) -> None:
+        for index, writes in self._pending:
+            for each in writes:
+                self._targets[index][each.leaf][each.places] = self._sources[index][each.leaf][each.places]

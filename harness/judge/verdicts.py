@@ -226,39 +226,6 @@ def all_pass_quickly(expected: list, outputs: list, problem: Problem) -> bool:
     return True
 
 
-FP4 = torch.float4_e2m1fn_x2
-
-
-def storage_bytes(tensor: torch.Tensor) -> torch.Tensor:
-    """Every byte of the tensor's storage, flat. A clone's storage, and so every input the judge
-    holds or shares, holds its elements and nothing else."""
-    storage = tensor.untyped_storage()
-    return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage, 0, (storage.nbytes(),), (1,))
-
-
-def fp4_operands(data, problem: Problem) -> list[torch.Tensor]:
-    """The input's fp4 operands (a and b; b1 and b2; each group's a and b): the tensors whose
-    bytes a near-duplicate changes. Every scale comes twice, plain and permuted, and a change to
-    one copy alone would make inputs no right kernel answers as the reference does."""
-    return [tensor for _, tensor in input_leaves(data, problem) if tensor.dtype == FP4]
-
-
-def near_duplicate(data, generator: torch.Generator, problem: Problem, changes: int = 4):
-    """A copy of `data` with `changes` random bytes of each fp4 operand set to other random values,
-    or None where the input holds no fp4 operand. A fingerprint sampled from the inputs most
-    likely misses every change, while the answer differs (the caller checks that it does)."""
-    copy = clone_data(data)
-    operands = fp4_operands(copy, problem)
-    if not operands:
-        return None
-    for tensor in operands:
-        flat = storage_bytes(tensor)
-        places = torch.randint(0, flat.numel(), (changes,), generator=generator)
-        shift = torch.randint(1, 256, (changes,), generator=generator, dtype=torch.int16)
-        flat[places.to(flat.device)] = ((flat[places.to(flat.device)].to(torch.int16) + shift.to(flat.device)) % 256).to(flat.dtype)
-    return copy
-
-
 def figures_problem(worker_ns: list[float], judged_ns: list[float], tolerance_ns: float) -> str | None:
     """Why the figures cannot stand: a worker figure that is no finite positive time, a judged
     one that is none, or the two apart beyond `tolerance_ns` per call (means over the timed

@@ -18,6 +18,7 @@ from types import ModuleType
 import torch
 
 from harness import sol
+from harness.problems import nvfp4
 from harness.problems.folder import import_runner_files
 from harness.shapes import Case, CaseFormat, load_cases
 
@@ -89,6 +90,17 @@ class EachGroup:
 
 
 @dataclasses.dataclass(frozen=True)
+class ScaleTwins:
+    """Block scales an input holds twice: plain, (mn, k//16, l), and permuted for the tensor cores
+    (the same values elsewhere, padded); a kernel may read either, so an edit is made to both.
+    `pairs` names (plain, permuted) as input_names does; `permuted_index` maps a plain index
+    (row, col, batch) to the permuted tensor's."""
+
+    pairs: tuple[tuple[str, str], ...]
+    permuted_index: object
+
+
+@dataclasses.dataclass(frozen=True)
 class Problem:
     name: str
     folder: Path  # holds the runner folder's reference.py, task.py, task.yml, and utils.py unless utils_file says otherwise
@@ -107,6 +119,9 @@ class Problem:
     input_names: object = ()
     list_keys: tuple[str, ...] = ()  # spec keys whose value is a list, one entry per group
     count_key: str | None = None  # the spec key that counts the groups
+    scale_twins: ScaleTwins | None = None  # the inputs' block scales, by name
+    # Inputs padded past the rows the reference reads: (name, rows read).
+    rows_read: tuple[tuple[str, int], ...] = ()
 
     @property
     def builtin(self) -> bool:
@@ -160,9 +175,9 @@ class Problem:
             return [group[-1] for group in data[0]]
         return [data[-1]]
 
-    def input_name(self, path: tuple) -> str:
-        """What the judge calls the input at `path` (indices into the input, outside in): its name
-        where input_names gives one (`b`, `sfa of group 1`), else its place (`data[0][1][2]`)."""
+    def named(self, path: tuple) -> tuple[str, int | None] | None:
+        """(name, group or None) of the input at `path` (indices into the input, outside in) where
+        input_names gives one, else None."""
         names, group = self.input_names, None
         for key in path:
             if isinstance(names, EachGroup):
@@ -170,11 +185,17 @@ class Problem:
             elif isinstance(names, tuple) and isinstance(key, int) and 0 <= key < len(names):
                 names = names[key]
             else:
-                break
-        else:
-            if isinstance(names, str):
-                return names if group is None else f"{names} of group {group}"
-        return "data" + "".join(f"[{key!r}]" for key in path)
+                return None
+        return (names, group) if isinstance(names, str) else None
+
+    def input_name(self, path: tuple) -> str:
+        """What the judge calls the input at `path`: its name where input_names gives one (`b`,
+        `sfa of group 1`), else its place (`data[0][1][2]`)."""
+        named = self.named(path)
+        if named is None:
+            return "data" + "".join(f"[{key!r}]" for key in path)
+        name, group = named
+        return name if group is None else f"{name} of group {group}"
 
     def check(self, expected, output) -> tuple[bool, str]:
         """The competition's check of `output` against a reference computed beforehand, with the
@@ -260,13 +281,20 @@ def _builtin(name: str, **fields) -> Problem:
 ROOT_UTILS = REPO_ROOT / "utils.py"
 GEMM_INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 
+
+def _scale_twins(*pairs: tuple[str, str]) -> ScaleTwins:
+    return ScaleTwins(pairs, nvfp4.permuted_index)
+
+
+GEMM_SCALES = (("sfa", "sfa_permuted"), ("sfb", "sfb_permuted"))
+
 # Leaderboard ids are gpumode.com's; deadlines from reference-kernels' problems/nvidia.yaml.
 PROBLEMS = {
     "nvfp4_gemm": Problem(
         name="nvfp4_gemm", folder=REPO_ROOT, tests_file=REPO_ROOT / "shapes" / "tests.txt",
         benchmarks_file=REPO_ROOT / "shapes" / "benchmarks.txt", spec_keys=("m", "n", "k", "l"),
         leaderboard="nvfp4_gemm", leaderboard_id=597, deadline="2025-12-21T07:59:00+00:00", rtol=1e-3, atol=1e-3,
-        eval=BETTER_BENCH, input_names=GEMM_INPUT_NAMES,
+        eval=BETTER_BENCH, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
         speed_of_light=SpeedOfLight(
             _gemm_work, B200.peak_flops, B200.bandwidth,
             "max(FP4 math, DRAM traffic): harness/sol.py's B200 ceilings", _table(
@@ -275,7 +303,9 @@ PROBLEMS = {
     ),
     "nvfp4_gemv": _builtin(
         "nvfp4_gemv", spec_keys=("m", "k", "l"), leaderboard_id=595, deadline="2025-11-29T06:59:00+00:00",
-        eval=PLAIN_EVAL, utils_file=ROOT_UTILS, input_names=GEMM_INPUT_NAMES,
+        eval=PLAIN_EVAL, utils_file=ROOT_UTILS, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
+        # b and its scales are padded to 128 rows, of which the product reads the first.
+        rows_read=(("b", 1), ("sfb", 1)),
         speed_of_light=SpeedOfLight(
             _gemv_work, B200_SMS * B200_FFMA_FLOP_PER_SM_CLK * sol.B200_CLOCK_HZ, B200.bandwidth,
             "max(FFMA math, DRAM traffic); every row memory-bound at harness/sol.py's B200 bandwidth", _table(
@@ -286,6 +316,7 @@ PROBLEMS = {
         "nvfp4_dual_gemm", spec_keys=("m", "n", "k", "l"), leaderboard_id=598, deadline="2026-01-20T07:59:00+00:00",
         eval=BETTER_BENCH, utils_file=ROOT_UTILS,
         input_names=("a", "b1", "b2", "sfa", "sfb1", "sfb2", "sfa_permuted", "sfb1_permuted", "sfb2_permuted", "c"),
+        scale_twins=_scale_twins(("sfa", "sfa_permuted"), ("sfb1", "sfb1_permuted"), ("sfb2", "sfb2_permuted")),
         speed_of_light=SpeedOfLight(
             _dual_gemm_work, DUAL_GEMM_TABLE_FP4_PEAK, B200.bandwidth,
             "max(FP4 math of both products, DRAM traffic of a, b1, b2, their scales and c); the FP4 rate is the table's own",
@@ -297,6 +328,7 @@ PROBLEMS = {
         eval=GROUPED_BENCH, list_keys=("m", "n", "k"), count_key="g",
         input_names=(EachGroup(("a", "b", "c")), EachGroup(("sfa", "sfb")), EachGroup(("sfa_reordered", "sfb_reordered")),
                      "problem_sizes"),
+        scale_twins=_scale_twins(("sfa", "sfa_reordered"), ("sfb", "sfb_reordered")),
         speed_of_light=SpeedOfLight(
             _group_gemm_work, B200.peak_flops, B200.bandwidth,
             "max(FP4 math, DRAM traffic) summed over the groups; every row memory-bound", _table(

@@ -24,6 +24,7 @@ sf_vec_size = gemm_reference.sf_vec_size
 ceil_div = gemm_reference.ceil_div
 to_blocked = gemm_reference.to_blocked
 place_in_atoms = gemm_reference.place_in_atoms
+permuted_index = gemm_reference.permuted_index
 DRAWN_TO_PERMUTED = gemm_reference.DRAWN_TO_PERMUTED
 
 

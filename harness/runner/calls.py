@@ -19,9 +19,10 @@ from harness.runner import baselines, ceilings, gpu_activity
 from harness.runner.timing import L2Flush, synchronize, time_rounds
 from harness.stats import StoppingRule
 
-# A marker kernel on the timed queue either side of a recorded batch's events: where its
-# kernels must start and end on the GPU (harness/judge/activity.py). torch.cuda._sleep spins
-# this many cycles (about a microsecond).
+# A marker kernel on the timed queue in a recorded batch: one right behind the wait for the judge's
+# go, before the batch's start event, which starts once the judge's window is open, and one after
+# the batch (harness/judge/activity.py). torch.cuda._sleep spins this many cycles (about a
+# microsecond).
 MARKER_CYCLES = 2000
 
 
@@ -109,6 +110,8 @@ class Calls:
         if self._device.type == "cuda":
             go, done = self._judge_events
             torch.cuda.current_stream().wait_event(go)
+            if record_activity:
+                torch.cuda._sleep(MARKER_CYCLES)
             start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start_event.record()
         host_start = time.perf_counter_ns()
@@ -141,9 +144,9 @@ class Calls:
     @contextlib.contextmanager
     def _recording(self, wanted: bool):
         """Every GPU activity of this process while the block runs, recorded by CUPTI
-        (harness/runner/gpu_activity.py), a marker kernel on the current queue first and last,
-        into the yielded list as [(name, queue, start ns, end ns)]; the block's work is
-        synchronized at the end. Yields None where nothing is recorded (not wanted, or no GPU),
+        (harness/runner/gpu_activity.py), a marker kernel on the current queue last (the batch
+        launches the first), into the yielded list as [(name, queue, start ns, end ns)]; the
+        block's work is synchronized at the end. Yields None where nothing is recorded (not wanted, or no GPU),
         and an empty list where CUPTI is unavailable (the judge says the round went unverified)."""
         if not (wanted and self._device.type == "cuda"):
             yield None
@@ -158,7 +161,6 @@ class Calls:
             return
         synchronize(self._device)
         with cupti.recording() as records:
-            torch.cuda._sleep(MARKER_CYCLES)
             yield records
             torch.cuda._sleep(MARKER_CYCLES)
             synchronize(self._device)

@@ -1,0 +1,37 @@
+"""The sm_100a kernel on a B200: every benchmark configuration, and the self-check's plain rung,
+pinned on small shapes and checked with the self-check's own trial (three calls queued back to
+back, the second by b negated: PDL overlap, arrival counters reset, partials reused). Skips
+without a compute capability 10.x GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import reference
+import submission as sub
+
+# (configuration, problem): each benchmark configuration on a shape small enough for
+# compute-sanitizer, with several units a CTA where the schedule allows it.
+CONFIG_CASES = [
+    (sub.SM100_BENCHMARK_CONFIGS[sub.Problem(128, 7168, 16384, 1)], sub.Problem(128, 512, 4096, 2)),
+    (sub.SM100_BENCHMARK_CONFIGS[sub.Problem(128, 4096, 7168, 1)], sub.Problem(256, 1024, 2048, 1)),
+    (sub.SM100_BENCHMARK_CONFIGS[sub.Problem(128, 7168, 2048, 1)], sub.Problem(512, 7168, 1024, 1)),
+    (sub.Sm100Config(tile_m=64, split_k=2, stages=8), sub.Problem(128, 768, 8192, 1)),
+    (sub.Sm100Config(tile_m=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False),
+     sub.Problem(384, 1536, 2304, 1)),
+]
+
+ON_B200 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_B200, reason="needs a B200 (compute capability 10.x) to run the sm_100a kernel")
+@pytest.mark.parametrize("config, problem", CONFIG_CASES, ids=lambda x: x.describe() if hasattr(x, "describe") else "x".join(map(str, x)))
+def test_three_calls_back_to_back_are_right(config, problem):
+    data = reference.generate_input(*problem, seed=4242)
+    plan = sub.Sm100Gemm.launch_plan(problem, torch.device("cuda"), config)
+    trial = sub.ThreeCalls(data, sub.exact_product(data))
+    for _ in range(3):  # and again: the counters the previous trial's last call left
+        assert trial.fault(plan) is None
+    torch.cuda.synchronize()
