@@ -35,8 +35,8 @@ from harness.service.judges import LocalJudge  # noqa: E402
 
 FIXTURES = "tests/fixtures"
 HANG = {"timeout_s": 10.0, "stop_on_first_failure": True}
-# (label, file, mode, options): the same on both sides. The kit's CuTeDSL file and the cheat that
-# only CUPTI catches need a GPU; the CPU set has a cheat of its own.
+# (label, file, mode, options): the same on both sides. The kit's CuTeDSL file needs a GPU. The
+# cheat patches the judge's functions in its own process, which a test catches on any device.
 GPU_SET = [
     ("kit CuTeDSL", "submission.py", "test", {}),
     ("kit CuTeDSL", "submission.py", "benchmark", {}),
@@ -45,11 +45,9 @@ GPU_SET = [
     ("wrong", f"{FIXTURES}/broken_wrong_values.py", "test", {}),
     ("raises", f"{FIXTURES}/broken_raises.py", "test", {}),
     ("hangs", f"{FIXTURES}/broken_hangs.py", "test", HANG),
-    ("cheat", f"{FIXTURES}/cheat_hides_a_second_queue.py", "test", {}),
-]
-CPU_SET = [entry for entry in GPU_SET if entry[1] != "submission.py" and "second_queue" not in entry[1]] + [
     ("cheat", f"{FIXTURES}/cheat_patches_the_judge.py", "test", {}),
 ]
+CPU_SET = [entry for entry in GPU_SET if entry[1] != "submission.py"]
 COMPETITION_EVAL_S = 50.0  # the competition's eval on the kit's file, test and benchmark, on an H200
 GOALS = {"per_gpu_hour_vs_today": 3.0, "all_gpus_vs_one": 3.6}
 
