@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup sandbox-tools test test-e2e check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
+.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -86,6 +86,16 @@ pdl-overlap-bandwidth:
 # and counters (experiments/splitk_protocol). ARGS="--calls 20" under compute-sanitizer.
 splitk-stress:
 	$(PYTHON) experiments/splitk_protocol/run.py $(ARGS)
+
+# The judge as a service for search loops (docs/service.md): a judge per GPU behind an HTTP API.
+serve:
+	$(PYTHON) -m harness serve $(ARGS)
+
+# A fixed set of candidates judged by the one-shot commands and through the service, on one GPU
+# and on every GPU (ARGS="--gpus 0,1"): candidates per GPU-hour, each one's wall time, and every
+# verdict checked against the one-shot command's; figures in results/throughput/ (experiments/throughput).
+throughput:
+	$(PYTHON) experiments/throughput/run.py $(ARGS)
 
 # Compile the submission's CuTeDSL kernels for every official shape without a GPU; report their SASS facts.
 COMPILE_ARCHS ?= sm_100a sm_90a

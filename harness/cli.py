@@ -97,6 +97,9 @@ def run_options(function):
         click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
+        click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
+        click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Seconds for the whole run, worker starts included; the cases it leaves are not run."),
         json_option,
         strict_option,
     ]
@@ -109,34 +112,54 @@ max_repeats_option = click.option("--max-repeats", type=click.IntRange(min=3), d
                                   help="Cap on timed rounds per case (quick runs); the competition's caps otherwise.")
 
 
-def _run(mode: str, tests_file, default_set: str, submission, problem, device, official, timeout_s, as_json, strict,
-         **extra) -> None:
-    if as_json and os.environ.get("POPCORN_FD") == "1":
-        raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
-    secret = _secret_seed()
-    cases = _load(tests_file, default_set, secret, problem)
+DEFAULT_SETS = {"test": "tests", "benchmark": "benchmarks", "leaderboard": "benchmarks", "profile": "benchmarks"}
+
+
+def prepare(mode: str, tests_file, submission, problem, device: str, official: bool = False, timeout_s=None,
+            strict: bool = False, secret: int | None = None, **extra) -> tuple[list, "modes.RunOptions"]:
+    """The cases and options of one run of `mode`, or Stopped where nothing can be judged. The
+    one-shot commands and the service's judges (harness/service/judge.py) both start here."""
+    cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem)
     _require_device(device)
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(
-            submission=submission, problem=problem, device=device, official=official, timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode],
-            global_seed=secret if secret is not None else 42, strict=strict,
+            submission=Path(submission), problem=problem, device=device, official=official,
+            timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
             precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
         )
     except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)
         raise click.UsageError(str(error)) from None
+    return cases, options
+
+
+def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> int:
+    """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
+    default); the exit status. The reporter's sinks hold what was found, the --json document
+    the run's record's stop reason too."""
+    try:
+        if mode == "test":
+            record = modes.run_tests(cases, options, reporter, workers)
+        elif mode == "profile":
+            record = modes.run_profile(cases, options, reporter, workers)
+        else:
+            record = modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard", workers=workers)
+    except modes.OfficialEvalStopped as stopped:
+        reporter.eval_stopped(stopped.result)
+        return EXIT_EVAL_STOPPED
+    if reporter.document:
+        reporter.document.data["stop_reason"] = record.stop_reason or None
+    return record.exit_status
+
+
+def _run(mode: str, tests_file, submission, problem, device, official, timeout_s, as_json, strict, **extra) -> None:
+    if as_json and os.environ.get("POPCORN_FD") == "1":
+        raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
+    cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, _secret_seed(), **extra)
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json)
     try:
-        if mode == "test":
-            status = modes.run_tests(cases, options, reporter)
-        elif mode == "profile":
-            status = modes.run_profile(cases, options, reporter)
-        else:
-            status = modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard")
-    except modes.OfficialEvalStopped as stopped:
-        reporter.eval_stopped(stopped.result)
-        status = EXIT_EVAL_STOPPED
+        status = execute(mode, cases, options, reporter)
     finally:
         popcorn.close()
     if reporter.document:
@@ -153,7 +176,7 @@ def cli():
 @run_options
 def test(tests_file, **options):
     """Check custom_kernel on the official tests (or TESTS_FILE)."""
-    _run("test", tests_file, "tests", **options)
+    _run("test", tests_file, **options)
 
 
 ceilings_option = click.option("--ceilings", type=click.Choice(["table", "measured"]), default="table", show_default=True, help="SOL from the devices table, or from a copy and a bf16 matmul measured now.")
@@ -176,7 +199,7 @@ def _record_to(no_record: bool, results_csv: Path) -> Path | None:
 @record_options
 def benchmark(tests_file, ceilings, baselines, no_record, results_csv, **options):
     """Time the official benchmarks (or TESTS_FILE): stats, SOL, geomean."""
-    _run("benchmark", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", baselines=baselines, record_to=_record_to(no_record, results_csv), **options)
+    _run("benchmark", tests_file, measure_ceilings=ceilings == "measured", baselines=baselines, record_to=_record_to(no_record, results_csv), **options)
 
 
 @cli.command()
@@ -186,7 +209,7 @@ def benchmark(tests_file, ceilings, baselines, no_record, results_csv, **options
 @record_options
 def leaderboard(tests_file, ceilings, no_record, results_csv, **options):
     """Benchmark with every timed output rechecked and a recheck on fresh inputs."""
-    _run("leaderboard", tests_file, "benchmarks", measure_ceilings=ceilings == "measured", record_to=_record_to(no_record, results_csv), **options)
+    _run("leaderboard", tests_file, measure_ceilings=ceilings == "measured", record_to=_record_to(no_record, results_csv), **options)
 
 
 @cli.command()
@@ -194,7 +217,7 @@ def leaderboard(tests_file, ceilings, no_record, results_csv, **options):
 @click.option("--ncu", is_flag=True, help="One bare call per shape in an NVTX range `custom_kernel`, for ncu/nsys around this command.")
 def profile(tests_file, ncu, **options):
     """Profile one call per benchmark shape with the torch profiler."""
-    _run("profile", tests_file, "benchmarks", ncu=ncu, **options)
+    _run("profile", tests_file, ncu=ncu, **options)
 
 
 @cli.command("sol")
@@ -266,6 +289,36 @@ def model_command(fit):
     console.print(b200_report.preferred_table(configs))
     console.print(b200_report.sensitivity_table(configs))
     console.print(b200_report.levers_table(configs))
+
+
+def _gpus(ctx, param, value: str | None) -> list[int] | None:
+    if value is None or value == "all":
+        return None
+    try:
+        return [int(index) for index in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of GPU indices") from None
+
+
+@cli.command()
+@click.option("--gpus", callback=_gpus, default=None, help="GPU indices to judge on, e.g. 0,1 [every GPU of the machine].")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+              help="cpu: judges without a GPU (torch-only files), --judges of them.")
+@click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True, help="With --device cpu: judges per machine (per node under --ray).")
+@click.option("--ray", "ray_address", default=None, help="A Ray cluster's address (or `auto`): a judge actor per GPU of every node (the `cluster` extra).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              show_default="results/verdicts.sqlite", help="SQLite file of every verdict.")
+@click.option("--no-store", is_flag=True, help="Keep no verdicts: every candidate is judged.")
+@click.option("--memory-limit-mib", type=click.IntRange(min=1), default=None, help="A worker over this resident memory is killed (a crash).")
+def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib):
+    """Keep a judge per GPU alive and judge candidates sent over HTTP (docs/service.md)."""
+    from harness.service.serve import run_service
+    from harness.service.store import DEFAULT_PATH
+
+    run_service(gpus=gpus, device=device, judges_per_node=judges, ray_address=ray_address, host=host, port=port,
+                store_path=None if no_store else store_path or DEFAULT_PATH, memory_limit_mib=memory_limit_mib)
 
 
 cli.add_command(benchmark, name="bench")

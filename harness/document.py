@@ -9,12 +9,17 @@ changes meaning.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
-from harness.results import file_sha256
+from harness.results import file_sha256, git_commit
 from harness.stats import geomean
 
 SCHEMA = "nvfp4-harness/1"
+TRACEBACK_START = "Traceback (most recent call last):"
+# A frame of the runner folder's copy of the submission, wherever that folder was.
+_SUBMISSION_FRAME = re.compile(r'File "([^"]*/)?submission\.py", line (\d+)')
+_ERRORED = ("error", "crash", "timeout")
 
 
 def stats_fields(stats) -> dict | None:
@@ -22,6 +27,27 @@ def stats_fields(stats) -> dict | None:
         return None
     return {"runs": stats.runs, "mean_ns": stats.mean, "std_ns": stats.std, "err_ns": stats.err,
             "best_ns": stats.best, "worst_ns": stats.worst}
+
+
+def error_trace(output: str, submission) -> str | None:
+    """The last traceback the worker printed, its harness and importlib frames left out and the
+    submission named by the user's path, or None."""
+    from harness.report import strip_ansi, without_hidden_frames  # report.py builds this document
+
+    start = output.rfind(TRACEBACK_START)
+    if start < 0:
+        return None
+    text = without_hidden_frames(strip_ansi(output[start:])).rstrip()
+    return _SUBMISSION_FRAME.sub(lambda frame: f'File "{submission}", line {frame.group(2)}', text)
+
+
+def raised_where(raised_at: str, submission) -> dict | None:
+    """{"file", "line"} from a case's `file:line` (the worker's innermost frame of the submission's,
+    else its innermost), the submission named by the user's path."""
+    name, _, line = raised_at.rpartition(":")
+    if not name or not line.isdigit():
+        return None
+    return {"file": str(submission) if name == "submission.py" else name, "line": int(line)}
 
 
 def ceilings_fields(ceilings, note: str) -> dict | None:
@@ -40,6 +66,7 @@ class RunDocument:
             "problem": options.problem.name,
             "submission": str(options.submission),
             "submission_sha256": file_sha256(options.submission),
+            "commit": git_commit(),
             "device": options.device,
             "device_name": None,
             "official": options.official,
@@ -55,6 +82,10 @@ class RunDocument:
                      stats=stats_fields(result.stats), judged_stats=stats_fields(result.judged_stats),
                      worker_stats=stats_fields(result.worker_stats), fixed_ns=result.fixed_ns, host_ns=result.host_ns,
                      baselines={name: stats_fields(stats) for name, stats in result.baselines.items()}, **extra)
+        entry["phases_s"] = dict(result.phases_s)
+        if result.status in _ERRORED:
+            entry["traceback"] = error_trace(result.output, self.data["submission"])
+            entry["raised_at"] = raised_where(result.raised_at, self.data["submission"])
         if result.report:
             entry["profile_table"] = result.report
         if result.device_name:
@@ -78,7 +109,17 @@ class RunDocument:
         )
 
     def finish(self, passed: bool, **extra) -> None:
-        self.data.update(passed=passed, **extra)
+        """The verdict; `passed_cases` and, for a test or a profile, `score` (the fraction of the
+        cases that passed), and `phases_s`, the cases' seconds per phase summed."""
+        cases = self.data["cases"]
+        passed_cases = sum(case["status"] == "pass" for case in cases)
+        phases: dict[str, float] = {}
+        for case in cases:
+            for phase, seconds in (case.get("phases_s") or {}).items():
+                phases[phase] = phases.get(phase, 0.0) + seconds
+        self.data.update(passed=passed, passed_cases=passed_cases, phases_s=phases, **extra)
+        if self.data["command"] in ("test", "profile"):
+            self.data["score"] = passed_cases / len(cases) if cases else 0.0
 
 
 def write(document: dict, exit_status: int) -> None:

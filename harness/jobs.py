@@ -79,6 +79,7 @@ class CaseResult:
     warning: str = ""  # --official: what the competition's verdict missed
     activity: str = ""  # what the recorded round's calls launched on the GPU
     wall_s: float = 0.0
+    phases_s: dict = dataclasses.field(default_factory=dict)  # seconds per phase (harness/judge/phases.py)
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning}; {text}" if self.warning else text

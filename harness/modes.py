@@ -18,10 +18,12 @@ from harness.judge.cases import RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, protect_the_judge
 from harness.judge.memory import SharedPool
+from harness.judge.phases import PhaseTimer
 from harness.judge.sandbox import Sandbox
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
+from harness.record import RunRecord
 from harness.problems import PROBLEMS, Problem
 from harness.report import EXIT_FAIL, Reporter
 from harness.results import append_rows, rows_for_run
@@ -50,6 +52,8 @@ class RunOptions:
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
     strict: bool = False  # kernelguard's hits refuse the file instead of warning
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
+    stop_on_first_failure: bool = False  # the cases after a failed one are not run
+    wall_limit_s: float | None = None  # the whole run's limit, worker starts included; each case's is the smaller
 
     def __post_init__(self):
         if self.baselines and self.problem != BASELINES_PROBLEM:
@@ -78,6 +82,18 @@ class OfficialEvalStopped(Exception):
         self.result = result
 
 
+class FreshWorkers:
+    """Where a run's worker processes come from: started when the run asks for each (the
+    one-shot commands). The service's judge hands out pre-started ones instead
+    (harness/service/pool.py); `pids` are the processes such a source keeps beside the run's."""
+
+    pids: frozenset[int] = frozenset()
+
+    def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options: "RunOptions", describe,
+               spares: bool = False, echo: bool = False) -> WorkerProcess:
+        return WorkerProcess(sandbox, log_dir, files, options.device, options.global_seed, describe, spares=spares, echo=echo)
+
+
 class Executor:
     """Runs jobs: the judge's side of each case here, the submission in a worker process started
     in the run's runner folder.
@@ -94,7 +110,9 @@ class Executor:
     run stops there.
     """
 
-    def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False):
+    def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False,
+                 workers: FreshWorkers | None = None):
+        self._deadline = time.monotonic() + (options.wall_limit_s or float("inf"))
         for refused in protect_the_judge():
             reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
         self._sandbox = Sandbox(options.device)
@@ -110,10 +128,11 @@ class Executor:
         self._pool = SharedPool(device)
         files = runner_files(options.problem)
         # A process per case (timed modes): the next one starts once a case's timing is over.
-        self._worker = WorkerProcess(self._sandbox, self._logs.name, {**files, "submission.py": options.submission},
-                                     options.device, options.global_seed, self._pool.describe, spares=not self._reuse)
-        self._partner = (WorkerProcess(self._sandbox, self._logs.name, files, options.device, options.global_seed,
-                                       self._pool.describe, echo=True) if timed else None)
+        self._workers = workers or FreshWorkers()
+        self._worker = self._workers.worker(self._sandbox, self._logs.name, {**files, "submission.py": options.submission},
+                                            options, self._pool.describe, spares=not self._reuse)
+        self._partner = (self._workers.worker(self._sandbox, self._logs.name, files, options, self._pool.describe, echo=True)
+                         if timed else None)
         options.problem.modules()
         with contextlib.suppress(ImportError):  # the results' rows are appended once the cases are over
             import pandas  # noqa: F401
@@ -127,7 +146,7 @@ class Executor:
         for process in (self._worker, self._partner):
             if process is not None:
                 process.close_all()
-        end_strays(set())
+        end_strays(set(self._workers.pids))
         self._sandbox.close()
         self._logs.cleanup()
 
@@ -138,10 +157,15 @@ class Executor:
         if self._tampered:
             return CaseResult(NOT_RUN, "not run: a submission wrote the judge's own files in an earlier case")
         started = time.monotonic()
-        with self._reporter.case_progress(label) as on_progress:
+        timeout_s = min(self._options.timeout_s, self._deadline - started)
+        if timeout_s <= 0:
+            return CaseResult(NOT_RUN, f"not run: the run's wall-time limit ({self._options.wall_limit_s:g} s) is spent")
+        phases = PhaseTimer()
+        with self._reporter.case_progress(label) as on_reporter_progress:
+            on_progress = phases.wrap(on_reporter_progress)
             try:
                 # Every process started first, then each connected: their starts overlap.
-                new_processes = [process for process in self._processes() if process.begin_case(self._options.timeout_s, on_progress)]
+                new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
                 for process in new_processes:
                     self._clock.connect(process)
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
@@ -163,11 +187,12 @@ class Executor:
                               + ", ".join(self._tampered[:5]) + (" ..." if len(self._tampered) > 5 else ""))
         result.device_name = _device_name(job.device)
         result.wall_s = time.monotonic() - started
+        result.phases_s = phases.finish()
         if self._options.official and result.status == ERROR and result.uncaught_officially:
             raise OfficialEvalStopped(result)
         if not self._reuse or (result.status != PASS and not self._options.official):
             self._worker.close()
-        end_strays(self._worker.pids | (self._partner.pids if self._partner else set()))
+        end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | self._workers.pids)
         return result
 
     def _judge_fallbacks(self, result: CaseResult, job: Job) -> None:
@@ -218,27 +243,50 @@ class RepeatedError:
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
 
 
+class FirstFailure:
+    """--stop-on-first-failure: the cases after the first that did not pass are not run."""
+
+    def __init__(self, kind: str, options: RunOptions):
+        self._kind, self._on = kind, options.stop_on_first_failure
+        self._reason = ""
+
+    def not_run(self) -> CaseResult | None:
+        return CaseResult(NOT_RUN, self._reason) if self._reason else None
+
+    def judged(self, index: int, result: CaseResult) -> None:
+        if self._on and not self._reason and result.status not in (PASS, NOT_RUN):
+            self._reason = f"not run: {self._kind} {index} did not pass (--stop-on-first-failure)"
+
+
 def _device_name(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
     return "cpu"
 
 
-def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
+def _refused(record: RunRecord, reporter: Reporter) -> RunRecord:
+    record.refused, record.exit_status = True, reporter.refused()
+    return record
+
+
+def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> RunRecord:
+    record = RunRecord("test", cases)
     reporter.begin_tests(cases, options)
     if options.refused:
-        return reporter.refused()
-    passed = True
-    repeated = RepeatedError("test", cases, options, reporter)
-    with Executor(options, reporter, reuse=True) as executor:
+        return _refused(record, reporter)
+    repeated, first_failure = RepeatedError("test", cases, options, reporter), FirstFailure("test", options)
+    with Executor(options, reporter, reuse=True, workers=workers) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("test", index, case)
-            result = repeated.not_run() or executor.run(options.job("test", case), f"test {index}: {case.label}")
+            result = (first_failure.not_run() or repeated.not_run()
+                      or executor.run(options.job("test", case), f"test {index}: {case.label}"))
             reporter.test_result(index, case, result)
             repeated.judged(index, result)
-            passed &= result.passed
-    reporter.end_tests(passed)
-    return EXIT_PASS if passed else EXIT_FAIL
+            first_failure.judged(index, result)
+            record.results.append(result)
+    reporter.end_tests(record.passed)
+    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+    return record
 
 
 def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
@@ -263,15 +311,17 @@ def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
     return [], measured
 
 
-def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, leaderboard: bool) -> int:
+def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, leaderboard: bool,
+                   workers: FreshWorkers | None = None) -> RunRecord:
     mode = "leaderboard" if leaderboard else "benchmark"
+    record = RunRecord(mode, cases)
+    results = record.results
     reporter.begin_benchmarks(cases, options, mode)
     if options.refused:
-        return reporter.refused()
+        return _refused(record, reporter)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
-    results = []
-    repeated = RepeatedError("benchmark", cases, options, reporter)
-    with Executor(options, reporter, timed=True) as executor:
+    repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
+    with Executor(options, reporter, timed=True, workers=workers) as executor:
         measured_ceilings = None
         if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
             measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")
@@ -284,9 +334,10 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
             if stop:
                 result = CaseResult(NOT_RUN, "not run: an earlier case failed (the competition stops there)")
             else:
-                result = repeated.not_run() or executor.run(job, f"{mode} {index}: {case.label}")
+                result = first_failure.not_run() or repeated.not_run() or executor.run(job, f"{mode} {index}: {case.label}")
             reporter.benchmark_result(index, case, result)
             repeated.judged(index, result)
+            first_failure.judged(index, result)
             results.append(result)
             stop = options.official and leaderboard and not result.passed
     device_name = next((result.device_name for result in results if result.device_name), "")
@@ -297,26 +348,29 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     reached = [(case.label, options.problem.work(case.args), result.stats.mean / 1e9)
                for case, result in zip(cases, results) if result.passed and options.problem.work(case.args)]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
+    record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
     if options.record_to and device_name and device_name != "cpu":
         path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor, options.problem),
                            options.record_to)
         reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")
-    return EXIT_PASS if all(result.passed for result in results) else EXIT_FAIL
+    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+    return record
 
 
-def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter) -> int:
+def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> RunRecord:
+    record = RunRecord("profile", cases)
     reporter.begin_benchmarks(cases, options, "profile")
     if options.refused:
-        return reporter.refused()
-    passed = True
+        return _refused(record, reporter)
     repeated = RepeatedError("profile", cases, options, reporter)
-    with Executor(options, reporter) as executor:
+    with Executor(options, reporter, workers=workers) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("benchmark", index, case)
             result = repeated.not_run() or executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")
             reporter.profile_result(index, case, result)
             repeated.judged(index, result)
-            passed &= result.passed
-    reporter.end_profile(passed)
-    return EXIT_PASS if passed else EXIT_FAIL
+            record.results.append(result)
+    reporter.end_profile(record.passed)
+    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+    return record

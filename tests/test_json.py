@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,23 @@ def test_profile_document_carries_each_shapes_table(tmp_path):
     status, document, _ = run_json("profile", str(cases), "--device", "cpu", "--submission", str(TEMPLATE))
     assert status == 0 and document["command"] == "profile" and document["passed"] is True
     assert "aten::" in document["cases"][0]["profile_table"]
+
+
+@pytest.mark.e2e
+def test_an_error_carries_its_traceback_and_line_and_every_run_its_commit_phases_and_score(cases_file):
+    status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(FIXTURES / "broken_raises.py"))
+    raised_line = next(number for number, line in enumerate((FIXTURES / "broken_raises.py").read_text().splitlines(), 1)
+                       if line.strip().startswith("raise RuntimeError"))
+    first = document["cases"][0]
+    assert first["status"] == "error" and first["raised_at"] == {"file": str(FIXTURES / "broken_raises.py"), "line": raised_line}
+    assert first["traceback"].startswith("Traceback (most recent call last):") and "harness/" not in first["traceback"]
+    assert first["traceback"].rstrip().endswith("RuntimeError: illegal tile configuration 96x80 for this shape")
+    assert document["score"] == 0.0 and document["passed_cases"] == 0
+    assert re.fullmatch(r"[0-9a-f]{12}(-dirty)?", document["commit"])
+    status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(TEMPLATE))
+    assert document["score"] == 1.0 and document["passed_cases"] == 2
+    phases = document["cases"][0]["phases_s"]
+    assert {"start", "references", "import", "first call"} <= set(phases) and all(seconds >= 0 for seconds in phases.values())
+    assert sum(phases.values()) <= document["cases"][0]["wall_s"] + 0.01
+    assert document["phases_s"]["first call"] == pytest.approx(sum(case["phases_s"]["first call"] for case in document["cases"]))
+    assert "traceback" not in document["cases"][0]

@@ -60,7 +60,7 @@ def reporter() -> Reporter:
 def run_tests(name: str, submission: Path, **fields) -> tuple[int, list[dict]]:
     """modes.run_tests on the problem's small case: (exit status, each case's document entry)."""
     report = reporter()
-    status = modes.run_tests([case(name)], options(name, submission, **fields), report)
+    status = modes.run_tests([case(name)], options(name, submission, **fields), report).exit_status
     return status, report.document.data["cases"]
 
 
@@ -114,7 +114,7 @@ def test_a_short_benchmark_of_the_wrong_fixture_fails_in_its_first_batch(name):
 @pytest.mark.parametrize("name", ["nvfp4_gemm", "nvfp4_dual_gemm"])
 def test_run_benchmarks_passes_the_torch_fixture(name):
     report = reporter()
-    status = modes.run_benchmarks([case(name)], options(name, FIXTURES / f"{name}_torch.py"), report, leaderboard=False)
+    status = modes.run_benchmarks([case(name)], options(name, FIXTURES / f"{name}_torch.py"), report, leaderboard=False).exit_status
     assert status == modes.EXIT_PASS, report.document.data
     assert report.document.data["cases"][0]["stats"]["runs"] == QUICK
 

@@ -24,6 +24,7 @@ from harness.judge import activity, edits
 from harness.judge.isolation import CaseStopped
 from harness.judge.memory import SharedPool
 from harness.judge.probes import ProbeEdits
+from harness.judge.references import REFERENCES
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves)
@@ -70,9 +71,13 @@ def _drawn(job: Job, seeds: list[int]) -> tuple[list, list]:
     """(inputs, references) for `seeds`, drawn before the worker sees the case. Sizes the problem's
     generator or reference cannot take (a K that is no multiple of its scale blocks, say) are the
     tests file's mistake, said as such, not the submission's failure."""
+    def draw(seed: int) -> tuple:
+        data = _generate(job, seed)
+        return data, job.problem.expected(clone_data(data))
+
     try:
-        inputs = [_generate(job, seed) for seed in seeds]
-        return inputs, [job.problem.expected(clone_data(data)) for data in inputs]
+        pairs = [REFERENCES.drawn(job.problem, job.case.args, seed, job.device, lambda seed=seed: draw(seed)) for seed in seeds]
+        return [data for data, _ in pairs], [reference for _, reference in pairs]
     except Exception as error:  # whatever the problem's own code raises names what is wrong
         raise CaseStopped(CaseResult(ERROR, f"the tests file's case cannot be drawn: {job.problem.name}'s generator or "
                                             f"reference refused it ({type(error).__name__}: {error})")) from None
@@ -91,6 +96,7 @@ def _buffers(data_list: list, job: Job) -> list[list]:
 
 def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
     """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH."""
+    judging.progress("handing the inputs to the worker")  # the worker's start ends here, if it had not
     shared = judging.pool.copies(data_list)
     synchronize(device)  # what the judge wrote is in memory before a worker reads it
     for process in (judging.worker, judging.partner):
@@ -140,6 +146,7 @@ def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> s
 
 def run_test(job: Job, judging: Judging) -> CaseResult:
     device = torch.device(job.device)
+    judging.progress("generating inputs")
     (data,), expected = _drawn(job, [job.case.args["seed"]])
     shared = _hand_over(judging, [data], device)
     _load(judging.worker)

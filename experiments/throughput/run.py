@@ -1,0 +1,195 @@
+"""`make throughput`: a fixed set of candidates judged by the one-shot commands and through the
+service's judges, on one GPU and on every GPU asked for; prints each candidate's wall time, the
+candidates judged per GPU-hour, and whether every verdict is the one-shot command's.
+
+Three phases, on the same machine in one run:
+1. today: each candidate's one-shot command (`python -m harness test|benchmark --json`), as many
+   at once as there are GPUs, each on a GPU of its own (CUDA_VISIBLE_DEVICES); a candidate's
+   GPU-seconds are its command's wall time;
+2. the service on one GPU: its judge started first (not counted), then the set judged;
+3. the service on every GPU: the set once per GPU, judged by a judge per GPU.
+Today's rate is set against phase 3's, per GPU: both keep every GPU busy at once.
+The front is used in this process (harness/service/front.py), without HTTP, so that the figures
+need neither the `service` extra nor Ray: the judges are the service's own processes.
+
+    python experiments/throughput/run.py --gpus 0,1,2,3
+    python experiments/throughput/run.py --device cpu --judges 2 --tests shapes/small.txt
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from harness.results import git_commit  # noqa: E402
+from harness.service.front import Service  # noqa: E402
+from harness.service.judges import LocalJudge  # noqa: E402
+
+FIXTURES = "tests/fixtures"
+HANG = {"timeout_s": 10.0, "stop_on_first_failure": True}
+# (label, file, mode, options): the same on both sides. The kit's CuTeDSL file needs a GPU. The
+# cheat patches the judge's functions in its own process, which a test catches on any device.
+GPU_SET = [
+    ("kit CuTeDSL", "submission.py", "test", {}),
+    ("kit CuTeDSL", "submission.py", "benchmark", {}),
+    ("fast torch", f"{FIXTURES}/torch_submission.py", "test", {}),
+    ("slow torch", f"{FIXTURES}/template_torch_submission.py", "test", {}),
+    ("wrong", f"{FIXTURES}/broken_wrong_values.py", "test", {}),
+    ("raises", f"{FIXTURES}/broken_raises.py", "test", {}),
+    ("hangs", f"{FIXTURES}/broken_hangs.py", "test", HANG),
+    ("cheat", f"{FIXTURES}/cheat_patches_the_judge.py", "test", {}),
+]
+CPU_SET = [entry for entry in GPU_SET if entry[1] != "submission.py"]
+COMPETITION_EVAL_S = 50.0  # the competition's eval on the kit's file, test and benchmark, on an H200
+GOALS = {"per_gpu_hour_vs_today": 3.0, "all_gpus_vs_one": 3.6}
+
+
+def one_shot(entry, device: str, visible: str | None, tests: Path | None) -> dict:
+    label, path, mode, options = entry
+    command = [sys.executable, "-m", "harness", mode, "--json", "--device", device, "--submission", path]
+    if tests is not None and mode == "test":
+        command.insert(4, str(tests))
+    if mode == "benchmark":
+        command.append("--no-record")
+    if options.get("timeout_s"):
+        command += ["--timeout", str(options["timeout_s"])]
+    if options.get("stop_on_first_failure"):
+        command.append("--stop-on-first-failure")
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("POPCORN_")}
+    if visible is not None:
+        environment["CUDA_VISIBLE_DEVICES"] = visible
+    started = time.monotonic()
+    completed = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
+    wall_s = time.monotonic() - started
+    try:
+        document = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        document = {"error": completed.stderr[-2000:], "cases": []}
+    return {"wall_s": wall_s, "document": document, "exit_status": completed.returncode}
+
+
+def verdict(document: dict, mode: str) -> list:
+    """What must match: each case's status, and outside timed modes its message (the run's own
+    folders and times left out)."""
+    cases = document.get("cases") or []
+    if mode != "test":
+        return [case.get("status") for case in cases]
+    return [(case.get("status"), re.sub(r"\d+\.\d+ s|/\S+/", "", case.get("message") or "")) for case in cases]
+
+
+def judged(service: Service, entries, copies: int, tests: Path | None) -> tuple[float, list[dict]]:
+    """The wall time of judging `copies` times the set, and each candidate's view."""
+    tests_text = tests.read_text() if tests is not None else None
+    started = time.monotonic()
+    ids = [service.submit(path=str(ROOT / path), mode=mode, tests=tests_text if mode == "test" else None, rerun=True, **options)
+           for _ in range(copies) for _, path, mode, options in entries]
+    views = [service.get(candidate, wait_s=3600) for candidate in ids]
+    return time.monotonic() - started, views
+
+
+def start_service(visible: list[str | None], device: str) -> tuple[Service, float]:
+    started = time.monotonic()
+    service = Service([LocalJudge(device, visible_devices=one) for one in visible])
+    service.start()
+    return service, time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", default="all", help="GPU indices, e.g. 0,1,2,3 [all]")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--judges", type=int, default=2, help="--device cpu: judges at once")
+    parser.add_argument("--tests", type=Path, default=None, help="a tests file for the test-mode candidates [the official tests]")
+    parser.add_argument("--out", type=Path, default=None, help="JSON of the figures [results/throughput/DATE-DEVICE.json]")
+    arguments = parser.parse_args()
+
+    if arguments.device == "cuda":
+        import torch
+
+        count = torch.cuda.device_count()
+        if not count:
+            sys.exit("no CUDA device: `--device cpu` measures the CPU judges")
+        gpus = list(range(count)) if arguments.gpus == "all" else [int(index) for index in arguments.gpus.split(",")]
+        visible = [str(index) for index in gpus]
+        device_name, entries = torch.cuda.get_device_name(gpus[0]), GPU_SET
+    else:
+        visible, device_name, entries = [None] * arguments.judges, "cpu", CPU_SET
+    slots = len(visible)
+    commit, date = git_commit(), time.strftime("%Y-%m-%d")
+    print(f"throughput on {slots} x {device_name} at {commit} ({date}); {len(entries)} candidates a set", flush=True)
+
+    # 1. today: one-shot commands, one per GPU at a time.
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(slots) as pool:
+        futures = [pool.submit(one_shot, entry, arguments.device, visible[index % slots], arguments.tests)
+                   for index, entry in enumerate(entries)]
+        today = [future.result() for future in futures]
+    today_wall = time.monotonic() - started
+    today_gpu_s = sum(run["wall_s"] for run in today)
+
+    # 2. the service on one GPU.
+    service, one_start_s = start_service(visible[:1], arguments.device)
+    try:
+        one_wall, one_views = judged(service, entries, 1, arguments.tests)
+    finally:
+        service.close()
+    # 3. the service on every GPU, a set per GPU.
+    service, all_start_s = start_service(visible, arguments.device)
+    try:
+        all_wall, all_views = judged(service, entries, slots, arguments.tests)
+    finally:
+        service.close()
+
+    rows, mismatches = [], []
+    for index, ((label, path, mode, _), run) in enumerate(zip(entries, today)):
+        served = [one_views[index]] + [all_views[copy * len(entries) + index] for copy in range(slots)]
+        expected = verdict(run["document"], mode)
+        same = all(verdict(view["document"] or {}, mode) == expected and view["exit_status"] == run["exit_status"] for view in served)
+        if not same:
+            mismatches.append(f"{label} {mode}")
+        service_s = one_views[index]["finished_at"] - one_views[index]["started_at"]
+        rows.append({"candidate": label, "file": path, "mode": mode, "one_shot_s": run["wall_s"], "service_s": service_s,
+                     "exit_status": run["exit_status"], "statuses": [case.get("status") for case in run["document"].get("cases") or []],
+                     "same_verdict": same})
+    width = max(len(row["candidate"]) for row in rows) + 10
+    print(f"{'candidate':<{width}} {'one-shot s':>10} {'service s':>10}  exit  same verdict")
+    for row in rows:
+        print(f"{row['candidate'] + ' ' + row['mode']:<{width}} {row['one_shot_s']:>10.1f} {row['service_s']:>10.1f}  {row['exit_status']:>4}  "
+              f"{'yes' if row['same_verdict'] else 'NO'}")
+    per_hour_today = len(entries) / today_gpu_s * 3600
+    per_hour_one = len(entries) / one_wall * 3600
+    per_hour_all = len(entries) * slots / all_wall * 3600
+    scaling = per_hour_all / per_hour_one
+    kit = [row["service_s"] for row in rows if row["file"] == "submission.py"]
+    figures = {
+        "device": device_name, "devices": slots, "commit": commit, "date": date, "tests": str(arguments.tests or "official"),
+        "candidates": rows, "today_gpu_s": today_gpu_s, "today_wall_s": today_wall,
+        "service_start_s": {"one": one_start_s, "all": all_start_s}, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
+        "per_gpu_hour": {"today": per_hour_today, "service_one_gpu": per_hour_one, "service_all_gpus_per_gpu": per_hour_all / slots},
+        "per_gpu_hour_vs_today": per_hour_all / slots / per_hour_today, "all_gpus_vs_one": scaling,
+        "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches,
+    }
+    print(f"candidates per GPU-hour, every GPU busy: today {per_hour_today:.0f}, the service {per_hour_all / slots:.0f} "
+          f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x); the service on one alone {per_hour_one:.0f}")
+    print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4)")
+    if kit:
+        print(f"kit's file, test and benchmark through the service: {sum(kit):.1f} s (the competition's eval: {COMPETITION_EVAL_S:.0f} s on an H200)")
+    print(f"judges started in {one_start_s:.1f} s (one) and {all_start_s:.1f} s (all), not counted above")
+    print("every verdict is the one-shot command's" if not mismatches else f"VERDICTS DIFFER: {', '.join(mismatches)}")
+    out = arguments.out or ROOT / "results" / "throughput" / f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', device_name).strip('-')}-x{slots}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=1, default=str) + "\n")
+    print(f"figures written to {os.path.relpath(out, ROOT)}")
+    sys.exit(1 if mismatches else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The service's judge: one process per GPU (or per CPU judge), alive across candidates.
+
+`python -m harness.service.judge --device DEVICE` reads one request a line on stdin and writes
+one reply a line on the descriptor stdout was when it started (its own prints, and every
+worker's, go to stderr or the workers' logs). A request names a candidate (its source), the
+problem, the mode, an optional tests file's text and the run's options; the reply holds the
+run's `--json` document, its exit status and the people's report. The run is the one-shot
+command's (harness/cli.py `prepare` and `execute`), with what can be shared kept here: the
+interpreter and its imports, the drawn inputs and references of cases whose seeds are fixed
+(harness/judge/references.py), and a pool of pre-started workers, one candidate each
+(harness/service/pool.py).
+
+This process is made non-dumpable and a subreaper (harness/judge/isolation.py), as the one-shot
+judge makes itself: that is why it is a process of its own, never the caller's. After a case that
+crashed, hung or raised it checks its GPU; a device that no longer answers ends the process with
+EXIT_DEVICE_LOST, and whoever started it starts another. A candidate that changed the judge's
+own files (harness/judge/integrity.py) ends it with EXIT_FILES_CHANGED: a judge started from
+those files would not be this one, so none is started again.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+EXIT_DEVICE_LOST = 3
+EXIT_FILES_CHANGED = 4
+FILES_CHANGED = "the judge's own files changed while the submission ran"
+REFERENCES_MAX_BYTES = 8 * 2**30
+RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
+TIMED_OPTIONS = ("max_repeats", "baselines")
+
+
+class Judge:
+    def __init__(self, device: str, memory_limit_bytes: int | None = None):
+        self.secret = _secret_seed()
+        import torch  # noqa: F401  (the imports every run shares, done once)
+
+        from harness import cli, modes, results
+        from harness.judge.isolation import protect_the_judge
+        from harness.judge.references import REFERENCES
+        from harness.problems import load_problem
+        from harness.service.pool import WorkerPool
+
+        self._cli, self._modes, self._load_problem = cli, modes, load_problem
+        self.refused = protect_the_judge()
+        self.device = device
+        self.device_name = modes._device_name(device)
+        self.commit = results.git_commit()
+        if self.secret is None:  # a secret seed's cases are not kept beyond their run
+            REFERENCES.enable(REFERENCES_MAX_BYTES)
+        self.references = REFERENCES
+        seed = self.secret if self.secret is not None else 42
+        self.pool = WorkerPool(device, seed, memory_limit_bytes=memory_limit_bytes)
+        self.pool.prime()
+        self.pool.prime(echo=True)  # the timed modes' calibration partner
+        self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-judge-")
+
+    def close(self) -> None:
+        self.pool.close()
+        self._scratch.cleanup()
+
+    def run(self, request: dict) -> dict:
+        """One candidate judged: the reply to `request`."""
+        from rich.console import Console
+
+        from harness.document import SCHEMA
+        from harness.popcorn import PopcornLog
+        from harness.report import Reporter
+
+        started = time.monotonic()
+        mode = request.get("mode", "test")
+        folder = Path(tempfile.mkdtemp(dir=self._scratch.name))
+        submission = folder / Path(request.get("name") or "submission.py").name
+        submission.write_text(request["source"])
+        tests_file = None
+        if request.get("tests"):
+            tests_file = folder / "tests.txt"
+            tests_file.write_text(request["tests"])
+        options = request.get("options", {})
+        extra = {key: options[key] for key in RUN_OPTIONS if options.get(key) is not None}
+        if mode in ("benchmark", "leaderboard"):
+            extra.update({key: options[key] for key in TIMED_OPTIONS if options.get(key) is not None})
+            extra["record_to"] = None  # the service's store records every verdict (harness/service/store.py)
+        report = io.StringIO()
+        reporter = Reporter(PopcornLog(None), console=Console(file=report, highlight=False, width=132), json_document=True)
+        try:
+            problem = self._load_problem(request.get("problem", "nvfp4_gemm"))
+            cases, run_options = self._cli.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret, **extra)
+            status = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
+            document = reporter.document.data
+        except self._cli.Stopped as stopped:
+            status, document = stopped.status, {"schema": SCHEMA, "command": mode, "passed": False, "error": stopped.message}
+        except Exception as error:  # a request the judge cannot run (an unknown problem, a bad option)
+            status = 2
+            document = {"schema": SCHEMA, "command": mode, "passed": False, "error": f"{type(error).__name__}: {error}",
+                        "traceback": traceback.format_exc()}
+        finally:
+            with contextlib.suppress(OSError):
+                for path in folder.iterdir():
+                    path.unlink()
+                folder.rmdir()
+        document = {**document, "exit_status": status, "submission": request.get("name") or "submission.py"}
+        return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(),
+                "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
+                          "references_kept": self.references.hits, "workers_started": self.pool.started}}
+
+    def device_answers(self) -> bool:
+        """Whether the judge's GPU still runs work: after a case that crashed, hung or raised, a
+        context the candidate broke must not judge the next one."""
+        import torch
+
+        if not self.device.startswith("cuda"):
+            return True
+        try:
+            probe = torch.arange(1024, device=self.device, dtype=torch.float32)
+            return float(probe.sum().item()) == 1023 * 1024 / 2 and torch.cuda.synchronize(self.device) is None
+        except Exception:
+            return False
+
+
+def _secret_seed() -> int | None:
+    value = os.environ.pop("POPCORN_SEED", None)
+    return int(value) if value else None
+
+
+def _cases(reply: dict) -> list[dict]:
+    return reply["document"].get("cases") or []
+
+
+def _troubled(reply: dict) -> bool:
+    return any(case.get("status") in ("crash", "timeout", "error") for case in _cases(reply))
+
+
+def _changed_the_judge(reply: dict) -> bool:
+    return any(FILES_CHANGED in (case.get("message") or "") for case in _cases(reply))
+
+
+def serve(device: str, memory_limit_bytes: int | None) -> int:
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what anything else prints stays off the replies
+    judge = Judge(device, memory_limit_bytes)
+    print(json.dumps({"ready": True, "device": device, "device_name": judge.device_name, "pid": os.getpid(), "commit": judge.commit,
+                      "refused": judge.refused}), file=replies, flush=True)
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            reply = judge.run(json.loads(line))
+            print(json.dumps(reply, default=str), file=replies, flush=True)
+            if _changed_the_judge(reply):
+                print(f"judge on {device}: a candidate changed the judge's files; this judge ends", file=sys.stderr, flush=True)
+                return EXIT_FILES_CHANGED
+            if _troubled(reply) and not judge.device_answers():
+                print(f"judge on {device}: the device no longer answers; this judge ends", file=sys.stderr, flush=True)
+                return EXIT_DEVICE_LOST
+    finally:
+        judge.close()
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--memory-limit-mib", type=int, default=None)
+    arguments = parser.parse_args()
+    limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
+    sys.exit(serve(arguments.device, limit))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Worker processes started before their candidate is known, in the service's judge process.
+
+A pre-started worker is a sandboxed process with a folder of its own and nothing of a
+candidate in it: it starts Python and waits for its first request. When a run asks for a
+worker, the pool hands one over; the run copies the candidate's file and the problem's files
+into its folder (harness/judge/isolation.py WorkerProcess), and the pool starts the next one at
+once, so that its start overlaps the run. A worker serves one run at most: the run closes it,
+and it is never handed out again.
+
+The pool's waiting processes are the judge's children like the run's: a run keeps them from its
+stray-process sweeps and freezes them with its own while it times (`PooledWorker._processes`).
+
+With a memory limit, a watchdog kills a handed-out worker whose resident memory (its
+descendants' included) goes over it; the case then ends as a crash that names the limit.
+"""
+
+import contextlib
+import os
+import signal
+import tempfile
+import threading
+from pathlib import Path
+
+from harness.jobs import CRASH, CaseResult
+from harness.judge.isolation import WorkerProcess, _descendants, _parents, _Spawned, is_running
+from harness.judge.sandbox import Sandbox
+
+WATCH_EVERY_S = 0.1
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes(pid: int) -> int:
+    """The process's resident memory, 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class WorkerPool:
+    """Pre-started workers of each kind (a submission's worker, a calibration partner), `depth`
+    of each kept waiting once a run has asked for that kind."""
+
+    def __init__(self, device: str, global_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
+        self.device, self.global_seed, self.depth = device, global_seed, depth
+        self.memory_limit_bytes = memory_limit_bytes
+        self.sandbox = Sandbox(device)
+        self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-pool-")
+        self._waiting: dict[bool, list[_Spawned]] = {}
+        self._handed_out: dict[int, int] = {}  # pid -> the memory limit it runs under
+        self.over_limit: set[int] = set()
+        self.started = self.handed_out = 0
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        if memory_limit_bytes:
+            threading.Thread(target=self._watch_memory, name="nvfp4-pool-memory", daemon=True).start()
+
+    def waiting(self) -> list[_Spawned]:
+        with self._lock:
+            return [spawned for kind in self._waiting.values() for spawned in kind]
+
+    @property
+    def pids(self) -> frozenset[int]:
+        return frozenset(spawned.process.pid for spawned in self.waiting())
+
+    def prime(self, echo: bool = False) -> None:
+        """Start `depth` workers of the kind now, before any run asks for one."""
+        while len(self._waiting.get(echo, [])) < self.depth:
+            self._start(echo)
+
+    def _start(self, echo: bool) -> None:
+        spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.global_seed)
+        with self._lock:
+            self._waiting.setdefault(echo, []).append(spawned)
+            self.started += 1
+
+    def take(self, echo: bool) -> _Spawned:
+        """A started worker of the kind, never handed out before; its replacement starts now."""
+        with self._lock:
+            waiting = self._waiting.get(echo, [])
+            ended = [spawned for spawned in waiting if not spawned.alive]
+            waiting = [spawned for spawned in waiting if spawned.alive]
+            spawned = waiting.pop(0) if waiting else None
+            self._waiting[echo] = waiting
+        for gone in ended:
+            gone.close()
+        if spawned is None:
+            spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.global_seed)
+            self.started += 1
+        with self._lock:
+            self._handed_out[spawned.process.pid] = self.memory_limit_bytes or 0
+            self.handed_out += 1
+        self.prime(echo)
+        return spawned
+
+    def _watch_memory(self) -> None:
+        while not self._closed.wait(WATCH_EVERY_S):
+            with self._lock:
+                watched = dict(self._handed_out)
+            parents = _parents()
+            for pid, limit in watched.items():
+                if not is_running(pid):  # ended, whoever ended it: its pid may come back as another's
+                    self.released(pid)
+                    continue
+                if not limit or pid in self.over_limit:
+                    continue
+                tree = [pid, *_descendants(pid, parents)]
+                if sum(resident_bytes(member) for member in tree) > limit:
+                    self.over_limit.add(pid)
+                    for member in tree:
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.kill(member, signal.SIGKILL)
+
+    def released(self, pid: int) -> None:
+        with self._lock:
+            self._handed_out.pop(pid, None)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            waiting = [spawned for kind in self._waiting.values() for spawned in kind]
+            self._waiting.clear()
+        for spawned in waiting:
+            spawned.close()
+        self.sandbox.close()
+        self._scratch.cleanup()
+
+    def workers(self) -> "PooledWorkers":
+        return PooledWorkers(self)
+
+
+class PooledWorker(WorkerProcess):
+    """A run's worker whose processes come from the pool, each for this run alone."""
+
+    def __init__(self, pool: WorkerPool, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe,
+                 spares: bool, echo: bool):
+        super().__init__(sandbox, log_dir, files, options.device, options.global_seed, describe, spares=spares, echo=echo)
+        self._worker_pool = pool
+
+    def _spawn(self) -> _Spawned:
+        return self._worker_pool.take(self._echo)
+
+    def _processes(self) -> list[_Spawned]:
+        """The run's processes and the pool's waiting ones: kept from the run's sweeps of strays
+        and frozen with the run's while it times."""
+        return super()._processes() + self._worker_pool.waiting()
+
+    def _crashed(self) -> CaseResult:
+        result = super()._crashed()
+        if self._current.process.pid in self._worker_pool.over_limit:
+            limit_mib = self._worker_pool.memory_limit_bytes / 2**20
+            return CaseResult(CRASH, f"worker process killed: its resident memory went over the {limit_mib:.0f} MiB limit")
+        return result
+
+
+class PooledWorkers:
+    """modes.FreshWorkers' interface over a pool (harness/modes.py Executor)."""
+
+    def __init__(self, pool: WorkerPool):
+        self._pool = pool
+
+    @property
+    def pids(self) -> frozenset[int]:
+        return self._pool.pids
+
+    def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe, spares: bool = False,
+               echo: bool = False) -> WorkerProcess:
+        if options.device != self._pool.device or options.global_seed != self._pool.global_seed:
+            raise ValueError(f"this pool's workers run on {self._pool.device} with seed {self._pool.global_seed}")
+        return PooledWorker(self._pool, sandbox, log_dir, files, options, describe, spares, echo)
