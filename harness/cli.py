@@ -41,9 +41,16 @@ class Stopped(Exception):
         self.status, self.message = status, message
 
 
-def _load(tests_file, default_set: str, secret_seed: int | None, problem):
+def _load(tests_file, default_set: str, secret_seed: int | None, problem, device: str = "cuda"):
+    """The cases: the tests file's, else the problem's official set; on the CPU the benchmarks'
+    stand-ins (Problem.cpu_benchmarks)."""
     try:
-        cases = shapes.load_cases(tests_file, problem.case_format) if tests_file else problem.cases(default_set)
+        if tests_file:
+            cases = shapes.load_cases(tests_file, problem.case_format)
+        elif default_set == "benchmarks" and device == "cpu":
+            cases = problem.cpu_benchmarks()
+        else:
+            cases = problem.cases(default_set)
     except shapes.ShapeFileError as error:
         raise Stopped(EXIT_BAD_TESTS_FILE, str(error)) from None
     return shapes.apply_secret_seed(cases, secret_seed)
@@ -114,7 +121,7 @@ def _run(mode: str, tests_file, default_set: str, submission, problem, device, o
     if as_json and os.environ.get("POPCORN_FD") == "1":
         raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
     secret = _secret_seed()
-    cases = _load(tests_file, default_set, secret, problem)
+    cases = _load(tests_file, default_set, secret, problem, device)
     _require_device(device)
     _require_runnable_reference(problem, cases[0], device)
     try:
@@ -127,6 +134,9 @@ def _run(mode: str, tests_file, default_set: str, submission, problem, device, o
         raise click.UsageError(str(error)) from None
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json)
+    if not tests_file and default_set == "benchmarks" and device == "cpu":
+        reporter.console.print(f"on the CPU without a tests file: {problem.name}'s {len(cases)} smallest tests stand in for its "
+                               f"benchmarks, which take hours a case there (pass {os.path.relpath(problem.benchmarks_file)} to time them)")
     try:
         if mode == "test":
             status = modes.run_tests(cases, options, reporter)

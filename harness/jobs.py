@@ -73,6 +73,7 @@ class CaseResult:
     ceilings: dict = dataclasses.field(default_factory=dict)  # measured: peak_flops, bandwidth
     output: str = ""  # what the worker printed
     exception: str = ""  # str() of what the submission raised (ERROR), as the competition prints it
+    origin: str = ""  # ERROR: the exception's type and the submission's line it came through (`ValueError at submission.py:12`)
     while_importing: bool = False  # ERROR: raised by importing the submission, before any call
     uncaught_officially: bool = False  # ERROR: the competition's eval would not catch it and would stop
     warning: str = ""  # --official: what the competition's verdict missed

@@ -44,7 +44,7 @@ class RunOptions:
     baselines: bool = False
     measure_ceilings: bool = False
     ncu: bool = False
-    record_to: Path | None = None  # the CSV benchmark rows are appended to (never for CPU runs)
+    record_to: Path | None = None  # the CSV benchmark rows are appended to
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
     strict: bool = False  # kernelguard's hits refuse the file instead of warning
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
@@ -140,7 +140,8 @@ class Executor:
                 for process in new_processes:
                     self._clock.connect(process)
                 self._helpers |= helper_pids()  # started with the first process, if not before
-                result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
+                result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress,
+                                                     self._options.timeout_s))
             except CaseStopped as stopped:
                 result = stopped.result
             except UntrustedMessageError as error:
@@ -185,7 +186,11 @@ class Executor:
                 result.status, result.message = FAIL, said
 
     def _release_inputs(self) -> None:
-        """The workers let go of the case's shared memory, so that the judge can free it."""
+        """The workers let go of the case's shared memory, so that the judge can free it. The
+        partner's time limit starts afresh: a case that ran out of time is the worker's, and the
+        judge's own limit must not end the partner, which no later case could then replace."""
+        if self._partner is not None and self._partner.alive:
+            self._partner.begin_case(self._options.timeout_s, lambda text: None)
         for process in self._processes():
             if process.alive:
                 try:
@@ -197,10 +202,12 @@ class Executor:
 
 
 class RepeatedError:
-    """Stops a run at an error that every remaining case would raise, not under --official (whose
+    """Stops a run at a failure that every remaining case would meet, not under --official (whose
     eval runs every case): the first case's error naming CUDA on a CPU run, which the device will
-    raise again; or the same error raised by two cases in a row, of different shapes, the second
-    in a fresh worker (a failed case ends its worker), which comes from the file, not a case."""
+    raise again; an import error; or two cases in a row, of different shapes, the second in a
+    fresh worker (a failed case ends its worker), that raised the same exception type at the same
+    line of the submission (whatever their messages say), or failed with the same message (a
+    wrong dtype): that comes from the file, not from a case."""
 
     def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
         self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
@@ -213,15 +220,25 @@ class RepeatedError:
 
     def judged(self, index: int, result: CaseResult) -> None:
         previous, self._previous = self._previous, result
-        if self._reason or self._options.official or result.status != ERROR:
+        if self._reason or self._options.official or result.status not in (ERROR, FAIL):
             return
-        if index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
+        if result.status == ERROR and index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
         elif result.while_importing:
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False, importing=True)
-        elif (previous is not None and previous.status == ERROR and previous.message == result.message
+        elif (previous is not None and _same_failure(previous, result)
               and self._cases[index].shape != self._cases[index - 1].shape):
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
+
+
+def _same_failure(first: CaseResult, second: CaseResult) -> bool:
+    """Two errors of one exception type through one line of the submission, or two failures with
+    one message."""
+    if first.status != second.status:
+        return False
+    if first.status == ERROR:
+        return (first.origin or first.message) == (second.origin or second.message)
+    return first.message == second.message
 
 
 def _device_name(device: str) -> str:
@@ -304,7 +321,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
                for case, result in zip(cases, results) if result.passed and options.problem.work(case.args)]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
-    if options.record_to and device_name and device_name != "cpu":
+    if options.record_to and device_name:
         path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor, options.problem),
                            options.record_to)
         reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")

@@ -69,6 +69,17 @@ def us(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e3:.3f}"
 
 
+# The competition's check names a mismatch `ERROR AT (i, j, l): <got> <expected>`.
+MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
+
+
+def labelled_mismatches(message: str) -> str:
+    """The check's mismatch lines with their two numbers named, one a line: what the judge shows
+    (the message itself, in --json and POPCORN_FD, and everything under --official, is the
+    competition's text)."""
+    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
+
+
 class Reporter:
     def __init__(self, popcorn: PopcornLog, console: Console | None = None, json_document: bool = False):
         self.popcorn = popcorn
@@ -144,7 +155,8 @@ class Reporter:
         return escape(as_the_user_wrote_it(text, self._runner_copy, self._submission))
 
     def _show_failure(self, title: str, result) -> None:
-        body = self._readable(result.message or result.status)
+        message = result.message or result.status
+        body = self._readable(message if self._official else labelled_mismatches(message))
         if result.output.strip():
             body += "\n[dim]--- worker output ---[/dim]\n" + self._readable(result.output.rstrip())
         self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
@@ -182,11 +194,13 @@ class Reporter:
                 f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
             ]
             return f"not run: the submission does not import ({first})"
+        same = (f"raises what {first} raised" + (f" ({escape(result.origin)})" if result.origin else "")
+                if result.status == "error" else f"fails as {first} failed")
         self._after_verdict = [
-            f"[bold]every case raises what {first} raised[/bold], whatever its shape: fix that and run again "
+            f"[bold]every case {same}[/bold], whatever its shape: fix that and run again "
             f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
         ]
-        return f"not run: every case raises what {first} raised"
+        return f"not run: every case {same}"
 
     def _precheck(self, options) -> None:
         found = options.precheck

@@ -23,7 +23,7 @@ import torch
 
 PROGRESS = "progress"  # worker -> judge, any number before a reply: a line for the progress display
 REPLY = "reply"  # worker -> judge: (REPLY, value)
-RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?)
+RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?, origin)
 
 _TORCH_CLASSES = {"Size", "Tensor", "device", "UntypedStorage", "TypedStorage"}
 

@@ -59,7 +59,7 @@ def test_a_piped_benchmark_logs_a_line_per_phase_with_the_round_cap(tmp_path):
     prefix = "  benchmark 0: 128x256x256: "
     phases = [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
     # In the order things happen: the import before the first call.
-    assert phases[:5] == ["generating inputs", "importing submission", "correctness pass", "warm-up",
+    assert phases[:5] == ["generating inputs", "importing submission", "checking the first batch", "warm-up",
                           "calibrating the judge's clock"]
     assert any(re.fullmatch(r"timing, round 1 of at most 5, (at most [1-9]\d* s|under 1 s) left", phase) for phase in phases), phases
     assert "recheck on fresh and near-duplicate inputs" in phases

@@ -54,13 +54,22 @@ UNDER_SANITIZER = os.environ.get("NVFP4_HARNESS_UNDER_SANITIZER") == "1"
 @dataclasses.dataclass
 class Judging:
     """What a case is judged with: the submission's worker, the calibration partner (timed modes),
-    the judge's clock, the pool of shared memory and the progress line."""
+    the judge's clock, the pool of shared memory, the progress line and the case's time limit."""
 
     worker: object
     partner: object | None
     clock: JudgeClock
     pool: SharedPool
     progress: object
+    time_limit_s: float = float("inf")
+
+    def restart_time_limit(self, *processes) -> None:
+        """The case's time limit counted again from now for `processes`: what the judge itself
+        spent (drawing the inputs and their references, the calibration) is not the submission's
+        time, and the judge's own limit must never end its calibration partner."""
+        for process in processes:
+            if process is not None and process.alive:
+                process.begin_case(self.time_limit_s, self.progress)
 
 
 def _generate(job: Job, seed: int):
@@ -146,6 +155,7 @@ def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> s
 def run_test(job: Job, judging: Judging) -> CaseResult:
     device = torch.device(job.device)
     (data,), expected = _drawn(job, [job.case.args["seed"]])
+    judging.restart_time_limit(judging.worker, judging.partner)
     shared = _hand_over(judging, [data], device)
     _load(judging.worker)
     judging.progress("calling custom_kernel")
@@ -204,6 +214,7 @@ class BenchmarkCase:
         seeds = _seeds_after(job.case.args["seed"], eval_parameters.calls_per_batch, eval_parameters.seed_step)
         judging.progress("generating inputs")
         self.pristine, self.expected = _drawn(job, seeds)
+        judging.restart_time_limit(judging.worker, judging.partner)
         self.next_seed = seeds[-1]
         # The recheck's fresh draws: the batch's own step, or where every input of a batch is the
         # case's own (a step of 0), the leaderboard's step to a fresh input.
@@ -277,6 +288,7 @@ class BenchmarkCase:
         paths = {id(tensor): path for path, tensor in leaves(self.shared[0])}
         output_paths = [paths[id(buffer)] for buffer in self.buffers[0]]
         as_list = isinstance(self.expected[0], (list, tuple))
+        self.judging.restart_time_limit(partner)
         with self.judging.worker.paused(keep=partner.pids | helper_pids()):
             for reply_when_idle in (False, True):
                 partner.request("echo", returned_own, reply_when_idle, output_paths, as_list)
@@ -406,7 +418,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     case = BenchmarkCase(job, judging)
     judging.worker.start_spare()
     _load(judging.worker)
-    progress("correctness pass")
+    progress("checking the first batch")
     first = case.round()
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
     if problem:

@@ -249,10 +249,10 @@ class WorkerProcess:
                 kind = message[0] if isinstance(message, tuple) and message else None
                 if kind == wire.REPLY and len(message) == 2:
                     return message[1]
-                if kind == wire.RAISED and len(message) == 4:
-                    _, description, exception, caught_officially = message
+                if kind == wire.RAISED and len(message) == 5:
+                    _, description, exception, caught_officially, origin = message
                     raise CaseStopped(CaseResult(ERROR, str(description), exception=str(exception),
-                                                 uncaught_officially=not caught_officially))
+                                                 uncaught_officially=not caught_officially, origin=str(origin)))
                 if kind == wire.PROGRESS and len(message) == 2:
                     self._on_progress(str(message[1]))
                     continue

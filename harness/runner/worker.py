@@ -71,6 +71,15 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}".strip()
 
 
+def _origin(error: BaseException) -> str:
+    """The exception's type and the submission's line it was raised at or through (its deepest
+    frame in submission.py): what tells one failure of the file from another whatever the
+    message says (the shape it names, say)."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if os.path.basename(frame.filename) == "submission.py"]
+    where = f" at submission.py:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}{where}"
+
+
 def _is_op_error(error: BaseException) -> bool:
     """Whether the competition's eval catches `error`: CuTeDSL's OpError, and nothing else. The
     eval imports it from cutlass.cute.nvgpu.common of the release its image pins (4.5); later
@@ -115,7 +124,7 @@ def serve(connection, log_path: str, repo_root: str, runner_folder: str, device:
             encoded = wire.encode((wire.REPLY, getattr(calls, operation)(*arguments)))
         except BaseException as error:  # the submission's failure is the judge's to read, whatever it is
             traceback.print_exc()
-            encoded = wire.encode((wire.RAISED, _describe(error), str(error), _is_op_error(error)))
+            encoded = wire.encode((wire.RAISED, _describe(error), str(error), _is_op_error(error), _origin(error)))
         sys.stdout.flush()
         sys.stderr.flush()
         connection.send_bytes(encoded)
