@@ -4,7 +4,7 @@ Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule
 timeout); 1 (--official) the submission raised what the competition's eval does not catch;
 113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
 of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
-reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line.
+reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line (harness/exits.py).
 """
 
 import os
@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from harness import modes, shapes, sol, taskfile
+from harness.exits import EXIT_BAD_TESTS_FILE, EXIT_EVAL_STOPPED, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
@@ -24,10 +25,6 @@ from harness.results import RESULTS_CSV
 from harness.report import Reporter
 from harness.stats import geomean
 
-EXIT_EVAL_STOPPED = 1  # --official: the competition's eval ended on an uncaught exception
-EXIT_BAD_TESTS_FILE = 113
-EXIT_NO_GPU = 114
-EXIT_REFERENCE_CANNOT_RUN = 115
 
 DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}
 
@@ -216,7 +213,7 @@ def sol_command(tests_file, problem, gpu):
     problem's formula; on a B200 beside the competition's published table where it lists the shape."""
     cases = _load(tests_file, "benchmarks", None, problem)
     if problem.speed_of_light is None:
-        raise Stopped(EXIT_BAD_TESTS_FILE, f"{problem.name} has no speed-of-light formula")
+        raise click.UsageError(f"{problem.name} has no speed-of-light formula")
     ceilings = problem.ceilings(gpu)
     published = {tuple(spec.items()): microseconds for spec, microseconds in problem.speed_of_light.rows()} if gpu == "B200" else {}
     click.echo(f"{problem.name} on {gpu}: {ceilings.peak_flops / 1e12:.0f} TFLOP/s, {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source})")

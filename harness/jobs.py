@@ -12,7 +12,7 @@ FAIL = "fail"  # the submission ran and its output or behaviour broke a rule
 ERROR = "error"  # the submission raised (including CUDA errors surfacing as exceptions)
 CRASH = "crash"  # the worker process died without reporting (segfault, abort, os._exit)
 TIMEOUT = "timeout"  # the case ran past its time limit and its process was killed
-NOT_RUN = "not run"  # an earlier failure in the shared official-style worker stopped the run
+NOT_RUN = "not run"  # the run stopped before the case: leaderboard --official after a failed case, or (not under --official) a failure every case repeats, or the judge's own files changed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,26 +20,6 @@ class Rules:
     """Which verdicts apply. `strict` adds ours to the competition's; off reproduces its eval."""
 
     strict: bool = True
-
-    @property
-    def poison_output(self) -> bool:
-        return self.strict
-
-    @property
-    def check_dtype_and_shape(self) -> bool:
-        return self.strict
-
-    @property
-    def check_inputs_unchanged(self) -> bool:
-        return self.strict
-
-    @property
-    def recheck_every_output(self) -> bool:
-        return self.strict
-
-    @property
-    def recheck_fresh_inputs(self) -> bool:
-        return self.strict
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,14 +21,14 @@ from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
 from harness.problems import PROBLEMS, Problem
-from harness.report import EXIT_FAIL, Reporter
+from harness.exits import EXIT_FAIL, EXIT_PASS
+from harness.report import Reporter
 from harness.results import append_rows, rows_for_run
 from harness.runner.files import make_runner_folder
 from harness.self_check import fallbacks_in
 from harness.shapes import Case
 from harness.wire import UntrustedMessageError
 
-EXIT_PASS = 0
 # The problem whose inputs benchmark --baselines knows (harness/runner/baselines.py).
 BASELINES_PROBLEM = PROBLEMS["nvfp4_gemm"]
 

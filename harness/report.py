@@ -14,11 +14,11 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.document import RunDocument
+from harness.exits import EXIT_FAIL
 from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 
-EXIT_FAIL = 112  # the competition's status for a failed check
 
 LOG_EVERY_S = 10.0
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crash": "red", "timeout": "yellow", "not run": "dim"}

@@ -27,6 +27,7 @@ from harness.judge.probes import ByteEdits
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves, near_duplicate)
+from harness.runner.calls import SANITIZER_ENV
 from harness.runner.timing import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import leaves
@@ -48,7 +49,7 @@ NEAR_DUPLICATE_TRIES = 8
 PROBE_CHANCE = 1 / 8
 FIRST_PROBE_WITHIN = MIN_ROUNDS
 # Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
-UNDER_SANITIZER = os.environ.get("NVFP4_HARNESS_UNDER_SANITIZER") == "1"
+UNDER_SANITIZER = os.environ.get(SANITIZER_ENV) == "1"
 
 
 @dataclasses.dataclass
@@ -143,7 +144,7 @@ def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, w
 
 
 def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> str | None:
-    if not job.rules.check_inputs_unchanged:
+    if not job.rules.strict:
         return None
     changed = first_changed_inputs(pristine, shared, job.problem)
     if not changed:
@@ -465,7 +466,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
                    or beyond_the_competition(_value_problem(recorded, case.expected, case.shared, job), case.strict, result))
         if problem:
             return CaseResult(FAIL, problem, activity=result.activity)
-    if job.rules.recheck_fresh_inputs:
+    if job.rules.strict:
         progress("recheck on fresh and near-duplicate inputs")
         problem = _recheck(case)
         if problem:

@@ -11,7 +11,7 @@ judge's wall clock around the request plays the same part.
 
 The window also holds a fixed cost (the hand-over between the two processes' contexts, the
 reply, the copies): the same rounds run with the judge's calibration partner
-(harness/judge/calibration.py) measure it, and it is subtracted (`TimedRounds`).
+(harness/judge/calibration.py) measure it (`Calibration`), and it is subtracted from each round's.
 """
 
 import dataclasses
