@@ -132,8 +132,9 @@ def _run(mode: str, tests_file, default_set: str, submission, problem, device, o
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json)
     if not tests_file and default_set == "benchmarks" and device == "cpu":
-        reporter.console.print(f"on the CPU without a tests file: {problem.name}'s {len(cases)} smallest tests stand in for its "
-                               f"benchmarks, which take hours a case there (pass {os.path.relpath(problem.benchmarks_file)} to time them)")
+        reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
+                               f"benchmarks, which take hours a case there; name a tests file to time others "
+                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
     try:
         if mode == "test":
             status = modes.run_tests(cases, options, reporter)
