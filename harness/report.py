@@ -80,6 +80,10 @@ def labelled_mismatches(message: str) -> str:
     return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
 
 
+# Piped output: the widest table rich may draw before it folds cells (lines are never folded).
+PIPED_WIDTH = 250
+
+
 class Reporter:
     def __init__(self, popcorn: PopcornLog, console: Console | None = None, json_document: bool = False):
         self.popcorn = popcorn
@@ -88,8 +92,10 @@ class Reporter:
         # with --json, stdout when POPCORN_FD is 2.
         json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
         stream = sys.stderr if json_or_popcorn else sys.stdout
-        # Tables stay readable when piped to a file or a log (rich would assume 80 columns).
-        self.console = console or Console(file=stream, highlight=False, width=None if stream.isatty() else 132)
+        # Piped to a file or a log, rich would assume 80 columns and fold lines and table cells:
+        # there lines are written whole (soft wrap) and tables take the width they need.
+        piped = not stream.isatty()
+        self.console = console or Console(file=stream, highlight=False, width=PIPED_WIDTH if piped else None, soft_wrap=piped)
         self._test_rows = []
         self._official = False
         self._json_document = json_document
@@ -155,11 +161,18 @@ class Reporter:
         return escape(as_the_user_wrote_it(text, self._runner_copy, self._submission))
 
     def _show_failure(self, title: str, result) -> None:
+        """A panel on a terminal; piped, the title and the text as lines of their own, whole, so
+        that no box folds a long line (a path, a number) or cuts the title."""
         message = result.message or result.status
         body = self._readable(message if self._official else labelled_mismatches(message))
         if result.output.strip():
             body += "\n[dim]--- worker output ---[/dim]\n" + self._readable(result.output.rstrip())
-        self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
+        style = STATUS_STYLE.get(result.status, "red")
+        if self.console.is_terminal:
+            self.console.print(Panel(body, title=escape(title), border_style=style))
+        else:
+            self.console.print(f"[{style}]--- {escape(title)} ---[/{style}]")
+            self.console.print(body)
 
     def _show_case_failure(self, what: str, case, result) -> None:
         """A failed case's panel; the first case not run gives the reason in a line, the rest
@@ -194,12 +207,12 @@ class Reporter:
                 f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
             ]
             return f"not run: the submission does not import ({first})"
-        same = (f"raises what {first} raised" + (f" ({escape(result.origin)})" if result.origin else "")
+        origin = result.origin.replace(" at submission.py:", f" at {options.submission}:")
+        same = (f"raises what {first} raised" + (f" ({escape(origin)})" if origin else "")
                 if result.status == "error" else f"fails as {first} failed")
-        self._after_verdict = [
-            f"[bold]every case {same}[/bold], whatever its shape: fix that and run again "
-            f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
-        ]
+        lint = (f" (`python -m harness lint --submission {submission}` reads the file without importing it)"
+                if result.status == "error" else "")
+        self._after_verdict = [f"[bold]every case {same}[/bold], whatever its shape: fix that and run again{lint}"]
         return f"not run: every case {same}"
 
     def _precheck(self, options) -> None:

@@ -143,3 +143,23 @@ def test_a_case_the_problems_reference_refuses_is_named_as_the_tests_files(tmp_p
     assert result.returncode == 112
     assert "the tests file's case cannot be drawn: nvfp4_gemm's generator or reference refused it" in report
     assert "could not read the worker's reply" not in report
+
+
+def test_piped_output_keeps_every_line_whole(tmp_path):
+    """Piped, with COLUMNS unset: the header whole, each mismatch on a line of its own with its
+    numbers named, no box that folds a long path or a number, nothing cut."""
+    folder = tmp_path / ("a_folder_whose_name_is_long_enough_to_push_a_line_past_any_terminal_width_" * 2)
+    folder.mkdir()
+    submission = folder / "wrong_values.py"
+    submission.write_text((ROOT / "tests" / "fixtures" / "broken_wrong_values.py").read_text())
+    cases = tmp_path / "cases.txt"
+    cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("POPCORN_") and key != "COLUMNS"}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(cases), "--device", "cpu", "--submission", str(submission)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 112, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("test ") and str(submission) in line and line.endswith("a worker reused while its cases pass)")
+               for line in lines), result.stdout
+    assert any(re.fullmatch(r"ERROR AT \(\d+, \d+, \d+\): got -?[\d.]+, expected -?[\d.]+", line.strip()) for line in lines), result.stdout
+    assert "…" not in result.stdout and "╭" not in result.stdout

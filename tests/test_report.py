@@ -91,7 +91,8 @@ def test_an_error_repeated_on_the_same_shape_or_differing_or_under_official_goes
     error = CaseResult(ERROR, "RuntimeError: out of memory")
     assert _judge([error, error, CaseResult(ERROR, "RuntimeError: other"), error]) == ([ERROR] * 4, [])
     assert _judge([error] * 4, official=True) == ([ERROR] * 4, [])
-    assert _judge([CaseResult(FAIL, "mismatch at 1")] + [CaseResult(FAIL, f"mismatch at {i}") for i in range(3)]) == ([FAIL] * 4, [])
+    assert _judge([CaseResult(FAIL, "custom_kernel modified its input(s): b"), CaseResult(FAIL, "custom_kernel modified its input(s): a"),
+                   CaseResult(FAIL, "custom_kernel modified its input(s): b"), CaseResult(FAIL, "output shape")]) == ([FAIL] * 4, [])
 
 
 def test_errors_of_one_type_through_one_line_stop_the_run_whatever_their_messages():
@@ -106,10 +107,14 @@ def test_errors_of_one_type_through_one_line_stop_the_run_whatever_their_message
 
 
 def test_the_same_failure_on_two_shapes_in_a_row_stops_the_run():
-    dtype = CaseResult(FAIL, "output dtype torch.float32, expected torch.float16")
-    statuses, stops = _judge([dtype] * 4)
-    assert statuses == [FAIL, FAIL, FAIL, NOT_RUN] and stops == [("test", 1, dtype.message, False)]
-    assert _judge([dtype] * 4, official=True) == ([FAIL] * 4, [])
+    def dtype(m):
+        return CaseResult(FAIL, f"custom_kernel returned a torch.float32 tensor of shape ({m}, 256, 1), expected a torch.float16 tensor")
+    statuses, stops = _judge([dtype(128), dtype(128), dtype(256), dtype(128)])
+    assert statuses == [FAIL, FAIL, FAIL, NOT_RUN] and stops == [("test", 1, dtype(256).message, False)]
+    assert _judge([dtype(128)] * 4, official=True) == ([FAIL] * 4, [])
+    # Wrong values go on, however alike their messages.
+    mismatch = CaseResult(FAIL, "mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 7")
+    assert _judge([mismatch] * 4) == ([FAIL] * 4, [])
 
 
 def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_through(tmp_path):
