@@ -14,7 +14,7 @@ import torch
 
 from harness import sol
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
-from harness.judge.cases import RUNNERS, Judging
+from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, helper_pids, is_running, protect_the_judge
 from harness.judge.memory import SharedPool
@@ -195,7 +195,7 @@ class Executor:
         partner's time limit starts afresh: a case that ran out of time is the worker's, and the
         judge's own limit must not end the partner, which no later case could then replace."""
         if self._partner is not None and self._partner.alive:
-            self._partner.begin_case(self._options.timeout_s, lambda text: None)
+            self._partner.begin_case(max(self._options.timeout_s, PARTNER_TIME_LIMIT_S), lambda text: None)
         for process in self._processes():
             if process.alive:
                 try:

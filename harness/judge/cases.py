@@ -48,6 +48,9 @@ NEAR_DUPLICATE_TRIES = 8
 # of them risks the case.
 PROBE_CHANCE = 1 / 8
 FIRST_PROBE_WITHIN = MIN_ROUNDS
+# The least time limit of a step of the calibration partner (its start included): no later case
+# can replace it, so only a partner the submission stopped should run past it.
+PARTNER_TIME_LIMIT_S = 300.0
 # Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
 UNDER_SANITIZER = os.environ.get(SANITIZER_ENV) == "1"
 
@@ -67,10 +70,12 @@ class Judging:
     def restart_time_limit(self, *processes) -> None:
         """The case's time limit counted again from now for `processes`: what the judge itself
         spent (drawing the inputs and their references, the calibration) is not the submission's
-        time, and the judge's own limit must never end its calibration partner."""
+        time. The partner, the judge's own process, gets at least PARTNER_TIME_LIMIT_S: a short
+        --timeout must not end it while it still starts on a loaded machine."""
         for process in processes:
             if process is not None and process.alive:
-                process.begin_case(self.time_limit_s, self.progress)
+                limit = max(self.time_limit_s, PARTNER_TIME_LIMIT_S) if process is self.partner else self.time_limit_s
+                process.begin_case(limit, self.progress)
 
 
 def _generate(job: Job, seed: int):
