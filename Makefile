@@ -28,9 +28,11 @@ sandbox-tools:
 	  apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
 	else echo "note: install bubblewrap (e.g. sudo apt-get install bubblewrap): without it the judge's workers run without their namespaces"; fi
 
-# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones.
+# Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones,
+# in TEST_JOBS processes (pytest-xdist): two by default, the cores of the machines CI runs on.
+TEST_JOBS ?= 2
 test:
-	$(PYTHON) -m pytest -q -rs
+	$(PYTHON) -m pytest -q -rs -n $(TEST_JOBS)
 
 # The e2e tests (pyproject.toml's marker): the judge run end to end on every broken and cheating
 # fixture, --json and POPCORN_FD documents, compiles for every official shape. CI runs both targets.

@@ -4,7 +4,7 @@ Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule
 timeout); 1 (--official) the submission raised what the competition's eval does not catch;
 113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
 of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
-reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line.
+reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line (harness/exits.py).
 """
 
 import os
@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from harness import modes, shapes, sol, taskfile
+from harness.exits import EXIT_BAD_TESTS_FILE, EXIT_EVAL_STOPPED, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
@@ -24,10 +25,6 @@ from harness.results import RESULTS_CSV
 from harness.report import Reporter
 from harness.stats import geomean
 
-EXIT_EVAL_STOPPED = 1  # --official: the competition's eval ended on an uncaught exception
-EXIT_BAD_TESTS_FILE = 113
-EXIT_NO_GPU = 114
-EXIT_REFERENCE_CANNOT_RUN = 115
 
 DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}
 
@@ -41,9 +38,16 @@ class Stopped(Exception):
         self.status, self.message = status, message
 
 
-def _load(tests_file, default_set: str, secret_seed: int | None, problem):
+def _load(tests_file, default_set: str, secret_seed: int | None, problem, device: str = "cuda"):
+    """The cases: the tests file's, else the problem's official set; on the CPU the benchmarks'
+    stand-ins (Problem.cpu_benchmarks)."""
     try:
-        cases = shapes.load_cases(tests_file, problem.case_format) if tests_file else problem.cases(default_set)
+        if tests_file:
+            cases = shapes.load_cases(tests_file, problem.case_format)
+        elif default_set == "benchmarks" and device == "cpu":
+            cases = problem.cpu_benchmarks()
+        else:
+            cases = problem.cases(default_set)
     except shapes.ShapeFileError as error:
         raise Stopped(EXIT_BAD_TESTS_FILE, str(error)) from None
     return shapes.apply_secret_seed(cases, secret_seed)
@@ -119,7 +123,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
             strict: bool = False, secret: int | None = None, **extra) -> tuple[list, "modes.RunOptions"]:
     """The cases and options of one run of `mode`, or Stopped where nothing can be judged. The
     one-shot commands and the service's judges (harness/service/judge.py) both start here."""
-    cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem)
+    cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
     _require_device(device)
     _require_runnable_reference(problem, cases[0], device)
     try:
@@ -158,6 +162,10 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
     cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, _secret_seed(), **extra)
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json)
+    if not tests_file and DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
+        reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
+                               f"benchmarks, which take hours a case there; name a tests file to time others "
+                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
     try:
         status = execute(mode, cases, options, reporter)
     finally:
@@ -229,7 +237,7 @@ def sol_command(tests_file, problem, gpu):
     problem's formula; on a B200 beside the competition's published table where it lists the shape."""
     cases = _load(tests_file, "benchmarks", None, problem)
     if problem.speed_of_light is None:
-        raise Stopped(EXIT_BAD_TESTS_FILE, f"{problem.name} has no speed-of-light formula")
+        raise click.UsageError(f"{problem.name} has no speed-of-light formula")
     ceilings = problem.ceilings(gpu)
     published = {tuple(spec.items()): microseconds for spec, microseconds in problem.speed_of_light.rows()} if gpu == "B200" else {}
     click.echo(f"{problem.name} on {gpu}: {ceilings.peak_flops / 1e12:.0f} TFLOP/s, {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source})")

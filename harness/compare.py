@@ -184,42 +184,75 @@ def history_table(history: DeviceHistory) -> Table:
     return table
 
 
+def _common_ceilings(history: DeviceHistory) -> Ceilings | None:
+    """The ceilings of the latest shown run that recorded any: every bar of a panel is set against
+    these, so that a bar changes only where the time did (runs may have recorded other ceilings)."""
+    recorded = history.rows[history.rows["run"].isin(history.runs) & history.rows["peak_flops"].notna()
+                            & history.rows["bandwidth"].notna()]
+    if recorded.empty:
+        return None
+    latest = recorded[recorded["run"] == recorded["run"].max()].iloc[0]
+    return Ceilings(history.device, float(latest["peak_flops"]), float(latest["bandwidth"]), str(latest["ceilings"]))
+
+
+def pct_sol_at(history: DeviceHistory, ceilings: Ceilings) -> pandas.DataFrame:
+    """% of SOL per (shape, run) against one set of ceilings: SOL at `ceilings` over each mean."""
+    works = {shape: work_of(row) for shape, row in history.rows.drop_duplicates("shape").set_index("shape").iterrows()}
+    sol_ns = pandas.Series({shape: ceilings.seconds(works[shape]) * 1e9 for shape in history.shapes})
+    return history.mean.rdiv(sol_ns, axis=0) * 100.0
+
+
+def time_label(mean_ns: float) -> str:
+    """A bar's label: its mean in µs, to three significant digits up to 1000 µs, whole µs above."""
+    if math.isnan(mean_ns):
+        return ""
+    microseconds = mean_ns / 1e3
+    decimals = 0 if microseconds >= 100 else 1 if microseconds >= 10 else 2
+    return f"{microseconds:,.{decimals}f} µs"
+
+
 def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
-    """% of SOL per shape, one bar per run, one panel per device. Returns devices left out."""
+    """% of SOL per shape, one bar per run, one panel per problem and device, every bar of a panel
+    against the same ceilings (its latest run's) and labelled with its mean. Returns the panels
+    left out (no ceilings: a CPU)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plotted = [h for h in shown if h.pct_sol.notna().any().any()]
-    skipped = [h.device for h in shown if h not in plotted]
+    panels = [(history, _common_ceilings(history)) for history in shown if history.mean.notna().any().any()]
+    plotted = [(history, ceilings) for history, ceilings in panels if ceilings is not None]
+    skipped = [f"{history.problem} on {history.device}" for history in shown if history not in [h for h, _ in plotted]]
     if not plotted:
         return skipped
     figure, axes = plt.subplots(
-        len(plotted), 1, figsize=(max(11.0, 1.6 * max(len(h.shapes) for h in plotted) + 6), 4.5 * len(plotted)),
+        len(plotted), 1, figsize=(max(11.0, 1.8 * max(len(h.shapes) for h, _ in plotted) + 6), 5.0 * len(plotted)),
         squeeze=False,
     )
-    for axis, history in zip(axes[:, 0], plotted):
+    for axis, (history, ceilings) in zip(axes[:, 0], plotted):
+        pct = pct_sol_at(history, ceilings)
         width = 0.8 / len(history.runs)
         for slot, run in enumerate(history.runs):
             passed = history.status[run] == "pass"
-            values = history.pct_sol[run].where(passed)
+            values = pct[run].where(passed)
             positions = [i - 0.4 + width * (slot + 0.5) for i in range(len(history.shapes))]
             bars = axis.bar(positions, values.fillna(0).tolist(), width, label=history.run_label(run, "  "))
-            if len(history.runs) <= 4:
-                axis.bar_label(bars, labels=[f"{v:.0f}" if not math.isnan(v) else "" for v in values], fontsize=7, padding=2)
+            axis.bar_label(bars, labels=[time_label(mean) for mean in history.mean[run].where(passed)],
+                           fontsize=7, padding=2, rotation=90 if len(history.runs) > 3 else 0)
             for position, status in zip(positions, history.status[run]):
                 if isinstance(status, str) and status != "pass":
                     axis.text(position, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="firebrick")
-        ceilings = ", ".join(sorted(history.rows["ceilings"].dropna().astype(str).unique())) or "none"
-        axis.set_title(f"{history.problem} on {history.device}: % of speed-of-light per shape (ceilings: {ceilings})", fontsize=10)
-        axis.set_xticks(range(len(history.shapes)), history.shapes, rotation=15, ha="right")
-        axis.set_ylabel("% of SOL")
+        axis.set_title(f"{history.problem} on {history.device}: % of speed-of-light per shape, every run at "
+                       f"{ceilings.peak_flops / 1e12:.0f} TFLOP/s and {ceilings.bandwidth / 1e12:.2f} TB/s "
+                       f"({ceilings.source}); bar labels: mean per call", fontsize=9, wrap=True)
+        axis.set_xticks(range(len(history.shapes)), history.shapes, rotation=20, ha="right", rotation_mode="anchor")
+        axis.set_ylabel("% of SOL (higher is faster)")
+        axis.margins(y=0.25)
         axis.grid(axis="y", alpha=0.3)
         axis.set_axisbelow(True)
         axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="run  time (UTC)  commit  mode submission", title_fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return skipped
 
@@ -273,6 +306,6 @@ def compare_command(results_path: Path, reference_path: Path, no_reference: bool
     if plot_path:
         skipped = plot_histories(shown, plot_path)
         if skipped:
-            console.print(f"not plotted (no SOL figures): {', '.join(skipped)}")
+            console.print(f"not plotted (no ceilings recorded): {', '.join(skipped)}")
         if len(skipped) < len(shown):
             console.print(f"plot written to {plot_path}")

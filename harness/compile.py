@@ -38,6 +38,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness import b200_model, b200_report, document, shapes
+from harness.exits import EXIT_CHECK_FAILED, EXIT_PATH_MISSING
 from harness.problems import PROBLEMS, Problem
 from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
 from harness.options import json_option, problem_option, submission_option
@@ -47,9 +48,6 @@ from harness.runner.files import import_submission, make_runner_folder
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
 SMEM_LIMIT_BYTES = 232_448
 TMEM_COLUMNS = 512
-
-EXIT_CHECK_FAILED = 1
-EXIT_PATH_MISSING = 3
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ FAIL = "fail"  # the submission ran and its output or behaviour broke a rule
 ERROR = "error"  # the submission raised (including CUDA errors surfacing as exceptions)
 CRASH = "crash"  # the worker process died without reporting (segfault, abort, os._exit)
 TIMEOUT = "timeout"  # the case ran past its time limit and its process was killed
-NOT_RUN = "not run"  # an earlier failure in the shared official-style worker stopped the run
+NOT_RUN = "not run"  # the run stopped before the case: leaderboard --official after a failed case, or (not under --official) a failure every case repeats, or the judge's own files changed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,26 +20,6 @@ class Rules:
     """Which verdicts apply. `strict` adds ours to the competition's; off reproduces its eval."""
 
     strict: bool = True
-
-    @property
-    def poison_output(self) -> bool:
-        return self.strict
-
-    @property
-    def check_dtype_and_shape(self) -> bool:
-        return self.strict
-
-    @property
-    def check_inputs_unchanged(self) -> bool:
-        return self.strict
-
-    @property
-    def recheck_every_output(self) -> bool:
-        return self.strict
-
-    @property
-    def recheck_fresh_inputs(self) -> bool:
-        return self.strict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,13 +53,18 @@ class CaseResult:
     ceilings: dict = dataclasses.field(default_factory=dict)  # measured: peak_flops, bandwidth
     output: str = ""  # what the worker printed
     exception: str = ""  # str() of what the submission raised (ERROR), as the competition prints it
-    raised_at: str = ""  # ERROR: file:line where the submission raised (its own innermost frame)
+    origin: str = ""  # ERROR: the exception's type and the submission's line it came through (`ValueError at submission.py:12`)
     while_importing: bool = False  # ERROR: raised by importing the submission, before any call
     uncaught_officially: bool = False  # ERROR: the competition's eval would not catch it and would stop
     warning: str = ""  # --official: what the competition's verdict missed
     activity: str = ""  # what the recorded round's calls launched on the GPU
     wall_s: float = 0.0
     phases_s: dict = dataclasses.field(default_factory=dict)  # seconds per phase (harness/judge/phases.py)
+
+    @property
+    def raised_at(self) -> str:
+        """ERROR: `file:line` of `origin`, or nothing where no frame of the worker's was found."""
+        return self.origin.partition(" at ")[2]
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning}; {text}" if self.warning else text

@@ -14,7 +14,7 @@ import torch
 
 from harness import sol
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
-from harness.judge.cases import RUNNERS, Judging
+from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, protect_the_judge
 from harness.judge.memory import SharedPool
@@ -25,14 +25,18 @@ from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
 from harness.record import RunRecord
 from harness.problems import PROBLEMS, Problem
-from harness.report import EXIT_FAIL, Reporter
+from harness.exits import EXIT_FAIL, EXIT_PASS
+from harness.report import Reporter
 from harness.results import append_rows, rows_for_run
 from harness.runner.files import runner_files
 from harness.self_check import fallbacks_in
 from harness.shapes import Case
 from harness.wire import UntrustedMessageError
 
-EXIT_PASS = 0
+# A failure's message with its numbers (sizes, indices) masked names its kind; the check's
+# message for wrong values (the competition's utils.py) is never one failure repeated.
+NUMBERS = re.compile(r"\d+")
+VALUE_MISMATCH = "mismatch found!"
 # The problem whose inputs benchmark --baselines knows (harness/runner/baselines.py).
 BASELINES_PROBLEM = PROBLEMS["nvfp4_gemm"]
 
@@ -48,7 +52,7 @@ class RunOptions:
     baselines: bool = False
     measure_ceilings: bool = False
     ncu: bool = False
-    record_to: Path | None = None  # the CSV benchmark rows are appended to (never for CPU runs)
+    record_to: Path | None = None  # the CSV benchmark rows are appended to
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
     strict: bool = False  # kernelguard's hits refuse the file instead of warning
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
@@ -168,7 +172,8 @@ class Executor:
                 new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
                 for process in new_processes:
                     self._clock.connect(process)
-                result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress))
+                result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress,
+                                                     self._options.timeout_s))
             except CaseStopped as stopped:
                 result = stopped.result
             except UntrustedMessageError as error:
@@ -205,7 +210,11 @@ class Executor:
                 result.status, result.message = FAIL, said
 
     def _release_inputs(self) -> None:
-        """The workers let go of the case's shared memory, so that the judge can free it."""
+        """The workers let go of the case's shared memory, so that the judge can free it. The
+        partner's time limit starts afresh: a case that ran out of time is the worker's, and the
+        judge's own limit must not end the partner, which no later case could then replace."""
+        if self._partner is not None and self._partner.alive:
+            self._partner.begin_case(max(self._options.timeout_s, PARTNER_TIME_LIMIT_S), lambda text: None)
         for process in self._processes():
             if process.alive:
                 try:
@@ -216,10 +225,12 @@ class Executor:
 
 
 class RepeatedError:
-    """Stops a run at an error that every remaining case would raise, not under --official (whose
+    """Stops a run at a failure that every remaining case would meet, not under --official (whose
     eval runs every case): the first case's error naming CUDA on a CPU run, which the device will
-    raise again; or the same error raised by two cases in a row, of different shapes, the second
-    in a fresh worker (a failed case ends its worker), which comes from the file, not a case."""
+    raise again; an import error; or two cases in a row, of different shapes, the second in a
+    fresh worker (a failed case ends its worker), that raised the same exception type at the same
+    line of the submission (whatever their messages say), or failed with the same message (a
+    wrong dtype): that comes from the file, not from a case."""
 
     def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
         self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
@@ -232,13 +243,13 @@ class RepeatedError:
 
     def judged(self, index: int, result: CaseResult) -> None:
         previous, self._previous = self._previous, result
-        if self._reason or self._options.official or result.status != ERROR:
+        if self._reason or self._options.official or result.status not in (ERROR, FAIL):
             return
-        if index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
+        if result.status == ERROR and index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
         elif result.while_importing:
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False, importing=True)
-        elif (previous is not None and previous.status == ERROR and previous.message == result.message
+        elif (previous is not None and _same_failure(previous, result)
               and self._cases[index].shape != self._cases[index - 1].shape):
             self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
 
@@ -256,6 +267,18 @@ class FirstFailure:
     def judged(self, index: int, result: CaseResult) -> None:
         if self._on and not self._reason and result.status not in (PASS, NOT_RUN):
             self._reason = f"not run: {self._kind} {index} did not pass (--stop-on-first-failure)"
+
+
+def _same_failure(first: CaseResult, second: CaseResult) -> bool:
+    """Two errors of one exception type through one line of the submission, or two failures whose
+    messages agree but for their numbers (a wrong dtype, whatever shape each names). Wrong values
+    are not one failure repeated: which shapes go wrong is what the run is there to tell."""
+    if first.status != second.status:
+        return False
+    if first.status == ERROR:
+        return (first.origin or first.message) == (second.origin or second.message)
+    return (VALUE_MISMATCH not in first.message
+            and NUMBERS.sub("#", first.message) == NUMBERS.sub("#", second.message))
 
 
 def _device_name(device: str) -> str:
@@ -350,7 +373,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
-    if options.record_to and device_name and device_name != "cpu":
+    if options.record_to and device_name:
         path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor, options.problem),
                            options.record_to)
         reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")

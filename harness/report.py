@@ -14,11 +14,11 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.document import RunDocument
+from harness.exits import EXIT_FAIL
 from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 
-EXIT_FAIL = 112  # the competition's status for a failed check
 
 LOG_EVERY_S = 10.0
 STATUS_STYLE = {"pass": "green", "fail": "red", "error": "red", "crash": "red", "timeout": "yellow", "not run": "dim"}
@@ -54,11 +54,14 @@ def without_hidden_frames(text: str) -> str:
     return "".join(kept)
 
 
-def as_the_user_wrote_it(text: str, runner_copies: re.Pattern | None, submission: Path | None) -> str:
+def as_the_user_wrote_it(text: str, runner_copies: re.Pattern | Path | None, submission: Path | None) -> str:
     """What the worker said, for a person: no terminal escapes, no harness or importlib frames,
-    and the runner folders' copies of the submission (`runner_copies` matches their paths) named
-    by the user's own path (a syntax error names the copy by its bare file name)."""
+    and the runner folders' copies of the submission (`runner_copies`: a path, or a pattern
+    matching their paths) named by the user's own path (a syntax error names the copy by its bare
+    file name)."""
     text = without_hidden_frames(strip_ansi(text))
+    if isinstance(runner_copies, Path):
+        runner_copies = re.compile(re.escape(str(runner_copies)))
     if runner_copies is not None and submission is not None:
         text = runner_copies.sub(lambda _: str(submission), text)
         text = text.replace("(submission.py, line ", f"({submission}, line ")
@@ -69,6 +72,21 @@ def us(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e3:.3f}"
 
 
+# The competition's check names a mismatch `ERROR AT (i, j, l): <got> <expected>`.
+MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
+
+
+def labelled_mismatches(message: str) -> str:
+    """The check's mismatch lines with their two numbers named, one a line: what the judge shows
+    (the message itself, in --json and POPCORN_FD, and everything under --official, is the
+    competition's text)."""
+    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
+
+
+# Piped output: the widest table rich may draw before it folds cells (lines are never folded).
+PIPED_WIDTH = 250
+
+
 class Reporter:
     def __init__(self, popcorn: PopcornLog, console: Console | None = None, json_document: bool = False):
         self.popcorn = popcorn
@@ -77,8 +95,10 @@ class Reporter:
         # with --json, stdout when POPCORN_FD is 2.
         json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
         stream = sys.stderr if json_or_popcorn else sys.stdout
-        # Tables stay readable when piped to a file or a log (rich would assume 80 columns).
-        self.console = console or Console(file=stream, highlight=False, width=None if stream.isatty() else 132)
+        # Piped to a file or a log, rich would assume 80 columns and fold lines and table cells:
+        # there lines are written whole (soft wrap) and tables take the width they need.
+        piped = not stream.isatty()
+        self.console = console or Console(file=stream, highlight=False, width=PIPED_WIDTH if piped else None, soft_wrap=piped)
         self._test_rows = []
         self._official = False
         self._json_document = json_document
@@ -144,10 +164,18 @@ class Reporter:
         return escape(as_the_user_wrote_it(text, self._runner_copy, self._submission))
 
     def _show_failure(self, title: str, result) -> None:
-        body = self._readable(result.message or result.status)
+        """A panel on a terminal; piped, the title and the text as lines of their own, whole, so
+        that no box folds a long line (a path, a number) or cuts the title."""
+        message = result.message or result.status
+        body = self._readable(message if self._official else labelled_mismatches(message))
         if result.output.strip():
             body += "\n[dim]--- worker output ---[/dim]\n" + self._readable(result.output.rstrip())
-        self.console.print(Panel(body, title=escape(title), border_style=STATUS_STYLE.get(result.status, "red")))
+        style = STATUS_STYLE.get(result.status, "red")
+        if self.console.is_terminal:
+            self.console.print(Panel(body, title=escape(title), border_style=style))
+        else:
+            self.console.print(f"[{style}]--- {escape(title)} ---[/{style}]")
+            self.console.print(body)
 
     def _show_case_failure(self, what: str, case, result) -> None:
         """A failed case's panel; the first case not run gives the reason in a line, the rest
@@ -182,11 +210,13 @@ class Reporter:
                 f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
             ]
             return f"not run: the submission does not import ({first})"
-        self._after_verdict = [
-            f"[bold]every case raises what {first} raised[/bold], whatever its shape: fix that and run again "
-            f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
-        ]
-        return f"not run: every case raises what {first} raised"
+        origin = result.origin.replace(" at submission.py:", f" at {options.submission}:")
+        same = (f"raises what {first} raised" + (f" ({escape(origin)})" if origin else "")
+                if result.status == "error" else f"fails as {first} failed")
+        lint = (f" (`python -m harness lint --submission {submission}` reads the file without importing it)"
+                if result.status == "error" else "")
+        self._after_verdict = [f"[bold]every case {same}[/bold], whatever its shape: fix that and run again{lint}"]
+        return f"not run: every case {same}"
 
     def _precheck(self, options) -> None:
         found = options.precheck

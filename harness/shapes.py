@@ -85,13 +85,37 @@ def _value(key: str, text: str, where: str, case_format: CaseFormat):
     return int(text)
 
 
+def _typo_hint(line: str, part: str) -> str:
+    """What the common mistakes in a field are, said: the hint for `part` of `line`."""
+    text = part.strip()
+    if not text:
+        return ("a `;` ends the line: the last field takes none" if line.rstrip().endswith(";")
+                else "two `;` with nothing between them")
+    if "," in text and text.count(":") > 1:
+        return "fields are separated by `;`, not `,`: `m: 128; n: 256; ...`"
+    if ":" not in text and "=" in text:
+        return "a field is `key: value`, with a colon"
+    if ":" not in text:
+        return "a field is `key: value`; is a `:` or a `;` missing?"
+    if text.count(":") > 1:
+        return "two fields with no `;` between them"
+    return "a value is an integer, or for a grouped size a list of them: `[80, 176]`"
+
+
+def _invalid_field(line: str, part: str, where: str) -> ShapeFileError:
+    """The field the parser cannot read, named once (not again where it is the whole line), with
+    a hint for the mistake it looks like."""
+    field = "" if part.strip() in ("", line.strip()) else f" at '{part.strip()}'"
+    return ShapeFileError(f"{where}: invalid test case: '{line}'{field} ({_typo_hint(line, part)})")
+
+
 def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
     """The line's key-value pairs: exactly the format's keys, each of its type, or a ShapeFileError naming the key."""
     keys, args = case_format.keys, {}
     for part in line.split(";"):
         field = _FIELD.fullmatch(part)
         if field is None:
-            raise ShapeFileError(f"{where}: invalid test case: '{line}': '{part}'")
+            raise _invalid_field(line, part, where)
         key, value = field.groups()
         if key not in keys:
             raise ShapeFileError(f"{where}: unknown key `{key}` (a case has exactly {', '.join(keys)})")

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from harness.exits import EXIT_CLOSED
 from harness.lint import GPU, failed, lint_file, print_report
 from harness.options import problem_option, submission_option
 
@@ -30,8 +31,6 @@ INSTALL_HINT = (
     "then register once: popcorn register discord"
 )
 RESULTS_DIR = Path("results")
-
-EXIT_CLOSED = 5
 
 
 def utc_now() -> datetime:

@@ -32,7 +32,7 @@ from harness.host_memory import MappedArenas
 
 PROGRESS = "progress"  # worker -> judge, any number before a reply: a line for the progress display
 REPLY = "reply"  # worker -> judge: (REPLY, value)
-RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?, where)
+RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?, (type, file, line))
 
 # The most descriptors one request carries (the kernel passes at most 253 in one message).
 MAX_FDS = 250

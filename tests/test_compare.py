@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas
 import pytest
 from click.testing import CliRunner
 
@@ -169,3 +170,23 @@ def test_a_run_that_beat_its_recorded_ceiling_shows_at_most_100_percent(tmp_path
     assert h100.pct_sol.loc[SMALL].iloc[0] < 100
     result = run_compare("--results", str(path))
     assert "a shape beat the ceiling recorded with the run" in result.output
+
+
+def test_the_plot_sets_every_run_of_a_panel_against_its_latest_ceilings(tmp_path):
+    from harness.compare import _common_ceilings, histories, load_history, pct_sol_at, time_label
+
+    path = tmp_path / "runs.csv"
+    record_run(path, H100, [37.9e3, 11.0e3], "2026-11-24T10:00:00+00:00")
+    # The same times, recorded against other ceilings: % SOL as each run recorded it differs.
+    table = pandas.read_csv(path)
+    table["peak_flops"] *= 0.8
+    table.to_csv(path, index=False)
+    record_run(path, H100, [37.9e3, 11.0e3], "2026-11-25T10:00:00+00:00")
+    (history,) = histories(load_history(("yours", path)))
+    assert history.pct_sol.iloc[0, 0] != pytest.approx(history.pct_sol.iloc[0, 1])
+    ceilings = _common_ceilings(history)
+    assert ceilings.peak_flops == DEVICES["H100"].peak_flops
+    pct = pct_sol_at(history, ceilings)
+    assert pct.iloc[0, 0] == pytest.approx(pct.iloc[0, 1]) and pct.iloc[1, 0] == pytest.approx(pct.iloc[1, 1])
+    assert pct.iloc[0, 1] == pytest.approx(history.pct_sol.iloc[0, 1])
+    assert [time_label(ns) for ns in (1.8e6, 37.93e3, 5.857e3)] == ["1,800 µs", "37.9 µs", "5.86 µs"]

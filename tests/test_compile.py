@@ -189,6 +189,7 @@ def test_a_foreign_cutedsl_file_is_compiled_for_every_shape_without_a_gpu(tmp_pa
     assert list((tmp_path / "sass").glob("sm_100a_0_gemm.sass"))
 
 
+@pytest.mark.e2e  # compiles this kit's kernels for every official shape: minutes on two cores
 @pytest.mark.parametrize("arch", ["sm_100a", "sm_90a"])
 def test_this_kits_kernel_and_any_other_files_are_counted_under_the_same_instruction_names(arch):
     ours, foreign = {}, {}

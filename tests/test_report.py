@@ -91,4 +91,53 @@ def test_an_error_repeated_on_the_same_shape_or_differing_or_under_official_goes
     error = CaseResult(ERROR, "RuntimeError: out of memory")
     assert _judge([error, error, CaseResult(ERROR, "RuntimeError: other"), error]) == ([ERROR] * 4, [])
     assert _judge([error] * 4, official=True) == ([ERROR] * 4, [])
-    assert _judge([CaseResult(FAIL, "mismatch")] * 4) == ([FAIL] * 4, [])
+    assert _judge([CaseResult(FAIL, "custom_kernel modified its input(s): b"), CaseResult(FAIL, "custom_kernel modified its input(s): a"),
+                   CaseResult(FAIL, "custom_kernel modified its input(s): b"), CaseResult(FAIL, "output shape")]) == ([FAIL] * 4, [])
+
+
+def test_errors_of_one_type_through_one_line_stop_the_run_whatever_their_messages():
+    def raised(shape, origin):
+        return CaseResult(ERROR, f"ValueError: no tile for {shape}", origin=origin)
+    statuses, stops = _judge([raised("a", "ValueError at submission.py:9"), raised("b", "ValueError at submission.py:9"),
+                              raised("c", "ValueError at submission.py:9"), raised("d", "ValueError at submission.py:9")])
+    assert statuses == [ERROR, ERROR, ERROR, NOT_RUN] and stops[0][:2] == ("test", 1)
+    # Another line of the file, or another type, is another failure.
+    assert _judge([raised(s, f"ValueError at submission.py:{9 + i}") for i, s in enumerate("abcd")])[1] == []
+    assert _judge([raised(s, t) for s, t in zip("abcd", ["KeyError at submission.py:9", "ValueError at submission.py:9"] * 2)])[1] == []
+
+
+def test_the_same_failure_on_two_shapes_in_a_row_stops_the_run():
+    def dtype(m):
+        return CaseResult(FAIL, f"custom_kernel returned a torch.float32 tensor of shape ({m}, 256, 1), expected a torch.float16 tensor")
+    statuses, stops = _judge([dtype(128), dtype(128), dtype(256), dtype(128)])
+    assert statuses == [FAIL, FAIL, FAIL, NOT_RUN] and stops == [("test", 1, dtype(256).message, False)]
+    assert _judge([dtype(128)] * 4, official=True) == ([FAIL] * 4, [])
+    # Wrong values go on, however alike their messages.
+    mismatch = CaseResult(FAIL, "mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 7")
+    assert _judge([mismatch] * 4) == ([FAIL] * 4, [])
+
+
+def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_through(tmp_path):
+    from harness.runner.worker import _origin
+
+    (tmp_path / "submission.py").write_text("def custom_kernel(data):\n    return helper(data)\n\ndef helper(data):\n    raise ValueError(data)\n")
+    namespace = {}
+    exec(compile((tmp_path / "submission.py").read_text(), str(tmp_path / "submission.py"), "exec"), namespace)
+    try:
+        namespace["custom_kernel"]("128x256")
+    except ValueError as error:
+        assert _origin(error) == "ValueError at submission.py:5"
+    try:
+        int("x")
+    except ValueError as error:  # raised nowhere in the submission: the type alone
+        assert _origin(error) == "ValueError"
+
+
+def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
+    from harness.report import labelled_mismatches
+
+    message = ("mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 2 "
+               "ERROR AT (0, 0, 0): -897.5 -949.5 ERROR AT (3, 1, 0): nan 2.0")
+    shown = labelled_mismatches(message).splitlines()
+    assert shown[1:] == ["ERROR AT (0, 0, 0): got -897.5, expected -949.5", "ERROR AT (3, 1, 0): got nan, expected 2.0"]
+    assert labelled_mismatches("custom_kernel modified its input(s): b") == "custom_kernel modified its input(s): b"

@@ -114,3 +114,19 @@ def test_a_grouped_case_holds_a_list_per_size_one_entry_per_group():
 def test_a_grouped_case_that_does_not_add_up_is_the_files_error(line, said):
     with pytest.raises(ShapeFileError, match=re.escape(said)):
         parse_cases(line, case_format=GROUPED)
+
+
+@pytest.mark.parametrize("line, said", [
+    ("m: 128, n: 256, k: 256, l: 1, seed: 1", "invalid test case: 'm: 128, n: 256, k: 256, l: 1, seed: 1' (fields are separated by `;`, not `,`"),
+    ("m: 128; n: 256; k: 256; l: 1; seed: 1;", "invalid test case: 'm: 128; n: 256; k: 256; l: 1; seed: 1;' (a `;` ends the line"),
+    ("m: 128;; n: 256; k: 256; l: 1; seed: 1", "(two `;` with nothing between them)"),
+    ("m=128; n: 256; k: 256; l: 1; seed: 1", "at 'm=128' (a field is `key: value`, with a colon)"),
+    ("m: 128; n: 256 k: 256; l: 1; seed: 1", "at 'n: 256 k: 256' (two fields with no `;` between them)"),
+    ("m: 128; n: 256; k: 256; l: 1; seed: 1.5", "at 'seed: 1.5' (a value is an integer"),
+])
+def test_common_typos_get_a_hint_and_the_line_once(line, said):
+    with pytest.raises(ShapeFileError) as raised:
+        parse_cases(line, "cases.txt")
+    message = str(raised.value)
+    assert message.startswith("cases.txt:1: invalid test case: ") and said in message
+    assert message.count(line) == 1 and "''" not in message

@@ -47,8 +47,14 @@ class ScriptedWorker:
         self.kernel, self.claimed_ns, self.after_reply, self.sleep_s = kernel, claimed_ns, after_reply, sleep_s
         self.rounds, self.held = 0, None
         self.opened = None  # the judge maps no own CUDA output of this stand-in
+        self.events = []  # ("time limit", seconds) and each request's operation, in order
 
     pids: set = set()
+    alive = True
+
+    def begin_case(self, timeout_s, on_progress):
+        self.events.append(("time limit", timeout_s))
+        return False
 
     def paused(self, keep):
         return contextlib.nullcontext()
@@ -57,6 +63,7 @@ class ScriptedWorker:
         pass
 
     def request(self, operation, *arguments):
+        self.events.append(operation)
         if operation == "hold":
             self.held = arguments[1]
             self.storages = storage_index(self.held)
@@ -294,3 +301,23 @@ def test_a_batch_of_one_call_rechecks_with_a_fresh_draw_and_a_near_duplicate_in_
     assert changed[2:4] == changed[4:6]  # a scale edited in both layouts alike
     for reference in (fresh_reference, near_reference):
         assert not torch.equal(reference, case.expected[0])
+
+
+def test_the_time_limit_starts_once_the_judge_has_drawn_and_the_partner_gets_its_own():
+    """What the judge spends drawing inputs and references is not the worker's time, and the
+    partner's limit starts afresh before each calibration: the judge's own limit never ends it."""
+    worker, partner = ScriptedWorker(lambda index, data: None), ScriptedWorker(lambda index, data: None)
+    judging = cases.Judging(worker, partner, JudgeClock(CPU, COMPETITION_FLUSH_BYTES), SharedPool(CPU),
+                            progress=lambda text: None, time_limit_s=42.0)
+    job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu", problem=gemm_with_batches_of(2))
+    drawn = []
+    real_drawn = cases._drawn
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cases, "_drawn", lambda *args: (drawn.append(list(worker.events)), real_drawn(*args))[1])
+        case = cases.BenchmarkCase(job, judging)
+    assert drawn == [[]]  # nothing asked of the worker, and no limit started, while the judge drew
+    partner_limit = max(42.0, cases.PARTNER_TIME_LIMIT_S)
+    assert worker.events[:2] == [("time limit", 42.0), "hold"] and partner.events[:2] == [("time limit", partner_limit), "hold"]
+    partner.events.clear()
+    case.calibrate(own_kinds=False)
+    assert partner.events[0] == ("time limit", partner_limit) and "echo" in partner.events

@@ -28,6 +28,7 @@ from harness.judge.references import REFERENCES
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves)
+from harness.runner.calls import SANITIZER_ENV
 from harness.runner.timing import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import leaves
@@ -47,20 +48,34 @@ FLUSH_TOLERANCE = 0.03
 # of them risks the case.
 PROBE_CHANCE = 1 / 8
 FIRST_PROBE_WITHIN = MIN_ROUNDS
+# The least time limit of a step of the calibration partner (its start included): no later case
+# can replace it, so only a partner the submission stopped should run past it.
+PARTNER_TIME_LIMIT_S = 300.0
 # Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
-UNDER_SANITIZER = os.environ.get("NVFP4_HARNESS_UNDER_SANITIZER") == "1"
+UNDER_SANITIZER = os.environ.get(SANITIZER_ENV) == "1"
 
 
 @dataclasses.dataclass
 class Judging:
     """What a case is judged with: the submission's worker, the calibration partner (timed modes),
-    the judge's clock, the pool of shared memory and the progress line."""
+    the judge's clock, the pool of shared memory, the progress line and the case's time limit."""
 
     worker: object
     partner: object | None
     clock: JudgeClock
     pool: SharedPool
     progress: object
+    time_limit_s: float = float("inf")
+
+    def restart_time_limit(self, *processes) -> None:
+        """The case's time limit counted again from now for `processes`: what the judge itself
+        spent (drawing the inputs and their references, the calibration) is not the submission's
+        time. The partner, the judge's own process, gets at least PARTNER_TIME_LIMIT_S: a short
+        --timeout must not end it while it still starts on a loaded machine."""
+        for process in processes:
+            if process is not None and process.alive:
+                limit = max(self.time_limit_s, PARTNER_TIME_LIMIT_S) if process is self.partner else self.time_limit_s
+                process.begin_case(limit, self.progress)
 
 
 def _generate(job: Job, seed: int):
@@ -135,7 +150,7 @@ def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, w
 
 
 def _inputs_problem(pristine: list, shared: list, job: Job, when: str = "") -> str | None:
-    if not job.rules.check_inputs_unchanged:
+    if not job.rules.strict:
         return None
     changed = first_changed_inputs(pristine, shared, job.problem)
     if not changed:
@@ -148,6 +163,7 @@ def run_test(job: Job, judging: Judging) -> CaseResult:
     device = torch.device(job.device)
     judging.progress("generating inputs")
     (data,), expected = _drawn(job, [job.case.args["seed"]])
+    judging.restart_time_limit(judging.worker, judging.partner)
     shared = _hand_over(judging, [data], device)
     _load(judging.worker)
     judging.progress("calling custom_kernel")
@@ -206,6 +222,7 @@ class BenchmarkCase:
         seeds = _seeds_after(job.case.args["seed"], eval_parameters.calls_per_batch, eval_parameters.seed_step)
         judging.progress("generating inputs")
         self.pristine, self.expected = _drawn(job, seeds)
+        judging.restart_time_limit(judging.worker, judging.partner)
         self.next_seed = seeds[-1]
         # The recheck's fresh draws: the batch's own step, or where every input of a batch is the
         # case's own (a step of 0), the leaderboard's step to a fresh input.
@@ -278,6 +295,7 @@ class BenchmarkCase:
         paths = {id(tensor): path for path, tensor in leaves(self.shared[0])}
         output_paths = [paths[id(buffer)] for buffer in self.buffers[0]]
         as_list = isinstance(self.expected[0], (list, tuple))
+        self.judging.restart_time_limit(partner)
         with self.judging.worker.paused(keep=partner.pids):
             for own in (False, True) if own_kinds else (False,):
                 for reply_when_idle in (False, True):
@@ -408,7 +426,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     case = BenchmarkCase(job, judging)
     judging.worker.start_spare()
     _load(judging.worker)
-    progress("correctness pass")
+    progress("checking the first batch")
     first = case.round()
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
     if problem:
@@ -455,7 +473,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
                    or beyond_the_competition(_value_problem(recorded, case.expected, case.shared, job), case.strict, result))
         if problem:
             return CaseResult(FAIL, problem, activity=result.activity)
-    if job.rules.recheck_fresh_inputs:
+    if job.rules.strict:
         progress("recheck on fresh and near-duplicate inputs")
         problem = _recheck(case)
         if problem:

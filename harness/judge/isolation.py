@@ -317,9 +317,9 @@ class WorkerProcess:
                 if kind == wire.REPLY and len(message) == 2:
                     return message[1]
                 if kind == wire.RAISED and len(message) == 5:
-                    _, description, exception, caught_officially, where = message
-                    raise CaseStopped(CaseResult(ERROR, str(description)[:OUTPUT_TAIL_CHARS], exception=str(exception)[:OUTPUT_TAIL_CHARS],
-                                                 uncaught_officially=not caught_officially, raised_at=_where(where)))
+                    _, description, exception, caught_officially, origin = message
+                    raise CaseStopped(CaseResult(ERROR, _text(description, OUTPUT_TAIL_CHARS), exception=_text(exception, OUTPUT_TAIL_CHARS),
+                                                 uncaught_officially=not caught_officially, origin=_origin(origin)))
                 if kind == wire.PROGRESS and len(message) == 2:
                     self._on_progress(str(message[1])[:200])
                     continue
@@ -387,8 +387,16 @@ class WorkerProcess:
         self.close_spare()
 
 
-def _where(where) -> str:
-    """`file:line` from a worker's (file, line), checked as plain values."""
-    if isinstance(where, tuple) and len(where) == 2 and isinstance(where[0], str) and type(where[1]) is int:
-        return f"{where[0][:120]}:{where[1]}"
-    return ""
+def _text(value, limit: int) -> str:
+    """A worker's string, cut to `limit`; anything else by its type's name only (formatting an
+    untrusted value could take the judge's time without bound)."""
+    return value[:limit] if type(value) is str else f"({type(value).__name__})"
+
+
+def _origin(origin) -> str:
+    """`Type at file:line` from a worker's (type, file, line), checked as plain values."""
+    if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])
+            and type(origin[2]) is int):
+        return ""
+    kind, file, line = origin[0][:80], origin[1][:120], origin[2]
+    return f"{kind} at {file}:{line}" if file else kind

@@ -11,7 +11,7 @@ judge's wall clock around the request plays the same part.
 
 The window also holds a fixed cost (the hand-over between the two processes' contexts, the
 reply, the copies): the same rounds run with the judge's calibration partner
-(harness/runner/echo.py) measure it (`Calibration`), and it is subtracted.
+(harness/runner/echo.py) measure it (`Calibration`), and it is subtracted from each round's.
 """
 
 import dataclasses

@@ -25,6 +25,7 @@ from harness.shapes import Case, CaseFormat, load_cases
 PROBLEMS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROBLEMS_DIR.parents[1]
 GIB = 1024**3
+CPU_BENCHMARKS = 1  # the official tests a CPU benchmark times without a tests file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,27 @@ class Problem:
     def cases(self, which: str) -> list[Case]:
         """The official "tests" or "benchmarks"."""
         return load_cases(self.tests_file if which == "tests" else self.benchmarks_file, self.case_format)
+
+    def cpu_benchmarks(self, count: int = CPU_BENCHMARKS) -> list[Case]:
+        """What a CPU run times without a tests file: the `count` official tests of least work, in
+        their file's order. The official benchmarks draw 50 inputs a batch, each with its exact
+        reference, and call the file 50 times a round: on a CPU that takes hours a case, and a
+        torch-only file takes about a second a call already on the tests' mid-sized shapes."""
+        tests = self.cases("tests")
+        least = sorted(range(len(tests)), key=lambda index: self._size(tests[index].args))[:count]
+        return [tests[index] for index in sorted(least)]
+
+    def _size(self, spec: dict) -> float:
+        """A case's work: its flops where the problem has a speed-of-light formula, else the
+        product of its sizes (each list of per-group sizes summed)."""
+        work = self.work(spec)
+        if work is not None:
+            return work[0]
+        size = 1
+        for key in self.spec_keys:
+            value = spec[key]
+            size *= sum(value) if isinstance(value, list) else value
+        return size
 
     def runner_files(self) -> dict[str, Path]:
         """The files the runner folder holds beside submission.py, by module name."""

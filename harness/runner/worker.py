@@ -22,20 +22,21 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}".strip()
 
 
+def _origin(error: BaseException, folder: str) -> tuple[str, str, int]:
+    """(the exception's type, file, line) of the innermost frame in the worker's own folder (the
+    submission's), else of the innermost frame: what tells one failure of the file from another
+    whatever the message says (the shape it names, say), and where the user looks."""
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [frame for frame in frames if frame.filename.startswith(folder)]
+    frame = (own or frames or [None])[-1]
+    return (type(error).__name__, os.path.basename(frame.filename) if frame else "", int(frame.lineno or 0) if frame else 0)
+
+
 def _is_op_error(error: BaseException) -> bool:
     """Whether the competition's eval catches `error`: CuTeDSL's OpError, and nothing else. The
     eval imports it from cutlass.cute.nvgpu.common of the release its image pins (4.5); later
     releases have no such class, so it is recognised by name and package."""
     return any(cls.__name__ == "OpError" and cls.__module__.startswith("cutlass.") for cls in type(error).__mro__)
-
-
-def _where_raised(error: BaseException, folder: str) -> tuple[str, int] | None:
-    """(file, line) of the innermost frame in the worker's own folder (the submission's), else
-    of the innermost frame: where the error comes from, for the judge to tell a repeated one."""
-    frames = traceback.extract_tb(error.__traceback__)
-    own = [frame for frame in frames if frame.filename.startswith(folder)]
-    frame = (own or frames or [None])[-1]
-    return (os.path.basename(frame.filename), int(frame.lineno or 0)) if frame else None
 
 
 def main(settings: dict) -> None:
@@ -71,7 +72,7 @@ def serve(settings: dict) -> None:
         except BaseException as error:  # the submission's failure is the judge's to read, whatever it is
             traceback.print_exc()
             encoded = wire.encode((wire.RAISED, _describe(error), str(error), _is_op_error(error),
-                                   _where_raised(error, settings["folder"])))
+                                   _origin(error, settings["folder"])))
         sys.stdout.flush()
         sys.stderr.flush()
         connection.send_bytes(encoded)

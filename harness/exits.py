@@ -1,0 +1,12 @@
+"""The harness's exit statuses, each defined once; docs/judge.md says which command exits with which."""
+
+EXIT_PASS = 0
+# --official: the competition's eval ended on an uncaught exception (its own process's status).
+EXIT_EVAL_STOPPED = 1
+EXIT_CHECK_FAILED = 1  # lint, compile, task-yml --check: a check did not hold
+EXIT_PATH_MISSING = 3  # compile: the file's kernel_for_arch has no kernel for the arch
+EXIT_CLOSED = 5  # submit: the problem's leaderboard has closed
+EXIT_FAIL = 112  # a case did not pass: the competition's status for a failed check
+EXIT_BAD_TESTS_FILE = 113  # the tests file cannot be read or parsed
+EXIT_NO_GPU = 114  # a CUDA device was asked for and there is none
+EXIT_REFERENCE_CANNOT_RUN = 115  # --problem DIR: the folder's reference.py cannot run on the device
