@@ -121,8 +121,30 @@ def send(connection, message) -> None:
 MAX_MESSAGE_BYTES = 256 << 20
 
 
+# The most values one message may hold, each counted as often as it is reached: a pickle can make
+# a list that holds itself twice at every level, a few bytes that unfold without end when walked
+# or formatted.
+MAX_MESSAGE_NODES = 1 << 20
+
+
+def _within_bounds(message) -> None:
+    stack, count = [message], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_MESSAGE_NODES:
+            raise UntrustedMessageError(f"the worker's message holds more than {MAX_MESSAGE_NODES} values")
+        if isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+
+
 def receive_untrusted(connection):
-    return _PlainValuesUnpickler(io.BytesIO(connection.recv_bytes(MAX_MESSAGE_BYTES))).load()
+    message = _PlainValuesUnpickler(io.BytesIO(connection.recv_bytes(MAX_MESSAGE_BYTES))).load()
+    _within_bounds(message)
+    return message
 
 
 def _children(node):

@@ -69,6 +69,9 @@ THREATS = {
     "cheat_truncates_its_inputs": "8 hanging or crashing the judge",
     "cheat_steers_the_calibration": "2 rewriting the clock",
     "cheat_wakes_during_calibration": "2 rewriting the clock",
+    "cheat_unfolds_a_message": "8 hanging or crashing the judge",
+    "cheat_stalls_a_message": "8 hanging or crashing the judge",
+    "cheat_mixes_handover_kinds": "2 rewriting the clock",
     "honest_runs_a_subprocess": "no false positive",
     "honest_prints_a_lot": "no false positive",
     "cheat_detects_probes_by_a_fingerprint": "4 work only where checked",
@@ -292,6 +295,12 @@ VERDICTS = [
     # A reply naming a descriptor is refused unread, at once (no connection back to the worker).
     Expected("cheat_sends_a_descriptor", "test", EXIT_CASE_FAIL, "error",
              r"the judge refused the worker's message: the worker's message names multiprocessing\.resource_sharer\.DupFd"),
+    # Messages that would hold the judge forever: one that unfolds without end, one left half sent.
+    Expected("cheat_unfolds_a_message", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message holds more than \d+ values"),
+    Expected("cheat_stalls_a_message", "test", EXIT_CASE_FAIL, "timeout",
+             rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed in the middle of a message",
+             timeout_s=HANG_TIMEOUT_S),
     # Shared memory truncated under the judge: the inputs are sealed, so on the CPU the judge lives
     # on and judges. On a GPU the worker truncates the CUDA driver's own files in /dev/shm, which
     # CUDA IPC needs shared, and dies of it: a crash, the judge's verdict.
@@ -306,6 +315,8 @@ VERDICTS = [
              max_repeats=60),
     Expected("cheat_wakes_during_calibration", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
+    Expected("cheat_mixes_handover_kinds", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
+             max_repeats=20),
     # The submission's own self-check reports a fallback: the chosen configuration was wrong.
     Expected("broken_falls_back", "test", EXIT_CASE_FAIL, "fail", r"the submission's self-check fell back \(1x\): nvfp4 self-check FALLBACK:"),
     Expected("broken_falls_back", "test", EXIT_PASS, "pass",

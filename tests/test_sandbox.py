@@ -18,14 +18,14 @@ LINUX = sys.platform.startswith("linux")
 FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
 ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
-            "set the clock", "keep a capability")
+            "set the clock", "keep a capability", "open a kernel setting for writing")
 
 
 def _planted(tmp_path) -> list[str]:
     """The probe's writes that reached the judge's side: a module where the kit imports from, a
     line in results/, a file in the judge's log folder."""
     runs = REPO_ROOT / "results" / "runs.csv"
-    return [str(path) for path in (REPO_ROOT / "click.py", tmp_path / "planted.txt")
+    return [str(path) for path in (REPO_ROOT / "click.py", tmp_path / "planted.txt", Path("/dev/shm/nvfp4-probe-planted"))
             if path.exists()] + ([str(runs)] if runs.exists() and "# planted" in runs.read_text()[-200:] else [])
 
 

@@ -180,6 +180,8 @@ def test_each_round_is_charged_the_fixed_cost_of_its_own_hand_over():
     views_only = Calibration.of([round_of(False, True, 150.0), round_of(False, False, 100.0)])
     assert views_only.fixed_ns(round_of(True, True, 0.0)) == 150.0  # never more than was measured for it
     assert views_only.hidden_ns == 100.0
+    # A round whose calls mixed the two is charged for the hand-overs it made: 40 copies of 50.
+    assert calibration.fixed_ns(round_of(0.8, True, 0.0)) == 150.0 + 0.8 * (450.0 - 150.0)
 
 
 def test_flush_is_the_competitions_size_where_the_device_holds_it():

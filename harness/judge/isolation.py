@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -312,7 +313,7 @@ class WorkerProcess:
                 raise CaseStopped(CaseResult(
                     TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker killed (raise it with --timeout)"))
             if connection.poll(min(remaining, POLL_S)):
-                message = self._receive()
+                message = self._receive(remaining)
                 kind = message[0] if isinstance(message, tuple) and message else None
                 if kind == wire.REPLY and len(message) == 2:
                     return message[1]
@@ -321,7 +322,7 @@ class WorkerProcess:
                     raise CaseStopped(CaseResult(ERROR, _text(description, OUTPUT_TAIL_CHARS), exception=_text(exception, OUTPUT_TAIL_CHARS),
                                                  uncaught_officially=not caught_officially, origin=_origin(origin)))
                 if kind == wire.PROGRESS and len(message) == 2:
-                    self._on_progress(str(message[1])[:200])
+                    self._on_progress(_text(message[1], 200))
                     continue
                 self.kill()
                 raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
@@ -330,14 +331,24 @@ class WorkerProcess:
             else:
                 self._on_progress(None)
 
-    def _receive(self):
+    def _receive(self, remaining_s: float):
+        """One message, read under a watchdog: a worker that sends part of a message and stalls
+        is killed at the case's deadline, which ends the read."""
+        fired = threading.Event()
+        watchdog = threading.Timer(remaining_s, lambda: (fired.set(), self.kill()))
+        watchdog.start()
         try:
             return wire.receive_untrusted(self._current.connection)
-        except (EOFError, ConnectionResetError, BrokenPipeError):
+        except (EOFError, ConnectionResetError, BrokenPipeError, OSError):
+            if fired.is_set():
+                raise CaseStopped(CaseResult(TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker "
+                                                      "killed in the middle of a message (raise it with --timeout)")) from None
             raise
         except Exception as error:  # a forged or unreadable message: never run, never trusted
             self.kill()
             raise CaseStopped(CaseResult(ERROR, f"the judge refused the worker's message: {error}")) from None
+        finally:
+            watchdog.cancel()
 
     def _crashed(self) -> CaseResult:
         with contextlib.suppress(subprocess.TimeoutExpired):

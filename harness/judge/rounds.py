@@ -33,7 +33,7 @@ class Round:
     worker_ns: float  # the worker's figure for the batch (a claim)
     host_ns: float  # the worker's host time of its loop of calls (a claim)
     outputs: list  # the judge's copies of what each call returned
-    returned_own: bool  # whether any call returned something but views of the memory the judge shares
+    own_share: float  # the share of calls that returned something but views of the memory the judge shares
     records: list | None  # the batch's GPU activity as the worker's CUPTI recorded it (a claim)
     flush_ns: float | None  # the judge's L2 flush before the window, by its own clock
     sharing: str | None = None  # outputs of different calls in the same memory, if any
@@ -41,6 +41,10 @@ class Round:
     # worker describing its outputs, the judge reading them) then lengthens the window; otherwise
     # it ran while the GPU still worked. Always so on the CPU.
     exposed: bool = True
+
+    @property
+    def returned_own(self) -> bool:
+        return self.own_share > 0
 
 
 def _copy(output):
@@ -56,13 +60,14 @@ def _mapped(returned, held: list, worker) -> list:
     return [wire.rebuild(spec, held, worker.opened) for spec in returned]
 
 
-def _returned_own(returned: list) -> bool:
-    """Whether any description but a view's came back (an own tensor, a list of them, anything else)."""
+def _own_share(returned: list) -> float:
+    """The share of calls whose description held anything but views (an own tensor, a list
+    holding one, anything else)."""
     def own(spec) -> bool:
         if spec[0] == "sequence":
             return any(own(item) for item in spec[2])
         return spec[0] != "view"
-    return any(own(spec) for spec in returned)
+    return sum(own(spec) for spec in returned) / len(returned) if returned else 0.0
 
 
 class JudgeClock:
@@ -99,7 +104,7 @@ class JudgeClock:
             outputs = [_copy(output) for output in mapped]
             window_ns = time.perf_counter_ns() - started
             worker_ns, records = worker.request("batch_time")
-            return Round(window_ns, worker_ns, host_ns, outputs, _returned_own(returned), records, None, shared_outputs(mapped))
+            return Round(window_ns, worker_ns, host_ns, outputs, _own_share(returned), records, None, shared_outputs(mapped))
         go, done = self._events[id(worker)]
         flush_start, flushed, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         flush_start.record()
@@ -119,7 +124,7 @@ class JudgeClock:
         del mapped  # the worker's own memory, mapped here: not kept past the copies
         worker_ns, records = worker.request("batch_time")
         end.synchronize()
-        return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _returned_own(returned), records,
+        return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _own_share(returned), records,
                      flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
 
 
@@ -132,7 +137,7 @@ class Calibration:
     whose calls are bound by the host does). A round is charged the cost of its own kind, so no
     style a worker shows at one time and drops at another moves what its timed rounds are charged."""
 
-    fixed_by_kind: dict  # (returned_own, exposed) -> median window of a round with no work
+    fixed_by_kind: dict  # (own tensors, exposed) -> median window of a round with no work
     spread_ns: float  # the largest of the kinds' standard deviations
     flush_ns: float | None  # median L2 flush while the partner waited
 
@@ -152,10 +157,16 @@ class Calibration:
         return min(self.fixed_by_kind.values())
 
     def fixed_ns(self, round_: Round) -> float:
-        """The fixed cost of a round of `round_`'s kind, or of the nearest kind measured where its
-        own was not (the CPU has only exposed rounds); never own tensors' cost for a round of views."""
-        own, exposed = round_.returned_own, round_.exposed
-        for kind in ((own, exposed), (own, not exposed), (False, exposed), (False, not exposed)):
-            if kind in self.fixed_by_kind and (kind[0] <= own):
+        """The fixed cost of a round of `round_`'s kind: views' cost, plus the share of its calls
+        that handed back tensors of their own times what the partner's own tensors cost more, a
+        round being charged for the hand-overs it made and no other; of the other exposure where
+        its own was not measured (the CPU has only exposed rounds)."""
+        views = self._cost(False, round_.exposed)
+        own = self._cost(True, round_.exposed) if round_.own_share else None
+        return views + round_.own_share * max(own - views, 0.0) if own is not None else views
+
+    def _cost(self, own: bool, exposed: bool) -> float | None:
+        for kind in ((own, exposed), (own, not exposed)):
+            if kind in self.fixed_by_kind:
                 return self.fixed_by_kind[kind]
-        return self.hidden_ns
+        return None if own else self.hidden_ns

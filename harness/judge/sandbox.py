@@ -193,17 +193,25 @@ class Sandbox:
         settings = {"import_path": [str(folder), *import_path], "folder": str(folder), "socket": socket_fd,
                     "log": log_fd, "device": self._device, "global_seed": global_seed, "echo": echo,
                     # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
-                    # cudaGetDeviceCount fail: OS call failed); /tmp is the worker's own only inside
-                    # bubblewrap (a fresh tmpfs).
-                    "writable": [str(folder), "/dev", "/proc"] + (["/tmp"] if self._bwrap else []),
+                    # cudaGetDeviceCount fail: OS call failed; CUDA IPC needs /dev/shm), a CPU's
+                    # worker to /dev/null alone; /tmp is the worker's own only inside bubblewrap.
+                    "writable": [str(folder)] + (["/dev", "/proc"] if self._device.startswith("cuda") else ["/dev/null"])
+                                + (["/tmp"] if self._bwrap else []),
                     "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
                     "layers_off": sorted(layers_off())}
         python = [sys.executable, "-I", "-B", "-c", confine.BOOTSTRAP, json.dumps(settings)]
         if self._bwrap is None:
             return Launch(python, (socket_fd, log_fd), cgroup, None)
         seccomp_fd = None
-        prefix = [self._bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
-                  "--tmpfs", "/tmp"]
+        # /proc/sys read-only: the worker keeps uid 0 (CUDA IPC needs the judge's user), and a
+        # file there (kernel.core_pattern) would run a program of its choosing outside every layer.
+        # A GPU's worker gets the host's /dev (its device nodes, and /dev/shm, which CUDA IPC needs
+        # shared); a CPU's a minimal one of its own.
+        devices = ["--dev-bind", "/dev", "/dev"] if self._device.startswith("cuda") else ["--dev", "/dev"]
+        prefix = [self._bwrap, "--ro-bind", "/", "/", *devices, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        if os.path.exists("/proc/sysrq-trigger"):
+            prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        prefix += ["--tmpfs", "/tmp"]
         # What /tmp hid that the worker needs: the judge's import path there (packages unpacked into
         # /tmp on a machine without a registry), and its own folder, the one place it writes.
         for entry in import_path:
