@@ -118,7 +118,11 @@ def test_the_same_failure_on_two_shapes_in_a_row_stops_the_run():
 
 
 def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_through(tmp_path):
-    from harness.runner.worker import _origin
+    from harness.judge.isolation import _origin as judged_origin
+    from harness.runner.worker import _origin as worker_origin
+
+    def _origin(error):  # as the worker sends it and the judge reads it
+        return judged_origin(worker_origin(error, str(tmp_path)))
 
     (tmp_path / "submission.py").write_text("def custom_kernel(data):\n    return helper(data)\n\ndef helper(data):\n    raise ValueError(data)\n")
     namespace = {}

@@ -23,13 +23,11 @@ def _describe(error: BaseException) -> str:
 
 
 def _origin(error: BaseException, folder: str) -> tuple[str, str, int]:
-    """(the exception's type, file, line) of the innermost frame in the worker's own folder (the
-    submission's), else of the innermost frame: what tells one failure of the file from another
-    whatever the message says (the shape it names, say), and where the user looks."""
-    frames = traceback.extract_tb(error.__traceback__)
-    own = [frame for frame in frames if frame.filename.startswith(folder)]
-    frame = (own or frames or [None])[-1]
-    return (type(error).__name__, os.path.basename(frame.filename) if frame else "", int(frame.lineno or 0) if frame else 0)
+    """(the exception's type, file, line) of its innermost frame in the worker's own folder (the
+    submission's; no file where it came through none): what tells one failure of the file from
+    another whatever the message says (the shape it names, say), and where the user looks."""
+    own = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename.startswith(folder)]
+    return (type(error).__name__, os.path.basename(own[-1].filename), int(own[-1].lineno or 0)) if own else (type(error).__name__, "", 0)
 
 
 def _is_op_error(error: BaseException) -> bool:

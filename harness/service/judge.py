@@ -29,8 +29,8 @@ import time
 import traceback
 from pathlib import Path
 
-EXIT_DEVICE_LOST = 3
-EXIT_FILES_CHANGED = 4
+from harness.exits import EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
+
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")

@@ -14,7 +14,7 @@ import threading
 import time
 
 from harness.runner.files import REPO_ROOT
-from harness.service.judge import EXIT_FILES_CHANGED
+from harness.exits import EXIT_FILES_CHANGED
 
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
 REPLY_GRACE_S = 120.0
