@@ -199,6 +199,56 @@ class Sm100Config:
                 + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
 
 
+def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
+    """At trace time: the columns the kernel's tensor-memory tensors span (accumulator stages,
+    SFA, SFB, one after the other) fit the allocation `Sm100Config.tmem_columns` counts."""
+    used = accumulator + sfa + sfb
+    if used > config.tmem_columns:
+        raise ValueError(f"{config.describe()}: tensor memory takes {used} columns "
+                         f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
+
+
+class WorkUnit(NamedTuple):
+    """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `split`-th of the
+    split_k K ranges that are added into that tile (`split` is also its partial's slot). The
+    tile is the MMA's (M, N) tile (mma_m_tile, mma_n_tile): columns and rows of c."""
+
+    mma_m_tile: object
+    mma_n_tile: object
+    batch: object
+    k_begin: object
+    k_end: object
+    split: object
+
+
+@dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
+class Sm100Schedule:
+    """The work units of one CTA, the same for its TMA, MMA and epilogue warps; plain
+    arithmetic, so a host test runs it on ints. The units (the MMA's N tiles fastest, then
+    splits, its M tiles and batches: `tile_coords`) are dealt round-robin, each over K / split_k
+    (`split_k_range`). A warp loops over `range(*schedule.units)` and takes `schedule.unit(linear)`
+    of each."""
+
+    config: Sm100Config
+    cta: object  # this CTA's place in the grid
+    ctas: object
+    mma_n_tiles: object
+    mma_m_tiles: object
+    k_tiles: object
+    batches: object
+
+    @property
+    def units(self) -> tuple:
+        """(start, stop, step) of this CTA's units, numbered as `tile_coords` numbers them."""
+        return self.cta, self.mma_n_tiles * self.mma_m_tiles * self.batches * self.config.split_k, self.ctas
+
+    def unit(self, linear) -> WorkUnit:
+        cfg = self.config
+        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, cfg.split_k, self.mma_m_tiles)
+        k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
+        return WorkUnit(mma_m_tile, mma_n_tile, batch, k_begin, k_end, split)
+
+
 class Sm100BlockScaledGemm:
     """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a).
 
@@ -525,16 +575,7 @@ class Sm100BlockScaledGemm:
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_base)
 
-    # ----- the epilogue's steps -----
-
-    @cute.jit
-    def _store_c(self, copy_t2r: cute.TiledCopy, store_c: cute.CopyAtom, acc_tiles: cute.Tensor,
-                 c_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr):
-        """The accumulator, subtile by subtile, into fp16 c."""
-        for sub in cutlass.range(subtiles, unroll=1):
-            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
-            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
-            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
+    # ----- the MMA warp's steps -----
 
     def scale_tmem_layouts(self, tiled_mma: cute.TiledMma, sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout):
         """SFA's and SFB's layouts in tensor memory, as `_scale_copy_to_tmem` copies one stage of
@@ -561,6 +602,17 @@ class Sm100BlockScaledGemm:
         thr_copy = tiled_copy.get_slice(0)
         smem_src = tcgen05.get_s2t_smem_desc_tensor(tiled_copy, thr_copy.partition_S(smem_compact))
         return tiled_copy, smem_src, thr_copy.partition_D(tmem_compact)
+
+    # ----- the epilogue's steps -----
+
+    @cute.jit
+    def _store_c(self, copy_t2r: cute.TiledCopy, store_c: cute.CopyAtom, acc_tiles: cute.Tensor,
+                 c_tiles: cute.Tensor, tTR_rAcc: cute.Tensor, tTR_rC: cute.Tensor, subtiles: cutlass.Constexpr):
+        """The accumulator, subtile by subtile, into fp16 c."""
+        for sub in cutlass.range(subtiles, unroll=1):
+            cute.copy(copy_t2r, acc_tiles[(None, None, None, sub)], tTR_rAcc)
+            tTR_rC.store(tTR_rAcc.load().to(cutlass.Float16))
+            cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
 
     def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
         """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching
@@ -686,56 +738,6 @@ class SplitKReduction:
         """Subtile `sub` of every other split's partial into the registers of `slot`."""
         for other, registers in zip(others, slot):
             cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
-
-
-def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
-    """At trace time: the columns the kernel's tensor-memory tensors span (accumulator stages,
-    SFA, SFB, one after the other) fit the allocation `Sm100Config.tmem_columns` counts."""
-    used = accumulator + sfa + sfb
-    if used > config.tmem_columns:
-        raise ValueError(f"{config.describe()}: tensor memory takes {used} columns "
-                         f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
-
-
-class WorkUnit(NamedTuple):
-    """One CTA's work on one output tile: K tiles [k_begin, k_end) of it, the `split`-th of the
-    split_k K ranges that are added into that tile (`split` is also its partial's slot). The
-    tile is the MMA's (M, N) tile (mma_m_tile, mma_n_tile): columns and rows of c."""
-
-    mma_m_tile: object
-    mma_n_tile: object
-    batch: object
-    k_begin: object
-    k_end: object
-    split: object
-
-
-@dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
-class Sm100Schedule:
-    """The work units of one CTA, the same for its TMA, MMA and epilogue warps; plain
-    arithmetic, so a host test runs it on ints. The units (the MMA's N tiles fastest, then
-    splits, its M tiles and batches: `tile_coords`) are dealt round-robin, each over K / split_k
-    (`split_k_range`). A warp loops over `range(*schedule.units)` and takes `schedule.unit(linear)`
-    of each."""
-
-    config: Sm100Config
-    cta: object  # this CTA's place in the grid
-    ctas: object
-    mma_n_tiles: object
-    mma_m_tiles: object
-    k_tiles: object
-    batches: object
-
-    @property
-    def units(self) -> tuple:
-        """(start, stop, step) of this CTA's units, numbered as `tile_coords` numbers them."""
-        return self.cta, self.mma_n_tiles * self.mma_m_tiles * self.batches * self.config.split_k, self.ctas
-
-    def unit(self, linear) -> WorkUnit:
-        cfg = self.config
-        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, cfg.split_k, self.mma_m_tiles)
-        k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
-        return WorkUnit(mma_m_tile, mma_n_tile, batch, k_begin, k_end, split)
 
 
 # The benchmark shapes' configurations (docs/b200.md gives the reasons). 128 x 7168 x 16384
