@@ -35,3 +35,17 @@ def test_three_calls_back_to_back_are_right(config, problem):
     for _ in range(3):  # and again: the counters the previous trial's last call left
         assert trial.fault(plan) is None
     torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_B200, reason="needs a B200 (compute capability 10.x) to run the sm_100a kernel")
+@pytest.mark.skipif(not sub.HAVE_TVM_FFI, reason="apache-tvm-ffi is not installed: every rung already calls through CuTe pointers")
+def test_the_rung_without_tvm_ffi_is_right():
+    """The self-check's last kernel rung: the plain configuration compiled without TVM-FFI and
+    called through CuTe pointers."""
+    problem = sub.Problem(384, 1536, 2304, 1)
+    data = reference.generate_input(*problem, seed=4243)
+    plan = sub.Sm100Gemm.launch_plan(problem, torch.device("cuda"), sub.sm100_plain_config(), tvm_ffi=False)
+    assert not plan.tvm_ffi
+    assert sub.ThreeCalls(data, sub.exact_product(data)).fault(plan) is None
+    torch.cuda.synchronize()

@@ -73,7 +73,7 @@ def _stand_in_kernel(chosen_fault, conservative_fault):
 
 
 def _one_element_off(c):
-    c[5, 17, 1] += 2.0
+    c[5, 17, 1] = c[5, 17, 1] * 1.01 + 2.0  # beyond rtol = atol = 1e-3 whatever its value
 
 
 def _call(kernel, data, monkeypatch):
@@ -251,19 +251,62 @@ def test_the_switch_is_the_environment_variable_read_at_import(value, on):
     assert result.stdout.strip() == str(on)
 
 
-def test_only_results_within_the_fp16_rounding_pass():
-    exact = torch.tensor([[[1000.25]], [[-3.0]], [[0.0]], [[70000.0]]], dtype=torch.float64)
-    rounded = exact.to(torch.float16)  # 1000.0 (ties to even), -3, 0, inf
+def test_results_pass_where_the_competitions_check_passes_them():
+    exact = torch.tensor([[[1000.25]], [[-3.0]], [[0.0]], [[70000.0]], [[0.0]]], dtype=torch.float64)
+    rounded = exact.to(torch.float16)  # 1000.0 (ties to even), -3, 0, inf, 0
     assert sub.wrong_elements(rounded, exact) is None
-    other_side = rounded.clone()
-    other_side[0, 0, 0] = 1000.5  # the other fp16 neighbour of 1000.25: within the rounding
-    assert sub.wrong_elements(other_side, exact) is None
-    one_step_off = rounded.clone()
-    one_step_off[1, 0, 0] = -3.001953125  # one fp16 step from an exactly representable -3
-    assert sub.wrong_elements(one_step_off, exact) == (1, (1, 0, 0))
-    nan = rounded.clone()
-    nan[2, 0, 0] = float("nan")
-    assert sub.wrong_elements(nan, exact) == (1, (2, 0, 0))
+    within = rounded.clone()
+    within[0, 0, 0] = 1001.0  # |1001 - 1000| <= 1e-3 + 1e-3 * 1000: not exact, yet passes
+    within[1, 0, 0] = -3.001953125  # one fp16 step from -3
+    within[2, 0, 0] = 2.0 ** -10  # an exact zero may come out as anything within atol
+    assert sub.wrong_elements(within, exact) is None
+    beyond = rounded.clone()
+    beyond[0, 0, 0] = 1001.5
+    beyond[2, 0, 0] = 2.0 ** -9
+    assert sub.wrong_elements(beyond, exact) == (2, (0, 0, 0))
+    for bad in (float("nan"), float("-inf")):
+        broken = rounded.clone()
+        broken[4, 0, 0] = bad
+        assert sub.wrong_elements(broken, exact) == (1, (4, 0, 0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_self_check_accepts_what_the_competitions_check_accepts(seed):
+    """Against the exact product rounded to fp16 (what a reference that rounds once gives),
+    `wrong_elements` and the competition's check (reference.py's rtol and atol, the runner's
+    comparison) agree on outputs disturbed by steps around the tolerance."""
+    assert (sub.SELF_CHECK_RTOL, sub.SELF_CHECK_ATOL) == (reference.RTOL, reference.ATOL)
+    data = _data(20 + seed)
+    exact = _EXACT_PRODUCT(data)
+    expected = exact.to(torch.float16)
+    generator = torch.Generator().manual_seed(seed)
+    outcomes = set()
+    for scale in (0.5, 1.0, 1.5, 3.0):
+        relative = (torch.rand(expected.shape, generator=generator, dtype=torch.float64) - 0.5) * 2e-3 * scale
+        output = (exact * (1 + relative)).to(torch.float16)
+        passes, _ = reference.check_against(expected, output)
+        assert (sub.wrong_elements(output, exact) is None) == passes
+        outcomes.add(passes)
+    assert outcomes == {True, False}  # both sides of the tolerance were tried
+
+
+def test_sums_rounded_within_the_tolerance_keep_the_chosen_configuration(fresh_plans, monkeypatch, capsys):
+    """A block-scaled MMA that does not add exactly in fp32 still passes, as it would pass the
+    competition's check; a fault beyond the tolerance still falls back."""
+    def rounded_sums(c):
+        c.copy_((c.to(torch.float32) * (1 + 2.0 ** -11)).to(torch.float16))  # about half an fp16 step
+
+    kernel = _stand_in_kernel(rounded_sums, None)
+    first = _data(8)
+    _call(kernel, first, monkeypatch)
+    assert not torch.equal(first[6], _rounded_exact(first))  # not exact, yet kept
+    assert kernel.launches == ["chosen"] * 3 and _fallback_lines(capsys.readouterr().err) == []
+
+    monkeypatch.setattr(sub, "_PLANS", {})
+    kernel = _stand_in_kernel(lambda c: c.mul_(1.003), None)  # three times rtol off
+    assert torch.equal(_call(kernel, _data(9), monkeypatch), _rounded_exact(_data(9)))
+    (line,) = _fallback_lines(capsys.readouterr().err)
+    assert line.endswith("now the conservative configuration")
 
 
 @pytest.mark.gpu
@@ -288,7 +331,8 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
 
             def spoiled(addresses):
                 launch(addresses)
-                Spoiled.data[6][3, 1000, 0] += 8.0
+                element = Spoiled.data[6][3, 1000, 0]
+                element.copy_(element * 1.01 + 8.0)  # beyond rtol = atol = 1e-3 whatever its value
 
             plan.launch = spoiled
             return plan

@@ -315,13 +315,17 @@ def test_without_tvm_ffi_the_plans_call_the_compiled_kernel(monkeypatch):
 
 
 @pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
-def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_keeps_the_rest(problem, monkeypatch):
+def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_fills_one_ctas_shared_memory(problem, monkeypatch):
     chosen = sub.sm100_config(problem, conservative=False)
     assert chosen.pdl
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")
     conservative = sub.sm100_config(problem)
     assert conservative.split_k == 1 and not conservative.pdl and conservative.ctas_per_sm == 1
-    assert (conservative.mma_n, conservative.stages) == (chosen.mma_n, chosen.stages)
+    assert conservative.mma_n == chosen.mma_n
+    # One CTA an SM: as deep as its shared memory allows, deeper than a two-CTA configuration.
+    assert conservative.stages == sub.Sm100Config.max_stages(chosen.mma_n) >= chosen.stages
+    with pytest.raises(ValueError, match="shared memory"):
+        dataclasses.replace(conservative, stages=conservative.stages + 1)
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "0")
     assert sub.sm100_config(problem) == chosen
 
@@ -336,6 +340,7 @@ def test_the_self_checks_rungs_end_on_128_row_tiles_over_the_whole_of_k(problem,
     names = [name for name, _ in rungs]
     configs = [config for _, config in rungs]
     plain = sub.Sm100Config(mma_n=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False)
+    assert sub.sm100_plain_config() == plain
     assert configs[0] == sub.sm100_config(problem, conservative=False)
     assert configs[-1] == plain
     assert len(set(configs)) == len(configs)
@@ -347,6 +352,68 @@ def test_the_self_checks_rungs_end_on_128_row_tiles_over_the_whole_of_k(problem,
 
     monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")  # the conservative configuration chosen
     assert [config for _, config in sub.sm100_rungs(problem)] == configs[1:]
+
+
+class _RecordingKernel:
+    """Stands in for a compiled kernel: records the arguments of each call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+def _cpu_rungs(monkeypatch, have_tvm_ffi: bool):
+    """Sm100Gemm's rungs for a benchmark shape on the CPU: the device's SM count and the
+    compiler stand in, the plans' workspaces are CPU tensors."""
+    compiled = []
+
+    def compile_stub(config, arch=None, extra_options="", tvm_ffi=sub.HAVE_TVM_FFI):
+        compiled.append((config, tvm_ffi))
+        return _RecordingKernel(), None
+
+    monkeypatch.setattr(sub, "HAVE_TVM_FFI", have_tvm_ffi)
+    monkeypatch.setattr(sub, "_COMPILED", {})
+    monkeypatch.setattr(sub.Sm100Gemm, "compile", compile_stub)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: type("Properties", (), {"multi_processor_count": sub.SM100_NUM_SMS}))
+    problem = BENCHMARKS[0]
+    return problem, sub.Sm100Gemm.rungs(problem, torch.device("cpu")), compiled
+
+
+def test_with_tvm_ffi_the_last_rung_calls_the_plain_configuration_through_cute_pointers(monkeypatch):
+    """Where apache-tvm-ffi is installed every rung but the last is compiled for it and called
+    with bare addresses; the last compiles the plain configuration without it and is called
+    with CuTe pointers and Int32s, so a TVM-FFI that fails leaves a kernel rung."""
+    problem, rungs, compiled = _cpu_rungs(monkeypatch, have_tvm_ffi=True)
+    names = [name for name, _ in rungs]
+    assert names[:-1] == [name for name, _ in sub.sm100_rungs(problem)]
+    assert names[-1] == "the plain configuration without TVM-FFI"
+    addresses = tuple(4096 * (i + 1) for i in range(5))
+    for number, (_, build) in enumerate(rungs, 1):
+        plan = build()
+        plan.launch(addresses)
+        (args,) = plan.kernel.calls
+        last = number == len(rungs)
+        assert compiled[-1] == (plan.config, not last) and plan.tvm_ffi == (not last)
+        if last:
+            assert plan.config == sub.sm100_plain_config()
+            assert all(isinstance(arg, cute.Pointer) for arg in args[:7])  # operands, then workspace
+            # The cached CuTe pointers for these addresses and the operands' element types.
+            assert all(arg is sub.pointer_arg(dtype, address, tvm_ffi=False)
+                       for arg, dtype, address in zip(args, sub.Sm100BlockScaledGemm.POINTER_TYPES, addresses))
+            assert [arg.dtype for arg in args[:5]] == list(sub.Sm100BlockScaledGemm.POINTER_TYPES[:5])
+            assert [int(arg) for arg in args[7:]] == [*problem, plan.config.grid_ctas(problem, sub.SM100_NUM_SMS)]
+            assert "without TVM-FFI" in sub.describe_plan(plan)
+        else:
+            assert args[:5] == addresses and all(type(arg) is int for arg in args)
+            assert "TVM-FFI" not in sub.describe_plan(plan)
+
+
+def test_without_tvm_ffi_no_rung_is_added(monkeypatch):
+    problem, rungs, _ = _cpu_rungs(monkeypatch, have_tvm_ffi=False)
+    assert [name for name, _ in rungs] == [name for name, _ in sub.sm100_rungs(problem)]
 
 
 def test_every_benchmark_configuration_is_run_by_a_test_of_ours():
