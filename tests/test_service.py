@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.service.store import Store, verdict_key
+from harness.store import Store, verdict_key
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
