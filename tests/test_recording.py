@@ -98,3 +98,22 @@ def test_a_cpu_benchmark_is_kept_and_compared(tmp_path):
     assert runs_table([rows]).to_csv(index=False) == pandas.read_csv(csv).to_csv(index=False)
     shown = harness("compare", "--store", str(store), "--no-reference")
     assert shown.returncode == 0 and "nvfp4_gemm on cpu" in shown.stdout and "128x256x256" in shown.stdout
+
+
+@pytest.mark.e2e
+def test_the_services_timed_verdict_is_kept_with_its_rows(tmp_path):
+    from harness.service.front import Service
+    from harness.service.judges import LocalJudge
+    from harness.store import Store
+
+    service = Service([LocalJudge("cpu")], Store(tmp_path / "verdicts.sqlite"))
+    service.start()
+    try:
+        candidate = service.submit(path=str(SUBMISSION), mode="benchmark", tests=TESTS.splitlines()[0] + "\n", max_repeats=3)
+        done = service.get(candidate, wait_s=300)
+    finally:
+        service.close()
+    assert done["state"] == "done" and done["passed"] is True, done["report"]
+    (rows,) = stored_runs(tmp_path / "verdicts.sqlite")
+    assert [(row["shape"], row["status"], row["submission"]) for row in rows] == [("128x256x256", "pass", SUBMISSION.name)]
+    assert rows[0]["mean_ns"] == pytest.approx(done["document"]["cases"][0]["stats"]["mean_ns"])
