@@ -179,7 +179,7 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
         written = keep_run(recording, record, options, tests_file, asked, "secret" if secret is not None else "fixed",
                            reporter.document.data)
         for path, count in written:
-            reporter.console.print(f"[dim]{count} rows kept in {os.path.relpath(path)}[/dim]")
+            reporter.console.print(f"[dim]run kept in {os.path.relpath(path)} ({count} rows)[/dim]")
     if as_json:
         document.write(reporter.document.data, status)
     sys.exit(status)

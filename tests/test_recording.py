@@ -92,7 +92,8 @@ def test_a_cpu_benchmark_is_kept_and_compared(tmp_path):
     result = harness("benchmark", str(tests_file), "--device", "cpu", "--max-repeats", "3", "--submission", str(SUBMISSION),
                      "--store", str(store), "--results", str(csv))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"1 rows kept in {os.path.relpath(store, ROOT)}" in result.stdout
+    assert f"run kept in {os.path.relpath(store, ROOT)} (1 rows)" in result.stdout
+    assert f"run kept in {os.path.relpath(csv, ROOT)} (1 rows)" in result.stdout
     (rows,) = stored_runs(store)
     assert rows[0]["status"] == "pass" and rows[0]["device"] == "cpu" and rows[0]["mean_ns"] > 0
     assert runs_table([rows]).to_csv(index=False) == pandas.read_csv(csv).to_csv(index=False)
