@@ -21,7 +21,9 @@ from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
+from harness.recording import Recording, keep_run
 from harness.results import RESULTS_CSV
+from harness.store import DEFAULT_PATH as STORE_PATH
 from harness.report import Reporter
 from harness.stats import geomean
 
@@ -137,10 +139,10 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     return cases, options
 
 
-def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> int:
+def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> tuple[int, "modes.RunRecord | None"]:
     """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
-    default); the exit status. The reporter's sinks hold what was found, the --json document
-    the run's record's stop reason too."""
+    default); the exit status and the run's record (None where the official eval stopped). The
+    reporter's sinks hold what was found, the --json document the record's stop reason too."""
     try:
         if mode == "test":
             record = modes.run_tests(cases, options, reporter, workers)
@@ -150,27 +152,35 @@ def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -
             record = modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard", workers=workers)
     except modes.OfficialEvalStopped as stopped:
         reporter.eval_stopped(stopped.result)
-        return EXIT_EVAL_STOPPED
+        return EXIT_EVAL_STOPPED, None
     if reporter.document:
         reporter.document.data["stop_reason"] = record.stop_reason or None
-    return record.exit_status
+    return record.exit_status, record
 
 
-def _run(mode: str, tests_file, submission, problem, device, official, timeout_s, as_json, strict, **extra) -> None:
+def _run(mode: str, tests_file, submission, problem, device, official, timeout_s, as_json, strict,
+         recording: Recording | None = None, **extra) -> None:
     if as_json and os.environ.get("POPCORN_FD") == "1":
         raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
-    cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, _secret_seed(), **extra)
+    secret = _secret_seed()
+    cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, secret, **extra)
     popcorn = PopcornLog.from_environment()
-    reporter = Reporter(popcorn, json_document=as_json)
+    reporter = Reporter(popcorn, json_document=as_json, keep_document=recording is not None)
     if not tests_file and DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
         reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
                                f"benchmarks, which take hours a case there; name a tests file to time others "
                                f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
     try:
-        status = execute(mode, cases, options, reporter)
+        status, record = execute(mode, cases, options, reporter)
     finally:
         popcorn.close()
-    if reporter.document:
+    if recording is not None and record is not None:
+        asked = {"official": official, "strict": strict, "timeout_s": timeout_s, **extra}
+        written = keep_run(recording, record, options, tests_file, asked, "secret" if secret is not None else "fixed",
+                           reporter.document.data)
+        for path, count in written:
+            reporter.console.print(f"[dim]run kept in {os.path.relpath(path)} ({count} rows)[/dim]")
+    if as_json:
         document.write(reporter.document.data, status)
     sys.exit(status)
 
@@ -189,14 +199,18 @@ def test(tests_file, **options):
 
 ceilings_option = click.option("--ceilings", type=click.Choice(["table", "measured"]), default="table", show_default=True, help="SOL from the devices table, or from a copy and a bf16 matmul measured now.")
 def record_options(function):
-    function = click.option("--no-record", is_flag=True, help="Do not append rows to results/.")(function)
+    function = click.option("--no-record", is_flag=True, help="Keep the run nowhere: neither the store nor a CSV.")(function)
+    function = click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=STORE_PATH,
+                            show_default="results/verdicts.sqlite (git-ignored)",
+                            help="SQLite store the run's verdict and rows go to (what `compare` reads).")(function)
     return click.option("--results", "results_csv", type=click.Path(dir_okay=False, path_type=Path), default=RESULTS_CSV,
                         show_default="results/runs.csv (git-ignored)",
-                        help="CSV the rows are appended to; this kit's reference measurements go to results/reference/runs.csv.")(function)
+                        help="CSV export the run's rows are appended to; this kit's reference measurements go to "
+                             "results/reference/runs.csv.")(function)
 
 
-def _record_to(no_record: bool, results_csv: Path) -> Path | None:
-    return None if no_record else results_csv
+def _recording(no_record: bool, store_path: Path, results_csv: Path) -> Recording | None:
+    return None if no_record else Recording(store=store_path, csv=results_csv)
 
 
 @cli.command()
@@ -205,9 +219,10 @@ def _record_to(no_record: bool, results_csv: Path) -> Path | None:
 @ceilings_option
 @click.option("--baselines", is_flag=True, help="Also time cuBLAS bf16, torch dequantize+matmul and an empty CuTeDSL call's host side on the same inputs.")
 @record_options
-def benchmark(tests_file, ceilings, baselines, no_record, results_csv, **options):
+def benchmark(tests_file, ceilings, baselines, no_record, store_path, results_csv, **options):
     """Time the official benchmarks (or TESTS_FILE): stats, SOL, geomean."""
-    _run("benchmark", tests_file, measure_ceilings=ceilings == "measured", baselines=baselines, record_to=_record_to(no_record, results_csv), **options)
+    _run("benchmark", tests_file, measure_ceilings=ceilings == "measured", baselines=baselines,
+         recording=_recording(no_record, store_path, results_csv), **options)
 
 
 @cli.command()
@@ -215,9 +230,10 @@ def benchmark(tests_file, ceilings, baselines, no_record, results_csv, **options
 @max_repeats_option
 @ceilings_option
 @record_options
-def leaderboard(tests_file, ceilings, no_record, results_csv, **options):
+def leaderboard(tests_file, ceilings, no_record, store_path, results_csv, **options):
     """Benchmark with every timed output rechecked and a recheck on fresh inputs."""
-    _run("leaderboard", tests_file, measure_ceilings=ceilings == "measured", record_to=_record_to(no_record, results_csv), **options)
+    _run("leaderboard", tests_file, measure_ceilings=ceilings == "measured",
+         recording=_recording(no_record, store_path, results_csv), **options)
 
 
 @cli.command()
@@ -323,10 +339,8 @@ def _gpus(ctx, param, value: str | None) -> list[int] | None:
 def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib):
     """Keep a judge per GPU alive and judge candidates sent over HTTP (docs/service.md)."""
     from harness.service.serve import run_service
-    from harness.service.store import DEFAULT_PATH
-
     run_service(gpus=gpus, device=device, judges_per_node=judges, ray_address=ray_address, host=host, port=port,
-                store_path=None if no_store else store_path or DEFAULT_PATH, memory_limit_mib=memory_limit_mib)
+                store_path=None if no_store else store_path or STORE_PATH, memory_limit_mib=memory_limit_mib)
 
 
 cli.add_command(benchmark, name="bench")

@@ -1,17 +1,21 @@
 """History of benchmark runs from results/: per problem and device, the runs side by side, shape by shape.
 
-Two files feed it, each run labelled with its source: yours (results/runs.csv, what your own
-`make bench` appended) and this kit's reference measurements (results/reference/runs.csv).
-A run is the set of rows one benchmark or leaderboard command appended (same time, commit,
-submission, mode, problem and device). Times from different problems or devices are never set
+Two sources feed it, each run labelled with its source: yours (the store, results/verdicts.sqlite,
+where every benchmark or leaderboard run, one-shot or the service's, keeps its rows; or a CSV
+export of it) and this kit's reference measurements (results/reference/runs.csv). A run is the
+set of rows one benchmark or leaderboard command recorded (same time, commit, submission, mode,
+problem and device); a run of yours also in the reference file is shown once, as reference. Times from different problems or devices are never set
 against each other: each (problem, device) gets its own table, and "change" is always against the
 previous run there. Rows written before runs named their problem are nvfp4_gemm's.
 """
 
 from __future__ import annotations
 
+import io
 import math
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -19,7 +23,8 @@ import pandas
 from rich.console import Console
 from rich.table import Table
 
-from harness.results import REFERENCE_CSV, RESULTS_CSV
+from harness.results import REFERENCE_CSV, append_rows
+from harness.store import DEFAULT_PATH as STORE_PATH, Store
 from harness.shapes import GEMM_KEYS, Case
 from harness.sol import Ceilings, gemm_work
 from harness.stats import geomean
@@ -46,12 +51,49 @@ def work_of(row) -> tuple[float, float]:
     return gemm_work(*(int(row[key]) for key in GEMM_KEYS))
 
 
-def load_history(*sources: tuple[str, Path]) -> pandas.DataFrame:
-    """All rows of the (label, path) sources that exist, with `source`, `shape` and a
-    chronological `run` number (0 = oldest) added."""
-    table = pandas.concat([pandas.read_csv(path).assign(source=label) for label, path in sources if path.exists()],
-                          ignore_index=True)
-    table["problem"] = table["problem"].fillna(GEMM) if "problem" in table else GEMM
+def stored_runs(path: Path) -> list[list[dict]]:
+    """The store's runs, each its rows; none where there is no store yet."""
+    if not Path(path).exists():
+        return []
+    store = Store(path)
+    try:
+        return store.runs()
+    finally:
+        store.close()
+
+
+def runs_table(runs: list[list[dict]]) -> pandas.DataFrame:
+    """The runs' rows as a table typed as their CSV export reads back (counts as integers, empty
+    cells as NaN): the store and its export are compared alike."""
+    rows = [row for run in runs for row in run]
+    return pandas.read_csv(io.StringIO(pandas.DataFrame(rows).to_csv(index=False))) if rows else pandas.DataFrame()
+
+
+def export_runs(runs: list[list[dict]], path: Path) -> Path:
+    """The runs written to a CSV at `path`, replacing it, as the benchmark command appends them
+    one run after another (results.append_rows): the same bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        written = Path(scratch) / path.name
+        for rows in runs:
+            append_rows(rows, written)
+        if written.exists():
+            os.replace(written, path)
+    return path
+
+
+def load_history(*sources: tuple[str, Path | pandas.DataFrame]) -> pandas.DataFrame:
+    """All rows of the (label, CSV path or table) sources, those that exist, with `source`,
+    `shape` and a chronological `run` number (0 = oldest) added. A run in two sources (yours,
+    recorded into the reference file too) is kept from the last."""
+    tables = [(source if isinstance(source, pandas.DataFrame) else pandas.read_csv(source)).assign(source=label)
+              for label, source in sources if isinstance(source, pandas.DataFrame) or source.exists()]
+    tables = [table.assign(problem=table["problem"].fillna(GEMM) if "problem" in table else GEMM)
+              for table in tables if not table.empty]
+    tables = [table[~_run_ids(table).isin(set().union(*map(set, map(_run_ids, tables[index + 1:]))))]
+              for index, table in enumerate(tables)]
+    table = pandas.concat(tables, ignore_index=True)
     table["shape"] = table.apply(shape_label, axis=1)
     table["when"] = pandas.to_datetime(table["time"], utc=True)
     runs = table.groupby(RUN_KEYS, sort=False, dropna=False)["when"].first().sort_values(kind="stable")
@@ -62,6 +104,11 @@ def load_history(*sources: tuple[str, Path]) -> pandas.DataFrame:
     repeated = table.duplicated(["run", "shape"], keep=False)
     table.loc[repeated, "shape"] += " seed " + table.loc[repeated, "seed"].astype(str)
     return table.sort_values(["run"], kind="stable").reset_index(drop=True)
+
+
+def _run_ids(table: pandas.DataFrame) -> pandas.Series:
+    """Each row's run, whichever source holds it."""
+    return table[RUN_KEYS[1:]].astype(str).agg("|".join, axis=1)
 
 
 def _held_pct_sol(table: pandas.DataFrame) -> pandas.DataFrame:
@@ -258,8 +305,12 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
 
 
 @click.command("compare")
-@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=RESULTS_CSV,
-              show_default="results/runs.csv", help="Your runs: the CSV the benchmark and leaderboard commands append to.")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=STORE_PATH,
+              show_default="results/verdicts.sqlite", help="Your runs: the store the benchmark and leaderboard commands keep them in.")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Read your runs from this CSV export (results/runs.csv, one from another machine) instead of the store.")
+@click.option("--export", "export_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write every run of the store to this CSV (results/runs.csv's columns), replacing it, and show nothing.")
 @click.option("--reference", "reference_path", type=click.Path(dir_okay=False, path_type=Path), default=REFERENCE_CSV,
               show_default="results/reference/runs.csv", help="This kit's reference measurements, shown beside yours.")
 @click.option("--no-reference", is_flag=True, help="Only your runs.")
@@ -270,15 +321,26 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
               help="Runs shown per device (changes still count the older ones).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw % of SOL per shape and run into this PNG.")
-def compare_command(results_path: Path, reference_path: Path, no_reference: bool, device_filter: str | None, mode: str | None,
-                    problem_filter: str | None, last_runs: int, plot_path: Path | None) -> None:
+def compare_command(store_path: Path, results_path: Path | None, export_path: Path | None, reference_path: Path,
+                    no_reference: bool, device_filter: str | None, mode: str | None, problem_filter: str | None,
+                    last_runs: int, plot_path: Path | None) -> None:
     """Runs side by side per problem and device, yours and the reference ones: mean, % SOL, change against the previous run there."""
     # Piped, rich would assume 80 columns and wrap every cell; a log gets the whole table.
     console = Console(width=None if sys.stdout.isatty() else 250)
-    sources = [(YOURS, results_path)] + ([] if no_reference else [(REFERENCE, reference_path)])
-    if not results_path.exists():
-        console.print(f"no runs of yours in {results_path} yet: `make bench` appends one there")
-        if not any(path.exists() for _, path in sources):
+    runs = stored_runs(store_path) if results_path is None else []
+    if export_path:
+        if not runs:
+            console.print(f"no runs in {store_path} to export")
+            sys.exit(1)
+        export_runs(runs, export_path)
+        console.print(f"wrote {len(runs)} runs ({sum(map(len, runs))} rows) from {store_path} to {export_path}")
+        return
+    yours_from = results_path or store_path
+    yours = results_path if results_path is not None else runs_table(runs)
+    sources = [(YOURS, yours)] + ([] if no_reference else [(REFERENCE, reference_path)])
+    if not (results_path.exists() if results_path is not None else runs):
+        console.print(f"no runs of yours in {yours_from} yet: `make bench` records one there")
+        if not (reference_path.exists() and not no_reference):
             sys.exit(1)
     table = load_history(*sources)
     if mode:
@@ -294,7 +356,7 @@ def compare_command(results_path: Path, reference_path: Path, no_reference: bool
     for history in shown:
         console.print(history_table(history))
     console.print(
-        f"[dim]runs headed `yours` are from {results_path}, `reference` from {reference_path}; "
+        f"[dim]runs headed `yours` are from {yours_from}, `reference` from {reference_path}; "
         "each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
         "device (green faster, red slower, dim within 1%); geomean: the ranking score, over runs where every "
         "shape passed[/dim]"

@@ -4,7 +4,6 @@ gives the runner folder's files, the inputs and their check, and the eval's sche
 
 import contextlib
 import dataclasses
-import os
 import re
 import tempfile
 import time
@@ -27,7 +26,6 @@ from harness.record import RunRecord
 from harness.problems import PROBLEMS, Problem
 from harness.exits import EXIT_FAIL, EXIT_PASS
 from harness.report import Reporter
-from harness.results import append_rows, rows_for_run
 from harness.runner.files import runner_files
 from harness.self_check import fallbacks_in
 from harness.shapes import Case
@@ -52,7 +50,6 @@ class RunOptions:
     baselines: bool = False
     measure_ceilings: bool = False
     ncu: bool = False
-    record_to: Path | None = None  # the CSV benchmark rows are appended to
     max_repeats: int | None = None  # cap on timed rounds, for quick runs
     strict: bool = False  # kernelguard's hits refuse the file instead of warning
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
@@ -373,10 +370,6 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
     reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
-    if options.record_to and device_name:
-        path = append_rows(rows_for_run(cases, results, mode, options.submission, ceilings, note, floor, options.problem),
-                           options.record_to)
-        reporter.console.print(f"[dim]appended {len(results)} rows to {os.path.relpath(path)}[/dim]")
     record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
     return record
 

@@ -88,7 +88,10 @@ PIPED_WIDTH = 250
 
 
 class Reporter:
-    def __init__(self, popcorn: PopcornLog, console: Console | None = None, json_document: bool = False):
+    def __init__(self, popcorn: PopcornLog, console: Console | None = None, json_document: bool = False,
+                 keep_document: bool = False):
+        """`json_document`: the --json document is built and the people's report leaves stdout to
+        it; `keep_document`: the document is built all the same (a recorded run's store keeps it)."""
         self.popcorn = popcorn
         # People read whichever standard stream the verdicts and the --json document leave free:
         # stderr when POPCORN_FD is set (it may be 1, and on the runner stdout is captured) or
@@ -101,7 +104,7 @@ class Reporter:
         self.console = console or Console(file=stream, highlight=False, width=PIPED_WIDTH if piped else None, soft_wrap=piped)
         self._test_rows = []
         self._official = False
-        self._json_document = json_document
+        self._builds_document = json_document or keep_document
         self.document: RunDocument | None = None
         self._runner_copy: re.Pattern | None = None
         self._submission: Path | None = None
@@ -148,7 +151,7 @@ class Reporter:
     def _header(self, what: str, cases, options) -> None:
         self._official = options.official
         self._problem = options.problem
-        if self._json_document:
+        if self._builds_document:
             self.document = RunDocument(what, options, cases)
         self._precheck(options)
         if options.official:

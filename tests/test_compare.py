@@ -1,4 +1,6 @@
-"""`compare` on a history written by harness.results itself, so both agree on the schema."""
+"""`compare` on a history written by harness.results and harness.store themselves, so all agree
+on the schema: your runs in the store (as the benchmark command keeps them), the reference ones
+in a CSV."""
 
 import os
 import subprocess
@@ -9,13 +11,14 @@ import pandas
 import pytest
 from click.testing import CliRunner
 
-from harness.compare import compare_command, histories, load_history
+from harness.compare import compare_command, histories, load_history, runs_table, stored_runs
 from harness.jobs import CaseResult
 from harness.problems import PROBLEMS
 from harness.results import append_rows, rows_for_run
 from harness.shapes import parse_cases
 from harness.sol import DEVICES
 from harness.stats import Stats
+from harness.store import Store, verdict_key
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = parse_cases("m: 128; n: 7168; k: 16384; l: 1; seed: 1111\nm: 128; n: 4096; k: 7168; l: 1; seed: 1111\n")
@@ -23,7 +26,7 @@ BIG, SMALL = "128x7168x16384", "128x4096x7168"
 H100, B200 = "NVIDIA H100 80GB HBM3", "NVIDIA B200"
 
 
-def record_run(path: Path, device: str, means_ns, time: str, mode="benchmark", failed: dict | None = None) -> None:
+def run_rows(device: str, means_ns, time: str, mode="benchmark", failed: dict | None = None) -> list[dict]:
     results = []
     for index, mean in enumerate(means_ns):
         status = (failed or {}).get(index, "pass")
@@ -33,26 +36,56 @@ def record_run(path: Path, device: str, means_ns, time: str, mode="benchmark", f
         results.append(result)
     ceilings = DEVICES["B200" if "B200" in device else "H100"]
     rows = rows_for_run(CASES, results, mode, ROOT / "reference.py", ceilings, "table", None, PROBLEMS["nvfp4_gemm"])
-    append_rows([{**row, "time": time} for row in rows], path)
+    return [{**row, "time": time} for row in rows]
+
+
+def record_run(path: Path, *run, **options) -> None:
+    """One run's rows into the CSV at `path`."""
+    append_rows(run_rows(*run, **options), path)
+
+
+def store_run(path: Path, *run, **options) -> None:
+    """One run kept as the benchmark command keeps it: its verdict and rows in the store at `path`."""
+    rows = run_rows(*run, **options)
+    fields = verdict_key("source", "nvfp4_gemm", rows[0]["mode"], None, {}, "fixed", rows[0]["commit"], rows[0]["device"])
+    store = Store(path)
+    store.add(fields, "reference.py", {"passed": all(row["status"] == "pass" for row in rows)}, 0, rows)
+    store.close()
+
+
+HISTORY = [
+    ((H100, [120e3, 60e3], "2026-11-20T10:00:00+00:00"), {}),
+    ((B200, [20e3, 6e3], "2026-11-20T11:00:00+00:00"), {"mode": "leaderboard"}),
+    ((H100, [100e3, 66e3], "2026-11-21T10:00:00+00:00"), {}),
+    ((H100, [90e3, 0], "2026-11-22T10:00:00+00:00"), {"failed": {1: "timeout"}}),
+    ((H100, [90e3, 55e3], "2026-11-22T11:00:00+00:00"), {}),
+]
+
+
+@pytest.fixture
+def history_store(tmp_path):
+    path = tmp_path / "verdicts.sqlite"
+    for run, options in HISTORY:
+        store_run(path, *run, **options)
+    return path
 
 
 @pytest.fixture
 def history_csv(tmp_path):
     path = tmp_path / "runs.csv"
-    record_run(path, H100, [120e3, 60e3], "2026-11-20T10:00:00+00:00")
-    record_run(path, B200, [20e3, 6e3], "2026-11-20T11:00:00+00:00", mode="leaderboard")
-    record_run(path, H100, [100e3, 66e3], "2026-11-21T10:00:00+00:00")
-    record_run(path, H100, [90e3, 0], "2026-11-22T10:00:00+00:00", failed={1: "timeout"})
-    record_run(path, H100, [90e3, 55e3], "2026-11-22T11:00:00+00:00")
+    for run, options in HISTORY:
+        record_run(path, *run, **options)
     return path
 
 
-def by_device(path: Path, last=None):
-    return {history.device: history for history in histories(load_history(("yours", path)), last)}
+def by_device(source, last=None):
+    """Histories per device from a store (a .sqlite path) or a CSV."""
+    yours = runs_table(stored_runs(source)) if source.suffix == ".sqlite" else source
+    return {history.device: history for history in histories(load_history(("yours", yours)), last)}
 
 
-def test_runs_are_grouped_per_device_and_changes_never_cross_devices(history_csv):
-    found = by_device(history_csv)
+def test_runs_are_grouped_per_device_and_changes_never_cross_devices(history_store):
+    found = by_device(history_store)
     h100, b200 = found[H100], found[B200]
     assert len(h100.runs) == 4 and len(b200.runs) == 1
     assert h100.shapes == [BIG, SMALL]
@@ -61,28 +94,28 @@ def test_runs_are_grouped_per_device_and_changes_never_cross_devices(history_csv
     assert b200.change.loc[BIG].isna().all()
 
 
-def test_change_skips_a_run_where_the_shape_did_not_pass(history_csv):
-    h100 = by_device(history_csv)[H100]
+def test_change_skips_a_run_where_the_shape_did_not_pass(history_store):
+    h100 = by_device(history_store)[H100]
     assert h100.status.loc[SMALL].tolist() == ["pass", "pass", "timeout", "pass"]
     assert h100.change.loc[SMALL].tolist()[3] == pytest.approx(55 / 66 - 1)
 
 
-def test_score_only_for_complete_runs_and_its_change_against_the_last_complete_one(history_csv):
-    h100 = by_device(history_csv)[H100]
+def test_score_only_for_complete_runs_and_its_change_against_the_last_complete_one(history_store):
+    h100 = by_device(history_store)[H100]
     first, second, broken, fourth = h100.runs
     assert broken not in h100.score
     assert h100.score[first] == pytest.approx((120e3 * 60e3) ** 0.5)
     assert h100.score_change[fourth] == pytest.approx(((90e3 * 55e3) / (100e3 * 66e3)) ** 0.5 - 1)
 
 
-def test_pct_sol_comes_from_the_recorded_rows(history_csv):
-    h100 = by_device(history_csv)[H100]
+def test_pct_sol_comes_from_the_recorded_rows(history_store):
+    h100 = by_device(history_store)[H100]
     sol_ns = DEVICES["H100"].sol_seconds(128, 7168, 16384, 1) * 1e9
     assert h100.pct_sol.loc[BIG].iloc[0] == pytest.approx(100 * sol_ns / 120e3)
 
 
-def test_last_keeps_changes_against_runs_no_longer_shown(history_csv):
-    h100 = by_device(history_csv, last=1)[H100]
+def test_last_keeps_changes_against_runs_no_longer_shown(history_store):
+    h100 = by_device(history_store, last=1)[H100]
     assert len(h100.runs) == 1
     assert h100.change.loc[BIG].iloc[0] == pytest.approx(0.0)
     assert h100.change.loc[SMALL].iloc[0] == pytest.approx(55 / 66 - 1)
@@ -104,8 +137,8 @@ def run_compare(*args, reference: bool = False):
     return CliRunner().invoke(compare_command, [*args, *extra], env={"COLUMNS": "250"})
 
 
-def test_command_prints_one_table_per_device(history_csv):
-    result = run_compare("--results", str(history_csv))
+def test_command_prints_one_table_per_device(history_store):
+    result = run_compare("--store", str(history_store))
     assert result.exit_code == 0, result.output
     assert result.output.index(H100) < result.output.index(B200)
     assert "-16.7%" in result.output  # 120 -> 100 us on the H100
@@ -113,19 +146,19 @@ def test_command_prints_one_table_per_device(history_csv):
     assert "leaderboard" in result.output
 
 
-def test_filters(history_csv):
-    result = run_compare("--results", str(history_csv), "--device", "b200")
+def test_filters(history_store):
+    result = run_compare("--store", str(history_store), "--device", "b200")
     assert result.exit_code == 0 and B200 in result.output and H100 not in result.output
-    result = run_compare("--results", str(history_csv), "--mode", "leaderboard", "--device", "h100")
+    result = run_compare("--store", str(history_store), "--mode", "leaderboard", "--device", "h100")
     assert result.exit_code == 1 and "no runs match" in result.output
 
 
-def test_plot_writes_a_png_with_a_panel_per_device(history_csv, tmp_path):
+def test_plot_writes_a_png_with_a_panel_per_device(history_store, tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib draws --plot (pip install '.[plot]')")
     import matplotlib.image
 
     png = tmp_path / "history.png"
-    result = run_compare("--results", str(history_csv), "--plot", str(png))
+    result = run_compare("--store", str(history_store), "--plot", str(png))
     assert result.exit_code == 0, result.output
     assert f"plot written to {png}" in result.output
     height, width, _ = matplotlib.image.imread(png).shape
@@ -133,28 +166,56 @@ def test_plot_writes_a_png_with_a_panel_per_device(history_csv, tmp_path):
 
 
 def test_missing_results_say_how_to_make_them(tmp_path):
-    result = run_compare("--results", str(tmp_path / "none.csv"))
-    assert result.exit_code == 1
-    assert "make bench" in result.output
+    for source in (["--store", str(tmp_path / "none.sqlite")], ["--results", str(tmp_path / "none.csv")]):
+        result = run_compare(*source)
+        assert result.exit_code == 1
+        assert "make bench" in result.output
 
 
-def test_your_runs_and_the_reference_ones_are_shown_together_and_labelled(history_csv, tmp_path):
+def test_the_store_and_its_csv_export_show_the_same_runs(history_store, history_csv, tmp_path):
+    """The export holds the rows the benchmark command appended, byte for byte, and compare shows
+    the same tables from the store, from the appended CSV and from the export."""
+    export = tmp_path / "export.csv"
+    result = run_compare("--store", str(history_store), "--export", str(export))
+    assert result.exit_code == 0 and "wrote 5 runs (10 rows)" in result.output
+    assert export.read_text() == history_csv.read_text()
+    shown = [run_compare(*source).output for source in
+             (["--store", str(history_store)], ["--results", str(history_csv)], ["--results", str(export)])]
+    tables = [text[:text.index("runs headed")] for text in shown]
+    assert "-16.7%" in tables[0] and tables[1:] == [tables[0]] * 2
+    assert run_compare("--store", str(tmp_path / "none.sqlite"), "--export", str(export)).exit_code == 1
+
+
+def test_your_runs_and_the_reference_ones_are_shown_together_and_labelled(history_store, tmp_path):
     reference = tmp_path / "reference.csv"
     record_run(reference, H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")
-    result = run_compare("--results", str(history_csv), "--reference", str(reference), reference=True)
+    result = run_compare("--store", str(history_store), "--reference", str(reference), reference=True)
     assert result.exit_code == 0, result.output
     assert result.output.count("#") == 6  # five runs of yours (H100 and B200), one reference run
     assert result.output.count(" yours") == 5 and result.output.count(" reference") == 1
-    h100 = {h.device: h for h in histories(load_history(("yours", history_csv), ("reference", reference)))}[H100]
+    yours = runs_table(stored_runs(history_store))
+    h100 = {h.device: h for h in histories(load_history(("yours", yours), ("reference", reference)))}[H100]
     assert [h100.run_info(run)["source"] for run in h100.runs] == ["yours", "yours", "reference", "yours", "yours"]
     # Without runs of yours, the reference ones are still shown.
-    result = run_compare("--results", str(tmp_path / "none.csv"), "--reference", str(reference), reference=True)
+    result = run_compare("--store", str(tmp_path / "none.sqlite"), "--reference", str(reference), reference=True)
     assert result.exit_code == 0 and "no runs of yours" in result.output and "reference" in result.output
 
 
-def test_piped_compare_keeps_each_cell_on_its_lines(history_csv):
+def test_a_run_of_yours_recorded_as_reference_too_is_shown_once(history_store, tmp_path):
+    """A reference measurement is recorded with --results results/reference/runs.csv, and the
+    store keeps it as well: compare shows it once, as reference."""
+    reference = tmp_path / "reference.csv"
+    run = (H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")
+    record_run(reference, *run)
+    store_run(history_store, *run)
+    result = run_compare("--store", str(history_store), "--reference", str(reference), reference=True)
+    assert result.exit_code == 0, result.output
+    assert result.output.count(" yours") == 5 and result.output.count(" reference") == 1
+
+
+def test_piped_compare_keeps_each_cell_on_its_lines(history_store):
     """Piped, the table is not squeezed into 80 columns: a run's header keeps its commit whole."""
-    result = subprocess.run([sys.executable, "-m", "harness", "compare", "--results", str(history_csv), "--no-reference"],
+    result = subprocess.run([sys.executable, "-m", "harness", "compare", "--store", str(history_store), "--no-reference"],
                             cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": ""})
     assert result.returncode == 0, result.stderr
     assert max(len(line) for line in result.stdout.splitlines()) > 80
@@ -162,13 +223,13 @@ def test_piped_compare_keeps_each_cell_on_its_lines(history_csv):
 
 
 def test_a_run_that_beat_its_recorded_ceiling_shows_at_most_100_percent(tmp_path):
-    path = tmp_path / "runs.csv"
+    path = tmp_path / "verdicts.sqlite"
     sol_ns = DEVICES["H100"].sol_seconds(128, 7168, 16384, 1) * 1e9
-    record_run(path, H100, [0.98 * sol_ns, 60e3], "2026-11-20T10:00:00+00:00")  # 102 % as recorded
+    store_run(path, H100, [0.98 * sol_ns, 60e3], "2026-11-20T10:00:00+00:00")  # 102 % as recorded
     h100 = by_device(path)[H100]
     assert h100.pct_sol.loc[BIG].iloc[0] == pytest.approx(100.0)
     assert h100.pct_sol.loc[SMALL].iloc[0] < 100
-    result = run_compare("--results", str(path))
+    result = run_compare("--store", str(path))
     assert "a shape beat the ceiling recorded with the run" in result.output
 
 

@@ -366,9 +366,10 @@ def submission_path(fixture: str) -> Path:
 
 def _planted() -> list[str]:
     """What the planting fixtures would leave where the judge or the user's history reads from."""
-    runs = ROOT / "results" / "runs.csv"
+    runs, store = ROOT / "results" / "runs.csv", ROOT / "results" / "verdicts.sqlite"
     planted = [str(ROOT / name) for name in ("lzma.py", "click.py", "usercustomize.py") if (ROOT / name).exists()]
-    return planted + ([str(runs)] if runs.exists() and ",forged," in runs.read_text() else [])
+    planted += [str(runs)] if runs.exists() and ",forged," in runs.read_text() else []
+    return planted + ([str(store)] if store.exists() and b'"forged"' in store.read_bytes() else [])
 
 
 @pytest.fixture

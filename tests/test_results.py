@@ -64,12 +64,14 @@ def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
 
 
 def test_your_runs_file_is_ignored_and_the_reference_file_is_tracked():
-    """A user's first recorded run must not mark every later row `-dirty`."""
+    """A user's first recorded run must not mark every later row `-dirty`: neither the store nor
+    its CSV export is tracked."""
     from harness.results import REFERENCE_CSV, RESULTS_CSV
+    from harness.store import DEFAULT_PATH
 
     root = RESULTS_CSV.parent.parent
     if not (root / ".git").exists():
         pytest.skip("not a git checkout: nothing decides what is tracked")
-    ignored = subprocess.run(["git", "check-ignore", "-q", str(RESULTS_CSV)], cwd=root)
+    ignored = [subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=root).returncode for path in (RESULTS_CSV, DEFAULT_PATH)]
     tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(REFERENCE_CSV)], cwd=root, capture_output=True)
-    assert ignored.returncode == 0 and tracked.returncode == 0
+    assert ignored == [0, 0] and tracked.returncode == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.service.store import Store, verdict_key
+from harness.store import Store, verdict_key
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -47,7 +47,10 @@ class RecordingJudge:
         self.requests.append(request)
         passed = "wrong" not in request["source"]
         cases = [{"index": index, "status": "pass" if passed else "fail"} for index, _ in enumerate(request["tests"].splitlines())]
-        return {"exit_status": 0 if passed else 112, "report": "", "document": {"passed": passed, "cases": cases}}
+        # A timed run's reply carries its rows (results/runs.csv's columns), as the judge's does.
+        rows = ([{"time": "2026-11-27T01:00:00+00:00", "device": "recording device", "shape": f"case {case['index']}",
+                  "status": case["status"]} for case in cases] if request["mode"] == "benchmark" else [])
+        return {"exit_status": 0 if passed else 112, "report": "", "document": {"passed": passed, "cases": cases}, "rows": rows}
 
     def status(self):
         return {"judge": self.name, "judged": len(self.requests)}
@@ -91,6 +94,15 @@ def test_a_candidate_judged_once_is_answered_from_the_store_unless_rerun(recorde
     assert client.get(f"/candidates/{other}", params={"wait": 30}).json()["cached"] is False
     assert judge.requests[-1]["options"] == {"stop_on_first_failure": True}
     assert [row["passed"] for row in service.store.rows()] == [1, 1, 1]
+
+
+def test_a_timed_verdict_keeps_its_rows_for_compare(recorded):
+    judge, service, client = recorded
+    for mode in ("test", "benchmark"):
+        candidate = client.post("/candidates", json={"source": "right", "tests": TWO_CASES, "mode": mode}).json()["id"]
+        assert client.get(f"/candidates/{candidate}", params={"wait": 30}).json()["state"] == "done"
+    (rows,) = service.store.runs()
+    assert [(row["shape"], row["status"]) for row in rows] == [("case 0", "pass"), ("case 1", "pass")]
 
 
 def test_a_batch_queues_in_order_and_status_counts_it(recorded):

@@ -3,7 +3,7 @@
 The front never judges: it hands each candidate to the next free judge (a process per local
 GPU, harness/service/judges.py, or a Ray actor per GPU of a cluster, harness/service/ray_judges.py),
 keeps each candidate's state for the HTTP API (harness/service/app.py), and stores every verdict
-(harness/service/store.py), answering a candidate already judged under the same key from the
+(harness/store.py), answering a candidate already judged under the same key from the
 store unless a re-run is asked for. No scheduling beyond that: each judge takes the next
 candidate when it is free.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.document import SCHEMA
 from harness.results import git_commit
-from harness.service.store import Store, verdict_key
+from harness.store import Store, verdict_key
 
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 # The options a request may set; everything else is the judge's.
@@ -167,7 +167,8 @@ class Service:
                                       "error": f"{type(error).__name__}: {error}"}}
                 reached = False
             if reached and self.store is not None and self.seed_policy != "secret":
-                self.store.add(candidate.fields, candidate.request["name"], reply["document"], reply["exit_status"])
+                self.store.add(candidate.fields, candidate.request["name"], reply["document"], reply["exit_status"],
+                               reply.get("rows") or ())
             with self._changed:
                 candidate.reply, candidate.state, candidate.finished_at = reply, DONE, time.time()
                 self._changed.notify_all()

@@ -46,9 +46,10 @@ class Judge:
         from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
+        from harness.recording import run_rows
         from harness.service.pool import WorkerPool
 
-        self._cli, self._modes, self._load_problem = cli, modes, load_problem
+        self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
         self.refused = protect_the_judge()
         self.device = device
         self.device_name = modes._device_name(device)
@@ -75,6 +76,7 @@ class Judge:
         from harness.report import Reporter
 
         started = time.monotonic()
+        rows: list[dict] = []  # a timed run's rows, stored with its verdict for `compare`
         mode = request.get("mode", "test")
         folder = Path(tempfile.mkdtemp(dir=self._scratch.name))
         submission = folder / Path(request.get("name") or "submission.py").name
@@ -87,14 +89,15 @@ class Judge:
         extra = {key: options[key] for key in RUN_OPTIONS if options.get(key) is not None}
         if mode in ("benchmark", "leaderboard"):
             extra.update({key: options[key] for key in TIMED_OPTIONS if options.get(key) is not None})
-            extra["record_to"] = None  # the service's store records every verdict (harness/service/store.py)
         report = io.StringIO()
         reporter = Reporter(PopcornLog(None), console=Console(file=report, highlight=False, width=132), json_document=True)
         try:
             problem = self._load_problem(request.get("problem", "nvfp4_gemm"))
             cases, run_options = self._cli.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret, **extra)
-            status = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
+            status, record = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
             document = reporter.document.data
+            if record is not None and mode in ("benchmark", "leaderboard"):
+                rows = [{**row, "submission": submission.name} for row in self._run_rows(record, run_options)]
         except self._cli.Stopped as stopped:
             status, document = stopped.status, {"schema": SCHEMA, "command": mode, "passed": False, "error": stopped.message}
         except Exception as error:  # a request the judge cannot run (an unknown problem, a bad option)
@@ -107,7 +110,7 @@ class Judge:
                     path.unlink()
                 folder.rmdir()
         document = {**document, "exit_status": status, "submission": request.get("name") or "submission.py"}
-        return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(),
+        return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
                           "references_kept": self.references.hits, "workers_started": self.pool.started}}
 

@@ -5,7 +5,7 @@ import os
 
 from harness.service.front import Service
 from harness.service.judges import LocalJudge
-from harness.service.store import DEFAULT_PATH, Store
+from harness.store import DEFAULT_PATH, Store
 
 
 class NoJudge(Exception):

@@ -1,0 +1,49 @@
+"""A one-shot benchmark or leaderboard run kept, by the judge's process once its cases are over:
+its verdict and its rows in the store (harness/store.py), under the key the service would give
+the same file, cases and options, and the same rows appended to the CSV export
+(results/runs.csv by default)."""
+
+import dataclasses
+from pathlib import Path
+
+from harness.record import RunRecord
+from harness.results import append_rows, rows_for_run
+from harness.store import Store, verdict_key
+
+
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    """Where a run is kept: the store, and the CSV its rows are appended to (None: none)."""
+
+    store: Path | None
+    csv: Path | None
+
+
+def run_rows(record: RunRecord, options) -> list[dict]:
+    """The timed run's rows (results/runs.csv's columns), none where no case reached a device."""
+    if not any(result.device_name for result in record.results):
+        return []
+    return rows_for_run(record.cases, record.results, record.mode, options.submission, record.ceilings, record.ceilings_note,
+                        record.floor, options.problem)
+
+
+def keep_run(recording: Recording, record: RunRecord, options, tests_file: Path | None, asked: dict, seed_policy: str,
+             document: dict) -> list[tuple[Path, int]]:
+    """`record`'s verdict and rows kept as `recording` says; `asked`: the run's options as the
+    command line gave them (the service's names). The (path, rows) written."""
+    rows = run_rows(record, options)
+    if not rows:
+        return []
+    written = []
+    if recording.store is not None:
+        fields = verdict_key(Path(options.submission).read_text(errors="replace"), options.problem.name, record.mode,
+                             Path(tests_file).read_text() if tests_file else None, asked, seed_policy, rows[0]["commit"], rows[0]["device"])
+        store = Store(recording.store)
+        try:
+            store.add(fields, str(options.submission), {**document, "exit_status": record.exit_status}, record.exit_status, rows)
+        finally:
+            store.close()
+        written.append((recording.store, len(rows)))
+    if recording.csv is not None:
+        written.append((append_rows(rows, recording.csv), len(rows)))
+    return written
