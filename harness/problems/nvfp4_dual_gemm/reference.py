@@ -8,6 +8,10 @@ the competition's draws in its order with its dtypes, so one seed gives the comp
 the same device. ``ref_kernel`` keeps the competition's order of operations and dtypes (both
 products in fp32, SiLU and the product in fp32, then fp16) with each product's exact sum rounded
 once to fp32 where the competition takes cuBLAS's; it runs on every device.
+
+It stands alone, as the competition's does: it imports torch and its runner folder's task.py and
+utils.py only, so the scale layout, the e2m1 decoding and the exact product below are its own
+(tests/test_problem_folders.py holds them to the same code as the other problems' files).
 """
 
 import torch

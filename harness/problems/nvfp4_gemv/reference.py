@@ -8,6 +8,10 @@ the competition's draws in its order with its dtypes, so one seed gives the comp
 the same device. As there, b and sfb have 128 rows (cuBLAS's FP4 GEMM wants N padded to 128) and
 row 0 is the vector; the other rows are drawn too and take no part in c. ``ref_kernel`` is exact
 on every device (the competition's calls cuBLAS's FP4 GEMM, which needs a B200).
+
+It stands alone, as the competition's does: it imports torch and its runner folder's task.py and
+utils.py only, so the scale layout, the e2m1 decoding and the exact product below are its own
+(tests/test_problem_folders.py holds them to the same code as the other problems' files).
 """
 
 import torch

@@ -10,6 +10,10 @@ order with its dtypes, so one seed gives the competition's data on the same devi
 competition's, it draws the plain scales (sfa, sfb) from the CPU's generator and hands them over
 on the CPU, whatever the device of the rest. ``ref_kernel`` is exact on every device (the
 competition's calls cuBLAS's FP4 GEMM, which needs a B200).
+
+It stands alone, as the competition's does: it imports torch and its runner folder's task.py and
+utils.py only, so the scale layout, the e2m1 decoding and the exact product below are its own
+(tests/test_problem_folders.py holds them to the same code as the other problems' files).
 """
 
 import torch
