@@ -10,7 +10,6 @@ import torch
 from harness.judge import edits
 from harness.judge.verdicts import bits, clone_data, input_leaves
 from harness.problems import PROBLEMS
-from harness.problems.nvfp4 import place_in_atoms
 from harness.wire import leaves
 
 # Small cases of each problem; the grouped one's m leaves padding in the scales' atoms.
@@ -67,7 +66,7 @@ def test_a_scale_edit_writes_both_layouts_alike_with_finite_values_the_generator
         for part in scales:
             plain, permuted = (tensors[leaf] for leaf in part.leaves)
             rebuilt = permuted.clone()
-            place_in_atoms(plain, rebuilt)
+            problem.reference.place_in_atoms(plain, rebuilt)
             assert torch.equal(bits(rebuilt), bits(permuted)), part.name
             values = plain.float()
             assert torch.isfinite(values).all() and values.max() <= max(edits.SCALE_VALUES + (3.0,))

@@ -19,7 +19,6 @@ from harness import sol
 from harness.jobs import Job
 from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS, load_problem
 from harness.problems.folder import plain_names_bound_to
-from harness.problems.nvfp4 import exact_block_scaled_mm, round_to_float16
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "problems"
 NEW_PROBLEMS = ("nvfp4_gemv", "nvfp4_dual_gemm", "nvfp4_group_gemm")
@@ -159,8 +158,10 @@ def independent_gemm(a, sfa, b, sfb) -> numpy.ndarray:
     return independent_values(a, sfa) @ independent_values(b, sfb).T
 
 
-def test_exact_products_are_exact_for_any_codes_and_scales():
+@pytest.mark.parametrize("name", NEW_PROBLEMS)
+def test_exact_products_are_exact_for_any_codes_and_scales(name):
     """All 16 e2m1 codes and e4m3 scales from 2^-9 to 448: the float64 sum is the rational one."""
+    exact_block_scaled_mm = PROBLEMS[name].reference.exact_block_scaled_mm
     generator = torch.Generator().manual_seed(5)
     a = torch.randint(0, 256, (8, 64), dtype=torch.uint8, generator=generator)
     b = torch.randint(0, 256, (8, 64), dtype=torch.uint8, generator=generator)
@@ -175,9 +176,11 @@ def test_exact_products_are_exact_for_any_codes_and_scales():
     assert numpy.count_nonzero(ours.numpy()) > 0
 
 
-def test_float16_rounding_is_single():
+@pytest.mark.parametrize("name", ["nvfp4_gemv", "nvfp4_group_gemm"])
+def test_float16_rounding_is_single(name):
     """Values just past a float16 tie that float32 rounds onto the tie: numpy converts float64 to
     float16 in one step, torch through float32."""
+    round_to_float16 = PROBLEMS[name].reference.round_to_float16
     ulp = 2.0**-10
     values = torch.tensor([1 + ulp / 2 + 2.0**-30, -(1 + ulp / 2 + 2.0**-30), 1 + ulp / 2, 3 + 3 * ulp / 2 - 2.0**-28,
                            2.0**-20 + 2.0**-40, 1234.5678], dtype=torch.float64)

@@ -18,8 +18,8 @@ from types import ModuleType
 import torch
 
 from harness import sol
-from harness.problems import nvfp4
 from harness.problems.folder import import_runner_files
+from harness.problems.scale_layout import permuted_index
 from harness.shapes import Case, CaseFormat, load_cases
 
 PROBLEMS_DIR = Path(__file__).resolve().parent
@@ -305,7 +305,7 @@ GEMM_INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 
 
 def _scale_twins(*pairs: tuple[str, str]) -> ScaleTwins:
-    return ScaleTwins(pairs, nvfp4.permuted_index)
+    return ScaleTwins(pairs, permuted_index)
 
 
 GEMM_SCALES = (("sfa", "sfa_permuted"), ("sfb", "sfb_permuted"))

@@ -7,15 +7,16 @@ import importlib.util
 
 import torch
 
-from harness.problems.nvfp4 import gemm_reference
+from harness.problems import PROBLEMS
 
 
 def dequantized_operands(data, dtype=torch.bfloat16):
     """(a, b) as (l, m, k) and (l, n, k) tensors of `dtype`, scales applied; exact in bf16/fp16."""
     a, b, sfa, sfb, _, _, _ = data
+    dequantize = PROBLEMS["nvfp4_gemm"].reference.dequantize
     return (
-        gemm_reference.dequantize(a, sfa).permute(2, 0, 1).to(dtype).contiguous(),
-        gemm_reference.dequantize(b, sfb).permute(2, 0, 1).to(dtype).contiguous(),
+        dequantize(a, sfa).permute(2, 0, 1).to(dtype).contiguous(),
+        dequantize(b, sfb).permute(2, 0, 1).to(dtype).contiguous(),
     )
 
 

@@ -8,12 +8,14 @@ the competition's draws in its order with its dtypes, so one seed gives the comp
 the same device. As there, b and sfb have 128 rows (cuBLAS's FP4 GEMM wants N padded to 128) and
 row 0 is the vector; the other rows are drawn too and take no part in c. ``ref_kernel`` is exact
 on every device (the competition's calls cuBLAS's FP4 GEMM, which needs a B200).
+
+It stands alone, as the competition's does: it imports torch and its runner folder's task.py and
+utils.py only, so the scale layout, the e2m1 decoding and the exact product below are its own
+(tests/test_problem_folders.py holds them to the same code as the other problems' files).
 """
 
 import torch
 
-from harness.problems.nvfp4 import (DRAWN_TO_PERMUTED, atoms_shape, ceil_div, exact_block_scaled_mm, place_in_atoms,
-                                    round_to_float16, sf_vec_size, to_blocked)
 from task import input_t, output_t
 from utils import make_match_reference
 
@@ -22,6 +24,102 @@ RTOL = 1e-3
 ATOL = 1e-3
 
 __all__ = ["ceil_div", "check_implementation", "generate_input", "ref_kernel", "sf_vec_size", "to_blocked"]
+
+
+sf_vec_size = 16  # one fp8 scale per 16 elements along K (the competition's name)
+
+# The permuted scale layout (32, 4, rest_mn, 4, rest_k, l) groups 128 rows x 4 scale columns
+# into one 512-byte atom, the unit the tensor cores' scale-factor loads consume.
+ATOM_ROWS_INNER = 32
+ATOM_ROWS_OUTER = 4
+ATOM_ROWS = ATOM_ROWS_INNER * ATOM_ROWS_OUTER
+ATOM_SF_COLS = 4
+# Drawn in the order (l, rest_mn, rest_k, 32, 4, 4), stored as (32, 4, rest_mn, 4, rest_k, l).
+DRAWN_TO_PERMUTED = (3, 4, 1, 5, 2, 0)
+
+# e2m1 code -> value for the three magnitude bits; bit 3 is the sign.
+E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def atoms_shape(l: int, mn: int, sf_k: int) -> tuple[int, ...]:
+    """The shape in which the competition draws the permuted scales, (l, rest_mn, rest_k, 32, 4, 4);
+    DRAWN_TO_PERMUTED turns it into (32, 4, rest_mn, 4, rest_k, l)."""
+    return (l, ceil_div(mn, ATOM_ROWS), ceil_div(sf_k, ATOM_SF_COLS), ATOM_ROWS_INNER, ATOM_ROWS_OUTER, ATOM_SF_COLS)
+
+
+def permuted_index(row, col, batch) -> tuple:
+    """Where the plain scale (row, col, batch) sits in the (32, 4, rest_mn, 4, rest_k, l) layout
+    (integers or index tensors alike)."""
+    return (row % ATOM_ROWS_INNER, (row % ATOM_ROWS) // ATOM_ROWS_INNER, row // ATOM_ROWS,
+            col % ATOM_SF_COLS, col // ATOM_SF_COLS, batch)
+
+
+def place_in_atoms(plain: torch.Tensor, permuted: torch.Tensor) -> None:
+    """Write the (mn, sf_k, l) scales into their places in the (32, 4, rest_mn, 4, rest_k, l)
+    layout; entries past mn or sf_k (padding) keep what they held."""
+    mn, sf_k, l = plain.shape
+    row = torch.arange(mn, device=permuted.device).view(mn, 1, 1)
+    col = torch.arange(sf_k, device=permuted.device).view(1, sf_k, 1)
+    batch = torch.arange(l, device=permuted.device).view(1, 1, l)
+    permuted[permuted_index(row, col, batch)] = plain.to(permuted.device)
+
+
+def to_blocked(scales_2d: torch.Tensor) -> torch.Tensor:
+    """(mn, sf_k) scales -> flat cuBLAS block-scaling layout: 128x4 atoms, rows interleaved 32x4."""
+    rows, cols = scales_2d.shape
+    atoms = scales_2d.view(rows // ATOM_ROWS, ATOM_ROWS_OUTER, ATOM_ROWS_INNER, cols // ATOM_SF_COLS, ATOM_SF_COLS)
+    # (rest_mn, 4, 32, rest_k, 4) -> (rest_mn, rest_k, 32, 4, 4)
+    return atoms.permute(0, 3, 2, 1, 4).flatten()
+
+
+def decode_e2m1(packed: torch.Tensor) -> torch.Tensor:
+    """(rows, k//2, ...) packed e2m1 -> (rows, k, ...) float32; the low nibble is the even element."""
+    codes = packed.view(torch.uint8)
+    nibbles = torch.stack((codes & 0x0F, codes >> 4), dim=2)  # (rows, k//2, 2, ...)
+    nibbles = nibbles.flatten(1, 2).to(torch.int64)
+    magnitudes = torch.tensor(E2M1_MAGNITUDES, dtype=torch.float32, device=packed.device)
+    values = magnitudes[nibbles & 0x7]
+    return torch.where((nibbles & 0x8) != 0, -values, values)
+
+
+def dequantize(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """(rows, k//2, l) e2m1 with (rows, k//16, l) fp8 scales -> (rows, k, l) float32, exactly."""
+    values = decode_e2m1(packed)
+    return values * scales.to(torch.float32).repeat_interleave(sf_vec_size, dim=1)
+
+
+def exact_block_scaled_mm(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
+    """(m, n) float64: the sum over K of a * sfa * b * sfb for one batch, without rounding.
+
+    a: (m, k//2) e2m1 pairs with (m, k//16) e4m3 scales; b: (n, k//2) with (n, k//16). Each
+    decoded value a * sfa is exact in fp32 (2 significant bits times 4), each product of two is
+    exact in fp64, and every partial sum is a multiple of 2^-20 (the smallest e4m3 step is 2^-9,
+    the smallest e2m1 step 0.5) below 2^53 of those steps for any K under 2^30, so fp64 holds
+    every sum exactly in any order."""
+    a_values = dequantize(a.unsqueeze(-1), sfa.unsqueeze(-1))[:, :, 0].double()
+    b_values = dequantize(b.unsqueeze(-1), sfb.unsqueeze(-1))[:, :, 0].double()
+    return a_values @ b_values.T
+
+def round_to_float16(exact: torch.Tensor) -> torch.Tensor:
+    """float64 -> float16, rounded once to nearest even.
+
+    torch converts float64 to float16 through float32, which rounds twice where the float64
+    value has more than float32's 24 significant bits. Rounding to float32 toward odd first (the
+    nearer neighbour toward zero, its last bit set where it is inexact) keeps the information the
+    second rounding needs: float32 has more than two bits beyond float16's 11."""
+    single = exact.to(torch.float32)
+    bits = single.view(torch.int32)
+    inexact = single.double() != exact
+    rounded_away = single.double().abs() > exact.abs()
+    # float32's bit pattern read as int32 orders magnitudes for either sign: minus one steps the
+    # magnitude down by one unit in the last place.
+    toward_zero = torch.where(inexact & rounded_away, bits - 1, bits)
+    odd = torch.where(inexact, toward_zero | 1, toward_zero)
+    return odd.view(torch.float32).to(torch.float16)
 
 
 def _scale_factor_pair(l: int, mn: int, sf_k: int, device):
