@@ -158,7 +158,7 @@ VERDICTS = [
     Expected("broken_wrong_dtype", "test", EXIT_PASS, "pass", official=True),
     Expected("broken_mutates_input", "test", EXIT_CASE_FAIL, "fail", r"custom_kernel modified its input\(s\): b"),
     # n = 256: columns 240..255 are never written and keep the judge's refill, a value no answer has.
-    Expected("broken_unwritten", "test", EXIT_CASE_FAIL, "fail", r"ERROR AT \(0, 240, 0\): -32768"),
+    Expected("broken_unwritten", "test", EXIT_CASE_FAIL, "fail", r"ERROR AT \(0, 240, 0\): (got )?-32768"),
     Expected("broken_caches_outputs", "benchmark", EXIT_CASE_FAIL, "fail",
              r"call \d+ returned the same values as call \d+ although the inputs differ \(cached result\)",
              cases=(BENCHMARK_CASE,)),
@@ -249,8 +249,10 @@ VERDICTS = [
     # by whether CUPTI records.
     Expected("cheat_replays_when_timed", "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
-    Expected("cheat_works_only_in_the_checked_round", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
-             cases=(BENCHMARK_CASE,),
+    # It counts the timed rounds against --max-repeats read from its parent's command line: in its
+    # own pid namespace its parent is the sandbox's, so it never knows the count and computes
+    # every round, gaining nothing (where a system has no pid namespace, every round's check fails it).
+    Expected("cheat_works_only_in_the_checked_round", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     Expected("cheat_works_only_where_the_refill_repeats", "benchmark", EXIT_CASE_FAIL, "fail", r"mismatch found!",
              cases=(BENCHMARK_CASE,),
