@@ -200,26 +200,33 @@ def _change_text(change: float) -> str:
     return f"[green]{text}[/green]" if change < 0 else f"[red]{text}[/red]"
 
 
-def _cell(history: DeviceHistory, shape: str, run) -> str:
+def _cell(history: DeviceHistory, pct_sol: pandas.DataFrame, shape: str, run) -> str:
     status = history.status.at[shape, run]
     if isinstance(status, float) and math.isnan(status):
         return "[dim]-[/dim]"
     if status != "pass":
         return f"[bold red]{status}[/bold red]"
     mean = history.mean.at[shape, run]
-    pct = history.pct_sol.at[shape, run]
+    pct = pct_sol.at[shape, run]
     lines = [f"{mean / 1e3:.3f} µs", f"{pct:.1f}% SOL" if not math.isnan(pct) else "[dim]no SOL[/dim]"]
     change = _change_text(history.change.at[shape, run])
     return "\n".join(lines + ([change] if change else []))
 
 
 def history_table(history: DeviceHistory) -> Table:
-    table = Table(title=f"{history.problem} on {history.device}", title_justify="left", show_lines=True)
+    """The runs side by side, every run's % SOL against the same ceilings as the plot's (the latest
+    run's that recorded any), so that a figure changes only where the time did."""
+    ceilings = _common_ceilings(history)
+    pct_sol = pct_sol_at(history, ceilings) if ceilings is not None else history.pct_sol
+    caption = (f"% SOL at {ceilings.peak_flops / 1e12:.0f} TFLOP/s and {ceilings.bandwidth / 1e12:.2f} TB/s "
+               f"({ceilings.source}), the latest run's ceilings, for every run" if ceilings is not None else None)
+    table = Table(title=f"{history.problem} on {history.device}", title_justify="left", show_lines=True, caption=caption,
+                  caption_justify="left")
     table.add_column("shape", style="bold", no_wrap=True)
     for run in history.runs:
         table.add_column(history.run_label(run), justify="right")
     for shape in history.shapes:
-        table.add_row(shape, *(_cell(history, shape, run) for run in history.runs))
+        table.add_row(shape, *(_cell(history, pct_sol, shape, run) for run in history.runs))
     scores = []
     for run in history.runs:
         if run not in history.score:

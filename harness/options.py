@@ -13,7 +13,7 @@ submission_option = click.option(
 )
 
 json_option = click.option("--json", "as_json", is_flag=True,
-                           help="One JSON document on stdout (schema in README); the report goes to stderr.")
+                           help="One JSON document on stdout (schema in docs/output-formats.md); the report goes to stderr.")
 
 strict_option = click.option("--strict", is_flag=True, help="kernelguard's hits fail the file instead of warning.")
 

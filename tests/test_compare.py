@@ -3,6 +3,7 @@ on the schema: your runs in the store (as the benchmark command keeps them), the
 in a CSV."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pandas
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from harness.compare import compare_command, histories, load_history, runs_table, stored_runs
 from harness.jobs import CaseResult
@@ -251,3 +253,24 @@ def test_the_plot_sets_every_run_of_a_panel_against_its_latest_ceilings(tmp_path
     assert pct.iloc[0, 0] == pytest.approx(pct.iloc[0, 1]) and pct.iloc[1, 0] == pytest.approx(pct.iloc[1, 1])
     assert pct.iloc[0, 1] == pytest.approx(history.pct_sol.iloc[0, 1])
     assert [time_label(ns) for ns in (1.8e6, 37.93e3, 5.857e3)] == ["1,800 µs", "37.9 µs", "5.86 µs"]
+
+
+def test_the_table_sets_every_run_against_the_plots_ceilings(tmp_path):
+    """Two runs at the same times, recorded against other ceilings, read the same % SOL in the
+    table, as in the plot: a person reads no regression where the time did not move."""
+    from harness.compare import histories, history_table, load_history
+
+    path = tmp_path / "runs.csv"
+    record_run(path, H100, [37.9e3, 11.0e3], "2026-11-24T10:00:00+00:00")
+    table = pandas.read_csv(path)
+    table["peak_flops"] *= 0.8
+    table.to_csv(path, index=False)
+    record_run(path, H100, [37.9e3, 11.0e3], "2026-11-25T10:00:00+00:00")
+    (history,) = histories(load_history(("yours", path)))
+    console = Console(width=250, record=True)
+    console.print(history_table(history))
+    text = console.export_text()
+    big_row = next(line for line in text.splitlines() if "% SOL" in line)
+    percents = re.findall(r"([\d.]+)% SOL", big_row)
+    assert len(percents) == 2 and percents[0] == percents[1], big_row
+    assert "the latest run's ceilings" in " ".join(text.split())

@@ -11,7 +11,7 @@ PHASES = (
     ("handing the inputs", "start"),
     ("importing submission", "import"),
     ("calling custom_kernel", "first call"),
-    ("correctness pass", "first call"),
+    ("checking the first batch", "first call"),
     ("warm-up", "warm-up"),
     ("calibrating", "calibration"),
     ("timing", "rounds"),
