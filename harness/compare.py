@@ -220,8 +220,10 @@ def history_table(history: DeviceHistory) -> Table:
     pct_sol = pct_sol_at(history, ceilings) if ceilings is not None else history.pct_sol
     caption = (f"% SOL at {ceilings.peak_flops / 1e12:.0f} TFLOP/s and {ceilings.bandwidth / 1e12:.2f} TB/s "
                f"({ceilings.source}), the latest run's ceilings, for every run" if ceilings is not None else None)
-    table = Table(title=f"{history.problem} on {history.device}", title_justify="left", show_lines=True, caption=caption,
-                  caption_justify="left")
+    title = f"{history.problem} on {history.device}"
+    # At least as wide as its title and caption, which rich would otherwise wrap to a narrow table's width.
+    table = Table(title=title, title_justify="left", show_lines=True, caption=caption, caption_justify="left",
+                  min_width=max(len(title), len(caption or "")))
     table.add_column("shape", style="bold", no_wrap=True)
     for run in history.runs:
         table.add_column(history.run_label(run), justify="right")

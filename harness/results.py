@@ -92,7 +92,7 @@ def append_rows(rows: list[dict], path: Path = RESULTS_CSV) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = pandas.DataFrame(rows)
-    if not path.exists():
+    if not path.exists() or path.stat().st_size == 0:  # an empty file (truncated, or made by hand) starts anew
         new.to_csv(path, index=False)
         return path
     old = pandas.read_csv(path, dtype=str, keep_default_na=False)

@@ -273,4 +273,5 @@ def test_the_table_sets_every_run_against_the_plots_ceilings(tmp_path):
     big_row = next(line for line in text.splitlines() if "% SOL" in line)
     percents = re.findall(r"([\d.]+)% SOL", big_row)
     assert len(percents) == 2 and percents[0] == percents[1], big_row
-    assert "the latest run's ceilings" in " ".join(text.split())
+    assert "the latest run's ceilings, for every run" in text  # the caption on one line
+    assert text.splitlines()[0].strip() == "nvfp4_gemm on " + H100

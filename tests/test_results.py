@@ -75,3 +75,11 @@ def test_your_runs_file_is_ignored_and_the_reference_file_is_tracked():
     ignored = [subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=root).returncode for path in (RESULTS_CSV, DEFAULT_PATH)]
     tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(REFERENCE_CSV)], cwd=root, capture_output=True)
     assert ignored == [0, 0] and tracked.returncode == 0
+
+
+def test_rows_appended_to_an_empty_file_start_it_with_its_header(tmp_path):
+    """An empty runs file (truncated, or made by hand) is a new one, not a run's failure."""
+    path = tmp_path / "runs.csv"
+    path.write_text("")
+    append_rows([{"a": 1, "b": "x"}], path)
+    assert path.read_text().splitlines() == ["a,b", "1,x"]

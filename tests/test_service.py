@@ -152,8 +152,18 @@ CANDIDATES = [  # fixture, tests, one-shot options
 
 
 @pytest.mark.e2e
+def _process_settings() -> tuple[int, int]:
+    """(subreaper, dumpable) of this process."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    subreaper = ctypes.c_int(-1)
+    assert libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0) == 0
+    return subreaper.value, libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+
+
 def test_verdicts_through_the_service_are_the_one_shot_commands(tmp_path):
     from harness.service.judges import LocalJudge
+
+    before = _process_settings()  # another test in this process may have judged in it already
 
     expected = []
     for fixture, tests, extra in CANDIDATES:
@@ -182,10 +192,7 @@ def test_verdicts_through_the_service_are_the_one_shot_commands(tmp_path):
         service.close()
     # The caller's process stays what it was: the judge's own process took the subreaper and
     # non-dumpable settings.
-    libc = ctypes.CDLL(None, use_errno=True)
-    subreaper = ctypes.c_int(-1)
-    assert libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0) == 0 and subreaper.value == 0
-    assert libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1
+    assert _process_settings() == before
 
 
 @pytest.mark.e2e

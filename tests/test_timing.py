@@ -11,7 +11,8 @@ from harness.judge.memory import SharedPool
 from harness.judge.rounds import Calibration, JudgeClock, Round
 from harness.judge.verdicts import bits
 from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS
-from harness.runner.timing import L2Flush, flush_bytes, time_rounds
+from harness.l2_flush import L2Flush, flush_bytes
+from harness.runner.timing import time_rounds
 from reference import ref_kernel
 from harness.shapes import parse_cases
 from harness.stats import StoppingRule

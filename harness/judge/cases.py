@@ -29,7 +29,7 @@ from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves)
 from harness.runner.calls import SANITIZER_ENV
-from harness.runner.timing import synchronize
+from harness.l2_flush import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import leaves
 

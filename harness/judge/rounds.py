@@ -22,7 +22,7 @@ import torch
 
 from harness import wire
 from harness.judge.verdicts import shared_outputs
-from harness.runner.timing import L2Flush
+from harness.l2_flush import L2Flush
 
 BATCH = "batch"  # the name under which a worker holds the case's inputs
 
