@@ -270,8 +270,9 @@ VERDICTS = [
              rf"{PROBE}|recheck on fresh and near-duplicate inputs: input \d*[13579]: mismatch found!",
              cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS),
     # Answers kept and replayed while one part of the input holds the same bytes (a alone, b alone,
-    # the permuted scales): probes, near-duplicates and fresh draws change parts it does not read.
-    *(Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", REPLAY_CAUGHT, cases=(BENCHMARK_CASE,),
+    # the permuted scales): probes, near-duplicates and fresh draws change parts it does not read;
+    # on the CPU its replayed rounds may also set its own clock below the judge's.
+    *(Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", rf"{REPLAY_CAUGHT}|{JUDGES_CLOCK}", cases=(BENCHMARK_CASE,),
                max_repeats=QUICK_REPEATS)
       for fixture in ("cheat_memoizes_on_a", "cheat_memoizes_on_b", "cheat_memoizes_on_the_scales")),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.

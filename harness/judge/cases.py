@@ -35,9 +35,12 @@ from harness.wire import leaves
 
 # Rounds of the calibration partner before and after the timed rounds.
 CALIBRATION_ROUNDS = 6
-# A worker figure may be below the judge's by this share of it, and by three standard deviations
-# of the calibration's window (spread over the calls of a round), before the case fails.
-FIGURE_TOLERANCE = 0.05
+# The worker's figure and the judge's may be apart by this share of the judge's, and by three
+# standard deviations of the calibration's window (spread over the calls of a round), before the
+# case fails. On the CPU the judge's window and the worker's host clock share two cores with the
+# host's scheduling: a wider share there (seen on a 2-core machine, 2026-11-27: honest torch files
+# judged up to 6 % above their own loop's time).
+FIGURE_TOLERANCE = {"cuda": 0.05, "cpu": 0.10}
 CALIBRATION_SPREADS = 3.0
 # The judge's flush may take this much longer while a worker waits for its go than while the
 # calibration partner does: more is GPU work the worker ran during the flush, before the window.
@@ -411,7 +414,8 @@ def _recheck(case: BenchmarkCase) -> str | None:
 
 def _figures_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibration, result: CaseResult) -> str | None:
     judged_ns = figures.judged_ns(calibration)
-    tolerance_ns = FIGURE_TOLERANCE * statistics.fmean(judged_ns) + CALIBRATION_SPREADS * calibration.spread_ns / case.calls
+    tolerance_ns = (FIGURE_TOLERANCE[case.device.type] * statistics.fmean(judged_ns)
+                    + CALIBRATION_SPREADS * calibration.spread_ns / case.calls)
     problem = figures_problem(figures.worker_ns, judged_ns, tolerance_ns)
     if problem is None and calibration.flush_ns and figures.flush_ns:
         excess_ns = statistics.median(figures.flush_ns) - calibration.flush_ns
