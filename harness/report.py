@@ -326,15 +326,14 @@ class Reporter:
     def end_benchmarks(self, cases, results, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
         """`ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
         passed = all(result.passed for result in results)
+        works = [self._problem.work(case.args) for case in cases]
         if self.document:
-            self.document.benchmark_summary(cases, results, ceilings, ceilings_note,
-                                            [self._problem.work(case.args) for case in cases])
+            self.document.benchmark_summary(cases, results, ceilings, ceilings_note, works)
             self.document.finish(passed)
         device = next((r.device_name for r in results if r.device_name), "?")
         table = Table(title=f"{mode} on {device}", title_justify="left")
         for column in ("shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call", "SOL µs", "% SOL", "bound"):
             table.add_column(column, justify="left" if column in ("shape", "bound") else "right")
-        works = [self._problem.work(case.args) for case in cases]
         if ceilings is not None and None in works:
             ceilings, ceilings_note = None, f"no speed-of-light formula for {self._problem.name}"
         for case, result, work in zip(cases, results, works):
