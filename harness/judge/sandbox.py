@@ -176,10 +176,7 @@ class Sandbox:
     def __init__(self, device: str):
         self._device = device
         self._bwrap = _bwrap()
-        probe = _seccomp_program()
-        self._has_seccomp = probe is not None
-        if probe is not None:
-            os.close(probe)
+        self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
         self._cgroup_root = _cgroup_root()
         self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroup_root is not None)
         self._count = 0
