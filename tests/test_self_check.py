@@ -346,7 +346,8 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
         data[6].fill_(float("nan"))
         sub.custom_kernel(data)
         torch.cuda.synchronize()
-        assert torch.equal(data[6], sub.exact_product(data).to(torch.float16))
+        if conservative_wrong:  # no kernel passed: c holds the exact product, bit for bit
+            assert torch.equal(data[6], sub.exact_product(data).to(torch.float16))
         ok, message = reference.check_against(expected, data[6])
         assert ok, message
         lines = _fallback_lines(capsys.readouterr().err)
