@@ -327,6 +327,14 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
             plan = HopperNvfp4Gemm.launch_plan(problem, device, config, conservative)
             if conservative and not conservative_wrong:
                 return plan
+            # The chosen plan times its candidates on the first call, then launches the fastest's
+            # plan directly: each candidate is spoiled.
+            for _, candidate in getattr(plan, "candidates", None) or [(None, plan)]:
+                Spoiled.spoil(candidate)
+            return plan
+
+        @staticmethod
+        def spoil(plan):
             launch = plan.launch
 
             def spoiled(addresses):
@@ -335,7 +343,6 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
                 element.copy_(element * 1.01 + 8.0)  # beyond rtol = atol = 1e-3 whatever its value
 
             plan.launch = spoiled
-            return plan
 
     monkeypatch.setattr(sub, "_PLANS", {})
     monkeypatch.setattr(sub, "SELF_CHECK", True)

@@ -324,3 +324,33 @@ def test_the_time_limit_starts_once_the_judge_has_drawn_and_the_partner_gets_its
     partner.events.clear()
     case.calibrate(own_kinds=False)
     assert partner.events[0] == ("time limit", partner_limit) and "echo" in partner.events
+
+
+def _flush_round(flush_ms: float, queues: tuple = ("stream 7 of cuda:0",)) -> Round:
+    records = [("spin_kernel", queues[0], 0, 1000)] + [("gemm", queue, 2000, 9000) for queue in queues]
+    return Round(window_ns=1e6, worker_ns=1e6, host_ns=1e5, outputs=[], own_share=0.0, records=records,
+                 flush_ns=flush_ms * 1e6)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_flush_longer_than_the_partners_fails_unless_the_worker_waits_on_a_second_queue(strict):
+    """GPU work before the window lengthens the judge's flush: it fails (a warning under
+    --official). A worker whose recorded round ran on two queues (a joined side stream, whose wait
+    the GPU time-slices against the flush) is not held to the flush."""
+    from harness.jobs import PASS, CaseResult
+
+    case = dataclasses.make_dataclass("Case", ["strict"])(strict)
+    calibration = Calibration({(False, False): 0.0}, spread_ns=0.0, flush_ns=9.5e6)
+    within = cases.Figures(rounds=[_flush_round(9.7) for _ in range(5)])
+    assert cases._flush_verdict(case, within, calibration, _flush_round(9.7), CaseResult(PASS)) is None
+
+    longer = cases.Figures(rounds=[_flush_round(17.2) for _ in range(5)])
+    result = CaseResult(PASS)
+    problem = cases._flush_verdict(case, longer, calibration, _flush_round(9.6), result)
+    if strict:
+        assert problem is not None and "GPU work before the timed window" in problem
+    else:
+        assert problem is None and "GPU work before the timed window" in result.warning
+
+    two_queues = _flush_round(17.2, ("stream 7 of cuda:0", "stream 9 of cuda:0"))
+    assert cases._flush_verdict(case, longer, calibration, two_queues, CaseResult(PASS)) is None

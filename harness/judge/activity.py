@@ -43,6 +43,11 @@ def summary(kernels: list[Kernel]) -> str:
     return "; ".join(f"{name} x{count} ({queue})" for (queue, name), count in counts.most_common(4))
 
 
+def queues(records: list | None) -> set[str]:
+    """The queues the calls' GPU activity ran on (the markers' queue among them)."""
+    return {str(queue) for _, queue, _, _ in records or []}
+
+
 def judge_round(records: list | None, window_ns: float, event_ns_per_call: float | None,
                 calls: int) -> tuple[str | None, str]:
     """(the problem, or None; what the calls launched) for the records of calls

@@ -50,12 +50,18 @@ def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
     return sorted(paths)
 
 
+# Mapped files that are no code: device nodes, and the CUDA driver's shared memory in /dev/shm,
+# which changes as processes use CUDA IPC (the judge's own events among them).
+NOT_CODE = ("/dev/", "/proc/", "/sys/", "/memfd:")
+
+
 def _mapped_files() -> set[Path]:
     """The files this process has mapped: the interpreter's shared libraries, torch's, CUDA's."""
     try:
         with open("/proc/self/maps") as maps:
             fields = [line.split(maxsplit=5) for line in maps]
-        return {Path(field[5].strip()) for field in fields if len(field) == 6 and field[5].startswith("/")}
+        return {Path(field[5].strip()) for field in fields
+                if len(field) == 6 and field[5].startswith("/") and not field[5].startswith(NOT_CODE)}
     except OSError:
         return set()
 

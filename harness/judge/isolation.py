@@ -47,13 +47,45 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+_OWN_DEV_SHM: list[str | None] = []  # what was refused, once the process has tried
+
+
+def own_dev_shm() -> str | None:
+    """Move this process into a mount namespace of its own whose /dev/shm is a fresh tmpfs, before
+    it starts CUDA. The CUDA driver keeps every process's IPC state in files there, and a worker
+    must reach its judge's (CUDA IPC), so a GPU worker gets its judge's /dev; with the host's
+    /dev/shm it would reach every other CUDA process's files too, another judge's on the same
+    machine among them (cut short, they kill it with SIGBUS). The workers this judge starts share
+    its /dev/shm, and nothing else does. Returns what was refused (it needs CAP_SYS_ADMIN), once."""
+    if not _OWN_DEV_SHM:
+        _OWN_DEV_SHM.append(_enter_own_dev_shm())
+    return _OWN_DEV_SHM[0]
+
+
+def _enter_own_dev_shm() -> str | None:
+    if not sys.platform.startswith("linux") or not os.path.isdir("/dev/shm"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    steps = (("unshare", lambda: libc.unshare(CLONE_NEWNS)),
+             ("mount --make-rprivate /", lambda: libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)),
+             ("mount tmpfs /dev/shm", lambda: libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777,size=1g")))
+    for what, step in steps:
+        if step() != 0:
+            return (f"a /dev/shm of its own ({what}: {os.strerror(ctypes.get_errno())}): its workers reach every "
+                    "CUDA process's files there, another judge's on this machine among them")
+    return None
+
+
 def protect_the_judge() -> list[str]:
-    """Close this process's /proc files to its workers and adopt the processes they orphan.
-    Returns what the kernel refused (a sandbox may lack either), for the run to warn of."""
+    """Close this process's /proc files to its workers and adopt the processes they orphan; on a
+    GPU (where `own_dev_shm` ran), say whether its /dev/shm is its own. Returns what the kernel
+    refused (a sandbox may lack any), for the run to warn of."""
     if not sys.platform.startswith("linux"):
         return ["not Linux: the judge's /proc files stay open to its workers and orphans are not adopted"]
     libc = ctypes.CDLL(None, use_errno=True)
-    refused = []
+    refused = [problem for problem in _OWN_DEV_SHM if problem]
     for option, value, what in ((PR_SET_DUMPABLE, 0, "closing its /proc files to its workers"),
                                 (PR_SET_CHILD_SUBREAPER, 1, "adopting the processes its workers orphan")):
         if libc.prctl(option, value, 0, 0, 0) != 0:

@@ -175,6 +175,7 @@ class Sandbox:
 
     def __init__(self, device: str):
         self._device = device
+        self._cuda = device.startswith("cuda")
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
         self._cgroup_root = _cgroup_root()
@@ -190,10 +191,14 @@ class Sandbox:
         settings = {"import_path": [str(folder), *import_path], "folder": str(folder), "socket": socket_fd,
                     "log": log_fd, "device": self._device, "global_seed": global_seed, "echo": echo,
                     # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
-                    # cudaGetDeviceCount fail: OS call failed; CUDA IPC needs /dev/shm), a CPU's
-                    # worker to /dev/null alone; /tmp is the worker's own only inside bubblewrap.
-                    "writable": [str(folder)] + (["/dev", "/proc"] if self._device.startswith("cuda") else ["/dev/null"])
-                                + (["/tmp"] if self._bwrap else []),
+                    # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
+                    # O_TRUNC; a CPU's worker writes /dev/null alone. /tmp is the worker's own only
+                    # inside bubblewrap.
+                    "writable": [str(folder)] + (["/tmp"] if self._bwrap else []) + (["/proc"] if self._cuda else []),
+                    # Under /dev, written, never shrunk: CUDA IPC needs the driver's files in
+                    # /dev/shm shared with the judge, and one cut short under a process that maps
+                    # it kills that process (SIGBUS).
+                    "unshrinkable": ["/dev"] if self._cuda else ["/dev/null"],
                     "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
                     "layers_off": sorted(layers_off())}
         python = [sys.executable, "-I", "-B", "-c", confine.BOOTSTRAP, json.dumps(settings)]
@@ -204,7 +209,7 @@ class Sandbox:
         # file there (kernel.core_pattern) would run a program of its choosing outside every layer.
         # A GPU's worker gets the host's /dev (its device nodes, and /dev/shm, which CUDA IPC needs
         # shared); a CPU's a minimal one of its own.
-        devices = ["--dev-bind", "/dev", "/dev"] if self._device.startswith("cuda") else ["--dev", "/dev"]
+        devices = ["--dev-bind", "/dev", "/dev"] if self._cuda else ["--dev", "/dev"]
         prefix = [self._bwrap, "--ro-bind", "/", "/", *devices, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         if os.path.exists("/proc/sysrq-trigger"):
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]

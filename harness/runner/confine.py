@@ -41,6 +41,7 @@ _READ_ONLY = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
 # The rights a rule on a file (not a folder) may carry: execute, write, read, truncate, ioctl.
 _FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
 _ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+_TRUNCATE = 1 << 14  # from ABI 3
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
 
 
@@ -66,9 +67,10 @@ def landlock_abi() -> int:
     return max(version, 0)
 
 
-def _landlock(writable: list[str]) -> str | None:
-    """Read and execute anywhere, write only beneath `writable`; from ABI 6, no signal to and no
-    abstract socket of a process outside this one's domain. Returns what was refused."""
+def _landlock(writable: list[str], unshrinkable: list[str]) -> str | None:
+    """Read and execute anywhere, write only beneath `writable` and `unshrinkable`, and from ABI 3
+    shrink or empty no file beneath `unshrinkable`; from ABI 6, no signal to and no abstract socket
+    of a process outside this one's domain. Returns what was refused."""
     abi = landlock_abi()
     if abi == 0:
         return "Landlock (not in this kernel)"
@@ -80,7 +82,9 @@ def _landlock(writable: list[str]) -> str | None:
     if ruleset < 0:
         return f"Landlock (create_ruleset: {os.strerror(ctypes.get_errno())})"
     try:
-        for path, access in [("/", _READ_ONLY), *((path, handled) for path in writable)]:
+        rules = [("/", _READ_ONLY), *((path, handled) for path in writable),
+                 *((path, handled & ~_TRUNCATE) for path in unshrinkable)]
+        for path, access in rules:
             try:
                 descriptor = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
@@ -159,7 +163,7 @@ def confine(settings: dict) -> list[str]:
     if settings["echo"] and _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         refused.append(f"prctl(PR_SET_DUMPABLE) for the partner ({os.strerror(ctypes.get_errno())})")
     off = set(settings["layers_off"])
-    for step in (None if "landlock" in off else lambda: _landlock(settings["writable"]),
+    for step in (None if "landlock" in off else lambda: _landlock(settings["writable"], settings["unshrinkable"]),
                  None if settings["seccomp_loaded"] or "seccomp" in off else _seccomp):
         if step is not None:
             problem = step()

@@ -43,13 +43,15 @@ class Judge:
         import torch  # noqa: F401  (the imports every run shares, done once)
 
         from harness import cli, modes, results
-        from harness.judge.isolation import protect_the_judge
+        from harness.judge.isolation import own_dev_shm, protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
         from harness.recording import run_rows
         from harness.service.pool import WorkerPool
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
+        if device.startswith("cuda"):
+            own_dev_shm()  # before this process starts CUDA
         self.refused = protect_the_judge()
         self.device = device
         self.device_name = modes._device_name(device)
