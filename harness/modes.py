@@ -396,12 +396,12 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
     floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
              if measured_values else None)
-    works = [options.problem.work(case.args) for case in cases]
+    works = record.works = [options.problem.work(case.args) for case in cases]
     reached = [(case.label, work, result.stats.mean / 1e9)
                for case, result, work in zip(cases, results, works) if result.passed and work]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
-    reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
+    reporter.end_benchmarks(cases, results, works, ceilings, note, mode, floor)
     record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
     return record
 

@@ -37,7 +37,8 @@ def run_rows(device: str, means_ns, time: str, mode="benchmark", failed: dict | 
         result.device_name = device
         results.append(result)
     ceilings = DEVICES["B200" if "B200" in device else "H100"]
-    rows = rows_for_run(CASES, results, mode, ROOT / "reference.py", ceilings, "table", None, PROBLEMS["nvfp4_gemm"])
+    works = [PROBLEMS["nvfp4_gemm"].work(case.args) for case in CASES]
+    rows = rows_for_run(CASES, results, works, mode, ROOT / "reference.py", ceilings, "table", None, PROBLEMS["nvfp4_gemm"])
     return [{**row, "time": time} for row in rows]
 
 
