@@ -23,6 +23,7 @@ import pandas
 from rich.console import Console
 from rich.table import Table
 
+from harness.exits import EXIT_NO_RUNS
 from harness.results import REFERENCE_CSV, append_rows
 from harness.store import DEFAULT_PATH as STORE_PATH, Store
 from harness.shapes import GEMM_KEYS, Case
@@ -334,7 +335,7 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
     if export_path:
         if not runs:
             console.print(f"no runs in {store_path} to export")
-            sys.exit(1)
+            sys.exit(EXIT_NO_RUNS)
         export_runs(runs, export_path)
         console.print(f"wrote {len(runs)} runs ({sum(map(len, runs))} rows) from {store_path} to {export_path}")
         return
@@ -344,7 +345,7 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
     if not (results_path.exists() if results_path is not None else runs):
         console.print(f"no runs of yours in {yours_from} yet: `make bench` records one there")
         if not (reference_path.exists() and not no_reference):
-            sys.exit(1)
+            sys.exit(EXIT_NO_RUNS)
     table = load_history(*sources)
     if mode:
         table = table[table["mode"] == mode]
@@ -354,7 +355,7 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
         table = table[table["problem"] == problem_filter]
     if table.empty:
         console.print("no runs match the filters")
-        sys.exit(1)
+        sys.exit(EXIT_NO_RUNS)
     shown = histories(table, last_runs)
     for history in shown:
         console.print(history_table(history))

@@ -30,3 +30,46 @@ def test_no_docstring_names_a_class_the_harness_lacks():
     defined = {name for text in SOURCES.values() for name in re.findall(r"^\s*class (\w+)", text, re.M)}
     named = {name for text in SOURCES.values() for name in re.findall(r"`([A-Z][a-z]+(?:[A-Z][a-z]+)+)`", text)}
     assert named <= defined, named - defined
+
+
+def _bare_numbers(expression) -> list:
+    """The integer literals an exit status expression may evaluate to (`1`, `0 if x else 1`, `status or 0`)."""
+    import ast
+
+    if isinstance(expression, ast.Constant):
+        return [expression.value] if isinstance(expression.value, int) else []
+    if isinstance(expression, ast.IfExp):
+        return _bare_numbers(expression.body) + _bare_numbers(expression.orelse)
+    if isinstance(expression, ast.BoolOp):
+        return [number for value in expression.values for number in _bare_numbers(value)]
+    return []
+
+
+def test_no_command_exits_with_a_bare_number():
+    """Every sys.exit, SystemExit and early end of the commands names its status from exits.py."""
+    import ast
+
+    bare = [f"{name}:{node.lineno}" for name, text in SOURCES.items() for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Call) and node.args and _bare_numbers(node.args[0])
+            and ast.unparse(node.func) in ("sys.exit", "SystemExit", "_end_early", "Stopped")]
+    assert bare == []
+
+
+def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
+    """A folder a user brings has no speed-of-light formula: `sol` says so in one line and exits
+    EXIT_USAGE, before printing any table."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from harness.exits import EXIT_USAGE
+    from harness.problems import PROBLEMS
+
+    folder = tmp_path / "my_gemv"
+    shutil.copytree(PROBLEMS["nvfp4_gemv"].folder, folder)
+    shutil.copyfile(PROBLEMS["nvfp4_gemv"].utils_file, folder / "utils.py")
+    result = subprocess.run([sys.executable, "-m", "harness", "sol", "--problem", str(folder)], cwd=HARNESS.parent,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
+    assert result.returncode == EXIT_USAGE == 2, result.stdout + result.stderr
+    assert result.stderr.strip() == "error: my_gemv has no speed-of-light formula" and result.stdout == ""
