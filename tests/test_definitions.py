@@ -73,3 +73,22 @@ def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
                             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
     assert result.returncode == EXIT_USAGE == 2, result.stdout + result.stderr
     assert result.stderr.strip() == "error: my_gemv has no speed-of-light formula" and result.stdout == ""
+
+
+# What stops a run before a case, as docs/judge.md's `not run` row and jobs.NOT_RUN's comment
+# name each: every place the modes make a `not run` result is one of these.
+NOT_RUN_CAUSES = ("--official", "--stop-on-first-failure", "--wall-limit", "own files", "every case would repeat")
+
+
+def test_not_run_means_one_thing_in_the_modes_the_statuses_and_the_docs():
+    import harness.jobs
+
+    modes_sites = SOURCES["modes.py"].count("CaseResult(NOT_RUN")
+    assert modes_sites == len(NOT_RUN_CAUSES), "a new cause of `not run`: name it in jobs.py and docs/judge.md"
+    jobs_text = Path(harness.jobs.__file__).read_text()
+    comment = jobs_text[:jobs_text.index('NOT_RUN = "not run"')].rsplit("\n\n", 1)[1]
+    docs_row = next(line for line in (HARNESS.parent / "docs" / "judge.md").read_text().splitlines()
+                    if line.startswith("| `not run` |"))
+    for cause in NOT_RUN_CAUSES:
+        assert cause in " ".join(comment.split()), cause
+        assert cause in docs_row, cause
