@@ -92,3 +92,21 @@ def test_not_run_means_one_thing_in_the_modes_the_statuses_and_the_docs():
     for cause in NOT_RUN_CAUSES:
         assert cause in " ".join(comment.split()), cause
         assert cause in docs_row, cause
+
+
+# A run's figure or where it was logged, in a comment: a comment describes the code as it is.
+RUN_CITATION = re.compile(r"results/|logs?/|\.log\b|\b\d+(?:\.\d+)?\s*(?:x|×|%)\s+(?:faster|slower)|"
+                          r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def test_the_hopper_stand_ins_comments_cite_no_run():
+    import io
+    import tokenize
+
+    source = (HARNESS.parent / "hopper_stand_in.py").read_text()
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    prose = [(token.start[0], token.string) for token in tokens
+             if token.type == tokenize.COMMENT or (token.type == tokenize.STRING and token.string.startswith('"""'))]
+    assert len(prose) > 100
+    assert [(line, text) for line, text in prose if RUN_CITATION.search(text)] == []
+    assert RUN_CITATION.search("# 1.3x faster than the split kernel (results/logs/h200.log, 9a73185)")
