@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from harness import modes, shapes, sol, taskfile
-from harness.exits import EXIT_BAD_TESTS_FILE, EXIT_EVAL_STOPPED, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN
+from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_NO_GPU, EXIT_PASS,
+                           EXIT_REFERENCE_CANNOT_RUN, EXIT_USAGE)
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
@@ -278,12 +279,12 @@ def task_yml(problem, check):
     """Write a built-in problem's task.yml from its tests and benchmarks files (their single source)."""
     if not problem.builtin:
         click.echo(f"{problem.folder / 'task.yml'} is the folder's own: its cases are read from it, nothing to write")
-        sys.exit(0)
+        sys.exit(EXIT_PASS)
     path = taskfile.path_of(problem)
     if check:
         current = taskfile.is_current(problem)
         click.echo(f"{path} is current" if current else f"{path} is stale: run `python -m harness task-yml --problem {problem.name}`")
-        sys.exit(0 if current else 1)
+        sys.exit(EXIT_PASS if current else EXIT_CHECK_FAILED)
     click.echo(f"wrote {taskfile.write(problem)}")
 
 
@@ -370,11 +371,11 @@ def main():
     try:
         status = cli.main(standalone_mode=False)
     except click.UsageError as error:
-        _end_early(2, f"error: {error.format_message()}", error.format_message())
+        _end_early(EXIT_USAGE, f"error: {error.format_message()}", error.format_message())
     except Stopped as stopped:
         _end_early(stopped.status, stopped.message, stopped.message)
     except click.ClickException as error:
         _end_early(error.exit_code, f"Error: {error.format_message()}", error.format_message())
     except click.Abort:
-        sys.exit(1)
-    sys.exit(status or 0)
+        sys.exit(EXIT_ABORTED)
+    sys.exit(status or EXIT_PASS)

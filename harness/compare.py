@@ -23,6 +23,7 @@ import pandas
 from rich.console import Console
 from rich.table import Table
 
+from harness.exits import EXIT_NO_RUNS
 from harness.results import REFERENCE_CSV, append_rows
 from harness.store import DEFAULT_PATH as STORE_PATH, Store
 from harness.shapes import GEMM_KEYS, Case
@@ -99,7 +100,6 @@ def load_history(*sources: tuple[str, Path | pandas.DataFrame]) -> pandas.DataFr
     runs = table.groupby(RUN_KEYS, sort=False, dropna=False)["when"].first().sort_values(kind="stable")
     order = {key: number for number, key in enumerate(runs.index)}
     table["run"] = [order[key] for key in table[RUN_KEYS].itertuples(index=False, name=None)]
-    table = _held_pct_sol(table)
     # A sweep may time one shape at several seeds; the seed then tells its rows apart.
     repeated = table.duplicated(["run", "shape"], keep=False)
     table.loc[repeated, "shape"] += " seed " + table.loc[repeated, "seed"].astype(str)
@@ -109,25 +109,6 @@ def load_history(*sources: tuple[str, Path | pandas.DataFrame]) -> pandas.DataFr
 def _run_ids(table: pandas.DataFrame) -> pandas.Series:
     """Each row's run, whichever source holds it."""
     return table[RUN_KEYS[1:]].astype(str).agg("|".join, axis=1)
-
-
-def _held_pct_sol(table: pandas.DataFrame) -> pandas.DataFrame:
-    """% SOL against ceilings that hold: a run recorded against a ceiling one of its shapes beat
-    (a measured bf16 peak below the rate reached, say) gets it raised to that rate, as the
-    benchmark command now does itself (sol.Ceilings.held_by)."""
-    table = table.assign(ceiling_raised=False)
-    passed = (table["status"] == "pass") & table["peak_flops"].notna() & table["bandwidth"].notna()
-    if "flops" in table:
-        passed &= table["flops"].notna() | (table["problem"] == GEMM)
-    for _, rows in table[passed].groupby("run"):
-        first = rows.iloc[0]
-        works = [work_of(row) for _, row in rows.iterrows()]
-        recorded = Ceilings(first["device"], float(first["peak_flops"]), float(first["bandwidth"]), "")
-        held = recorded.held_by([(shape, work, mean / 1e9) for shape, work, mean in zip(rows["shape"], works, rows["mean_ns"])])
-        if held is not recorded:
-            table.loc[rows.index, "pct_sol"] = [100 * held.seconds(work) * 1e9 / mean for work, mean in zip(works, rows["mean_ns"])]
-            table.loc[rows.index, "ceiling_raised"] = True
-    return table
 
 
 def _passed_mean(rows: pandas.DataFrame) -> pandas.Series:
@@ -214,12 +195,11 @@ def _cell(history: DeviceHistory, pct_sol: pandas.DataFrame, shape: str, run) ->
 
 
 def history_table(history: DeviceHistory) -> Table:
-    """The runs side by side, every run's % SOL against the same ceilings as the plot's (the latest
-    run's that recorded any), so that a figure changes only where the time did."""
-    ceilings = _common_ceilings(history)
+    """The runs side by side, every run's % SOL against the same ceilings as the plot's
+    (`common_ceilings`), so that a figure changes only where the time did; the caption says which."""
+    ceilings = common_ceilings(history)
     pct_sol = pct_sol_at(history, ceilings) if ceilings is not None else history.pct_sol
-    caption = (f"% SOL at {ceilings.peak_flops / 1e12:.0f} TFLOP/s and {ceilings.bandwidth / 1e12:.2f} TB/s "
-               f"({ceilings.source}), the latest run's ceilings, for every run" if ceilings is not None else None)
+    caption = ceilings_caption(ceilings) if ceilings is not None else None
     title = f"{history.problem} on {history.device}"
     # At least as wide as its title and caption, which rich would otherwise wrap to a narrow table's width.
     table = Table(title=title, title_justify="left", show_lines=True, caption=caption, caption_justify="left",
@@ -240,20 +220,36 @@ def history_table(history: DeviceHistory) -> Table:
     return table
 
 
-def _common_ceilings(history: DeviceHistory) -> Ceilings | None:
-    """The ceilings of the latest shown run that recorded any: every bar of a panel is set against
-    these, so that a bar changes only where the time did (runs may have recorded other ceilings)."""
+def common_ceilings(history: DeviceHistory) -> Ceilings | None:
+    """The ceilings every shown run of a panel is set against, in the table and the plot alike:
+    the latest shown run's that recorded any, each raised to the highest rate a shown run reached
+    above it (sol.Ceilings.held_by, as the benchmark command does), so that a bar or a figure
+    changes only where the time did and none is above 100 % (runs may have recorded other ceilings)."""
     recorded = history.rows[history.rows["run"].isin(history.runs) & history.rows["peak_flops"].notna()
                             & history.rows["bandwidth"].notna()]
     if recorded.empty:
         return None
     latest = recorded[recorded["run"] == recorded["run"].max()].iloc[0]
-    return Ceilings(history.device, float(latest["peak_flops"]), float(latest["bandwidth"]), str(latest["ceilings"]))
+    ceilings = Ceilings(history.device, float(latest["peak_flops"]), float(latest["bandwidth"]),
+                        f"run #{latest['run']}'s recorded ceilings ({latest['ceilings']})")
+    works = _works(history)
+    reached = [(f"{shape} in run #{run}", works[shape], history.mean.at[shape, run] / 1e9)
+               for shape in history.shapes for run in history.runs if not math.isnan(history.mean.at[shape, run])]
+    return ceilings.held_by(reached)
+
+
+def ceilings_caption(ceilings: Ceilings) -> str:
+    """What every % SOL of a panel is set against, as the table's caption and in the plot's title."""
+    return f"% SOL of every run at {ceilings.peak_flops / 1e12:.0f} TFLOP/s and {ceilings.bandwidth / 1e12:.2f} TB/s: {ceilings.source}"
+
+
+def _works(history: DeviceHistory) -> dict[str, tuple[float, float]]:
+    return {shape: work_of(row) for shape, row in history.rows.drop_duplicates("shape").set_index("shape").iterrows()}
 
 
 def pct_sol_at(history: DeviceHistory, ceilings: Ceilings) -> pandas.DataFrame:
     """% of SOL per (shape, run) against one set of ceilings: SOL at `ceilings` over each mean."""
-    works = {shape: work_of(row) for shape, row in history.rows.drop_duplicates("shape").set_index("shape").iterrows()}
+    works = _works(history)
     sol_ns = pandas.Series({shape: ceilings.seconds(works[shape]) * 1e9 for shape in history.shapes})
     return history.mean.rdiv(sol_ns, axis=0) * 100.0
 
@@ -276,7 +272,7 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(history, _common_ceilings(history)) for history in shown if history.mean.notna().any().any()]
+    panels = [(history, common_ceilings(history)) for history in shown if history.mean.notna().any().any()]
     plotted = [(history, ceilings) for history, ceilings in panels if ceilings is not None]
     skipped = [f"{history.problem} on {history.device}" for history in shown if history not in [h for h, _ in plotted]]
     if not plotted:
@@ -298,9 +294,8 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
             for position, status in zip(positions, history.status[run]):
                 if isinstance(status, str) and status != "pass":
                     axis.text(position, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="firebrick")
-        axis.set_title(f"{history.problem} on {history.device}: % of speed-of-light per shape, every run at "
-                       f"{ceilings.peak_flops / 1e12:.0f} TFLOP/s and {ceilings.bandwidth / 1e12:.2f} TB/s "
-                       f"({ceilings.source}); bar labels: mean per call", fontsize=9, wrap=True)
+        axis.set_title(f"{history.problem} on {history.device}: {ceilings_caption(ceilings)}; bar labels: mean per call",
+                       fontsize=9, wrap=True)
         axis.set_xticks(range(len(history.shapes)), history.shapes, rotation=20, ha="right", rotation_mode="anchor")
         axis.set_ylabel("% of SOL (higher is faster)")
         axis.margins(y=0.25)
@@ -340,7 +335,7 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
     if export_path:
         if not runs:
             console.print(f"no runs in {store_path} to export")
-            sys.exit(1)
+            sys.exit(EXIT_NO_RUNS)
         export_runs(runs, export_path)
         console.print(f"wrote {len(runs)} runs ({sum(map(len, runs))} rows) from {store_path} to {export_path}")
         return
@@ -350,7 +345,7 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
     if not (results_path.exists() if results_path is not None else runs):
         console.print(f"no runs of yours in {yours_from} yet: `make bench` records one there")
         if not (reference_path.exists() and not no_reference):
-            sys.exit(1)
+            sys.exit(EXIT_NO_RUNS)
     table = load_history(*sources)
     if mode:
         table = table[table["mode"] == mode]
@@ -360,20 +355,16 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
         table = table[table["problem"] == problem_filter]
     if table.empty:
         console.print("no runs match the filters")
-        sys.exit(1)
+        sys.exit(EXIT_NO_RUNS)
     shown = histories(table, last_runs)
     for history in shown:
         console.print(history_table(history))
     console.print(
         f"[dim]runs headed `yours` are from {yours_from}, `reference` from {reference_path}; "
         "each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
-        "device (green faster, red slower, dim within 1%); geomean: the ranking score, over runs where every "
+        "device (green faster, red slower, dim within 1%); % SOL: against the ceilings each table's caption names; geomean: the ranking score, over runs where every "
         "shape passed[/dim]"
     )
-    raised = sorted(set().union(*(set(h.rows.loc[h.rows["ceiling_raised"] & h.rows["run"].isin(h.runs), "run"]) for h in shown)))
-    if raised:
-        console.print(f"[dim]runs {', '.join(f'#{run}' for run in raised)}: a shape beat the ceiling recorded with the run, "
-                      "so % SOL is against that ceiling raised to the rate reached[/dim]")
     if plot_path:
         skipped = plot_histories(shown, plot_path)
         if skipped:

@@ -3,9 +3,13 @@
 EXIT_PASS = 0
 # --official: the competition's eval ended on an uncaught exception (its own process's status).
 EXIT_EVAL_STOPPED = 1
-EXIT_CHECK_FAILED = 1  # lint, compile, task-yml --check: a check did not hold
+EXIT_CHECK_FAILED = 1  # lint, compile, task-yml --check, submit's lint: a check did not hold
+EXIT_ABORTED = 1  # a command interrupted at a prompt (click's Abort)
+EXIT_NO_RUNS = 1  # compare: no runs to show or export
+EXIT_USAGE = 2  # a bad command line, or an option the problem has no use for (sol without a formula)
 EXIT_PATH_MISSING = 3  # compile: the file's kernel_for_arch has no kernel for the arch
 EXIT_CLOSED = 5  # submit: the problem's leaderboard has closed
+EXIT_NO_CLIENT = 127  # submit: the competition's client is not on PATH (the shell's status for a missing command)
 EXIT_FAIL = 112  # a case did not pass: the competition's status for a failed check
 EXIT_BAD_TESTS_FILE = 113  # the tests file cannot be read or parsed
 EXIT_NO_GPU = 114  # a CUDA device was asked for and there is none

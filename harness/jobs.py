@@ -12,7 +12,10 @@ FAIL = "fail"  # the submission ran and its output or behaviour broke a rule
 ERROR = "error"  # the submission raised (including CUDA errors surfacing as exceptions)
 CRASH = "crash"  # the worker process died without reporting (segfault, abort, os._exit)
 TIMEOUT = "timeout"  # the case ran past its time limit and its process was killed
-NOT_RUN = "not run"  # the run stopped before the case: leaderboard --official after a failed case, or (not under --official) a failure every case repeats, or the judge's own files changed
+# The run stopped before the case (docs/judge.md, "Statuses"): leaderboard --official after a failed
+# case; not under --official, a failure every case would repeat; --stop-on-first-failure after a
+# case that did not pass; --wall-limit spent; or the judge's own files changed in an earlier case.
+NOT_RUN = "not run"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -23,6 +24,7 @@ from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.verdicts import beyond_the_competition
 from harness.precheck import Precheck
 from harness.record import RunRecord
+from harness.results import import_the_row_writer
 from harness.problems import PROBLEMS, Problem
 from harness.exits import EXIT_FAIL, EXIT_PASS
 from harness.report import Reporter
@@ -97,59 +99,70 @@ class FreshWorkers:
 
 class Executor:
     """Runs jobs: the judge's side of each case here, the submission in a worker process started
-    in the run's runner folder.
+    in the run's runner folder. `Executor.open` builds a run's pieces; constructing one only
+    holds them.
 
     Official: one worker for the whole run, as the competition's pool, kept after a failed case.
     Otherwise a worker is reused only while its cases pass (`reuse`, the test mode): a crash, a
     hang or a broken CUDA context ends it, and the next case starts in a fresh process. Timed
     modes start one per job, so that every case pays the competition's cold compile, and one
-    calibration partner for the run (harness/judge/calibration.py). Whatever a case's worker
+    calibration partner for the run (harness/judge/rounds.py). Whatever a case's worker
     started is ended with the case.
 
-    Everything the judge runs is imported before the first worker starts, and its files are
-    watched (harness/judge/integrity.py): a case after which one of them changed fails, and the
-    run stops there.
+    A case after which one of the judge's files changed fails, and the run stops there
+    (harness/judge/integrity.py).
     """
 
-    def __init__(self, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False,
-                 workers: FreshWorkers | None = None):
-        self._deadline = time.monotonic() + (options.wall_limit_s or float("inf"))
-        for refused in protect_the_judge():
-            reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
-        self._sandbox = Sandbox(options.device)
-        for refused in self._sandbox.refused:
-            reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
-        self._options = options
-        self._reporter = reporter
-        self._reuse = reuse or options.official
-        self._logs = tempfile.TemporaryDirectory(prefix="nvfp4-harness-")
-        reporter.runs_copy(re.compile(re.escape(self._logs.name) + r"/runner-[^/\s]+/submission\.py"), options.submission)
-        device = torch.device(options.device)
-        self._clock = JudgeClock(device, options.problem.eval.flush_bytes)
-        self._pool = SharedPool(device)
-        files = runner_files(options.problem)
-        # A process per case (timed modes): the next one starts once a case's timing is over.
-        self._workers = workers or FreshWorkers()
-        self._worker = self._workers.worker(self._sandbox, self._logs.name, {**files, "submission.py": options.submission},
-                                            options, self._pool.describe, spares=not self._reuse)
-        self._partner = (self._workers.worker(self._sandbox, self._logs.name, files, options, self._pool.describe, echo=True)
-                         if timed else None)
-        options.problem.modules()
-        with contextlib.suppress(ImportError):  # the results' rows are appended once the cases are over
-            import pandas  # noqa: F401
-        self._watch = CodeWatch(extra=tuple(options.problem.runner_files().values()))
+    def __init__(self, options: RunOptions, reporter: Reporter, clock: JudgeClock, pool: SharedPool,
+                 worker: WorkerProcess, partner: WorkerProcess | None, workers: FreshWorkers, watch: CodeWatch,
+                 reuse: bool, deadline: float):
+        self._options, self._reporter = options, reporter
+        self._clock, self._pool = clock, pool
+        self._worker, self._partner, self._workers = worker, partner, workers
+        self._watch = watch
+        self._reuse = reuse
+        self._deadline = deadline
         self._tampered: list[str] = []
 
-    def __enter__(self):
-        return self
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False,
+             workers: FreshWorkers | None = None) -> Iterator["Executor"]:
+        """A run's pieces, built in this order and taken down in the reverse one:
 
-    def __exit__(self, *exc):
-        for process in (self._worker, self._partner):
-            if process is not None:
-                process.close_all()
-        end_strays(set(self._workers.pids))
-        self._sandbox.close()
-        self._logs.cleanup()
+        1. the judge's protection (harness/judge/isolation.py): its /proc files closed to its
+           workers and the processes they orphan adopted, before any worker exists;
+        2. the workers' sandbox (harness/judge/sandbox.py): bubblewrap, seccomp, a cgroup;
+        3. the folder of the run's runner folders and worker logs;
+        4. on the run's device, the judge's clock (harness/judge/rounds.py) and the memory it
+           shares with the workers (harness/judge/memory.py);
+        5. the submission's worker and, in a timed mode, the calibration partner, from `workers`
+           (started as asked, or the service's pool); none starts before a case asks for it;
+        6. the watch of the judge's code (`_watch_the_judges_code`), stamped before any worker starts.
+        """
+        deadline = time.monotonic() + (options.wall_limit_s or float("inf"))
+        for refused in protect_the_judge():
+            reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
+        with contextlib.ExitStack() as stack:
+            sandbox = Sandbox(options.device)
+            stack.callback(sandbox.close)
+            for refused in sandbox.refused:
+                reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
+            logs = stack.enter_context(tempfile.TemporaryDirectory(prefix="nvfp4-harness-"))
+            reporter.runs_copy(re.compile(re.escape(logs) + r"/runner-[^/\s]+/submission\.py"), options.submission)
+            device = torch.device(options.device)
+            clock = JudgeClock(device, options.problem.eval.flush_bytes)
+            pool = SharedPool(device)
+            reuse = reuse or options.official
+            workers = workers or FreshWorkers()
+            files = runner_files(options.problem)
+            # A process per case (timed modes): the next one starts once a case's timing is over.
+            worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe,
+                                    spares=not reuse)
+            partner = workers.worker(sandbox, logs, files, options, pool.describe, echo=True) if timed else None
+            stack.callback(_end_processes, worker, partner, workers)
+            watch = _watch_the_judges_code(options.problem)
+            yield cls(options, reporter, clock, pool, worker, partner, workers, watch, reuse, deadline)
 
     def _processes(self) -> list[WorkerProcess]:
         return [process for process in (self._worker, self._partner) if process is not None]
@@ -266,6 +279,24 @@ class FirstFailure:
             self._reason = f"not run: {self._kind} {index} did not pass (--stop-on-first-failure)"
 
 
+def _end_processes(worker: WorkerProcess, partner: WorkerProcess | None, workers: FreshWorkers) -> None:
+    """A run's processes ended, and whatever they started; the waiting ones of `workers` are kept."""
+    for process in (worker, partner):
+        if process is not None:
+            process.close_all()
+    end_strays(set(workers.pids))
+
+
+def _watch_the_judges_code(problem: Problem) -> CodeWatch:
+    """The code the judge runs after workers have run, loaded now and then stamped: the judge runs
+    only code it loaded before a submission could write its files (harness/judge/integrity.py).
+    Besides the harness, that is the problem's files (the reference and the check, imported under
+    names of their own) and what appends the results' rows once the cases are over."""
+    problem.modules()
+    import_the_row_writer()
+    return CodeWatch(extra=tuple(problem.runner_files().values()))
+
+
 def _same_failure(first: CaseResult, second: CaseResult) -> bool:
     """Two errors of one exception type through one line of the submission, or two failures whose
     messages agree but for their numbers (a wrong dtype, whatever shape each names). Wrong values
@@ -295,7 +326,7 @@ def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, worker
     if options.refused:
         return _refused(record, reporter)
     repeated, first_failure = RepeatedError("test", cases, options, reporter), FirstFailure("test", options)
-    with Executor(options, reporter, reuse=True, workers=workers) as executor:
+    with Executor.open(options, reporter, reuse=True, workers=workers) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("test", index, case)
             result = (first_failure.not_run() or repeated.not_run()
@@ -341,7 +372,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
         return _refused(record, reporter)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
-    with Executor(options, reporter, timed=True, workers=workers) as executor:
+    with Executor.open(options, reporter, timed=True, workers=workers) as executor:
         measured_ceilings = None
         if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
             measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")
@@ -365,12 +396,12 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
     floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
              if measured_values else None)
-    works = [options.problem.work(case.args) for case in cases]
+    works = record.works = [options.problem.work(case.args) for case in cases]
     reached = [(case.label, work, result.stats.mean / 1e9)
                for case, result, work in zip(cases, results, works) if result.passed and work]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
-    reporter.end_benchmarks(cases, results, ceilings, note, mode, floor)
+    reporter.end_benchmarks(cases, results, works, ceilings, note, mode, floor)
     record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
     return record
 
@@ -381,7 +412,7 @@ def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, work
     if options.refused:
         return _refused(record, reporter)
     repeated = RepeatedError("profile", cases, options, reporter)
-    with Executor(options, reporter, workers=workers) as executor:
+    with Executor.open(options, reporter, workers=workers) as executor:
         for index, case in enumerate(cases):
             reporter.case_started("benchmark", index, case)
             result = repeated.not_run() or executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")

@@ -16,6 +16,7 @@ class RunRecord:
     ceilings: object = None  # sol.Ceilings the run's SOL is set against (timed modes on a GPU)
     ceilings_note: str = ""
     floor: object = None  # measured ceilings, where measured
+    works: list = dataclasses.field(default_factory=list)  # a timed run's (flops, DRAM bytes) per case, None without a SOL formula
     refused: bool = False  # --strict: kernelguard flagged the file, no case ran
     exit_status: int | None = None
 

@@ -23,7 +23,7 @@ def run_rows(record: RunRecord, options) -> list[dict]:
     """The timed run's rows (results/runs.csv's columns), none where no case reached a device."""
     if not any(result.device_name for result in record.results):
         return []
-    return rows_for_run(record.cases, record.results, record.mode, options.submission, record.ceilings, record.ceilings_note,
+    return rows_for_run(record.cases, record.results, record.works, record.mode, options.submission, record.ceilings, record.ceilings_note,
                         record.floor, options.problem)
 
 

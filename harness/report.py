@@ -1,6 +1,7 @@
 """What people read (rich tables, progress) and what machines read (POPCORN_FD lines)."""
 
 import contextlib
+import dataclasses
 import importlib
 import re
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -81,6 +83,43 @@ def labelled_mismatches(message: str) -> str:
     (the message itself, in --json and POPCORN_FD, and everything under --official, is the
     competition's text)."""
     return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """A table's headers in order, those left-aligned, and those a narrow terminal leaves out, in
+    the order it does (the shape and the time are never left out)."""
+    headers: tuple[str, ...]
+    left: tuple[str, ...]
+    left_out_first: tuple[str, ...]
+
+
+BENCHMARK_COLUMNS = Columns(
+    headers=("shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call", "SOL µs", "% SOL", "bound"),
+    left=("shape", "bound"),
+    left_out_first=("host µs/call", "worst", "best", "bound", "SOL µs", "runs", "± err"),
+)
+BASELINE_COLUMNS = Columns(
+    headers=("shape", "submission µs", "cuBLAS bf16 µs", "torch dequant+mm µs", "exact-path floor µs", "sub / cuBLAS",
+             "sub / floor", "host µs/call", "empty-call host µs"),
+    left=("shape",),
+    left_out_first=("empty-call host µs", "host µs/call", "torch dequant+mm µs", "exact-path floor µs", "sub / floor"),
+)
+
+
+def _table(title: str, columns: Columns, shown: list[str], rows: list[tuple[dict, str | None]]) -> Table:
+    # No cell wraps: a number or a shape is read whole or not shown (Reporter._print_table).
+    table = Table(title=title, title_justify="left")
+    for header in shown:
+        table.add_column(header, justify="left" if header in columns.left else "right", no_wrap=True, overflow="fold")
+    for cells, style in rows:
+        table.add_row(*(cells.get(header, "") for header in shown), style=style)
+    return table
+
+
+def _natural_width(console: Console, table: Table) -> int:
+    """The width `table` takes where nothing limits it."""
+    return Measurement.get(console, console.options.update_width(10_000), table).maximum
 
 
 # Piped output: the widest table rich may draw before it folds cells (lines are never folded).
@@ -323,40 +362,34 @@ class Reporter:
             self._log_failure("benchmark", index, result)
             self._show_case_failure(f"benchmark {index}", case, result)
 
-    def end_benchmarks(self, cases, results, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
-        """`ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
+    def end_benchmarks(self, cases, results, works, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
+        """`works`: each case's (flops, DRAM bytes), None without a SOL formula (RunRecord.works);
+        `ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
         passed = all(result.passed for result in results)
-        works = [self._problem.work(case.args) for case in cases]
         if self.document:
             self.document.benchmark_summary(cases, results, ceilings, ceilings_note, works)
             self.document.finish(passed)
         device = next((r.device_name for r in results if r.device_name), "?")
-        table = Table(title=f"{mode} on {device}", title_justify="left")
-        for column in ("shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call", "SOL µs", "% SOL", "bound"):
-            table.add_column(column, justify="left" if column in ("shape", "bound") else "right")
         if ceilings is not None and None in works:
             ceilings, ceilings_note = None, f"no speed-of-light formula for {self._problem.name}"
+        rows = []
         for case, result, work in zip(cases, results, works):
             if not result.passed:
                 style = STATUS_STYLE.get(result.status, "red")
-                table.add_row(case.label, f"[{style}]{result.status}[/{style}]", *[""] * 8)
+                rows.append(({"shape": case.label, "runs": f"[{style}]{result.status}[/{style}]"}, None))
                 continue
             s = result.stats
             sol_ns = ceilings.seconds(work) * 1e9 if ceilings else None
-            table.add_row(
-                case.label, str(s.runs), us(s.mean), us(s.err), us(s.best), us(s.worst), us(result.host_ns),
-                us(sol_ns), f"{100 * sol_ns / s.mean:.1f}" if sol_ns else "-", ceilings.bound_of(work) if ceilings else "-",
-            )
+            rows.append(({"shape": case.label, "runs": str(s.runs), "mean µs": us(s.mean), "± err": us(s.err), "best": us(s.best),
+                          "worst": us(s.worst), "host µs/call": us(result.host_ns), "SOL µs": us(sol_ns),
+                          "% SOL": f"{100 * sol_ns / s.mean:.1f}" if sol_ns else "-",
+                          "bound": ceilings.bound_of(work) if ceilings else "-"}, None))
         if passed:
             means = [result.stats.mean for result in results]
-            row = ["geomean", "", us(geomean(means)), *[""] * 4]
-            if ceilings:
-                sol_geo = geomean(ceilings.seconds(work) * 1e9 for work in works)
-                row += [us(sol_geo), f"{100 * sol_geo / geomean(means):.1f}", ""]
-            else:
-                row += ["-", "-", ""]
-            table.add_row(*row, style="bold")
-        self.console.print(table)
+            sol_geo = geomean(ceilings.seconds(work) * 1e9 for work in works) if ceilings else None
+            rows.append(({"shape": "geomean", "mean µs": us(geomean(means)), "SOL µs": us(sol_geo),
+                          "% SOL": f"{100 * sol_geo / geomean(means):.1f}" if sol_geo else "-"}, "bold"))
+        self._print_table(f"{mode} on {device}", BENCHMARK_COLUMNS, rows)
         if ceilings:
             self.console.print(f"[dim]SOL = max(flops / {ceilings.peak_flops / 1e12:.0f} TFLOP/s, bytes / {ceilings.bandwidth / 1e12:.2f} TB/s) ({ceilings_note}: {escape(ceilings.source)})[/dim]")
         else:
@@ -364,28 +397,43 @@ class Reporter:
         flush = next((r.flush for r in results if r.flush), "")
         if flush:
             self.console.print(f"[dim]L2 flush: {flush}[/dim]")
-        self._baselines_table(cases, results, floor)
+        self._baselines_table(cases, results, works, floor)
         score = f"score (geomean of means) {us(geomean(r.stats.mean for r in results))} µs" if passed else f"{sum(not r.passed for r in results)} of {len(results)} cases failed"
         self._verdict(passed, score)
 
-    def _baselines_table(self, cases, results, floor) -> None:
-        rows = [(case, result) for case, result in zip(cases, results) if result.passed and result.baselines]
-        if not rows:
-            return
-        table = Table(title="baselines (same inputs, same timing loop)", title_justify="left")
-        for column in ("shape", "submission µs", "cuBLAS bf16 µs", "torch dequant+mm µs", "exact-path floor µs", "sub / cuBLAS", "sub / floor",
-                       "host µs/call", "empty-call host µs"):
-            table.add_column(column, justify="left" if column == "shape" else "right", no_wrap=column == "shape")
-        for case, result in rows:
-            floor_ns = floor.seconds(self._problem.work(case.args)) * 1e9 if floor else None
+    def _print_table(self, title: str, columns: "Columns", rows: list[tuple[dict, str | None]]) -> None:
+        """A table of `rows` (header -> cell, and the row's style), as wide as its cells need: on a
+        terminal narrower than that, the columns least read are left out, whole, and a line names
+        them; a cell is never cut."""
+        shown = list(columns.headers)
+        table = _table(title, columns, shown, rows)
+        for header in columns.left_out_first:
+            if _natural_width(self.console, table) <= self.console.width:
+                break
+            shown.remove(header)
+            table = _table(title, columns, shown, rows)
+        self.console.print(table)
+        left_out = [header for header in columns.headers if header not in shown]
+        if left_out:
+            self.console.print(f"[dim]left out to fit {self.console.width} columns: {escape(', '.join(left_out))} "
+                               "(a wider terminal, a pipe or --json shows them)[/dim]")
+
+    def _baselines_table(self, cases, results, works, floor) -> None:
+        rows = []
+        for case, result, work in zip(cases, results, works):
+            if not (result.passed and result.baselines):
+                continue
+            floor_ns = floor.seconds(work) * 1e9 if floor else None
             cublas = result.baselines["cublas_bf16"].mean
             empty_call = result.baselines.get("empty_cutedsl_call_host")
-            table.add_row(
-                case.label, us(result.stats.mean), us(cublas), us(result.baselines["torch_dequant_matmul"].mean),
-                us(floor_ns), f"{result.stats.mean / cublas:.2f}", f"{result.stats.mean / floor_ns:.2f}" if floor_ns else "-",
-                us(result.host_ns), us(empty_call.mean if empty_call else None),
-            )
-        self.console.print(table)
+            rows.append(({"shape": case.label, "submission µs": us(result.stats.mean), "cuBLAS bf16 µs": us(cublas),
+                          "torch dequant+mm µs": us(result.baselines["torch_dequant_matmul"].mean),
+                          "exact-path floor µs": us(floor_ns), "sub / cuBLAS": f"{result.stats.mean / cublas:.2f}",
+                          "sub / floor": f"{result.stats.mean / floor_ns:.2f}" if floor_ns else "-",
+                          "host µs/call": us(result.host_ns), "empty-call host µs": us(empty_call.mean if empty_call else None)}, None))
+        if not rows:
+            return
+        self._print_table("baselines (same inputs, same timing loop)", BASELINE_COLUMNS, rows)
         self.console.print("[dim]cuBLAS bf16: operands dequantized beforehand (not timed). Exact-path floor: max(flops / measured bf16 peak, fp4 bytes / measured copy bandwidth). "
                            "Empty-call host: one call of an empty CuTeDSL kernel taking the five operand pointers, arguments made beforehand "
                            "(TVM-FFI where installed): the host floor of a compiled call here.[/dim]")

@@ -5,6 +5,7 @@ clean. This kit's reference measurements, the figures its README relies on, live
 results/reference/runs.csv (tracked), written with `--results results/reference/runs.csv`.
 """
 
+import contextlib
 import datetime
 import hashlib
 import os
@@ -41,10 +42,11 @@ def _size_column(value) -> int | str:
     return value if isinstance(value, int) else " ".join(map(str, value))
 
 
-def rows_for_run(cases, results, mode: str, submission: Path, ceilings, ceilings_note: str, floor, problem) -> list[dict]:
+def rows_for_run(cases, results, works: list, mode: str, submission: Path, ceilings, ceilings_note: str, floor, problem) -> list[dict]:
     """One row per case; stats are empty for a case that did not pass. Each row names its problem
     and carries its case's work (flops, DRAM bytes), so that `compare` can keep problems apart
-    and judge % SOL without the problem's definition."""
+    and judge % SOL without the problem's definition. `works`: each case's (flops, DRAM bytes),
+    as the run computed them (RunRecord.works)."""
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     common = {
         "time": stamp,
@@ -58,8 +60,7 @@ def rows_for_run(cases, results, mode: str, submission: Path, ceilings, ceilings
         "bandwidth": ceilings.bandwidth if ceilings else None,
     }
     rows = []
-    for case, result in zip(cases, results):
-        work = problem.work(case.args)
+    for case, result, work in zip(cases, results, works, strict=True):
         row = {**common, "device": result.device_name, "shape": case.label,
                **{key: _size_column(value) for key, value in case.args.items()}, "status": result.status,
                "flops": work[0] if work else None, "dram_bytes": work[1] if work else None}
@@ -78,6 +79,15 @@ def rows_for_run(cases, results, mode: str, submission: Path, ceilings, ceilings
                     row.update(empty_cutedsl_call_host_ns=result.baselines["empty_cutedsl_call_host"].mean)
         rows.append(row)
     return rows
+
+
+def import_the_row_writer() -> None:
+    """pandas, which `append_rows` writes with, imported now: a run calls this before its first
+    worker starts, since the rows are appended after the cases and the judge runs only code it
+    loaded before a submission could write its files (harness/judge/integrity.py). Without pandas
+    (the compile check's minimal environment) there is nothing to import."""
+    with contextlib.suppress(ImportError):
+        import pandas  # noqa: F401
 
 
 def append_rows(rows: list[dict], path: Path = RESULTS_CSV) -> Path:

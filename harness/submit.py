@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from harness.exits import EXIT_CLOSED
+from harness.exits import EXIT_CHECK_FAILED, EXIT_CLOSED, EXIT_NO_CLIENT
 from harness.lint import GPU, failed, lint_file, print_report
 from harness.options import problem_option, submission_option
 
@@ -129,7 +129,7 @@ def submit_command(submission: Path, problem, mode: str, output: Path | None, sk
     print_report(submission, findings, console)
     if failed(findings):
         console.print("[bold red]not submitted[/]: fix the lint failures first")
-        raise SystemExit(1)
+        raise SystemExit(EXIT_CHECK_FAILED)
 
     if skip_local_test:
         console.print("[yellow]local test skipped[/]: --skip-local-test")
@@ -140,7 +140,7 @@ def submit_command(submission: Path, problem, mode: str, output: Path | None, sk
     client = find_client()
     if client is None:
         console.print(f"[bold red]not submitted[/]: {INSTALL_HINT}")
-        raise SystemExit(127)
+        raise SystemExit(EXIT_NO_CLIENT)
     if "POPCORN_API_URL" not in os.environ:
         console.print(
             "[yellow]POPCORN_API_URL is not set[/]: the client needs it; the installer adds it to "

@@ -37,7 +37,8 @@ def run_rows(device: str, means_ns, time: str, mode="benchmark", failed: dict | 
         result.device_name = device
         results.append(result)
     ceilings = DEVICES["B200" if "B200" in device else "H100"]
-    rows = rows_for_run(CASES, results, mode, ROOT / "reference.py", ceilings, "table", None, PROBLEMS["nvfp4_gemm"])
+    works = [PROBLEMS["nvfp4_gemm"].work(case.args) for case in CASES]
+    rows = rows_for_run(CASES, results, works, mode, ROOT / "reference.py", ceilings, "table", None, PROBLEMS["nvfp4_gemm"])
     return [{**row, "time": time} for row in rows]
 
 
@@ -193,7 +194,8 @@ def test_your_runs_and_the_reference_ones_are_shown_together_and_labelled(histor
     record_run(reference, H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")
     result = run_compare("--store", str(history_store), "--reference", str(reference), reference=True)
     assert result.exit_code == 0, result.output
-    assert result.output.count("#") == 6  # five runs of yours (H100 and B200), one reference run
+    # five runs of yours (H100 and B200), one reference run
+    assert len(re.findall(r"#\d+ (?:yours|reference)\b", result.output)) == 6
     assert result.output.count(" yours") == 5 and result.output.count(" reference") == 1
     yours = runs_table(stored_runs(history_store))
     h100 = {h.device: h for h in histories(load_history(("yours", yours), ("reference", reference)))}[H100]
@@ -224,30 +226,53 @@ def test_piped_compare_keeps_each_cell_on_its_lines(history_store):
     assert "120.000 µs" in result.stdout
 
 
-def test_a_run_that_beat_its_recorded_ceiling_shows_at_most_100_percent(tmp_path):
+def test_a_ceiling_a_run_beat_is_raised_and_the_table_and_the_plot_say_so_alike(tmp_path, monkeypatch):
+    """A run recorded at 102 % of its ceiling: the table reads 100 % and the caption names the
+    ceiling raised, the shape and the run that reached it; the plot's title says the same, and
+    no other line speaks of ceilings."""
+    from matplotlib.figure import Figure
+
+    from harness.compare import ceilings_caption, common_ceilings
+
     path = tmp_path / "verdicts.sqlite"
     sol_ns = DEVICES["H100"].sol_seconds(128, 7168, 16384, 1) * 1e9
     store_run(path, H100, [0.98 * sol_ns, 60e3], "2026-11-20T10:00:00+00:00")  # 102 % as recorded
+    store_run(path, H100, [1.10 * sol_ns, 61e3], "2026-11-21T10:00:00+00:00")
     h100 = by_device(path)[H100]
-    assert h100.pct_sol.loc[BIG].iloc[0] == pytest.approx(100.0)
-    assert h100.pct_sol.loc[SMALL].iloc[0] < 100
-    result = run_compare("--store", str(path))
-    assert "a shape beat the ceiling recorded with the run" in result.output
+    ceilings = common_ceilings(h100)
+    assert ceilings.peak_flops == pytest.approx(DEVICES["H100"].peak_flops / 0.98)
+    caption = ceilings_caption(ceilings)
+    assert caption.startswith(f"% SOL of every run at {DEVICES['H100'].peak_flops / 0.98 / 1e12:.0f} TFLOP/s and 3.35 TB/s: "
+                              "run #1's recorded ceilings (")
+    assert caption.endswith(f"beaten, so raised: peak to {DEVICES['H100'].peak_flops / 0.98 / 1e12:.0f} TFLOP/s, "
+                            f"reached on {BIG} in run #0")
+    titles = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: titles.extend(axis.get_title() for axis in figure.axes))
+    result = run_compare("--store", str(path), "--plot", str(tmp_path / "plot.png"))
+    text = " ".join(result.output.split())
+    assert caption in text and titles == [f"nvfp4_gemm on {H100}: {caption}; bar labels: mean per call"]
+    big_row = next(line for line in result.output.splitlines() if line.startswith(f"│ {BIG}"))
+    percents = [float(figure) for figure in re.findall(r"([\d.]+)% SOL", big_row + next(
+        line for line in result.output.splitlines()[result.output.splitlines().index(big_row) + 1:] if "% SOL" in line))]
+    assert percents == [100.0, pytest.approx(98 / 1.10, abs=0.05)], result.output
+    # The caption, and the footer pointing to it (the test's folder, named after the test, left out).
+    assert text.replace(str(tmp_path), "").count("ceiling") == caption.count("ceiling") + 1
 
 
 def test_the_plot_sets_every_run_of_a_panel_against_its_latest_ceilings(tmp_path):
-    from harness.compare import _common_ceilings, histories, load_history, pct_sol_at, time_label
+    from harness.compare import common_ceilings, histories, load_history, pct_sol_at, time_label
 
     path = tmp_path / "runs.csv"
     record_run(path, H100, [37.9e3, 11.0e3], "2026-11-24T10:00:00+00:00")
     # The same times, recorded against other ceilings: % SOL as each run recorded it differs.
     table = pandas.read_csv(path)
     table["peak_flops"] *= 0.8
+    table["pct_sol"] /= 0.8
     table.to_csv(path, index=False)
     record_run(path, H100, [37.9e3, 11.0e3], "2026-11-25T10:00:00+00:00")
     (history,) = histories(load_history(("yours", path)))
-    assert history.pct_sol.iloc[0, 0] != pytest.approx(history.pct_sol.iloc[0, 1])
-    ceilings = _common_ceilings(history)
+    assert history.pct_sol.iloc[1, 0] != pytest.approx(history.pct_sol.iloc[1, 1])
+    ceilings = common_ceilings(history)
     assert ceilings.peak_flops == DEVICES["H100"].peak_flops
     pct = pct_sol_at(history, ceilings)
     assert pct.iloc[0, 0] == pytest.approx(pct.iloc[0, 1]) and pct.iloc[1, 0] == pytest.approx(pct.iloc[1, 1])
@@ -273,5 +298,5 @@ def test_the_table_sets_every_run_against_the_plots_ceilings(tmp_path):
     big_row = next(line for line in text.splitlines() if "% SOL" in line)
     percents = re.findall(r"([\d.]+)% SOL", big_row)
     assert len(percents) == 2 and percents[0] == percents[1], big_row
-    assert "the latest run's ceilings, for every run" in text  # the caption on one line
+    assert "% SOL of every run at 989 TFLOP/s and 3.35 TB/s: run #1's recorded ceilings (table)" in text  # the caption on one line
     assert text.splitlines()[0].strip() == "nvfp4_gemm on " + H100

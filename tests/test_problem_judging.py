@@ -70,7 +70,7 @@ def judge_benchmarks(name: str, submission: Path, leaderboard: bool = False, **f
     CaseResult."""
     run_options = options(name, submission, **fields)
     warmups, measured = modes._benchmark_jobs([case(name)], run_options, leaderboard)
-    with modes.Executor(run_options, reporter(), timed=True) as executor:
+    with modes.Executor.open(run_options, reporter(), timed=True) as executor:
         for job in warmups:
             executor.run(job, "warm-up")
         return [executor.run(job, f"benchmark {index}") for index, job in enumerate(measured)]

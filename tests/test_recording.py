@@ -34,6 +34,7 @@ def cpu_run(tmp_path) -> tuple[RunRecord, RunOptions, Path]:
     record = RunRecord("benchmark", parse_cases(TESTS), exit_status=112)
     record.results = [CaseResult(PASS, stats=calculate_stats([41000.0, 43000.0, 42000.0]), host_ns=40000.0, device_name="cpu"),
                       CaseResult(FAIL, "mismatch found! custom implementation doesn't match reference", device_name="cpu")]
+    record.works = [PROBLEMS["nvfp4_gemm"].work(case.args) for case in record.cases]
     options = RunOptions(submission=SUBMISSION, problem=PROBLEMS["nvfp4_gemm"], device="cpu", max_repeats=3)
     return record, options, tests_file
 

@@ -22,7 +22,8 @@ def results():
 def test_rows_carry_stats_sol_and_provenance(tmp_path):
     submission = tmp_path / "submission.py"
     submission.write_text("def custom_kernel(data):\n    return data[-1]\n")
-    rows = rows_for_run(CASES, results(), "benchmark", str(submission), DEVICES["B200"], "table", None, PROBLEMS["nvfp4_gemm"])
+    works = [PROBLEMS["nvfp4_gemm"].work(case.args) for case in CASES]
+    rows = rows_for_run(CASES, results(), works, "benchmark", str(submission), DEVICES["B200"], "table", None, PROBLEMS["nvfp4_gemm"])
     first, second = rows
     assert first["mean_ns"] == 21000.0 and first["runs"] == 3 and first["host_ns"] == 9000.0
     assert first["sol_ns"] == pytest.approx(8994, abs=0.5)
