@@ -71,6 +71,8 @@ THREATS = {
     "cheat_wakes_during_calibration": "2 rewriting the clock",
     "cheat_unfolds_a_message": "8 hanging or crashing the judge",
     "cheat_stalls_a_message": "8 hanging or crashing the judge",
+    "cheat_collides_hashes_in_a_message": "8 hanging or crashing the judge",
+    "cheat_reports_a_time_beyond_a_float": "8 hanging or crashing the judge",
     "cheat_mixes_handover_kinds": "2 rewriting the clock",
     "honest_runs_a_subprocess": "no false positive",
     "honest_prints_a_lot": "no false positive",
@@ -304,6 +306,14 @@ VERDICTS = [
     Expected("cheat_stalls_a_message", "test", EXIT_CASE_FAIL, "timeout",
              rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed in the middle of a message",
              timeout_s=HANG_TIMEOUT_S),
+    # A dict whose int keys share one hash, which the C unpickler fills in quadratic time holding
+    # the interpreter's lock: refused at once, whatever the case's time limit.
+    Expected("cheat_collides_hashes_in_a_message", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message keys a dict by int", timeout_s=HANG_TIMEOUT_S),
+    # A claim no float holds: refused as it arrives, before a verdict divides it.
+    Expected("cheat_reports_a_time_beyond_a_float", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"the worker reported the batch's time beyond a float's range", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
     # Shared memory truncated under the judge: the inputs are sealed, so on the CPU the judge lives
     # on and judges. On a GPU the worker truncates the CUDA driver's own files in /dev/shm, which
     # CUDA IPC needs shared, and dies of it: a crash, the judge's verdict.

@@ -158,13 +158,17 @@ class _Spawned:
             self.process.wait(timeout=10)
 
     def close(self) -> None:
-        """Everything it left ended, its sockets closed, its folder removed."""
+        """Everything it left ended, its sockets closed, its folder and its log removed: nothing
+        it wrote outlives it, in a judge that serves candidate after candidate (the service's) least
+        of all. The judge reads the log before (WorkerProcess.output_of_case)."""
         self.kill()
         self.cgroup.remove()
         self.opened.close()
         self.connection.close()
         self.request_socket.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
 
 
 class WorkerProcess:
@@ -190,7 +194,7 @@ class WorkerProcess:
         self._echo = echo
         self._current: _Spawned | None = None
         self._spare: _Spawned | None = None
-        self._ended: _Spawned | None = None  # the last process, kept for its exit status and log
+        self._ended: _Spawned | None = None  # the last process, kept for its exit status
         self._deadline = float("inf")
         self._timeout_s = 0.0
         self._on_progress = lambda text: None
@@ -374,8 +378,8 @@ class WorkerProcess:
             self._current.kill()
 
     def _retire(self) -> None:
-        """The current process and all it started ended, its folder, sockets and cgroup let go;
-        its log stays until the run ends."""
+        """The current process and all it started ended, its folder, log, sockets and cgroup let
+        go (its output read already); kept as the last process for its exit status."""
         if self._current is not None:
             self._current.close()
             self._ended, self._current = self._current, None

@@ -173,8 +173,11 @@ def _layers_report(bwrap: str | None, seccomp: bool, cgroup: bool) -> list[str]:
 class Sandbox:
     """The launches of one judge's workers; `refused` lists the layers this system lacks."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, tmp_bytes: int | None = None):
+        """`tmp_bytes`: the most the worker's own /tmp (a tmpfs: memory that no process's resident
+        size counts) may hold, where a memory limit is kept (the service's); unbounded without."""
         self._device = device
+        self._tmp_bytes = tmp_bytes
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
         self._cgroup_root = _cgroup_root()
@@ -208,7 +211,7 @@ class Sandbox:
         prefix = [self._bwrap, "--ro-bind", "/", "/", *devices, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         if os.path.exists("/proc/sysrq-trigger"):
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
-        prefix += ["--tmpfs", "/tmp"]
+        prefix += (["--size", str(self._tmp_bytes)] if self._tmp_bytes else []) + ["--tmpfs", "/tmp"]
         # What /tmp hid that the worker needs: the judge's import path there (packages unpacked into
         # /tmp on a machine without a registry), and its own folder, the one place it writes.
         for entry in import_path:
