@@ -93,6 +93,7 @@ THREATS = {
     "cheat_memoizes_on_b": "5 replaying results",
     "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
+    "cheat_forges_a_verdict_in_its_progress": "7 writing the judge's output",
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
@@ -514,6 +515,29 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "test --json with POPCORN_FD", device, "fail, nothing forged")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_line_of_the_report_is_the_workers(device, tally, tmp_path):
+    """The judge's report, piped, line by line: the worker's progress text, which would end the
+    judge's progress line and print a case's pass and `check: pass` of its own, stays inside one
+    line of the judge's, and no terminal control sequence of the worker's reaches it."""
+    fixture = "cheat_forges_a_verdict_in_its_progress"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(TEST_CASE + "\n")
+    result = harness("test", "--device", device, "--submission", str(submission_path(fixture)), str(cases))
+    lines = (result.stdout + result.stderr).splitlines()
+    assert result.returncode == EXIT_CASE_FAIL, "\n".join(lines)
+    assert [line for line in lines if line.startswith("check:")] == ["check: fail 0 of 1 tests passed"], "\n".join(lines)
+    assert not [line for line in lines if re.match(r"\s*test\s+0\s+\S+\s+pass\b", line)], "\n".join(lines)
+    assert "\x1b" not in result.stdout + result.stderr
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "test, its report line by line", device, "fail, no line forged")
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",

@@ -326,7 +326,7 @@ class WorkerProcess:
                     raise CaseStopped(CaseResult(ERROR, _text(description, OUTPUT_TAIL_CHARS), exception=_text(exception, OUTPUT_TAIL_CHARS),
                                                  uncaught_officially=not caught_officially, origin=_origin(origin)))
                 if kind == wire.PROGRESS and len(message) == 2:
-                    self._on_progress(_text(message[1], 200))
+                    self._on_progress(_line(message[1], 200))
                     continue
                 self.kill()
                 raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
@@ -408,10 +408,18 @@ def _text(value, limit: int) -> str:
     return value[:limit] if type(value) is str else f"({type(value).__name__})"
 
 
+def _line(value, limit: int) -> str:
+    """A worker's string as one line of printable characters (`_text`, every other character a
+    space): the judge prints it in its report as part of a line of its own, which it can then
+    neither end (a newline, a carriage return) to forge a line of the judge's, a case's verdict or
+    the run's, nor rewrite through a terminal's control sequences."""
+    return "".join(character if character.isprintable() else " " for character in _text(value, limit))
+
+
 def _origin(origin) -> str:
     """`Type at file:line` from a worker's (type, file, line), checked as plain values."""
     if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])
             and type(origin[2]) is int):
         return ""
-    kind, file, line = origin[0][:80], origin[1][:120], origin[2]
+    kind, file, line = _line(origin[0], 80), _line(origin[1], 120), origin[2]
     return f"{kind} at {file}:{line}" if file else kind
