@@ -94,6 +94,7 @@ THREATS = {
     "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "cheat_forges_a_verdict_in_its_progress": "7 writing the judge's output",
+    "cheat_leaves_a_file_in_dev_shm": "9 reaching a later candidate",
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
@@ -538,6 +539,31 @@ def test_no_line_of_the_report_is_the_workers(device, tally, tmp_path):
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "test, its report line by line", device, "fail, no line forged")
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.xfail(
+    strict=False, reason="open: a GPU worker's /dev/shm is the host's (docs/judge.md, what is still in reach)"))])
+def test_nothing_the_worker_writes_to_dev_shm_outlives_it(device, tally, tmp_path):
+    """A file the worker writes to /dev/shm, memory that outlives processes, where a later
+    candidate would find it: gone with the worker, or never written."""
+    fixture = "cheat_leaves_a_file_in_dev_shm"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    left = Path("/dev/shm/nvfp4-left-by-a-candidate")
+    left.unlink(missing_ok=True)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(TEST_CASE + "\n")
+    result = harness("test", "--device", device, "--submission", str(submission_path(fixture)), str(cases))
+    try:
+        assert result.returncode == EXIT_PASS, flatten(result.stdout + result.stderr)
+        assert not left.exists(), f"{left} outlived the worker that wrote it"
+    finally:
+        left.unlink(missing_ok=True)
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "test, then the host's /dev/shm", device, "pass, nothing left")
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",
