@@ -3,8 +3,10 @@
 The worker runs the submission, so whatever it sends may have been written by the submission.
 A plain `recv` would unpickle it, and a pickle can call any function: one forged message would
 run code in the judge. So the judge reads the worker's messages with an unpickler that names no
-class at all: plain values only (numbers, strings, bytes, tuples, lists, dicts). No descriptor
-crosses from a worker to the judge, and nothing the judge rebuilds does I/O on a worker's say.
+class at all: plain values only (numbers, strings, bytes, tuples, lists, dicts keyed by strings),
+in time linear in the message's length. No descriptor crosses from a worker to the judge, and
+nothing the judge rebuilds does I/O on a worker's say. What the worker claims (a time, GPU
+activity) is read as what it must be as it arrives, before any verdict computes with it.
 
 Tensors travel as descriptions. The judge's requests carry the inputs it shares: a CUDA tensor as
 its allocation's IPC handle and place (harness/cuda_ipc.py), a CPU tensor as a place in a sealed

@@ -213,6 +213,25 @@ def test_a_worker_over_the_memory_limit_is_a_crash_and_the_next_candidate_passes
         judge.close()
 
 
+def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
+    """The pid of a worker killed over the memory limit comes back, in time, as another's: once
+    the run has retired it, it no longer exempts that other from the watchdog."""
+    from types import SimpleNamespace
+
+    from harness.service.pool import WorkerPool
+
+    pool = WorkerPool("cpu", 42, memory_limit_bytes=2**40)
+    try:
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", global_seed=42), None)
+        worker.begin_case(60.0, lambda text: None)
+        pid = worker._current.process.pid
+        pool.over_limit.add(pid)  # as the watchdog marks a worker it killed
+        worker.close()
+        assert pid not in pool.over_limit
+    finally:
+        pool.close()
+
+
 @pytest.mark.e2e
 def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory_limit(tmp_path):
     """A candidate's log (64 MiB of it) is gone with its worker, so that candidates cannot fill the

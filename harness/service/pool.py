@@ -118,6 +118,14 @@ class WorkerPool:
         with self._lock:
             self._handed_out.pop(pid, None)
 
+    def forget(self, pid: int) -> None:
+        """A run's process retired, its crash reported: its pid, which the system gives another
+        process in time, no longer marks a worker over the limit (one the watchdog would then
+        never watch, whose crash would name a limit it did not pass)."""
+        self.released(pid)
+        with self._lock:
+            self.over_limit.discard(pid)
+
     def close(self) -> None:
         self._closed.set()
         with self._lock:
@@ -147,6 +155,12 @@ class PooledWorker(WorkerProcess):
         """The run's processes and the pool's waiting ones: kept from the run's sweeps of strays
         and frozen with the run's while it times."""
         return super()._processes() + self._worker_pool.waiting()
+
+    def _retire(self) -> None:
+        retired = self._current
+        super()._retire()
+        if retired is not None:
+            self._worker_pool.forget(retired.process.pid)
 
     def _crashed(self) -> CaseResult:
         result = super()._crashed()
