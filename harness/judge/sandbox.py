@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,6 +136,13 @@ class WorkerCgroup:
         self.path = None
 
 
+def _sizes_a_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap takes --size (0.7 and later)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    return False
+
+
 @dataclasses.dataclass
 class Launch:
     """A worker's command line and what its process must do before it executes it."""
@@ -177,11 +185,13 @@ class Sandbox:
         """`tmp_bytes`: the most the worker's own /tmp (a tmpfs: memory that no process's resident
         size counts) may hold, where a memory limit is kept (the service's); unbounded without."""
         self._device = device
-        self._tmp_bytes = tmp_bytes
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
         self._cgroup_root = _cgroup_root()
         self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroup_root is not None)
+        self._tmp_bytes = tmp_bytes if tmp_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
+        if tmp_bytes and self._bwrap and self._tmp_bytes is None:
+            self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
         self._count = 0
 
     def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, global_seed: int) -> Launch:
