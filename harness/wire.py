@@ -3,8 +3,10 @@
 The worker runs the submission, so whatever it sends may have been written by the submission.
 A plain `recv` would unpickle it, and a pickle can call any function: one forged message would
 run code in the judge. So the judge reads the worker's messages with an unpickler that names no
-class at all: plain values only (numbers, strings, bytes, tuples, lists, dicts). No descriptor
-crosses from a worker to the judge, and nothing the judge rebuilds does I/O on a worker's say.
+class at all: plain values only (numbers, strings, bytes, tuples, lists, dicts keyed by strings),
+in time linear in the message's length. No descriptor crosses from a worker to the judge, and
+nothing the judge rebuilds does I/O on a worker's say. What the worker claims (a time, GPU
+activity) is read as what it must be as it arrives, before any verdict computes with it.
 
 Tensors travel as descriptions. The judge's requests carry the inputs it shares: a CUDA tensor as
 its allocation's IPC handle and place (harness/cuda_ipc.py), a CPU tensor as a place in a sealed
@@ -45,6 +47,55 @@ class UntrustedMessageError(Exception):
 class _PlainValuesUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         raise UntrustedMessageError(f"the worker's message names {module}.{name}: a reply holds plain values only")
+
+
+class _StrKeyedUnpickler(pickle._Unpickler):
+    """Plain values as _PlainValuesUnpickler reads them, every dict keyed by strings only and no set.
+
+    The C unpickler fills a dict or a set key by key, holding the interpreter's lock: keys whose
+    hashes are all equal (ints a multiple of 2**61 - 1 apart, whose hash the worker computes as
+    the judge does) make that quadratic in the message's length, hours for a few megabytes, with
+    no watchdog able to run meanwhile. A string's hash is keyed by a secret of the judge's
+    process, so keys the worker chose cannot collide; this reader checks each key before it is
+    inserted. Pure Python, so it reads only what is longer than FAST_READ_BYTES."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def find_class(self, module: str, name: str):
+        raise UntrustedMessageError(f"the worker's message names {module}.{name}: a reply holds plain values only")
+
+    @staticmethod
+    def _keys(keys) -> None:
+        for key in keys:
+            if type(key) is not str:
+                raise UntrustedMessageError(f"the worker's message keys a dict by {type(key).__name__}: a reply's dicts are "
+                                            "keyed by strings only")
+
+    def load_setitem(self):
+        value, key = self.stack.pop(), self.stack.pop()
+        self._keys((key,))
+        self.stack[-1][key] = value
+    dispatch[pickle.SETITEM[0]] = load_setitem
+
+    def load_setitems(self):
+        items = self.pop_mark()
+        self._keys(items[::2])
+        target = self.stack[-1]
+        for index in range(0, len(items), 2):
+            target[items[index]] = items[index + 1]
+    dispatch[pickle.SETITEMS[0]] = load_setitems
+
+    def load_dict(self):
+        items = self.pop_mark()
+        self._keys(items[::2])
+        self.append({items[index]: items[index + 1] for index in range(0, len(items), 2)})
+    dispatch[pickle.DICT[0]] = load_dict
+
+    def load_set(self):
+        raise UntrustedMessageError("the worker's message holds a set, which no reply holds")
+    for opcode in (pickle.EMPTY_SET, pickle.ADDITEMS, pickle.FROZENSET):
+        dispatch[opcode[0]] = load_set
+    del opcode
 
 
 def dtype_named(name) -> torch.dtype:
@@ -128,6 +179,8 @@ MAX_MESSAGE_NODES = 1 << 20
 
 
 def _within_bounds(message) -> None:
+    """Refused: more values than MAX_MESSAGE_NODES, a set, a dict keyed by anything but strings
+    (what _StrKeyedUnpickler refuses while it reads, refused of a short message too)."""
     stack, count = [message], 0
     while stack:
         node = stack.pop()
@@ -137,14 +190,58 @@ def _within_bounds(message) -> None:
         if isinstance(node, (tuple, list)):
             stack.extend(node)
         elif isinstance(node, dict):
-            stack.extend(node.keys())
+            _StrKeyedUnpickler._keys(node.keys())
             stack.extend(node.values())
+        elif isinstance(node, (set, frozenset)):
+            _StrKeyedUnpickler.load_set(None)
+
+
+# A message this long or shorter is read by the C unpickler: no dict or set it can hold costs the
+# judge more than some 30 ms however its keys collide (the reply of a timed round, read inside the
+# judge's window, is far shorter). A longer one is read by _StrKeyedUnpickler.
+FAST_READ_BYTES = 16 << 10
+
+
+def unpickle_untrusted(data: bytes):
+    """A worker's message as plain values, refused where it names anything else or holds more
+    values than any reply does; read in time linear in its length."""
+    reader = _PlainValuesUnpickler if len(data) <= FAST_READ_BYTES else _StrKeyedUnpickler
+    message = reader(io.BytesIO(data)).load()
+    _within_bounds(message)
+    return message
 
 
 def receive_untrusted(connection):
-    message = _PlainValuesUnpickler(io.BytesIO(connection.recv_bytes(MAX_MESSAGE_BYTES))).load()
-    _within_bounds(message)
-    return message
+    return unpickle_untrusted(connection.recv_bytes(MAX_MESSAGE_BYTES))
+
+
+def claimed_number(value, what: str) -> float:
+    """A number the worker reports (a time, a rate: a claim) as a float, whatever its value (the
+    verdicts name one that is not finite); anything but an int or a float, or an int beyond a
+    float's range, which every use of it would raise on, is refused."""
+    if type(value) not in (int, float):
+        raise UntrustedMessageError(f"the worker reported {what} as {type(value).__name__}, which is no number")
+    try:
+        return float(value)
+    except OverflowError:
+        raise UntrustedMessageError(f"the worker reported {what} beyond a float's range") from None
+
+
+def claimed_records(records) -> list | None:
+    """A round's GPU activity as the worker reports it (a claim): None, or (name, queue, start ns,
+    end ns) records of two strings and two unsigned 64-bit ints (CUPTI's timestamps), else refused."""
+    if records is None:
+        return None
+    if not isinstance(records, list):
+        raise UntrustedMessageError(f"the worker reported GPU activity as {type(records).__name__}")
+    checked = []
+    for record in records:
+        if not (isinstance(record, (tuple, list)) and len(record) == 4 and all(type(part) is str for part in record[:2])
+                and all(type(part) is int and 0 <= part < 2**64 for part in record[2:])):
+            raise UntrustedMessageError(f"the worker reported a GPU activity that is no (name, queue, start, end) record "
+                                        f"({str(type(record).__name__)})")
+        checked.append(tuple(record))
+    return checked
 
 
 def _children(node):

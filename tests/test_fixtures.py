@@ -71,6 +71,8 @@ THREATS = {
     "cheat_wakes_during_calibration": "2 rewriting the clock",
     "cheat_unfolds_a_message": "8 hanging or crashing the judge",
     "cheat_stalls_a_message": "8 hanging or crashing the judge",
+    "cheat_collides_hashes_in_a_message": "8 hanging or crashing the judge",
+    "cheat_reports_a_time_beyond_a_float": "8 hanging or crashing the judge",
     "cheat_mixes_handover_kinds": "2 rewriting the clock",
     "honest_runs_a_subprocess": "no false positive",
     "honest_prints_a_lot": "no false positive",
@@ -91,6 +93,8 @@ THREATS = {
     "cheat_memoizes_on_b": "5 replaying results",
     "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
+    "cheat_forges_a_verdict_in_its_progress": "7 writing the judge's output",
+    "cheat_leaves_a_file_in_dev_shm": "9 reaching a later candidate",
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
@@ -304,6 +308,14 @@ VERDICTS = [
     Expected("cheat_stalls_a_message", "test", EXIT_CASE_FAIL, "timeout",
              rf"no result within the {HANG_TIMEOUT_S} s time limit; worker killed in the middle of a message",
              timeout_s=HANG_TIMEOUT_S),
+    # A dict whose int keys share one hash, which the C unpickler fills in quadratic time holding
+    # the interpreter's lock: refused at once, whatever the case's time limit.
+    Expected("cheat_collides_hashes_in_a_message", "test", EXIT_CASE_FAIL, "error",
+             r"the judge refused the worker's message: the worker's message keys a dict by int", timeout_s=HANG_TIMEOUT_S),
+    # A claim no float holds: refused as it arrives, before a verdict divides it.
+    Expected("cheat_reports_a_time_beyond_a_float", "benchmark", EXIT_CASE_FAIL, "fail",
+             r"the worker reported the batch's time beyond a float's range", cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS),
     # Shared memory truncated under the judge: on the CPU the inputs are sealed; on a GPU no file
     # under /dev (the CUDA driver's in /dev/shm, the judge's among them) can be cut short by a
     # worker, and the /dev/shm it sees is its judge's alone. The judge lives on and judges.
@@ -493,6 +505,54 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "test --json with POPCORN_FD", device, "fail, nothing forged")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_line_of_the_report_is_the_workers(device, tally, tmp_path):
+    """The judge's report, piped, line by line: the worker's progress text, which would end the
+    judge's progress line and print a case's pass and `check: pass` of its own, stays inside one
+    line of the judge's, and no terminal control sequence of the worker's reaches it."""
+    fixture = "cheat_forges_a_verdict_in_its_progress"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(TEST_CASE + "\n")
+    result = harness("test", "--device", device, "--submission", str(submission_path(fixture)), str(cases))
+    lines = (result.stdout + result.stderr).splitlines()
+    assert result.returncode == EXIT_CASE_FAIL, "\n".join(lines)
+    assert [line for line in lines if line.startswith("check:")] == ["check: fail 0 of 1 tests passed"], "\n".join(lines)
+    assert not [line for line in lines if re.match(r"\s*test\s+0\s+\S+\s+pass\b", line)], "\n".join(lines)
+    assert "\x1b" not in result.stdout + result.stderr
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "test, its report line by line", device, "fail, no line forged")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_nothing_the_worker_writes_to_dev_shm_outlives_it(device, tally, tmp_path):
+    """A file the worker writes to /dev/shm, memory that outlives processes, where a later
+    candidate would find it: never written (the CPU's worker has a /dev of its own), or written
+    to its judge's own /dev/shm, gone with the judge (a GPU's)."""
+    fixture = "cheat_leaves_a_file_in_dev_shm"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    left = Path("/dev/shm/nvfp4-left-by-a-candidate")
+    left.unlink(missing_ok=True)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(TEST_CASE + "\n")
+    result = harness("test", "--device", device, "--submission", str(submission_path(fixture)), str(cases))
+    try:
+        assert result.returncode == EXIT_PASS, flatten(result.stdout + result.stderr)
+        assert not left.exists(), f"{left} outlived the worker that wrote it"
+    finally:
+        left.unlink(missing_ok=True)
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "test, then the host's /dev/shm", device, "pass, nothing left")
 
 
 HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cutedsl_submission.py",

@@ -140,3 +140,22 @@ def _worker(tmp_path, spares: bool = False, echo: bool = False, cgroups: bool = 
             del os.environ[LAYERS_OFF_ENV]
     files = runner_files() if echo else {**runner_files(), "submission.py": Path(__file__).parent / "fixtures" / "torch_submission.py"}
     return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, spares=spares, echo=echo)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a mount namespace of its own needs root")
+def test_the_judges_own_dev_shm_is_swept_of_what_no_process_holds(tmp_path):
+    """In a child that made /dev/shm its own: a file held open survives the sweep, one left by
+    an ended process goes, and the host's /dev/shm never sees either."""
+    program = """
+import os, sys
+from harness.judge.isolation import own_dev_shm, sweep_own_dev_shm
+assert own_dev_shm() is None
+held = open("/dev/shm/held-by-the-judge", "wb")
+with open("/dev/shm/left-by-a-worker", "wb") as left:
+    left.write(b"answers")
+print(sorted(sweep_own_dev_shm()), sorted(os.listdir("/dev/shm")))
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("] [") == ["['left-by-a-worker'", "'held-by-the-judge']\n"]
+    assert not {"held-by-the-judge", "left-by-a-worker"} & set(os.listdir("/dev/shm"))

@@ -213,6 +213,51 @@ def test_a_worker_over_the_memory_limit_is_a_crash_and_the_next_candidate_passes
         judge.close()
 
 
+def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
+    """The pid of a worker killed over the memory limit comes back, in time, as another's: once
+    the run has retired it, it no longer exempts that other from the watchdog."""
+    from types import SimpleNamespace
+
+    from harness.service.pool import WorkerPool
+
+    pool = WorkerPool("cpu", 42, memory_limit_bytes=2**40)
+    try:
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", global_seed=42), None)
+        worker.begin_case(60.0, lambda text: None)
+        pid = worker._current.process.pid
+        pool.over_limit.add(pid)  # as the watchdog marks a worker it killed
+        worker.close()
+        assert pid not in pool.over_limit
+    finally:
+        pool.close()
+
+
+@pytest.mark.e2e
+def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory_limit(tmp_path):
+    """A candidate's log (64 MiB of it) is gone with its worker, so that candidates cannot fill the
+    judge's disk one after another; a candidate's /tmp (memory no resident size counts) holds no
+    more than the memory limit."""
+    from harness.service.judges import LocalJudge
+
+    scratch = tmp_path / "judge"
+    scratch.mkdir()
+    judge = LocalJudge("cpu", memory_limit_mib=1024, environment={**os.environ, "TMPDIR": str(scratch)})
+    judge.start()
+    try:
+        def judged(fixture):
+            reply = judge.judge({"id": fixture, "source": (FIXTURES / f"{fixture}.py").read_text(), "mode": "test",
+                                 "tests": ONE_CASE, "options": {}})
+            return reply["document"]["cases"][0]
+
+        assert judged("cheat_leaves_a_log_behind")["status"] == "pass"
+        left = {str(path): path.stat().st_size for path in scratch.rglob("*") if path.is_file()}
+        assert sum(left.values()) < 8 << 20, left
+        hoarded = judged("cheat_hoards_memory_in_tmp")
+        assert hoarded["status"] == "error" and "No space left on device" in hoarded["message"], hoarded
+    finally:
+        judge.close()
+
+
 @pytest.mark.e2e
 def test_judges_as_ray_actors_one_per_node_of_a_simulated_cluster(tmp_path):
     ray = pytest.importorskip("ray", reason="the Ray mode needs the `cluster` extra (pip install '.[cluster]')")

@@ -31,7 +31,7 @@ from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_compet
 from harness.runner.calls import SANITIZER_ENV
 from harness.l2_flush import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
-from harness.wire import leaves
+from harness.wire import claimed_number, leaves
 
 # Rounds of the calibration partner before and after the timed rounds.
 CALIBRATION_ROUNDS = 6
@@ -498,7 +498,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
             return CaseResult(FAIL, problem)
     if job.baselines:
         progress("baselines")
-        result.baselines = {name: calculate_stats(values) for name, values
+        result.baselines = {name: calculate_stats([claimed_number(value, f"a time of {name}") for value in values]) for name, values
                             in judging.worker.request("time_baselines", BATCH, job.run, job.problem.eval.flush_bytes).items()}
     result.flush = judging.clock.flush.description
     return result
@@ -512,8 +512,9 @@ def run_profile(job: Job, judging: Judging) -> CaseResult:
 
 def run_ceilings(job: Job, judging: Judging) -> CaseResult:
     measured = judging.worker.request("measure_ceilings")
-    return CaseResult(PASS, ceilings={"peak_flops": float(measured["peak_flops"]), "bandwidth": float(measured["bandwidth"]),
-                                      "source": str(measured["source"])})
+    return CaseResult(PASS, ceilings={"peak_flops": claimed_number(measured["peak_flops"], "its peak"),
+                                      "bandwidth": claimed_number(measured["bandwidth"], "its bandwidth"),
+                                      "source": str(measured["source"])[:200]})
 
 
 RUNNERS = {"test": run_test, "benchmark": run_benchmark, "profile": run_profile, "ceilings": run_ceilings}

@@ -78,6 +78,33 @@ def _enter_own_dev_shm() -> str | None:
     return None
 
 
+def sweep_own_dev_shm() -> list[str]:
+    """Remove from this judge's own /dev/shm (only where `own_dev_shm` made it) every file no live
+    process maps or holds open: what an ended candidate's workers left there, which the next
+    candidate of the same judge would otherwise find. Returns the names removed."""
+    if _OWN_DEV_SHM != [None]:
+        return []
+    held = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for descriptor in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    held.add(os.readlink(f"/proc/{entry}/fd/{descriptor}"))
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/maps") as maps:
+                held.update(line.split(maxsplit=5)[5].strip() for line in maps if line.count(" ") >= 5 and "/dev/shm/" in line)
+    removed = []
+    for name in os.listdir("/dev/shm"):
+        path = os.path.join("/dev/shm", name)
+        if path not in held and path + " (deleted)" not in held:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed.append(name)
+    return removed
+
+
 def protect_the_judge() -> list[str]:
     """Close this process's /proc files to its workers and adopt the processes they orphan; on a
     GPU (where `own_dev_shm` ran), say whether its /dev/shm is its own. Returns what the kernel
@@ -190,13 +217,17 @@ class _Spawned:
             self.process.wait(timeout=10)
 
     def close(self) -> None:
-        """Everything it left ended, its sockets closed, its folder removed."""
+        """Everything it left ended, its sockets closed, its folder and its log removed: nothing
+        it wrote outlives it, in a judge that serves candidate after candidate (the service's) least
+        of all. The judge reads the log before (WorkerProcess.output_of_case)."""
         self.kill()
         self.cgroup.remove()
         self.opened.close()
         self.connection.close()
         self.request_socket.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
 
 
 class WorkerProcess:
@@ -222,7 +253,7 @@ class WorkerProcess:
         self._echo = echo
         self._current: _Spawned | None = None
         self._spare: _Spawned | None = None
-        self._ended: _Spawned | None = None  # the last process, kept for its exit status and log
+        self._ended: _Spawned | None = None  # the last process, kept for its exit status
         self._deadline = float("inf")
         self._timeout_s = 0.0
         self._on_progress = lambda text: None
@@ -354,7 +385,7 @@ class WorkerProcess:
                     raise CaseStopped(CaseResult(ERROR, _text(description, OUTPUT_TAIL_CHARS), exception=_text(exception, OUTPUT_TAIL_CHARS),
                                                  uncaught_officially=not caught_officially, origin=_origin(origin)))
                 if kind == wire.PROGRESS and len(message) == 2:
-                    self._on_progress(_text(message[1], 200))
+                    self._on_progress(_line(message[1], 200))
                     continue
                 self.kill()
                 raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
@@ -406,8 +437,8 @@ class WorkerProcess:
             self._current.kill()
 
     def _retire(self) -> None:
-        """The current process and all it started ended, its folder, sockets and cgroup let go;
-        its log stays until the run ends."""
+        """The current process and all it started ended, its folder, log, sockets and cgroup let
+        go (its output read already); kept as the last process for its exit status."""
         if self._current is not None:
             self._current.close()
             self._ended, self._current = self._current, None
@@ -436,10 +467,18 @@ def _text(value, limit: int) -> str:
     return value[:limit] if type(value) is str else f"({type(value).__name__})"
 
 
+def _line(value, limit: int) -> str:
+    """A worker's string as one line of printable characters (`_text`, every other character a
+    space): the judge prints it in its report as part of a line of its own, which it can then
+    neither end (a newline, a carriage return) to forge a line of the judge's, a case's verdict or
+    the run's, nor rewrite through a terminal's control sequences."""
+    return "".join(character if character.isprintable() else " " for character in _text(value, limit))
+
+
 def _origin(origin) -> str:
     """`Type at file:line` from a worker's (type, file, line), checked as plain values."""
     if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])
             and type(origin[2]) is int):
         return ""
-    kind, file, line = origin[0][:80], origin[1][:120], origin[2]
+    kind, file, line = _line(origin[0], 80), _line(origin[1], 120), origin[2]
     return f"{kind} at {file}:{line}" if file else kind

@@ -60,6 +60,14 @@ def _mapped(returned, held: list, worker) -> list:
     return [wire.rebuild(spec, held, worker.opened) for spec in returned]
 
 
+def _claims(reply) -> tuple[float, list | None]:
+    """The worker's figure for a batch and its GPU activity, each read as what it must be: a
+    claim of another form is refused here, before any verdict computes with it."""
+    if not (isinstance(reply, tuple) and len(reply) == 2):
+        raise wire.UntrustedMessageError(f"the worker answered batch_time with {type(reply).__name__}")
+    return wire.claimed_number(reply[0], "the batch's time"), wire.claimed_records(reply[1])
+
+
 def _own_share(returned: list) -> float:
     """The share of calls whose description held anything but views (an own tensor, a list
     holding one, anything else)."""
@@ -103,8 +111,9 @@ class JudgeClock:
             mapped = _mapped(returned, held, worker)
             outputs = [_copy(output) for output in mapped]
             window_ns = time.perf_counter_ns() - started
-            worker_ns, records = worker.request("batch_time")
-            return Round(window_ns, worker_ns, host_ns, outputs, _own_share(returned), records, None, shared_outputs(mapped))
+            worker_ns, records = _claims(worker.request("batch_time"))
+            return Round(window_ns, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs, _own_share(returned),
+                         records, None, shared_outputs(mapped))
         go, done = self._events[id(worker)]
         flush_start, flushed, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         flush_start.record()
@@ -122,10 +131,10 @@ class JudgeClock:
         end.record()
         sharing = shared_outputs(mapped)
         del mapped  # the worker's own memory, mapped here: not kept past the copies
-        worker_ns, records = worker.request("batch_time")
+        worker_ns, records = _claims(worker.request("batch_time"))
         end.synchronize()
-        return Round(start.elapsed_time(end) * 1e6, worker_ns, host_ns, outputs, _own_share(returned), records,
-                     flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
+        return Round(start.elapsed_time(end) * 1e6, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs,
+                     _own_share(returned), records, flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
 
 
 @dataclasses.dataclass(frozen=True)

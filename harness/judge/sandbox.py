@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,6 +136,13 @@ class WorkerCgroup:
         self.path = None
 
 
+def _sizes_a_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap takes --size (0.7 and later)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    return False
+
+
 @dataclasses.dataclass
 class Launch:
     """A worker's command line and what its process must do before it executes it."""
@@ -173,13 +181,18 @@ def _layers_report(bwrap: str | None, seccomp: bool, cgroup: bool) -> list[str]:
 class Sandbox:
     """The launches of one judge's workers; `refused` lists the layers this system lacks."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, tmp_bytes: int | None = None):
+        """`tmp_bytes`: the most the worker's own /tmp (a tmpfs: memory that no process's resident
+        size counts) may hold, where a memory limit is kept (the service's); unbounded without."""
         self._device = device
         self._cuda = device.startswith("cuda")
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
         self._cgroup_root = _cgroup_root()
         self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroup_root is not None)
+        self._tmp_bytes = tmp_bytes if tmp_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
+        if tmp_bytes and self._bwrap and self._tmp_bytes is None:
+            self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
         self._count = 0
 
     def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, global_seed: int) -> Launch:
@@ -213,7 +226,7 @@ class Sandbox:
         prefix = [self._bwrap, "--ro-bind", "/", "/", *devices, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         if os.path.exists("/proc/sysrq-trigger"):
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
-        prefix += ["--tmpfs", "/tmp"]
+        prefix += (["--size", str(self._tmp_bytes)] if self._tmp_bytes else []) + ["--tmpfs", "/tmp"]
         # What /tmp hid that the worker needs: the judge's import path there (packages unpacked into
         # /tmp on a machine without a registry), and its own folder, the one place it writes.
         for entry in import_path:

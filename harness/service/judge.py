@@ -43,13 +43,14 @@ class Judge:
         import torch  # noqa: F401  (the imports every run shares, done once)
 
         from harness import cli, modes, results
-        from harness.judge.isolation import own_dev_shm, protect_the_judge
+        from harness.judge.isolation import own_dev_shm, protect_the_judge, sweep_own_dev_shm
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
         from harness.recording import run_rows
         from harness.service.pool import WorkerPool
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
+        self._sweep_dev_shm = sweep_own_dev_shm
         if device.startswith("cuda"):
             own_dev_shm()  # before this process starts CUDA
         self.refused = protect_the_judge()
@@ -111,6 +112,7 @@ class Judge:
                 for path in folder.iterdir():
                     path.unlink()
                 folder.rmdir()
+            self._sweep_dev_shm()  # the candidate's workers have ended: what they left goes
         document = {**document, "exit_status": status, "submission": request.get("name") or "submission.py"}
         return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,

@@ -11,7 +11,9 @@ The pool's waiting processes are the judge's children like the run's: a run keep
 stray-process sweeps and freezes them with its own while it times (`PooledWorker._processes`).
 
 With a memory limit, a watchdog kills a handed-out worker whose resident memory (its
-descendants' included) goes over it; the case then ends as a crash that names the limit.
+descendants' included) goes over it; the case then ends as a crash that names the limit. The
+worker's /tmp, a tmpfs whose files are memory no resident size counts, holds no more than the
+limit either (a write past it fails: no space left on the device).
 """
 
 import contextlib
@@ -45,7 +47,7 @@ class WorkerPool:
     def __init__(self, device: str, global_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
         self.device, self.global_seed, self.depth = device, global_seed, depth
         self.memory_limit_bytes = memory_limit_bytes
-        self.sandbox = Sandbox(device)
+        self.sandbox = Sandbox(device, tmp_bytes=memory_limit_bytes)
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-pool-")
         self._waiting: dict[bool, list[_Spawned]] = {}
         self._handed_out: dict[int, int] = {}  # pid -> the memory limit it runs under
@@ -116,6 +118,14 @@ class WorkerPool:
         with self._lock:
             self._handed_out.pop(pid, None)
 
+    def forget(self, pid: int) -> None:
+        """A run's process retired, its crash reported: its pid, which the system gives another
+        process in time, no longer marks a worker over the limit (one the watchdog would then
+        never watch, whose crash would name a limit it did not pass)."""
+        self.released(pid)
+        with self._lock:
+            self.over_limit.discard(pid)
+
     def close(self) -> None:
         self._closed.set()
         with self._lock:
@@ -145,6 +155,12 @@ class PooledWorker(WorkerProcess):
         """The run's processes and the pool's waiting ones: kept from the run's sweeps of strays
         and frozen with the run's while it times."""
         return super()._processes() + self._worker_pool.waiting()
+
+    def _retire(self) -> None:
+        retired = self._current
+        super()._retire()
+        if retired is not None:
+            self._worker_pool.forget(retired.process.pid)
 
     def _crashed(self) -> CaseResult:
         result = super()._crashed()
