@@ -94,8 +94,11 @@ def _call(kernel, data, monkeypatch):
 
 @pytest.fixture
 def fresh_plans(monkeypatch):
+    """The check in the caller's process alone: the trial process before it has its own tests
+    (test_first_run_trial.py), and these stand-ins are not importable by name."""
     monkeypatch.setattr(sub, "_PLANS", {})
     monkeypatch.setattr(sub, "SELF_CHECK", True)
+    monkeypatch.setattr(sub, "TRIAL_IN_CHILD", False)
 
 
 def _fallback_lines(err: str) -> list[str]:
@@ -339,6 +342,7 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
 
     monkeypatch.setattr(sub, "_PLANS", {})
     monkeypatch.setattr(sub, "SELF_CHECK", True)
+    monkeypatch.setattr(sub, "TRIAL_IN_CHILD", False)  # the check in this process; the trial process's test is in test_first_run_trial.py
     monkeypatch.setattr(sub, "kernel_for_device", lambda device: Spoiled)
     for seed in (21, 22):
         data = Spoiled.data = reference.generate_input(*problem, seed=seed)
