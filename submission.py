@@ -17,7 +17,10 @@ on the GPU) as the competition's check would, rtol = atol = 1e-3; where an eleme
 prints a line starting "nvfp4 self-check FALLBACK:" on stderr and tries the kernel's next rung
 (on the B200: the conservative configuration, then 128-row tiles over the whole of K, then those
 again without TVM-FFI), then the exact product itself, and later calls run what passed
-(`first_call`; NVFP4_SELF_CHECK=0 turns it off).
+(`first_call`; NVFP4_SELF_CHECK=0 turns it off). Each rung is tried first in a second process
+(`TrialProcess`), so that a rung that hangs or faults the device falls back like a wrong one
+instead of taking this process's CUDA context with it (NVFP4_TRIAL_IN_CHILD=0 tries them here
+alone).
 
 Shared host side: `validate_inputs`, the kernel for each target (`kernel_for_arch`), the
 compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
@@ -1407,7 +1410,8 @@ class TrialProcess:
 
     START_DEADLINE_S = 120.0  # Python, torch and CuTeDSL imported, a CUDA context made
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
-    RUN_DEADLINE_S = 10.0  # three calls and their check
+    RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
+    SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
     # The trial process's program: the caller's import path; this module loaded from its file,
     # under the name it has here, whatever folder it sits in; the kernel class found by its
     # module and qualified name; then `serve`.
@@ -1442,13 +1446,18 @@ class TrialProcess:
         """The first of the kernel's `count` rungs from `start` on that passed in the trial
         process (`count` where none did), and each rung before it as (its number, its plan's
         description or None where it was not built, what was wrong). Where no trial process
-        runs, `start` and nothing rejected: the caller tries that rung itself."""
-        rejected = []
-        number = start
-        while number < count and TRIAL_IN_CHILD and self._ready(kernel, device):
-            passed, number = self._screen(problem, number, count, rejected)
-            if passed:
-                return number, rejected
+        runs, or it stopped answering as it should, the rung it reached: the caller tries that
+        one itself."""
+        rejected, number = [], start
+        try:
+            while number < count and TRIAL_IN_CHILD and self._ready(kernel, device):
+                passed, number = self._screen(problem, number, count, rejected)
+                if passed:
+                    break
+        except Exception as error:  # the trial's own failure never fails a call: the rungs are tried here
+            if self.process is not None:
+                self._end(kill=True)
+            self._give_up(f"it failed: {type(error).__name__}: {error}")
         return number, rejected
 
     def close(self) -> None:
@@ -1536,8 +1545,6 @@ class TrialProcess:
             self.condemned[what] = f"{ended or 'hung'} in the trial process for {shape}"
         rejected.append((rung, what, fault))
         return False, rung + 1
-
-    SILENT, CLOSED = "silent", "closed"
 
     def _send(self, message: dict) -> bool:
         try:

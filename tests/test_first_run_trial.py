@@ -21,7 +21,7 @@ import trial_kernels as kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = sub.Problem(128, 256, 512, 2)
-RUN_DEADLINE_S = 5.0
+RUN_DEADLINE_S = sub.TrialProcess.RUN_DEADLINE_S
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +31,6 @@ def trial(monkeypatch):
     monkeypatch.setattr(sub, "_TRIAL", process)
     monkeypatch.setattr(sub, "SELF_CHECK", True)
     monkeypatch.setattr(sub, "TRIAL_IN_CHILD", True)
-    monkeypatch.setattr(sub.TrialProcess, "RUN_DEADLINE_S", RUN_DEADLINE_S)
     kernels.StandInKernel.builds.clear()
     kernels.StandInKernel.launches.clear()
     yield process
@@ -156,6 +155,20 @@ def test_without_a_trial_process_the_rungs_are_tried_here_after_one_line(trial, 
     assert capsys.readouterr().err == ""  # said once a process
 
 
+def test_a_trial_process_that_fails_itself_leaves_the_rungs_to_this_process(trial, monkeypatch, capsys):
+    def broken(*args):
+        raise RuntimeError("a reply no request asked for")
+
+    monkeypatch.setattr(sub.TrialProcess, "_screen", broken)
+    data = _data(17)
+    plan = _first_call(kernels.WrongThenRaisesThenRight, data)
+    assert plan.config.describe() == "stand-in right" and _right(data)
+    err = capsys.readouterr().err
+    (line,) = _lines(err, sub.NO_TRIAL_PROCESS)
+    assert "it failed: RuntimeError: a reply no request asked for" in line
+    assert len(_lines(err)) == 2 and trial.process is None
+
+
 def test_a_kernel_class_the_trial_process_cannot_import_is_tried_here(trial, capsys):
     class Local(kernels.StandInKernel):
         RUNGS = ("wrong", "right")
@@ -227,7 +240,6 @@ def test_on_hopper_a_device_fault_and_a_spin_fall_back_to_the_conservative_plan(
     trial process's CUDA context is lost), then behind a spin that outlasts the deadline (the
     trial process is killed): both fall back, and the conservative plan answers every call in
     this process, whose CUDA context stays whole."""
-    monkeypatch.setattr(sub.TrialProcess, "RUN_DEADLINE_S", 10.0)
     problem = sub.Problem(128, 1536, 7168, 1)
     kernel = kernels.HopperFaultsThenSpins
     plans = {}
@@ -246,7 +258,7 @@ def test_on_hopper_a_device_fault_and_a_spin_fall_back_to_the_conservative_plan(
         assert ok, message
     fault, spin = _lines(capsys.readouterr().err)
     assert "A at an unmapped address" in fault and fault.endswith("now a launch that never ends")
-    assert "behind a spin: no answer within 10 s in the trial process, which was killed" in spin
+    assert f"behind a spin: no answer within {RUN_DEADLINE_S:g} s in the trial process, which was killed" in spin
     assert spin.endswith("now the conservative configuration")
     assert plan.config.splits == 1 and not plan.config.decode_in_grid
     print(f"fault: {fault}\nspin: {spin}", file=sys.__stderr__)
