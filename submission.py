@@ -1276,6 +1276,13 @@ class ExactGemm:
         data[6].copy_(exact_product(data).to(torch.float16))
 
 
+def one_line(error: BaseException) -> str:
+    """An exception as one line of a FALLBACK line: its type and its message's first line (a
+    CUDA error's message goes on with advice over several lines)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0] if message else ''}"
+
+
 def describe_plan(plan) -> str:
     config = getattr(plan, "config", None)
     if config is None:
@@ -1457,7 +1464,7 @@ class TrialProcess:
         except Exception as error:  # the trial's own failure never fails a call: the rungs are tried here
             if self.process is not None:
                 self._end(kill=True)
-            self._give_up(f"it failed: {type(error).__name__}: {error}")
+            self._give_up(f"it failed: {one_line(error)}")
         return number, rejected
 
     def close(self) -> None:
@@ -1492,7 +1499,7 @@ class TrialProcess:
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             self.process = None
-            return f"it could not be started: {type(error).__name__}: {error}"
+            return f"it could not be started: {one_line(error)}"
         self.kernel, self._buffer = kernel, b""
         reply = self._receive(self.START_DEADLINE_S)
         if isinstance(reply, dict) and reply.get("ready"):
@@ -1622,7 +1629,7 @@ class TrialProcess:
                 torch.cuda.set_device(device)
                 torch.ones(1, device=device).add_(1).item()  # the context, made now
         except Exception as error:
-            reply(unavailable=f"{type(error).__name__}: {error}")
+            reply(unavailable=one_line(error))
             return
         reply(ready=True)
         for line in sys.stdin.buffer:
@@ -1645,7 +1652,7 @@ class TrialProcess:
                 reply(rung=number, what=what)
                 fault = (f"not launched: it {condemned[what]}" if what in condemned else trial.fault(plan))
             except Exception as error:
-                fault = f"{type(error).__name__}: {error}"
+                fault = one_line(error)
             plan = None
             lost = fault is not None and TrialProcess._context_lost(device)
             reply(rung=number, what=what, fault=fault, context_lost=lost)
@@ -1716,7 +1723,7 @@ def first_call(kernel: type, call: Call, data):
         except Exception as error:  # a plan that cannot be built or run falls back too
             if plan is not None:
                 what = describe_plan(plan)
-            fault = f"{type(error).__name__}: {error}"
+            fault = one_line(error)
         _fall_back(shape, what, fault, instead(number))
         number += 1
     data[6].copy_(exact.to(torch.float16))

@@ -150,11 +150,12 @@ def test_two_wrong_configurations_leave_the_exact_product_for_every_call(fresh_p
 
 
 def test_a_plan_that_raises_falls_back_too(fresh_plans, monkeypatch, capsys):
-    kernel = _stand_in_kernel(RuntimeError("launch failed"), None)
+    """The exception's first line goes in the FALLBACK line (a CUDA error goes on with advice)."""
+    kernel = _stand_in_kernel(RuntimeError("launch failed\nCompile with TORCH_USE_CUDA_DSA to enable device-side assertions."), None)
     first = _data(5)
     assert torch.equal(_call(kernel, first, monkeypatch), _rounded_exact(first))
     (line,) = _fallback_lines(capsys.readouterr().err)
-    assert "RuntimeError: launch failed" in line
+    assert "chosen: RuntimeError: launch failed; now the conservative configuration" in line
 
 
 def test_a_right_first_result_keeps_the_chosen_configuration_quietly(fresh_plans, monkeypatch, capsys):
