@@ -22,7 +22,7 @@ from hopper_stand_in import HopperNvfp4Gemm
 
 # Longer than any test waits: a hanging rung run in the test's own process fails the test (its
 # c stays unwritten) after this, instead of hanging it.
-HANG_S = 30.0
+HANG_S = 120.0
 # The process in which the "wrong in the caller" rung writes one element wrong (a process id).
 WRONG_IN_PID_ENV = "NVFP4_TEST_WRONG_IN_PID"
 
