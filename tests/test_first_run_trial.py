@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = sub.Problem(128, 256, 512, 2)
 # The stand-ins' three calls run on a CPU that other tests share: more time than a GPU's calls
 # get, so that a loaded machine is not taken for a hang.
-RUN_DEADLINE_S = 15.0
+RUN_DEADLINE_S = 10.0
 
 
 @pytest.fixture(autouse=True)
