@@ -17,7 +17,10 @@ on the GPU) as the competition's check would, rtol = atol = 1e-3; where an eleme
 prints a line starting "nvfp4 self-check FALLBACK:" on stderr and tries the kernel's next rung
 (on the B200: the conservative configuration, then 128-row tiles over the whole of K, then those
 again without TVM-FFI), then the exact product itself, and later calls run what passed
-(`first_call`; NVFP4_SELF_CHECK=0 turns it off).
+(`first_call`; NVFP4_SELF_CHECK=0 turns it off). Each rung is tried first in a second process
+(`TrialProcess`), so that a rung that hangs or faults the device falls back like a wrong one
+instead of taking this process's CUDA context with it (NVFP4_TRIAL_IN_CHILD=0 tries them here
+alone).
 
 Shared host side: `validate_inputs`, the kernel for each target (`kernel_for_arch`), the
 compiled-kernel cache, the call path (TVM-FFI where apache-tvm-ffi is installed, cached CuTe
@@ -50,8 +53,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
+import select
+import signal
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -1268,6 +1276,13 @@ class ExactGemm:
         data[6].copy_(exact_product(data).to(torch.float16))
 
 
+def one_line(error: BaseException) -> str:
+    """An exception as one line of a FALLBACK line: its type and its message's first line (a
+    CUDA error's message goes on with advice over several lines)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0] if message else ''}"
+
+
 def describe_plan(plan) -> str:
     config = getattr(plan, "config", None)
     if config is None:
@@ -1341,12 +1356,341 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[tup
             ("the conservative configuration", lambda: kernel.launch_plan(problem, device, conservative=True))]
 
 
+def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
+    """Random operands of `problem` on `device`, laid out as `validate_inputs` accepts them and
+    drawn as the competition draws them (every e2m1 code, scales 0 to 3), c left unwritten: the
+    trial process's own input, so that nothing of the caller's memory is mapped in it."""
+    m, n, k, l = problem
+    generator = torch.Generator(device=device).manual_seed(seed)
+
+    def operand(rows: int) -> torch.Tensor:
+        codes = torch.randint(0, 256, (l, rows, k // 2), dtype=torch.uint8, device=device, generator=generator)
+        return codes.permute(1, 2, 0).view(_FP4)
+
+    def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
+        plain = drawn.to(_FP8).permute(1, 2, 0)
+        permuted = torch.empty_strided(permuted_scale_shape(rows, k, l), permuted_scale_strides(rows, k, l),
+                                       dtype=_FP8, device=device)
+        # (rows, K / 16, L) as (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L),
+        # put in the atoms' order (`scale_offset`).
+        atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
+        permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
+        return plain, permuted
+
+    a, b = operand(m), operand(n)
+    (sfa, sfa_permuted), (sfb, sfb_permuted) = scales(m), scales(n)
+    c = torch.empty((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+    return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
+
+
+# NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone; read once, here.
+TRIAL_IN_CHILD_ENV = "NVFP4_TRIAL_IN_CHILD"
+TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
+NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
+
+
+class TrialProcess:
+    """A second Python process on the same device that tries a kernel's rungs before this process
+    builds any of them: a rung that hangs (a barrier never completed, an arrival count never
+    reached) or faults the device (an illegal address) takes down the trial process, which is
+    killed or found dead and started again, never this one, whose CUDA context every later call
+    needs. This process then builds only the first rung the trial process passed and checks it
+    again on the caller's input (`first_call`).
+
+    One process serves every problem, started on the first first call and again only after it
+    died or was killed: its start (Python, torch, CuTeDSL, a CUDA context) is paid once, and the
+    kernels it compiled serve the later problems' rungs, as in this process. It draws inputs of
+    the problem itself (`trial_input`): nothing of the caller's memory is mapped where a wild
+    write could reach it. It reports every rung before it builds it, again before it launches it,
+    and its verdict after the rung's `ThreeCalls`: a death or a silence then names the rung. The
+    deadlines keep the budget of the competition's run (one process for every test of a mode,
+    under one time limit): a build is CPU work of seconds, given `BUILD_DEADLINE_S`; the launches
+    and the check are milliseconds of GPU work, given `RUN_DEADLINE_S`, which a hang costs once.
+    A configuration that hung, killed the trial process or lost its CUDA context is not launched
+    again for later problems: such a fault is the configuration's far more often than the
+    shape's, and each costs a deadline or a new process.
+
+    Where no trial process can run (no way to start one, no CUDA in it, a kernel it cannot
+    import), one line says so and the rungs are tried in this process alone, as they are with
+    NVFP4_TRIAL_IN_CHILD=0."""
+
+    START_DEADLINE_S = 120.0  # Python, torch and CuTeDSL imported, a CUDA context made
+    BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
+    RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
+    SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
+    # The trial process's program: the caller's import path; this module loaded from its file,
+    # under the name it has here, whatever folder it sits in; the kernel class found by its
+    # module and qualified name; then `serve`.
+    PROGRAM = """if True:
+        import importlib, importlib.util, json, sys
+        settings = json.loads(sys.argv[1])
+        sys.path[:] = settings["path"]
+        spec = importlib.util.spec_from_file_location(settings["module"], settings["file"])
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        try:
+            kernel_module, qualname = settings["kernel"]
+            kernel = importlib.import_module(kernel_module)
+            for name in qualname.split("."):
+                kernel = getattr(kernel, name)
+        except Exception as error:
+            kernel = error
+        module.TrialProcess.serve(settings, kernel)
+    """
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+        self.kernel: type | None = None  # the kernel class the running process serves
+        self.unavailable: str | None = None  # why no trial process runs here, once known
+        self.condemned: dict[str, str] = {}  # a configuration's description: what it did, and where
+        self._buffer = b""
+
+    # ----- this process's side -----
+
+    def first_passing(self, kernel: type, problem: Problem, device: torch.device, count: int,
+                      start: int) -> tuple[int, list[tuple[int, str | None, str]]]:
+        """The first of the kernel's `count` rungs from `start` on that passed in the trial
+        process (`count` where none did), and each rung before it as (its number, its plan's
+        description or None where it was not built, what was wrong). Where no trial process
+        runs, or it stopped answering as it should, the rung it reached: the caller tries that
+        one itself."""
+        rejected, number = [], start
+        try:
+            while number < count and TRIAL_IN_CHILD and self._ready(kernel, device):
+                passed, number = self._screen(problem, number, count, rejected)
+                if passed:
+                    break
+        except Exception as error:  # the trial's own failure never fails a call: the rungs are tried here
+            if self.process is not None:
+                self._end(kill=True)
+            self._give_up(f"it failed: {one_line(error)}")
+        return number, rejected
+
+    def close(self) -> None:
+        """End the trial process (it also ends by itself once this process is gone)."""
+        if self.process is not None:
+            self._end(kill=True)
+
+    def _ready(self, kernel: type, device: torch.device) -> bool:
+        if self.unavailable is not None:
+            return False
+        if self.process is not None and self.kernel is kernel:
+            return True
+        if self.process is not None:
+            self._end(kill=True)
+        why = self._start(kernel, device)
+        if why is not None:
+            self._give_up(why)
+        return why is None
+
+    def _give_up(self, why: str) -> None:
+        self.unavailable = why
+        print(f"{NO_TRIAL_PROCESS} ({why}): each rung is tried in this process alone", file=sys.stderr, flush=True)
+
+    def _start(self, kernel: type, device: torch.device) -> str | None:
+        """Start the trial process for `kernel` on `device`; None once it is ready, else why not."""
+        if "<locals>" in kernel.__qualname__:
+            return f"the kernel class {kernel.__qualname__} cannot be imported by name"
+        settings = {"path": sys.path, "module": __name__, "file": __file__,
+                    "kernel": [kernel.__module__, kernel.__qualname__], "device": str(device)}
+        try:
+            self.process = subprocess.Popen([sys.executable, "-c", self.PROGRAM, json.dumps(settings)],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except (OSError, ValueError, subprocess.SubprocessError) as error:
+            self.process = None
+            return f"it could not be started: {one_line(error)}"
+        self.kernel, self._buffer = kernel, b""
+        reply = self._receive(self.START_DEADLINE_S)
+        if isinstance(reply, dict) and reply.get("ready"):
+            return None
+        ended = self._end(kill=reply == self.SILENT)
+        if isinstance(reply, dict) and "unavailable" in reply:
+            return f"it could not run here: {reply['unavailable']}"
+        return f"it {ended or f'was not ready within {self.START_DEADLINE_S:g} s'}"
+
+    def _screen(self, problem: Problem, start: int, count: int, rejected: list) -> tuple[bool, int]:
+        """One request: the rungs from `start` on, until one passes. Returns whether one passed
+        and the rung to go on from: the one that passed, or the one after the last rejected
+        (the process then ended where it hung, died or lost its CUDA context). Appends the
+        rejected rungs to `rejected`."""
+        shape = "x".join(map(str, problem))
+        if not self._send({"problem": list(problem), "start": start, "condemned": self.condemned}):
+            self._end(kill=True)
+            self._give_up("it ended between problems")
+            return False, start
+        rung, what, last = None, None, None  # the rung in hand, its plan once built; the last verdict's rung
+        while True:
+            reply = self._receive(self.BUILD_DEADLINE_S if what is None else self.RUN_DEADLINE_S)
+            if not isinstance(reply, dict):
+                break
+            if "fault" not in reply:  # a rung begun, or built and about to be launched
+                rung, what = reply["rung"], reply.get("what")
+                continue
+            if reply["fault"] is None:
+                return True, reply["rung"]
+            rejected.append((reply["rung"], reply["what"], reply["fault"]))
+            rung, what, last = None, None, reply["rung"]
+            if reply["context_lost"]:  # the process ends itself
+                self.condemned[reply["what"]] = f"lost the trial process's CUDA context for {shape}"
+                self._end(kill=False)
+                return False, last + 1
+            if last + 1 == count:
+                return False, count
+        ended = self._end(kill=reply == self.SILENT)
+        if rung is None:
+            if last is None:  # gone before its first rung: the trial itself cannot run
+                self._give_up(f"it failed before its first rung: it {ended or 'was killed'}")
+                return False, start
+            return False, last + 1
+        if what is None:
+            fault = (f"the trial process {ended} while building it" if ended else
+                     f"not built within {self.BUILD_DEADLINE_S:g} s in the trial process, which was killed")
+        else:
+            fault = (f"the trial process {ended} in its three calls" if ended else
+                     f"no answer within {self.RUN_DEADLINE_S:g} s in the trial process, which was killed")
+            self.condemned[what] = f"{ended or 'hung'} in the trial process for {shape}"
+        rejected.append((rung, what, fault))
+        return False, rung + 1
+
+    def _send(self, message: dict) -> bool:
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except OSError:  # it ended
+            return False
+        return True
+
+    def _receive(self, timeout: float) -> dict | str:
+        """The next reply; SILENT where none came in `timeout` seconds, CLOSED where the process
+        closed its end (it is ending)."""
+        end = time.monotonic() + timeout
+        descriptor = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([descriptor], [], [], left)[0]:
+                return self.SILENT
+            chunk = os.read(descriptor, 1 << 16)
+            if not chunk:
+                return self.CLOSED
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _end(self, kill: bool) -> str | None:
+        """End the process: with `kill`, at once (then None); else wait for it to exit, as one
+        that closed its end does (its CUDA context's teardown may take seconds), and say how it
+        ended ("died of SIGSEGV", "exited with status 1")."""
+        process, self.process, self.kernel = self.process, None, None
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+        returncode = None
+        if not kill:
+            try:
+                returncode = process.wait(timeout=self.BUILD_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        if returncode is None:
+            process.kill()
+            try:
+                process.wait(timeout=self.RUN_DEADLINE_S)
+            except subprocess.TimeoutExpired:  # held in the driver: left to it
+                pass
+        process.stdout.close()
+        if returncode is None:
+            return None
+        if returncode < 0:
+            try:
+                return f"died of {signal.Signals(-returncode).name}"
+            except ValueError:
+                return f"died of signal {-returncode}"
+        return f"exited with status {returncode}"
+
+    # ----- the trial process's side -----
+
+    @classmethod
+    def serve(cls, settings: dict, kernel: type | Exception) -> None:
+        """The trial process's loop: a request a line on stdin, replies a line each on what was
+        stdout (the rungs' own output goes to stderr). `kernel` is the class the program found,
+        or why it found none."""
+        replies = os.dup(1)
+        os.dup2(2, 1)
+
+        def reply(**message) -> None:
+            os.write(replies, json.dumps(message).encode() + b"\n")
+
+        try:
+            if isinstance(kernel, Exception):
+                raise kernel
+            device = torch.device(settings["device"])
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
+                torch.ones(1, device=device).add_(1).item()  # the context, made now
+        except Exception as error:
+            reply(unavailable=one_line(error))
+            return
+        reply(ready=True)
+        for line in sys.stdin.buffer:
+            request = json.loads(line)
+            cls._try_rungs(kernel, Problem(*request["problem"]), device, request["start"], request["condemned"], reply)
+
+    @staticmethod
+    def _try_rungs(kernel: type, problem: Problem, device: torch.device, start: int, condemned: dict,
+                   reply: Callable) -> None:
+        """The rungs from `start` on, each by `ThreeCalls` on a drawn input, until one passes."""
+        data = trial_input(problem, device, seed=sum(problem))
+        trial = ThreeCalls(data, exact_product(data))
+        rungs = plan_rungs(kernel, problem, device)
+        for number in range(start, len(rungs)):
+            reply(rung=number)
+            what = f"{rungs[number][0]} (not built)"
+            try:
+                plan = rungs[number][1]()
+                what = describe_plan(plan)
+                reply(rung=number, what=what)
+                fault = (f"not launched: it {condemned[what]}" if what in condemned else trial.fault(plan))
+            except Exception as error:
+                fault = one_line(error)
+            plan = None
+            lost = fault is not None and TrialProcess._context_lost(device)
+            reply(rung=number, what=what, fault=fault, context_lost=lost)
+            if fault is None:
+                break
+            if lost:
+                os._exit(1)  # nothing more can run in this context
+        del data, trial
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    @staticmethod
+    def _context_lost(device: torch.device) -> bool:
+        if device.type != "cuda":
+            return False
+        try:
+            torch.cuda.synchronize(device)
+            torch.ones(1, device=device).add_(1).item()
+        except Exception:
+            return True
+        return False
+
+
+_TRIAL = TrialProcess()
+
+
+def _fall_back(shape: str, what: str, fault: str, instead: str) -> None:
+    print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
+
+
 def first_call(kernel: type, call: Call, data):
     """The first call of `call.problem` on its device: the kernel's rungs (`plan_rungs`) in
-    turn, each tried by `ThreeCalls` against `exact_product` (unless NVFP4_SELF_CHECK=0), the
-    first that passes kept. On a wrong element, or an error in building or running a rung, one
-    line on stderr that starts with FALLBACK_PREFIX, then the next rung; after the last, the
-    exact product the check computed, written into c (later calls run `ExactGemm`). c holds the
+    turn, the first that passes kept, unless NVFP4_SELF_CHECK=0. Each rung is tried first in
+    the trial process (`TrialProcess`) and, where it passed there, built here and tried by
+    `ThreeCalls` against `exact_product` of the caller's input. On a wrong element, an error in
+    building or running a rung, or a rung that hung or killed the trial process, one line on
+    stderr that starts with FALLBACK_PREFIX, then the next rung; after the last, the exact
+    product the check computed, written into c (later calls run `ExactGemm`). c holds the
     answer of what is returned, which the later calls of the problem run."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
@@ -1357,7 +1701,18 @@ def first_call(kernel: type, call: Call, data):
     trial = ThreeCalls(data, exact)
     rungs = plan_rungs(kernel, problem, device)
     shape = "x".join(map(str, problem))
-    for number, (name, build) in enumerate(rungs, 1):
+
+    def instead(number: int) -> str:
+        return rungs[number + 1][0] if number + 1 < len(rungs) else "the exact torch product"
+
+    number = 0
+    while number < len(rungs):
+        number, rejected = _TRIAL.first_passing(kernel, problem, device, len(rungs), number)
+        for rung, what, fault in rejected:
+            _fall_back(shape, what or f"{rungs[rung][0]} (not built)", fault, instead(rung))
+        if number == len(rungs):
+            break
+        name, build = rungs[number]
         plan, what = None, f"{name} (not built)"
         try:
             plan = build()
@@ -1368,10 +1723,9 @@ def first_call(kernel: type, call: Call, data):
         except Exception as error:  # a plan that cannot be built or run falls back too
             if plan is not None:
                 what = describe_plan(plan)
-            fault = f"{type(error).__name__}: {error}"
-        instead = rungs[number][0] if number < len(rungs) else "the exact torch product"
-        print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}",
-              file=sys.stderr, flush=True)
+            fault = one_line(error)
+        _fall_back(shape, what, fault, instead(number))
+        number += 1
     data[6].copy_(exact.to(torch.float16))
     return ExactGemm
 

@@ -94,8 +94,11 @@ def _call(kernel, data, monkeypatch):
 
 @pytest.fixture
 def fresh_plans(monkeypatch):
+    """The check in the caller's process alone: the trial process before it has its own tests
+    (test_first_run_trial.py), and these stand-ins are not importable by name."""
     monkeypatch.setattr(sub, "_PLANS", {})
     monkeypatch.setattr(sub, "SELF_CHECK", True)
+    monkeypatch.setattr(sub, "TRIAL_IN_CHILD", False)
 
 
 def _fallback_lines(err: str) -> list[str]:
@@ -147,11 +150,12 @@ def test_two_wrong_configurations_leave_the_exact_product_for_every_call(fresh_p
 
 
 def test_a_plan_that_raises_falls_back_too(fresh_plans, monkeypatch, capsys):
-    kernel = _stand_in_kernel(RuntimeError("launch failed"), None)
+    """The exception's first line goes in the FALLBACK line (a CUDA error goes on with advice)."""
+    kernel = _stand_in_kernel(RuntimeError("launch failed\nCompile with TORCH_USE_CUDA_DSA to enable device-side assertions."), None)
     first = _data(5)
     assert torch.equal(_call(kernel, first, monkeypatch), _rounded_exact(first))
     (line,) = _fallback_lines(capsys.readouterr().err)
-    assert "RuntimeError: launch failed" in line
+    assert "chosen: RuntimeError: launch failed; now the conservative configuration" in line
 
 
 def test_a_right_first_result_keeps_the_chosen_configuration_quietly(fresh_plans, monkeypatch, capsys):
@@ -346,6 +350,7 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
 
     monkeypatch.setattr(sub, "_PLANS", {})
     monkeypatch.setattr(sub, "SELF_CHECK", True)
+    monkeypatch.setattr(sub, "TRIAL_IN_CHILD", False)  # the check in this process; the trial process's test is in test_first_run_trial.py
     monkeypatch.setattr(sub, "kernel_for_device", lambda device: Spoiled)
     for seed in (21, 22):
         data = Spoiled.data = reference.generate_input(*problem, seed=seed)
