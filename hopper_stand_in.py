@@ -558,6 +558,9 @@ class Sm90BDecode(NamedTuple):
 class HopperNvfp4Gemm:
     """C = (A * SFA) (B * SFB)^T on sm_90a with exact fp16 operands decoded on chip.
 
+    Its rungs are tried in the caller's process alone (`TRIAL_IN_CHILD`): this kernel runs on the
+    chips it is judged on, and a trial process would compile every configuration twice.
+
     `HopperOperandDecode` turns A and its scales into fp16 operands (small: M is 128 in every
     benchmark), either in decode CTAs at the front of this GEMM's grid (`decode_in_grid`: one
     grid a call) or in its own kernel launched before the GEMM (two; for some split configs a
@@ -595,6 +598,8 @@ class HopperNvfp4Gemm:
     word h as `_sm90_decode_pair` decodes it. A is decoded in the same order, so the sum over K
     is unchanged.
     """
+
+    TRIAL_IN_CHILD = False
 
     ARCH = "sm_90a"
     TILE_M = Sm90Tiling.TILE_M

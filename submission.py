@@ -824,6 +824,8 @@ class Sm100Gemm:
     checker's entry (`kernel_for_arch` hands this class to the call path and the checker)."""
 
     ARCH = "sm_100a"
+    # Never run on its chip: each rung is tried in the trial process first (`TrialProcess`).
+    TRIAL_IN_CHILD = True
 
     @classmethod
     def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
@@ -1457,7 +1459,7 @@ class TrialProcess:
         one itself."""
         rejected, number = [], start
         try:
-            while number < count and TRIAL_IN_CHILD and self._ready(kernel, device):
+            while number < count and TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True) and self._ready(kernel, device):
                 passed, number = self._screen(problem, number, count, rejected)
                 if passed:
                     break

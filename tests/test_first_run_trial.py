@@ -211,6 +211,19 @@ def test_with_the_switch_off_no_trial_process_starts(trial, monkeypatch, capsys)
     assert kernels.StandInKernel.builds == ["wrong", "raise", "right"]
 
 
+def test_a_kernel_run_on_its_own_chip_is_tried_in_the_callers_process_alone(trial, monkeypatch, capsys):
+    """A kernel class may keep its rungs out of the trial process (the Hopper stand-in does; the
+    B200 kernel, never run on its chip, does not)."""
+    from hopper_stand_in import HopperNvfp4Gemm
+
+    assert sub.Sm100Gemm.TRIAL_IN_CHILD and not HopperNvfp4Gemm.TRIAL_IN_CHILD
+    monkeypatch.setattr(kernels.WrongThenRaisesThenRight, "TRIAL_IN_CHILD", False, raising=False)
+    monkeypatch.setattr(sub.subprocess, "Popen", lambda *args, **kwargs: pytest.fail("a process was started"))
+    data = _data(16)
+    _first_call(kernels.WrongThenRaisesThenRight, data)
+    assert len(_lines(capsys.readouterr().err)) == 2 and _right(data)
+
+
 def test_the_switch_is_the_environment_variable_read_at_import():
     env = {k: v for k, v in os.environ.items() if k != sub.TRIAL_IN_CHILD_ENV}
     program = ("import importlib, os, submission; unset = submission.TRIAL_IN_CHILD; "

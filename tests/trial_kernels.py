@@ -136,6 +136,7 @@ class HopperFaultsThenSpins(HopperNvfp4Gemm):
     A at an address no allocation holds (the device faults), then launched behind a spin on the
     GPU that outlasts every deadline (the calls never finish)."""
 
+    TRIAL_IN_CHILD = True  # tried in the trial process, unlike the stand-in's own rungs
     UNMAPPED = 1 << 16  # 16-byte aligned, as a TMA descriptor's base must be; below every allocation
 
     @classmethod
