@@ -470,17 +470,24 @@ def test_run_verdict(expected, device, tally, tmp_path):
         tally.record_verdict(THREATS[expected.fixture], expected.fixture, mode, device, gist)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally, tmp_path):
-    """The judge's stdout (its --json document), stderr and POPCORN_FD lines, read only after the
-    judge exits and a forger it left behind has had time to write: the judge's own verdict alone."""
-    fixture = "cheat_forges_the_judges_output"
+def _one_test_case(fixture: str, device: str, tally, tmp_path: Path) -> Path:
+    """A tests file of TEST_CASE alone for `fixture` on `device`, or the test skipped (and
+    tallied) where the device is missing."""
     reason = skip_reason(device)
     if reason:
         tally.record_skip("fixture verdicts", f"{fixture} on {device}")
         pytest.skip(reason)
     cases = tmp_path / "cases.txt"
     cases.write_text(TEST_CASE + "\n")
+    return cases
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally, tmp_path):
+    """The judge's stdout (its --json document), stderr and POPCORN_FD lines, read only after the
+    judge exits and a forger it left behind has had time to write: the judge's own verdict alone."""
+    fixture = "cheat_forges_the_judges_output"
+    cases = _one_test_case(fixture, device, tally, tmp_path)
     written = {name: tmp_path / f"judge-{name}.txt" for name in ("stdout", "stderr", "popcorn")}
     with open(written["stdout"], "w") as stdout, open(written["stderr"], "w") as stderr, open(written["popcorn"], "w") as popcorn:
         env = {**os.environ, "COLUMNS": "200", "POPCORN_FD": str(popcorn.fileno())}
@@ -513,12 +520,7 @@ def test_no_line_of_the_report_is_the_workers(device, tally, tmp_path):
     judge's progress line and print a case's pass and `check: pass` of its own, stays inside one
     line of the judge's, and no terminal control sequence of the worker's reaches it."""
     fixture = "cheat_forges_a_verdict_in_its_progress"
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
-    cases = tmp_path / "cases.txt"
-    cases.write_text(TEST_CASE + "\n")
+    cases = _one_test_case(fixture, device, tally, tmp_path)
     result = harness("test", "--device", device, "--submission", str(submission_path(fixture)), str(cases))
     lines = (result.stdout + result.stderr).splitlines()
     assert result.returncode == EXIT_CASE_FAIL, "\n".join(lines)
