@@ -1421,11 +1421,15 @@ class TrialProcess:
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
     RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
-    # The trial process's program: the caller's import path; this module loaded from its file,
-    # under the name it has here, whatever folder it sits in; the kernel class found by its
-    # module and qualified name; then `serve`.
+    # The trial process's program: its replies kept on the standard output it was given, where
+    # nothing else writes (what any import prints, Python or native, goes to stderr); the
+    # caller's import path; this module loaded from its file, under the name it has here,
+    # whatever folder it sits in; the kernel class found by its module and qualified name; then
+    # `serve`.
     PROGRAM = """if True:
-        import importlib, importlib.util, json, sys
+        import importlib, importlib.util, json, os, sys
+        replies = os.dup(1)
+        os.dup2(2, 1)
         settings = json.loads(sys.argv[1])
         sys.path[:] = settings["path"]
         spec = importlib.util.spec_from_file_location(settings["module"], settings["file"])
@@ -1438,7 +1442,7 @@ class TrialProcess:
                 kernel = getattr(kernel, name)
         except Exception as error:
             kernel = error
-        module.TrialProcess.serve(settings, kernel)
+        module.TrialProcess.serve(settings, kernel, replies)
     """
 
     def __init__(self):
@@ -1613,12 +1617,10 @@ class TrialProcess:
     # ----- the trial process's side -----
 
     @classmethod
-    def serve(cls, settings: dict, kernel: type | Exception) -> None:
-        """The trial process's loop: a request a line on stdin, replies a line each on what was
-        stdout (the rungs' own output goes to stderr). `kernel` is the class the program found,
-        or why it found none."""
-        replies = os.dup(1)
-        os.dup2(2, 1)
+    def serve(cls, settings: dict, kernel: type | Exception, replies: int) -> None:
+        """The trial process's loop: a request a line on stdin, replies a line each on the file
+        descriptor `replies` (what was stdout; the process's own stdout goes to stderr).
+        `kernel` is the class the program found, or why it found none."""
 
         def reply(**message) -> None:
             os.write(replies, json.dumps(message).encode() + b"\n")

@@ -195,6 +195,19 @@ def test_a_kernel_module_the_trial_process_cannot_import_is_said_once(trial, cap
     assert trial.process is None and _right(data)
 
 
+def test_what_the_imports_print_on_stdout_is_no_reply_of_the_trial_process(trial, capfd):
+    import trial_kernels_noisy
+
+    data = _data(17)
+    _first_call(trial_kernels_noisy.WrongThenRightAfterNoise, data)
+    err = capfd.readouterr().err  # this process's and the trial process's
+    assert not _lines(err, sub.NO_TRIAL_PROCESS)
+    assert "a note printed on stdout as this module is imported" in err  # the child's, sent to stderr
+    (line,) = _lines(err)
+    assert "stand-in wrong:" in line and line.endswith("now the right rung")
+    assert kernels.StandInKernel.builds == ["right"] and _right(data)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA: the trial process must find none")
 def test_a_trial_process_without_cuda_says_so_and_ends(trial):
     why = trial._start(kernels.RightFirst, torch.device("cuda", 0))
