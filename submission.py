@@ -1417,7 +1417,11 @@ class TrialProcess:
     import), one line says so and the rungs are tried in this process alone, as they are with
     NVFP4_TRIAL_IN_CHILD=0."""
 
-    START_DEADLINE_S = 120.0  # Python, torch and CuTeDSL imported, a CUDA context made
+    START_DEADLINE_S = 45.0  # Python, torch and CuTeDSL imported, a CUDA context made: seconds
+    # Configurations that hung or faulted before the exact product answers every later rung: a
+    # kernel whose different configurations all hang is broken as a whole, and each hang costs a
+    # new trial process and its compiles out of the competition's 180 s for the whole run.
+    CONDEMNED_LIMIT = 2
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
     RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
@@ -1463,7 +1467,14 @@ class TrialProcess:
         one itself."""
         rejected, number = [], start
         try:
-            while number < count and TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True) and self._ready(kernel, device):
+            while number < count and TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True):
+                if len(self.condemned) >= self.CONDEMNED_LIMIT:
+                    why = (f"not tried: {len(self.condemned)} configurations hung or faulted in the trial process "
+                           f"({', '.join(self.condemned)})")
+                    rejected.extend((rung, None, why) for rung in range(number, count))
+                    return count, rejected
+                if not self._ready(kernel, device):
+                    break
                 passed, number = self._screen(problem, number, count, rejected)
                 if passed:
                     break

@@ -99,9 +99,26 @@ def test_rungs_that_kill_their_process_fall_back_each_in_a_new_one(trial, capsys
     aborted, segfaulted, wrong = _lines(capsys.readouterr().err)
     assert "stand-in abort: the trial process died of SIGABRT in its three calls; now the segfault rung" in aborted
     assert "stand-in segfault: the trial process died of SIGSEGV in its three calls; now the wrong rung" in segfaulted
-    assert "stand-in wrong: call 1 of 3: c[5, 17, 1]" in wrong and wrong.endswith("now the exact torch product")
+    assert "the wrong rung (not built): not tried: 2 configurations hung or faulted in the trial process" in wrong
+    assert wrong.endswith("now the exact torch product")
     assert kernels.StandInKernel.builds == [] and kernels.StandInKernel.launches == []
     assert set(trial.condemned) == {"stand-in abort", "stand-in segfault"}
+
+
+def test_after_two_configurations_hung_or_faulted_the_exact_product_answers(trial, capsys):
+    """The rungs of a later problem after two condemned configurations are not tried, in the
+    trial process or here: the exact product answers, and no new trial process starts."""
+    data = _data(5)
+    _first_call(kernels.KillsItsProcess, data)
+    capsys.readouterr()
+    other = sub.Problem(128, 128, 256, 1)
+    data = _data(6, other)
+    assert _first_call(kernels.WrongThenRaisesThenRight, data, other) is sub.ExactGemm
+    assert _right(data) and trial.process is None
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 3 and all("not tried: 2 configurations hung or faulted in the trial process" in line for line in lines)
+    assert lines[-1].endswith("now the exact torch product")
+    assert kernels.StandInKernel.builds == [] and kernels.StandInKernel.launches == []
 
 
 def test_wrong_and_raising_rungs_fall_back_there_and_the_one_that_passed_is_built_here_once(trial, capsys):
