@@ -39,11 +39,15 @@ TIMED_OPTIONS = ("max_repeats", "baselines")
 
 class Judge:
     def __init__(self, device: str, memory_limit_bytes: int | None = None):
+        from harness.judge.dev_shm import own_dev_shm, sweep_own_dev_shm
+
+        if device.startswith("cuda"):
+            own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once)
 
         from harness import cli, modes, results
-        from harness.judge.isolation import own_dev_shm, protect_the_judge, sweep_own_dev_shm
+        from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
         from harness.recording import run_rows
@@ -51,8 +55,6 @@ class Judge:
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
         self._sweep_dev_shm = sweep_own_dev_shm
-        if device.startswith("cuda"):
-            own_dev_shm()  # before this process starts CUDA
         self.refused = protect_the_judge()
         self.device = device
         self.device_name = modes._device_name(device)
