@@ -183,3 +183,57 @@ print(outcome)
     assert sizes == "size 65536 mapped b'\\x00' last b'\\x00'", "a hole punched keeps the size: zeros, no SIGBUS"
     # Open (docs/judge.md): the name's file is replaced or removed, what a later opener finds.
     assert outcome["rename over its name"] == outcome["unlink"] == "done"
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="two /dev/shm of their own (two judges) need root")
+def test_a_gpu_worker_without_bubblewrap_reaches_no_other_judges_dev_shm_through_a_workers_root():
+    """Where bubblewrap is missing, a worker shares the host's pid namespace, and
+    /proc/PID/root/dev/shm of another judge's worker (capability-less and dumpable, as the worker
+    is) is that judge's /dev/shm, which Landlock's rule on /dev (an inode's, whatever the mount)
+    would let a GPU worker write. Landlock closes the link itself: a process it restricts may
+    reach /proc/PID/root only of a process in its own domain (without Landlock the link is
+    followed, and the write lands)."""
+    import subprocess
+
+    from harness.runner import confine
+
+    if confine.landlock_abi() < 3:
+        pytest.skip("Landlock before ABI 3 has no right to truncate")
+    other_worker = r"""
+import json, os, sys
+from harness.judge.dev_shm import own_dev_shm
+from harness.runner.confine import confine
+assert own_dev_shm() is None
+with open("/dev/shm/drivers-file", "wb") as made:
+    made.write(b"the other judge's driver")
+print(os.getpid(), flush=True)
+log = os.open(os.devnull, os.O_WRONLY)
+confine({"socket": log, "log": log, "echo": False, "layers_off": [], "seccomp_loaded": False,
+         "writable": [os.getcwd(), "/proc"], "unshrinkable": ["/dev"]})
+sys.stdin.read()
+"""
+    attacker = r"""
+import os, sys
+from harness.judge.dev_shm import own_dev_shm
+from harness.runner.confine import _give_up_privileges, _landlock
+assert own_dev_shm() is None
+assert not _give_up_privileges() and _landlock([os.getcwd(), "/proc"], ["/dev"]) is None
+try:
+    with open(f"/proc/{sys.argv[1]}/root/dev/shm/drivers-file", "r+b") as reached:
+        reached.write(b"overwritten")
+    print("GOT")
+except OSError as error:
+    print("REFUSED", type(error).__name__)
+"""
+    other = subprocess.Popen([sys.executable, "-c", other_worker], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=REPO_ROOT)
+    try:
+        pid = other.stdout.readline().strip()
+        assert pid.isdigit()
+        result = subprocess.run([sys.executable, "-c", attacker, pid], capture_output=True, text=True, cwd=REPO_ROOT,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "REFUSED PermissionError\n"
+    finally:
+        other.stdin.close()
+        other.wait(timeout=30)
