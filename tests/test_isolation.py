@@ -201,6 +201,32 @@ print(sorted(os.listdir("/dev/shm")), bytes(mapped[:5]))
 
 
 @NEEDS_ROOT
+def test_a_held_file_grown_past_half_the_judges_dev_shm_ends_the_services_judge():
+    """A worker may grow (never shrink) a file the judge's driver keeps mapped there; no sweep
+    removes it, and the next candidate's workers would find no room for their own driver files.
+    More than half the tmpfs in use after the sweep is the service judge's sign to end (a fresh
+    one has a fresh /dev/shm); less is not."""
+    printed = _in_own_dev_shm("""
+from harness.judge import dev_shm
+dev_shm.SIZE = "16m"
+assert own_dev_shm() is None
+held = open("/dev/shm/drivers-file", "w+b")
+held.write(b"driver" * 1000)
+held.flush()
+sweep_own_dev_shm()
+print(dev_shm.full_after_sweep())
+grown = open("/dev/shm/drivers-file", "ab")
+grown.write(os.urandom(9 << 20))
+grown.close()
+sweep_own_dev_shm()
+print(dev_shm.full_after_sweep())
+""")
+    roomy, full = printed.splitlines()
+    assert roomy == "None"
+    assert full.startswith("the judge's own /dev/shm still holds 9 MiB of its 16 MiB after the sweep")
+
+
+@NEEDS_ROOT
 def test_a_thread_started_before_the_judge_took_its_own_dev_shm_is_reported():
     """A mount namespace is a thread's: unshare leaves a thread started before on the host's
     /dev/shm. The judge enters its own before any import starts one, and says so where it could not."""

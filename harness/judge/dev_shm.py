@@ -22,6 +22,11 @@ import sys
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SIZE = "1g"
+# The share of the tmpfs that, still in use once the sweep is done, ends the service's judge: what
+# no sweep removes is held by a live process, the judge's own driver files among them, which a
+# worker may write (never shrink) up to the tmpfs's size, leaving the next candidate's workers no
+# room for theirs. Honest driver files hold a small part of it.
+FULL_SHARE = 0.5
 _OWN_DEV_SHM: list[str | None] = []  # what was refused, once the process has tried
 
 
@@ -114,3 +119,16 @@ def sweep_own_dev_shm() -> list[str]:
                     continue
                 removed.append(os.path.relpath(path, "/dev/shm"))
     return removed
+
+
+def full_after_sweep() -> str | None:
+    """Why this judge's own /dev/shm can serve no next candidate (more than FULL_SHARE of it still
+    in use after `sweep_own_dev_shm`), or None; None where it is not the judge's own."""
+    if _OWN_DEV_SHM != [None]:
+        return None
+    usage = os.statvfs("/dev/shm")
+    total, used = usage.f_blocks * usage.f_frsize, (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+    if used <= FULL_SHARE * total:
+        return None
+    return (f"the judge's own /dev/shm still holds {used >> 20} MiB of its {total >> 20} MiB after the sweep, in files "
+            "a live process holds (the judge's driver files grown by a worker): a fresh judge serves the next candidate")
