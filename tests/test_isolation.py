@@ -235,8 +235,12 @@ started = threading.Event()
 threading.Thread(target=lambda: (started.set(), threading.Event().wait()), daemon=True).start()
 started.wait()
 print(own_dev_shm())
+open("/dev/shm/left-by-a-worker", "wb").close()
+print(sweep_own_dev_shm())
 """)
-    assert "1 thread(s) started before it" in printed
+    reported, swept = printed.splitlines()
+    assert "1 thread(s) started before it" in reported
+    assert swept == "['left-by-a-worker']"  # the judge's own still, for the thread that entered it
     assert _in_own_dev_shm("print(own_dev_shm())\n") == "None\n"
 
 
@@ -252,7 +256,7 @@ try:
     runpy.run_module("harness", run_name="__main__")
 except SystemExit:
     pass
-print("RESULT", dev_shm._OWN_DEV_SHM, len(os.listdir("/proc/self/task")) > 1)
+print("RESULT", dev_shm._OWN_DEV_SHM, dev_shm._ENTERED, len(os.listdir("/proc/self/task")) > 1)
 """
     printed = _in_own_dev_shm(program)
-    assert printed.splitlines()[-1] == "RESULT [None] True"
+    assert printed.splitlines()[-1] == "RESULT [None] [True] True"

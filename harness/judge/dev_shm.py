@@ -28,6 +28,7 @@ SIZE = "1g"
 # room for theirs. Honest driver files hold a small part of it.
 FULL_SHARE = 0.5
 _OWN_DEV_SHM: list[str | None] = []  # what was refused, once the process has tried
+_ENTERED: list[bool] = []  # whether this process's /dev/shm is its own
 
 
 def own_dev_shm() -> str | None:
@@ -35,7 +36,9 @@ def own_dev_shm() -> str | None:
     it starts CUDA and before it starts a thread. Returns what was refused (it needs
     CAP_SYS_ADMIN), or which threads were left on the host's /dev/shm; once."""
     if not _OWN_DEV_SHM:
-        _OWN_DEV_SHM.append(_enter() or _threads_left_behind())
+        entered, problem = _enter()
+        _ENTERED.append(entered)
+        _OWN_DEV_SHM.append(problem or (_threads_left_behind() if entered else None))
     return _OWN_DEV_SHM[0]
 
 
@@ -44,9 +47,10 @@ def refused() -> list[str]:
     return [problem for problem in _OWN_DEV_SHM if problem]
 
 
-def _enter() -> str | None:
+def _enter() -> tuple[bool, str | None]:
+    """(whether /dev/shm is now this process's own, what was refused)."""
     if not sys.platform.startswith("linux") or not os.path.isdir("/dev/shm"):
-        return None
+        return False, None
     libc = ctypes.CDLL(None, use_errno=True)
     steps = (("unshare", lambda: libc.unshare(CLONE_NEWNS)),
              ("mount --make-rprivate /", lambda: libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)),
@@ -54,9 +58,9 @@ def _enter() -> str | None:
                                                          f"mode=1777,size={SIZE}".encode())))
     for what, step in steps:
         if step() != 0:
-            return (f"a /dev/shm of its own ({what}: {os.strerror(ctypes.get_errno())}): its workers reach every "
-                    "CUDA process's files there, another judge's on this machine among them")
-    return None
+            return False, (f"a /dev/shm of its own ({what}: {os.strerror(ctypes.get_errno())}): its workers reach "
+                           "every CUDA process's files there, another judge's on this machine among them")
+    return True, None
 
 
 def _threads_left_behind() -> str | None:
@@ -101,7 +105,7 @@ def sweep_own_dev_shm() -> list[str]:
     process maps or holds open, at any depth: what an ended candidate's workers left there, which
     the next candidate of the same judge would otherwise find. Links are removed, never followed.
     Returns the paths removed, relative to /dev/shm."""
-    if _OWN_DEV_SHM != [None]:
+    if _ENTERED != [True]:
         return []
     device = os.stat("/dev/shm").st_dev
     held = _held(device)
@@ -124,7 +128,7 @@ def sweep_own_dev_shm() -> list[str]:
 def full_after_sweep() -> str | None:
     """Why this judge's own /dev/shm can serve no next candidate (more than FULL_SHARE of it still
     in use after `sweep_own_dev_shm`), or None; None where it is not the judge's own."""
-    if _OWN_DEV_SHM != [None]:
+    if _ENTERED != [True]:
         return None
     usage = os.statvfs("/dev/shm")
     total, used = usage.f_blocks * usage.f_frsize, (usage.f_blocks - usage.f_bfree) * usage.f_frsize
