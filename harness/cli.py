@@ -20,7 +20,7 @@ from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED,
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
-from harness.judge.isolation import own_dev_shm
+from harness.judge.dev_shm import own_dev_shm
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
@@ -128,7 +128,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     """The cases and options of one run of `mode`, or Stopped where nothing can be judged. The
     one-shot commands and the service's judges (harness/service/judge.py) both start here."""
     if device.startswith("cuda"):
-        own_dev_shm()  # before this process starts CUDA (the reference's check below)
+        own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
     _require_device(device)
     _require_runnable_reference(problem, cases[0], device)

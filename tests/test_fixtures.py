@@ -53,6 +53,7 @@ THREATS = {
     "cheat_fakes_the_clock": "2 rewriting the clock",
     "cheat_finishes_in_a_thread": "3 work escaping the timed queue",
     "cheat_hides_a_second_queue": "3 work escaping the timed queue",
+    "cheat_works_before_go_beside_a_joined_queue": "3 work escaping the timed queue",
     "broken_uses_side_stream": "3 work escaping the timed queue",
     "cheat_skips_unchecked_calls": "4 work only where checked",
     "broken_caches_by_address": "5 replaying results",
@@ -95,6 +96,7 @@ THREATS = {
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "cheat_forges_a_verdict_in_its_progress": "7 writing the judge's output",
     "cheat_leaves_a_file_in_dev_shm": "9 reaching a later candidate",
+    "cheat_removes_the_judges_driver_files": "9 reaching a later candidate",
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
@@ -207,6 +209,12 @@ VERDICTS = [
              rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass", official=True, devices=GPU_ONLY),
+    # A second queue shown in the recorded round buys a flush of up to twice the partner's, no more.
+    # Removing the judge's CUDA driver files under /dev/shm, which the next case's worker opens by
+    # name: every case of the run still passes (its next candidate in the service: test_service.py).
+    Expected("cheat_removes_the_judges_driver_files", "test", EXIT_PASS, "pass", cases=(TEST_CASE, BENCHMARK_CASE)),
+    Expected("cheat_works_before_go_beside_a_joined_queue", "benchmark", EXIT_CASE_FAIL, "fail", BEFORE_THE_WINDOW,
+             cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
              rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),

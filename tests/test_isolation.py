@@ -142,20 +142,121 @@ def _worker(tmp_path, spares: bool = False, echo: bool = False, cgroups: bool = 
     return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, spares=spares, echo=echo)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a mount namespace of its own needs root")
-def test_the_judges_own_dev_shm_is_swept_of_what_no_process_holds(tmp_path):
-    """In a child that made /dev/shm its own: a file held open survives the sweep, one left by
-    an ended process goes, and the host's /dev/shm never sees either."""
-    program = """
-import os, sys
-from harness.judge.isolation import own_dev_shm, sweep_own_dev_shm
+NEEDS_ROOT = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                                reason="a mount namespace of its own needs root")
+
+
+def _in_own_dev_shm(program: str) -> str:
+    """What `program` printed, run in a fresh interpreter that entered its own /dev/shm first."""
+    prologue = "import os, sys, threading\nfrom harness.judge.dev_shm import own_dev_shm, sweep_own_dev_shm\n"
+    result = subprocess.run([sys.executable, "-c", prologue + program], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@NEEDS_ROOT
+def test_the_judges_own_dev_shm_is_swept_of_what_no_process_holds():
+    """A file held open survives the sweep, one left by an ended process goes, and the host's
+    /dev/shm never sees either."""
+    printed = _in_own_dev_shm("""
 assert own_dev_shm() is None
 held = open("/dev/shm/held-by-the-judge", "wb")
 with open("/dev/shm/left-by-a-worker", "wb") as left:
     left.write(b"answers")
 print(sorted(sweep_own_dev_shm()), sorted(os.listdir("/dev/shm")))
-"""
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split("] [") == ["['left-by-a-worker'", "'held-by-the-judge']\n"]
+""")
+    assert printed.split("] [") == ["['left-by-a-worker'", "'held-by-the-judge']\n"]
     assert not {"held-by-the-judge", "left-by-a-worker"} & set(os.listdir("/dev/shm"))
+
+
+@NEEDS_ROOT
+def test_the_sweep_keeps_no_folder_no_link_and_no_name_given_over_a_held_file():
+    """What a candidate would keep for the next one: a folder (a file in it, at any depth), a
+    symbolic link (removed, never followed), a file renamed over the name of one the judge maps
+    (the judge's mapping is then of a deleted file, whose name the new one takes), and names that
+    read like a held one's. The file the judge maps is kept, under whatever name it has."""
+    printed = _in_own_dev_shm(r"""
+import mmap
+assert own_dev_shm() is None
+with open("/dev/shm/drivers-file", "wb") as made:
+    made.write(b"judge" * 1000)
+kept = open("/dev/shm/drivers-file", "r+b")
+mapped = mmap.mmap(kept.fileno(), 0)
+with open("/dev/shm/planted", "wb") as planted:
+    planted.write(b"next candidate's answers")
+os.rename("/dev/shm/planted", "/dev/shm/drivers-file")
+os.makedirs("/dev/shm/a/b")
+with open("/dev/shm/a/b/answers", "wb") as answers:
+    answers.write(b"answers")
+os.symlink("/dev/shm/drivers-file", "/dev/shm/link")
+for name in ("drivers-file (deleted)", "drivers-file\\012", "drivers-file\n"):
+    open(os.path.join("/dev/shm", name), "wb").close()
+other = open("/dev/shm/other-drivers-file", "wb")
+os.rename("/dev/shm/other-drivers-file", "/dev/shm/renamed-by-a-worker")
+sweep_own_dev_shm()
+print(sorted(os.listdir("/dev/shm")), bytes(mapped[:5]))
+""")
+    assert printed == "['renamed-by-a-worker'] b'judge'\n"
+
+
+@NEEDS_ROOT
+def test_a_held_file_grown_past_half_the_judges_dev_shm_ends_the_services_judge():
+    """A worker may grow (never shrink) a file the judge's driver keeps mapped there; no sweep
+    removes it, and the next candidate's workers would find no room for their own driver files.
+    More than half the tmpfs in use after the sweep is the service judge's sign to end (a fresh
+    one has a fresh /dev/shm); less is not."""
+    printed = _in_own_dev_shm("""
+from harness.judge import dev_shm
+dev_shm.SIZE = "16m"
+assert own_dev_shm() is None
+held = open("/dev/shm/drivers-file", "w+b")
+held.write(b"driver" * 1000)
+held.flush()
+sweep_own_dev_shm()
+print(dev_shm.full_after_sweep())
+grown = open("/dev/shm/drivers-file", "ab")
+grown.write(os.urandom(9 << 20))
+grown.close()
+sweep_own_dev_shm()
+print(dev_shm.full_after_sweep())
+""")
+    roomy, full = printed.splitlines()
+    assert roomy == "None"
+    assert full.startswith("the judge's own /dev/shm still holds 9 MiB of its 16 MiB after the sweep")
+
+
+@NEEDS_ROOT
+def test_a_thread_started_before_the_judge_took_its_own_dev_shm_is_reported():
+    """A mount namespace is a thread's: unshare leaves a thread started before on the host's
+    /dev/shm. The judge enters its own before any import starts one, and says so where it could not."""
+    printed = _in_own_dev_shm("""
+started = threading.Event()
+threading.Thread(target=lambda: (started.set(), threading.Event().wait()), daemon=True).start()
+started.wait()
+print(own_dev_shm())
+open("/dev/shm/left-by-a-worker", "wb").close()
+print(sweep_own_dev_shm())
+""")
+    reported, swept = printed.splitlines()
+    assert "1 thread(s) started before it" in reported
+    assert swept == "['left-by-a-worker']"  # the judge's own still, for the thread that entered it
+    assert _in_own_dev_shm("print(own_dev_shm())\n") == "None\n"
+
+
+@NEEDS_ROOT
+def test_the_judge_enters_its_own_dev_shm_before_torch_starts_a_thread():
+    """`python -m harness` (and the service's judge) enters it before importing the judge, whose
+    torch starts a thread on import."""
+    program = """
+import runpy, sys
+from harness.judge import dev_shm
+sys.argv = ["harness", "--help"]
+try:
+    runpy.run_module("harness", run_name="__main__")
+except SystemExit:
+    pass
+print("RESULT", dev_shm._OWN_DEV_SHM, dev_shm._ENTERED, len(os.listdir("/proc/self/task")) > 1)
+"""
+    printed = _in_own_dev_shm(program)
+    assert printed.splitlines()[-1] == "RESULT [None] [True] True"

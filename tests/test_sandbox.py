@@ -117,3 +117,123 @@ def test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it(tmp_p
         worker.close_all()
     assert not cgroup.exists()
     sandbox.close()
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own (the test's files stay off the host's) needs root")
+def test_a_gpu_workers_rules_shrink_no_file_under_dev_by_any_path():
+    """A GPU worker's Landlock rules (write under /dev and /proc, shrink nothing under /dev),
+    applied in a child with a /dev/shm of its own, against each way of cutting short a file that
+    a process maps there: O_TRUNC by its path, through /proc/self/fd and through
+    /proc/self/root; truncate and ftruncate. A hole punched keeps the size: the mapper reads
+    zeros, as after a write, and gets no SIGBUS. What the rules still let through (a rename
+    over the name, an unlink) is printed and judged below."""
+    import ast
+    import errno
+    import subprocess
+
+    from harness.runner import confine
+
+    if confine.landlock_abi() < 3:
+        pytest.skip("Landlock before ABI 3 has no right to truncate")
+    program = r"""
+import ctypes, errno, mmap, os
+from harness.judge.dev_shm import own_dev_shm
+from harness.runner.confine import _landlock
+assert own_dev_shm() is None
+path = "/dev/shm/drivers-file"
+with open(path, "wb") as made:
+    made.write(b"x" * 65536)
+mapped = mmap.mmap(os.open(path, os.O_RDWR), 0)
+assert _landlock([os.getcwd(), "/proc"], ["/dev"]) is None
+outcome = {}
+def attempt(name, action):
+    try:
+        action()
+        outcome[name] = "done"
+    except OSError as error:
+        outcome[name] = errno.errorcode[error.errno]
+writer = os.open(path, os.O_WRONLY)
+attempt("O_TRUNC by path", lambda: os.open(path, os.O_WRONLY | os.O_TRUNC))
+attempt("O_TRUNC through /proc/self/fd", lambda: os.open(f"/proc/self/fd/{writer}", os.O_WRONLY | os.O_TRUNC))
+attempt("O_TRUNC through /proc/self/root", lambda: os.open("/proc/self/root" + path, os.O_WRONLY | os.O_TRUNC))
+attempt("truncate", lambda: os.truncate(path, 0))
+attempt("ftruncate", lambda: os.ftruncate(writer, 0))
+libc = ctypes.CDLL(None, use_errno=True)
+def fallocate(mode):
+    if libc.fallocate(writer, mode, ctypes.c_long(0), ctypes.c_long(65536)) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate")
+attempt("punch a hole", lambda: fallocate(0x01 | 0x02))  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+attempt("collapse a range", lambda: fallocate(0x08))
+print("size", os.fstat(writer).st_size, "mapped", bytes(mapped[:1]), "last", bytes(mapped[-1:]))
+def replace():
+    with open("/dev/shm/short", "wb"):
+        pass
+    os.rename("/dev/shm/short", path)
+attempt("rename over its name", replace)
+attempt("unlink", lambda: os.unlink(path))
+print(outcome)
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    sizes, outcome = result.stdout.splitlines()
+    outcome = ast.literal_eval(outcome)
+    refused = ("O_TRUNC by path", "O_TRUNC through /proc/self/fd", "O_TRUNC through /proc/self/root", "truncate", "ftruncate")
+    assert {name: outcome[name] for name in refused} == dict.fromkeys(refused, "EACCES")
+    assert outcome["collapse a range"] == errno.errorcode[errno.EOPNOTSUPP]  # tmpfs shortens no file by a range
+    assert sizes == "size 65536 mapped b'\\x00' last b'\\x00'", "a hole punched keeps the size: zeros, no SIGBUS"
+    # Open (docs/judge.md): the name's file is replaced or removed, what a later opener finds.
+    assert outcome["rename over its name"] == outcome["unlink"] == "done"
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="two /dev/shm of their own (two judges) need root")
+def test_a_gpu_worker_without_bubblewrap_reaches_no_other_judges_dev_shm_through_a_workers_root():
+    """Where bubblewrap is missing, a worker shares the host's pid namespace, and
+    /proc/PID/root/dev/shm of another judge's worker (capability-less and dumpable, as the worker
+    is) is that judge's /dev/shm, which Landlock's rule on /dev (an inode's, whatever the mount)
+    would let a GPU worker write. Landlock closes the link itself: a process it restricts may
+    reach /proc/PID/root only of a process in its own domain (without Landlock the link is
+    followed, and the write lands)."""
+    import subprocess
+
+    from harness.runner import confine
+
+    if confine.landlock_abi() < 3:
+        pytest.skip("Landlock before ABI 3 has no right to truncate")
+    other_worker = r"""
+import json, os, sys
+from harness.judge.dev_shm import own_dev_shm
+from harness.runner.confine import confine
+assert own_dev_shm() is None
+with open("/dev/shm/drivers-file", "wb") as made:
+    made.write(b"the other judge's driver")
+print(os.getpid(), flush=True)
+log = os.open(os.devnull, os.O_WRONLY)
+confine({"socket": log, "log": log, "echo": False, "layers_off": [], "seccomp_loaded": False,
+         "writable": [os.getcwd(), "/proc"], "unshrinkable": ["/dev"]})
+sys.stdin.read()
+"""
+    attacker = r"""
+import os, sys
+from harness.judge.dev_shm import own_dev_shm
+from harness.runner.confine import _give_up_privileges, _landlock
+assert own_dev_shm() is None
+assert not _give_up_privileges() and _landlock([os.getcwd(), "/proc"], ["/dev"]) is None
+try:
+    with open(f"/proc/{sys.argv[1]}/root/dev/shm/drivers-file", "r+b") as reached:
+        reached.write(b"overwritten")
+    print("GOT")
+except OSError as error:
+    print("REFUSED", type(error).__name__)
+"""
+    other = subprocess.Popen([sys.executable, "-c", other_worker], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=REPO_ROOT)
+    try:
+        pid = other.stdout.readline().strip()
+        assert pid.isdigit()
+        result = subprocess.run([sys.executable, "-c", attacker, pid], capture_output=True, text=True, cwd=REPO_ROOT,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "REFUSED PermissionError\n"
+    finally:
+        other.stdin.close()
+        other.wait(timeout=30)

@@ -286,3 +286,29 @@ def test_judges_as_ray_actors_one_per_node_of_a_simulated_cluster(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+def test_a_candidate_that_removes_the_judges_driver_files_leaves_the_next_candidate_whole(tmp_path):
+    """A GPU worker may remove files under its judge's /dev/shm (Landlock refuses shrinking there,
+    not removing): the CUDA driver's files of the judge and the partner. The next candidate of the
+    same judge, whose workers open them by name, must still pass, in test and benchmark."""
+    import torch
+
+    from harness.service.judges import LocalJudge
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the judge's driver files under /dev/shm are a GPU's")
+    judge = LocalJudge("cuda")
+    judge.start()
+    try:
+        cheat = judge.judge({"id": "cheat", "source": (FIXTURES / "cheat_removes_the_judges_driver_files.py").read_text(),
+                             "mode": "test", "tests": TWO_CASES, "options": {}})
+        for mode in ("test", "benchmark"):
+            honest = judge.judge({"id": f"next {mode}", "source": (FIXTURES / "torch_submission.py").read_text(),
+                                  "mode": mode, "tests": ONE_CASE, "options": {"max_repeats": 5}})
+            statuses = [case["status"] for case in honest["document"]["cases"]]
+            assert honest["exit_status"] == 0 and statuses == ["pass"], (cheat["report"], honest["report"])
+    finally:
+        judge.close()

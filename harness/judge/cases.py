@@ -45,6 +45,12 @@ CALIBRATION_SPREADS = 3.0
 # The judge's flush may take this much longer while a worker waits for its go than while the
 # calibration partner does: more is GPU work the worker ran during the flush, before the window.
 FLUSH_TOLERANCE = 0.03
+# A worker whose recorded round ran on more than one queue: a queue waiting on the GPU for another
+# of its queues, itself waiting for the judge's go (a joined side stream), is given time slices
+# during the flush with no work done (on an H200, 2026-11-27: a 16 GB flush took 17.2 ms against
+# the partner's 9.5 ms, 81 % longer). Held to twice the partner's flush: what such a worker may
+# run before the window is bounded by about one flush's time, not unbounded.
+FLUSH_SIDE_QUEUE_TOLERANCE = 1.0
 # After each timed round but the last, and after each probe, a probe (a timed round on edited
 # inputs, harness/judge/probes.py) with this chance, and always after one of the first MIN_ROUNDS,
 # drawn at random: no timed round can be told from a checked one on new values, so a replay in any
@@ -423,19 +429,23 @@ def _flush_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibrati
                    result: CaseResult) -> str | None:
     """The timed rounds' flush against the partner's: longer is GPU work run before the window.
 
-    Not where the recorded round, whose activity passed, ran on more than one queue. A queue
-    that waits on the GPU for another of the worker's queues, itself waiting for the judge's go
-    (a side stream joined the way torch's documentation shows), is given time slices during the
-    judge's flush with no work done (on an H200, 2026-11-27: a 16 GB flush took 17.2 ms against
-    9.5 ms), and what the worker runs in those slices cannot be told apart from that waiting."""
-    if not (calibration.flush_ns and figures.flush_ns) or len(activity.queues(recorded.records)) > 1:
+    A worker whose recorded round, whose activity passed, ran on more than one queue is held to
+    FLUSH_SIDE_QUEUE_TOLERANCE instead: a queue that waits on the GPU for another of the worker's
+    queues, itself waiting for the judge's go (a side stream joined the way torch's documentation
+    shows), is given time slices during the judge's flush with no work done, which cannot be told
+    apart from work run in those slices. The recorded round is the worker's to shape (it can see
+    that it is asked), so its second queue buys that allowance and no more."""
+    if not (calibration.flush_ns and figures.flush_ns):
         return None
+    side_queues = len(activity.queues(recorded.records)) > 1
+    tolerance = FLUSH_SIDE_QUEUE_TOLERANCE if side_queues else FLUSH_TOLERANCE
     excess_ns = statistics.median(figures.flush_ns) - calibration.flush_ns
-    if excess_ns <= FLUSH_TOLERANCE * calibration.flush_ns:
+    if excess_ns <= tolerance * calibration.flush_ns:
         return None
+    allowance = (f", beyond the {tolerance:.0%} a worker waiting on a second queue is allowed" if side_queues else "")
     return beyond_the_competition(
         f"the judge's L2 flush took {excess_ns / 1e3:.0f} us longer while the worker waited for its batch than while "
-        f"nothing ran: GPU work before the timed window", case.strict, result)
+        f"nothing ran{allowance}: GPU work before the timed window", case.strict, result)
 
 
 def run_benchmark(job: Job, judging: Judging) -> CaseResult:

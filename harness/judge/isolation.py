@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from harness import cuda_ipc, wire
+from harness.judge import dev_shm
 from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 
@@ -47,72 +48,14 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
-_OWN_DEV_SHM: list[str | None] = []  # what was refused, once the process has tried
-
-
-def own_dev_shm() -> str | None:
-    """Move this process into a mount namespace of its own whose /dev/shm is a fresh tmpfs, before
-    it starts CUDA. The CUDA driver keeps every process's IPC state in files there, and a worker
-    must reach its judge's (CUDA IPC), so a GPU worker gets its judge's /dev; with the host's
-    /dev/shm it would reach every other CUDA process's files too, another judge's on the same
-    machine among them (cut short, they kill it with SIGBUS). The workers this judge starts share
-    its /dev/shm, and nothing else does. Returns what was refused (it needs CAP_SYS_ADMIN), once."""
-    if not _OWN_DEV_SHM:
-        _OWN_DEV_SHM.append(_enter_own_dev_shm())
-    return _OWN_DEV_SHM[0]
-
-
-def _enter_own_dev_shm() -> str | None:
-    if not sys.platform.startswith("linux") or not os.path.isdir("/dev/shm"):
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    steps = (("unshare", lambda: libc.unshare(CLONE_NEWNS)),
-             ("mount --make-rprivate /", lambda: libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)),
-             ("mount tmpfs /dev/shm", lambda: libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777,size=1g")))
-    for what, step in steps:
-        if step() != 0:
-            return (f"a /dev/shm of its own ({what}: {os.strerror(ctypes.get_errno())}): its workers reach every "
-                    "CUDA process's files there, another judge's on this machine among them")
-    return None
-
-
-def sweep_own_dev_shm() -> list[str]:
-    """Remove from this judge's own /dev/shm (only where `own_dev_shm` made it) every file no live
-    process maps or holds open: what an ended candidate's workers left there, which the next
-    candidate of the same judge would otherwise find. Returns the names removed."""
-    if _OWN_DEV_SHM != [None]:
-        return []
-    held = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for descriptor in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    held.add(os.readlink(f"/proc/{entry}/fd/{descriptor}"))
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{entry}/maps") as maps:
-                held.update(line.split(maxsplit=5)[5].strip() for line in maps if line.count(" ") >= 5 and "/dev/shm/" in line)
-    removed = []
-    for name in os.listdir("/dev/shm"):
-        path = os.path.join("/dev/shm", name)
-        if path not in held and path + " (deleted)" not in held:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-                removed.append(name)
-    return removed
-
-
 def protect_the_judge() -> list[str]:
     """Close this process's /proc files to its workers and adopt the processes they orphan; on a
-    GPU (where `own_dev_shm` ran), say whether its /dev/shm is its own. Returns what the kernel
+    GPU (where `dev_shm.own_dev_shm` ran), say whether its /dev/shm is its own. Returns what the kernel
     refused (a sandbox may lack any), for the run to warn of."""
     if not sys.platform.startswith("linux"):
         return ["not Linux: the judge's /proc files stay open to its workers and orphans are not adopted"]
     libc = ctypes.CDLL(None, use_errno=True)
-    refused = [problem for problem in _OWN_DEV_SHM if problem]
+    refused = dev_shm.refused()
     for option, value, what in ((PR_SET_DUMPABLE, 0, "closing its /proc files to its workers"),
                                 (PR_SET_CHILD_SUBREAPER, 1, "adopting the processes its workers orphan")):
         if libc.prctl(option, value, 0, 0, 0) != 0:

@@ -13,7 +13,8 @@ interpreter and its imports, the drawn inputs and references of cases whose seed
 This process is made non-dumpable and a subreaper (harness/judge/isolation.py), as the one-shot
 judge makes itself: that is why it is a process of its own, never the caller's. After a case that
 crashed, hung or raised it checks its GPU; a device that no longer answers ends the process with
-EXIT_DEVICE_LOST, and whoever started it starts another. A candidate that changed the judge's
+EXIT_DEVICE_LOST, and whoever started it starts another; so does one whose own /dev/shm stays
+full after a candidate (EXIT_DEV_SHM_FULL, harness/judge/dev_shm.py). A candidate that changed the judge's
 own files (harness/judge/integrity.py) ends it with EXIT_FILES_CHANGED: a judge started from
 those files would not be this one, so none is started again.
 """
@@ -29,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.exits import EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
+from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
@@ -39,20 +40,23 @@ TIMED_OPTIONS = ("max_repeats", "baselines")
 
 class Judge:
     def __init__(self, device: str, memory_limit_bytes: int | None = None):
+        from harness.judge.dev_shm import full_after_sweep, own_dev_shm, sweep_own_dev_shm
+
+        if device.startswith("cuda"):
+            own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once)
 
         from harness import cli, modes, results
-        from harness.judge.isolation import own_dev_shm, protect_the_judge, sweep_own_dev_shm
+        from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
         from harness.recording import run_rows
         from harness.service.pool import WorkerPool
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
-        self._sweep_dev_shm = sweep_own_dev_shm
-        if device.startswith("cuda"):
-            own_dev_shm()  # before this process starts CUDA
+        self._sweep_dev_shm, self._full_after_sweep = sweep_own_dev_shm, full_after_sweep
+        self.dev_shm_full: str | None = None
         self.refused = protect_the_judge()
         self.device = device
         self.device_name = modes._device_name(device)
@@ -113,6 +117,7 @@ class Judge:
                     path.unlink()
                 folder.rmdir()
             self._sweep_dev_shm()  # the candidate's workers have ended: what they left goes
+            self.dev_shm_full = self._full_after_sweep()
         document = {**document, "exit_status": status, "submission": request.get("name") or "submission.py"}
         return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
@@ -164,6 +169,9 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
             if _changed_the_judge(reply):
                 print(f"judge on {device}: a candidate changed the judge's files; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_FILES_CHANGED
+            if judge.dev_shm_full:
+                print(f"judge on {device}: {judge.dev_shm_full}; this judge ends", file=sys.stderr, flush=True)
+                return EXIT_DEV_SHM_FULL
             if _troubled(reply) and not judge.device_answers():
                 print(f"judge on {device}: the device no longer answers; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEVICE_LOST
