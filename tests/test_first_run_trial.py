@@ -62,6 +62,7 @@ def _lines(err: str, prefix: str = sub.FALLBACK_PREFIX) -> list[str]:
     return [line for line in err.splitlines() if line.startswith(prefix)]
 
 
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
 def test_a_rung_that_hangs_is_killed_at_the_deadline_and_not_launched_again(trial, capsys):
     began = time.monotonic()
     data = _data(1)
@@ -91,6 +92,7 @@ def test_a_rung_that_hangs_is_killed_at_the_deadline_and_not_launched_again(tria
     assert "256x128x256x1, stand-in hang: not launched: it hung in the trial process for 128x256x512x2" in line
 
 
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
 def test_rungs_that_kill_their_process_fall_back_each_in_a_new_one(trial, capsys):
     """Each death names its rung; after the last rung the exact product answers."""
     data = _data(5)
@@ -105,6 +107,7 @@ def test_rungs_that_kill_their_process_fall_back_each_in_a_new_one(trial, capsys
     assert set(trial.condemned) == {"stand-in abort", "stand-in segfault"}
 
 
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
 def test_after_two_configurations_hung_or_faulted_the_exact_product_answers(trial, capsys):
     """The rungs of a later problem after two condemned configurations are not tried, in the
     trial process or here: the exact product answers, and no new trial process starts."""
@@ -212,6 +215,7 @@ def test_a_kernel_module_the_trial_process_cannot_import_is_said_once(trial, cap
     assert trial.process is None and _right(data)
 
 
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
 def test_what_the_imports_print_on_stdout_is_no_reply_of_the_trial_process(trial, capfd):
     import trial_kernels_noisy
 
@@ -225,6 +229,7 @@ def test_what_the_imports_print_on_stdout_is_no_reply_of_the_trial_process(trial
     assert kernels.StandInKernel.builds == ["right"] and _right(data)
 
 
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA: the trial process must find none")
 def test_a_trial_process_without_cuda_says_so_and_ends(trial):
     why = trial._start(kernels.RightFirst, torch.device("cuda", 0))

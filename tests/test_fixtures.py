@@ -490,6 +490,7 @@ def _one_test_case(fixture: str, device: str, tally, tmp_path: Path) -> Path:
     return cases
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("device", DEVICES)
 def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally, tmp_path):
     """The judge's stdout (its --json document), stderr and POPCORN_FD lines, read only after the
@@ -522,6 +523,7 @@ def test_nothing_the_worker_leaves_behind_writes_the_judges_output(device, tally
     tally.record_verdict(THREATS[fixture], fixture, "test --json with POPCORN_FD", device, "fail, nothing forged")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("device", DEVICES)
 def test_no_line_of_the_report_is_the_workers(device, tally, tmp_path):
     """The judge's report, piped, line by line: the worker's progress text, which would end the
@@ -540,6 +542,7 @@ def test_no_line_of_the_report_is_the_workers(device, tally, tmp_path):
     tally.record_verdict(THREATS[fixture], fixture, "test, its report line by line", device, "fail, no line forged")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_nothing_the_worker_writes_to_dev_shm_outlives_it(device, tally, tmp_path):
     """A file the worker writes to /dev/shm, memory that outlives processes, where a later
