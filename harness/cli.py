@@ -294,12 +294,11 @@ def model_command(fit):
     """The B200 cost model: its constants, its calibration against published times (a fit set
     and a held-out set), and its times for this kit's sm_100a configurations, with their spread
     over the near-optimal constants. A model's figures, not measurements."""
-    from rich.console import Console
-
     from harness import b200_calibration, b200_model, b200_report
     from harness.runner.files import import_submission
+    from harness.tables import console_for
 
-    console = Console(width=220)
+    console = console_for()
     errors = b200_calibration.grid_errors()
     refitted = b200_calibration.fit(errors)
     if refitted != b200_model.FITTED:

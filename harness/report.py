@@ -10,7 +10,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -20,6 +19,7 @@ from harness.exits import EXIT_FAIL
 from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
+from harness.tables import Fitted, console_for
 
 
 LOG_EVERY_S = 10.0
@@ -107,23 +107,14 @@ BASELINE_COLUMNS = Columns(
 )
 
 
-def _table(title: str, columns: Columns, shown: list[str], rows: list[tuple[dict, str | None]]) -> Table:
-    # No cell wraps: a number or a shape is read whole or not shown (Reporter._print_table).
+def _table(title: str, columns: Columns, rows: list[tuple[dict, str | None]]) -> Fitted:
+    # No cell wraps: a number or a shape is read whole or not shown (tables.Fitted).
     table = Table(title=title, title_justify="left")
-    for header in shown:
+    for header in columns.headers:
         table.add_column(header, justify="left" if header in columns.left else "right", no_wrap=True, overflow="fold")
     for cells, style in rows:
-        table.add_row(*(cells.get(header, "") for header in shown), style=style)
-    return table
-
-
-def _natural_width(console: Console, table: Table) -> int:
-    """The width `table` takes where nothing limits it."""
-    return Measurement.get(console, console.options.update_width(10_000), table).maximum
-
-
-# Piped output: the widest table rich may draw before it folds cells (lines are never folded).
-PIPED_WIDTH = 250
+        table.add_row(*(cells.get(header, "") for header in columns.headers), style=style)
+    return Fitted(table, columns.left_out_first, shown_by="a wider terminal, a pipe or --json")
 
 
 class Reporter:
@@ -137,10 +128,7 @@ class Reporter:
         # with --json, stdout when POPCORN_FD is 2.
         json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
         stream = sys.stderr if json_or_popcorn else sys.stdout
-        # Piped to a file or a log, rich would assume 80 columns and fold lines and table cells:
-        # there lines are written whole (soft wrap) and tables take the width they need.
-        piped = not stream.isatty()
-        self.console = console or Console(file=stream, highlight=False, width=PIPED_WIDTH if piped else None, soft_wrap=piped)
+        self.console = console or console_for(stream)
         self._test_rows = []
         self._official = False
         self._builds_document = json_document or keep_document
@@ -389,7 +377,7 @@ class Reporter:
             sol_geo = geomean(ceilings.seconds(work) * 1e9 for work in works) if ceilings else None
             rows.append(({"shape": "geomean", "mean µs": us(geomean(means)), "SOL µs": us(sol_geo),
                           "% SOL": f"{100 * sol_geo / geomean(means):.1f}" if sol_geo else "-"}, "bold"))
-        self._print_table(f"{mode} on {device}", BENCHMARK_COLUMNS, rows)
+        self.console.print(_table(f"{mode} on {device}", BENCHMARK_COLUMNS, rows))
         if ceilings:
             self.console.print(f"[dim]SOL = max(flops / {ceilings.peak_flops / 1e12:.0f} TFLOP/s, bytes / {ceilings.bandwidth / 1e12:.2f} TB/s) ({ceilings_note}: {escape(ceilings.source)})[/dim]")
         else:
@@ -400,23 +388,6 @@ class Reporter:
         self._baselines_table(cases, results, works, floor)
         score = f"score (geomean of means) {us(geomean(r.stats.mean for r in results))} µs" if passed else f"{sum(not r.passed for r in results)} of {len(results)} cases failed"
         self._verdict(passed, score)
-
-    def _print_table(self, title: str, columns: "Columns", rows: list[tuple[dict, str | None]]) -> None:
-        """A table of `rows` (header -> cell, and the row's style), as wide as its cells need: on a
-        terminal narrower than that, the columns least read are left out, whole, and a line names
-        them; a cell is never cut."""
-        shown = list(columns.headers)
-        table = _table(title, columns, shown, rows)
-        for header in columns.left_out_first:
-            if _natural_width(self.console, table) <= self.console.width:
-                break
-            shown.remove(header)
-            table = _table(title, columns, shown, rows)
-        self.console.print(table)
-        left_out = [header for header in columns.headers if header not in shown]
-        if left_out:
-            self.console.print(f"[dim]left out to fit {self.console.width} columns: {escape(', '.join(left_out))} "
-                               "(a wider terminal, a pipe or --json shows them)[/dim]")
 
     def _baselines_table(self, cases, results, works, floor) -> None:
         rows = []
@@ -433,7 +404,7 @@ class Reporter:
                           "host µs/call": us(result.host_ns), "empty-call host µs": us(empty_call.mean if empty_call else None)}, None))
         if not rows:
             return
-        self._print_table("baselines (same inputs, same timing loop)", BASELINE_COLUMNS, rows)
+        self.console.print(_table("baselines (same inputs, same timing loop)", BASELINE_COLUMNS, rows))
         self.console.print("[dim]cuBLAS bf16: operands dequantized beforehand (not timed). Exact-path floor: max(flops / measured bf16 peak, fp4 bytes / measured copy bandwidth). "
                            "Empty-call host: one call of an empty CuTeDSL kernel taking the five operand pointers, arguments made beforehand "
                            "(TVM-FFI where installed): the host floor of a compiled call here.[/dim]")
