@@ -84,6 +84,6 @@ class Fitted:
             widths = [natural for _, natural in ranges]
         yield _fixed(self.table, widths, shown)
         if left_out:
-            names = ", ".join(" ".join(column.header.split())  # a header's lines joined
+            names = ", ".join(column.header.splitlines()[0]  # a header of several lines by its first
                               for column in self.table.columns if column.header in left_out)
             yield f"[dim]left out to fit {options.max_width} columns: {escape(names)} ({self.shown_by} shows them)[/dim]"
