@@ -77,13 +77,18 @@ def _secret_seed() -> int | None:
     return int(value) if value else None
 
 
-def _require_device(device: str) -> None:
+# The make target that runs each mode (Makefile): its options go in ARGS.
+MAKE_TARGETS = {"test": "check", "benchmark": "bench", "leaderboard": "leaderboard", "profile": "profile"}
+
+
+def _require_device(device: str, mode: str) -> None:
     if device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
             raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one for a CUDA file; without one, `lint` and `compile --arch sm_100a` "
-                                       "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone"))
+                                       "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone "
+                                       f"(through make: `make {MAKE_TARGETS[mode]} ARGS=\"--device cpu\"`)"))
         index, count = torch.device(device).index, torch.cuda.device_count()
         if index is not None and index >= count:
             raise Stopped(EXIT_NO_GPU, f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})")
@@ -130,7 +135,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     if device.startswith("cuda"):
         own_dev_shm()  # before this process starts CUDA (the reference's check below)
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
-    _require_device(device)
+    _require_device(device, mode)
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(

@@ -178,3 +178,18 @@ def test_a_case_that_ran_out_of_time_leaves_the_next_its_calibration_partner(tmp
     assert result.returncode == 112, result.stdout + result.stderr
     assert "calibration partner" not in result.stdout and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert result.stdout.count("no result within the 5 s time limit") == 2, result.stdout
+
+
+@pytest.mark.parametrize("mode, target", [("test", "check"), ("benchmark", "bench"), ("leaderboard", "leaderboard"), ("profile", "profile")])
+def test_without_a_gpu_the_hint_gives_the_flag_and_its_make_form(monkeypatch, mode, target):
+    import torch
+
+    from harness.cli import Stopped, _require_device
+    from harness.exits import EXIT_NO_GPU
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(Stopped) as stopped:
+        _require_device("cuda", mode)
+    assert stopped.value.status == EXIT_NO_GPU
+    assert "`--device cpu` runs a file" in stopped.value.message
+    assert f'(through make: `make {target} ARGS="--device cpu"`)' in stopped.value.message
