@@ -64,7 +64,7 @@ class RunDocument:
             "schema": SCHEMA,
             "command": command,
             "problem": options.problem.name,
-            "submission": str(options.submission),
+            "submission": options.submission_name,
             "submission_sha256": file_sha256(options.submission),
             "commit": git_commit(),
             "device": options.device,

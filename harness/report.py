@@ -134,7 +134,7 @@ class Reporter:
         self._builds_document = json_document or keep_document
         self.document: RunDocument | None = None
         self._runner_copy: re.Pattern | None = None
-        self._submission: Path | None = None
+        self._submission: str | None = None
         self._last_error: tuple[str, str] | None = None  # (which case, its message): the error panel shown last
         self._after_verdict: list[str] = []  # what to do instead, once a repeated error stopped the run
         self._not_run_reason = ""
@@ -168,7 +168,7 @@ class Reporter:
         with progress:
             yield on_progress
 
-    def runs_copy(self, runner_copies: re.Pattern, submission: Path) -> None:
+    def runs_copy(self, runner_copies: re.Pattern, submission: str) -> None:
         """The workers import copies of `submission` (at paths `runner_copies` matches): messages name the latter."""
         self._runner_copy, self._submission = runner_copies, submission
 
@@ -187,7 +187,7 @@ class Reporter:
             rules = "all verdicts, a worker reused while its cases pass"
         else:
             rules = "all verdicts, one process per case"
-        self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} for {escape(options.problem.name)} on {options.device} "
+        self.console.print(f"[bold]{what}[/bold] {escape(options.submission_name)} for {escape(options.problem.name)} on {options.device} "
                            f"({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
     def _readable(self, text: str) -> str:
@@ -224,7 +224,7 @@ class Reporter:
     def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool, importing: bool = False) -> str:
         """The run stops at an error every case would raise (harness/modes.py RepeatedError):
         the reason the remaining cases are not run. What to do instead follows the verdict."""
-        first, submission = f"{kind} {first_index}", escape(str(options.submission))
+        first, submission = f"{kind} {first_index}", escape(options.submission_name)
         if needs_gpu:
             self._after_verdict = [
                 f"[bold]{submission} needs a CUDA GPU[/bold]: on --device {options.device}, {first} raised an error naming CUDA, "
@@ -240,7 +240,7 @@ class Reporter:
                 f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
             ]
             return f"not run: the submission does not import ({first})"
-        origin = result.origin.replace(" at submission.py:", f" at {options.submission}:")
+        origin = result.origin.replace(" at submission.py:", f" at {options.submission_name}:")
         same = (f"raises what {first} raised" + (f" ({escape(origin)})" if origin else "")
                 if result.status == "error" else f"fails as {first} failed")
         lint = (f" (`python -m harness lint --submission {submission}` reads the file without importing it)"

@@ -145,3 +145,24 @@ def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
     shown = labelled_mismatches(message).splitlines()
     assert shown[1:] == ["ERROR AT (0, 0, 0): got -897.5, expected -949.5", "ERROR AT (3, 1, 0): got nan, expected 2.0"]
     assert labelled_mismatches("custom_kernel modified its input(s): b") == "custom_kernel modified its input(s): b"
+
+
+def test_a_copy_of_the_file_is_reported_under_the_name_it_was_given(tmp_path):
+    """The service judges a copy in its own folder: the report names the request's name."""
+    import io
+
+    from rich.console import Console
+
+    from harness.modes import RunOptions
+    from harness.popcorn import PopcornLog
+    from harness.report import Reporter
+    from harness.shapes import parse_cases
+
+    copy = tmp_path / "nvfp4-judge-x" / "mine.py"
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    reporter = Reporter(PopcornLog(None), console=console)
+    options = RunOptions(submission=copy, device="cpu", shown_as="mine.py")
+    reporter.begin_tests(parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\n"), options)
+    text = console.file.getvalue()
+    assert "test mine.py for nvfp4_gemm on cpu" in text and "nvfp4-judge-x" not in text
+    assert RunOptions(submission=copy).submission_name == str(copy)
