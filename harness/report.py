@@ -240,13 +240,14 @@ class Reporter:
                 f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
             ]
             return f"not run: the submission does not import ({first})"
+        # What was seen: two cases in a row, of different shapes, alike (modes._same_failure).
+        both = f"{first} and {kind} {first_index + 1}"
         origin = result.origin.replace(" at submission.py:", f" at {options.submission_name}:")
-        same = (f"raises what {first} raised" + (f" ({escape(origin)})" if origin else "")
-                if result.status == "error" else f"fails as {first} failed")
-        lint = (f" (`python -m harness lint --submission {submission}` reads the file without importing it)"
-                if result.status == "error" else "")
-        self._after_verdict = [f"[bold]every case {same}[/bold], whatever its shape: fix that and run again{lint}"]
-        return f"not run: every case {same}"
+        same = (f"{both} raised the same error" + (f" ({escape(origin)})" if origin else "")
+                if result.status == "error" else f"{both} failed alike")
+        self._after_verdict = [f"[bold]{same}[/bold] on different shapes: the file's doing, not a shape's; "
+                               "fix that and run again (the cases after them would meet it too)"]
+        return f"not run: {same} on different shapes"
 
     def _precheck(self, options) -> None:
         found = options.precheck
