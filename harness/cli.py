@@ -112,7 +112,9 @@ def run_options(function):
                      help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
         click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
         click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds for the whole run, worker starts included; the cases it leaves are not run."),
+                     help="Seconds for the whole run, worker starts included, checked before each case: a case's calls "
+                          "get at most what is left, counted once its inputs are drawn (the drawing is not bounded); "
+                          "the cases it leaves are not run."),
         json_option,
         strict_option,
     ]
@@ -175,10 +177,8 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
     cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, secret, **extra)
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json, keep_document=recording is not None)
-    if not tests_file and DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
-        reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
-                               f"benchmarks, which take hours a case there; name a tests file to time others "
-                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
+    if DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
+        _cpu_benchmarks_note(reporter, problem, cases, tests_file, extra.get("wall_limit_s"))
     try:
         status, record = execute(mode, cases, options, reporter)
     finally:
@@ -192,6 +192,27 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
     if as_json:
         document.write(reporter.document.data, status)
     sys.exit(status)
+
+
+def _cpu_benchmarks_note(reporter: Reporter, problem, cases: list, tests_file, wall_limit_s: float | None) -> None:
+    """A timed run on the CPU: what stands in for the benchmarks without a tests file, and up
+    front, the named cases whose work is the official benchmarks' (hours a case there)."""
+    if not tests_file:
+        reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
+                               f"benchmarks, which take hours a case there; name a tests file to time others "
+                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
+        return
+    heavy = problem.benchmark_sized(cases)
+    if not heavy:
+        return
+    limit = (f"; --wall-limit {wall_limit_s:g} is checked before each case and bounds its calls, counted once its "
+             "inputs are drawn: the drawing itself is not bounded" if wall_limit_s else "")
+    reporter.console.print(
+        f"[yellow]warning[/yellow]: on the CPU, {len(heavy)} of these {len(cases)} cases {'has' if len(heavy) == 1 else 'have'} "
+        f"the work of {problem.name}'s "
+        f"official benchmarks, which take hours a case there: each draws {problem.eval.calls_per_batch} inputs a batch with "
+        f"their exact references (\"generating inputs\" alone takes minutes){limit}. Without a tests file, the official "
+        "test of least work stands in for them")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -188,8 +188,10 @@ class Executor:
                 new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
                 for process in new_processes:
                     self._clock.connect(process)
+                # The time limit counts again once the inputs are drawn (Judging.restart_time_limit):
+                # at most what the run's --wall-limit left when the case started.
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress,
-                                                     self._options.timeout_s))
+                                                     timeout_s))
             except CaseStopped as stopped:
                 result = stopped.result
             except UntrustedMessageError as error:

@@ -193,3 +193,32 @@ def test_without_a_gpu_the_hint_gives_the_flag_and_its_make_form(monkeypatch, mo
     assert stopped.value.status == EXIT_NO_GPU
     assert "`--device cpu` runs a file" in stopped.value.message
     assert f'(through make: `make {target} ARGS="--device cpu"`)' in stopped.value.message
+
+
+def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
+    import io
+
+    from rich.console import Console
+
+    from harness.cli import _cpu_benchmarks_note
+    from harness.popcorn import PopcornLog
+    from harness.problems import PROBLEMS
+    from harness.report import Reporter
+    from harness.shapes import parse_cases
+
+    gemm = PROBLEMS["nvfp4_gemm"]
+
+    def note(cases_text, wall_limit_s=None, tests_file="mine.txt"):
+        console = Console(file=io.StringIO(), width=400, color_system=None)
+        _cpu_benchmarks_note(Reporter(PopcornLog(None), console=console), gemm, parse_cases(cases_text), tests_file, wall_limit_s)
+        return console.file.getvalue()
+
+    official = gemm.benchmarks_file.read_text()
+    said = note(official)
+    assert said.startswith("warning: on the CPU, 3 of these 3 cases have the work of nvfp4_gemm's official benchmarks")
+    assert "50 inputs a batch" in said and "--wall-limit" not in said
+    small = "m: 128; n: 256; k: 256; l: 1; seed: 1\n"
+    assert "1 of these 2 cases has" in note(small + official.splitlines()[2], wall_limit_s=60)
+    assert "--wall-limit 60 is checked before each case" in note(small + official.splitlines()[2], wall_limit_s=60)
+    assert note(small) == ""  # a case of the tests' size: no warning
+    assert note(small, tests_file=None).startswith("on the CPU without a tests file")

@@ -153,6 +153,11 @@ class Problem:
         least = sorted(range(len(tests)), key=lambda index: self._size(tests[index].args))[:count]
         return [tests[index] for index in sorted(least)]
 
+    def benchmark_sized(self, cases: list[Case]) -> list[Case]:
+        """The `cases` with at least the work of the least of the official benchmarks."""
+        least = min(self._size(case.args) for case in self.cases("benchmarks"))
+        return [case for case in cases if self._size(case.args) >= least]
+
     def _size(self, spec: dict) -> float:
         """A case's work: its flops where the problem has a speed-of-light formula, else the
         product of its sizes (each list of per-group sizes summed)."""
