@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.document import RunDocument
+from harness.document import RunDocument, labelled_mismatches
 from harness.exits import EXIT_FAIL
 from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
@@ -74,15 +74,6 @@ def us(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e3:.3f}"
 
 
-# The competition's check names a mismatch `ERROR AT (i, j, l): <got> <expected>`.
-MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
-
-
-def labelled_mismatches(message: str) -> str:
-    """The check's mismatch lines with their two numbers named, one a line: what the judge shows
-    (the message itself, in --json and POPCORN_FD, and everything under --official, is the
-    competition's text)."""
-    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
 
 
 @dataclasses.dataclass(frozen=True)
