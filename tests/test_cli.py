@@ -135,16 +135,17 @@ def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
         ["python", "-m", "harness", "lint"], ["python", "-m", "harness", "compile"], ["python", "-m", "harness", "test"]]
 
 
-def test_a_case_the_problems_reference_refuses_is_named_as_the_tests_files(tmp_path):
-    """K = 100 is no multiple of the 16-element scale blocks: the reference cannot take it, and the
-    report says so instead of blaming the submission's reply."""
+def test_a_case_the_problems_reference_refuses_is_the_tests_files_error(tmp_path):
+    """K = 100 is no multiple of the 16-element scale blocks: the reference cannot take it, so the
+    tests file is refused as it is read (exit 113, naming the constraint), the submission never
+    called."""
     tests_file = tmp_path / "bad_k.txt"
-    tests_file.write_text("m: 128; n: 128; k: 100; l: 1; seed: 1\n")
+    tests_file.write_text("m: 128; n: 128; k: 256; l: 1; seed: 1\nm: 128; n: 128; k: 100; l: 1; seed: 1\n")
     result = harness("test", str(tests_file), "--device", "cpu", "--submission", str(TEMPLATE))
-    report = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 112
-    assert "the tests file's case cannot be drawn: nvfp4_gemm's generator or reference refused it" in report
-    assert "could not read the worker's reply" not in report
+    assert result.returncode == 113
+    assert result.stderr.strip() == (f"{tests_file}:2: `k: 100` is not a multiple of 16 (one fp8 scale per 16 elements "
+                                     "along K: reference.py's sf_vec_size)")
+    assert "test 0" not in result.stdout
 
 
 def test_piped_output_keeps_every_line_whole(tmp_path):
