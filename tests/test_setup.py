@@ -94,7 +94,7 @@ def test_make_test_leaves_out_exactly_the_tests_make_test_e2e_runs():
     assert "make test ||" in ci and "make test-e2e ||" in ci
 
 
-def test_pytest_hides_only_cutedsls_notices_of_the_allocators_move():
+def test_pytest_hides_only_cutedsls_notices_that_names_of_cutlass_utils_moved():
     import warnings
 
     from _pytest.config import parse_warning_filter
@@ -108,6 +108,8 @@ def test_pytest_hides_only_cutedsls_notices_of_the_allocators_move():
             warnings.filterwarnings(*parse_warning_filter(line, escape=False))
         warnings.warn(moved, DeprecationWarning)
         warnings.warn(moved.replace("tmem", "smem").replace("Tmem", "Smem"), DeprecationWarning)
+        warnings.warn("cutlass.utils.LayoutEnum is deprecated; use cutlass.tensor_utils.LayoutEnum instead. It will be "
+                      "removed in a future release.", DeprecationWarning)
         warnings.warn("cutlass.cute.foo is deprecated; use cutlass.cute.bar instead", DeprecationWarning)
         warnings.warn(moved, UserWarning)
         warnings.warn("torch.cuda.amp.autocast is deprecated", FutureWarning)
