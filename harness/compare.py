@@ -361,7 +361,7 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
 def compare_command(store_path: Path, results_path: Path | None, export_path: Path | None, reference_path: Path,
                     no_reference: bool, device_filter: str | None, mode: str | None, problem_filter: str | None,
                     last_runs: int, plot_path: Path | None) -> None:
-    """Runs side by side per problem and device, yours and the reference ones: mean, % SOL, change against the previous run there."""
+    """Runs side by side per problem and device, yours and the reference ones: mean, % SOL, change against the same file's previous run there."""
     console = console_for()
     runs = stored_runs(store_path) if results_path is None else []
     if export_path:
