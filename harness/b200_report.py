@@ -9,8 +9,11 @@ from harness import b200_calibration as calibration
 from harness import b200_model as model
 from harness.sol import DEVICES
 from harness.stats import geomean
+from harness.tables import Fitted
 
 SHAPE_COLUMNS = tuple("x".join(map(str, shape)) for shape in model.BENCHMARK_SHAPES)
+# The same as headers of a column of figures: spaced, so that a narrow terminal wraps them.
+SHAPE_HEADERS = tuple(" x ".join(map(str, shape)) for shape in model.BENCHMARK_SHAPES)
 # The previous model's figures for this kit's kernel (2198f47, 2026-11-25): one latency, then 300
 # GB/s an SM whatever the pipeline's depth, and two calls in flight as an exact halving. Shown
 # beside the current model's so that a reader of older documents can place them.
@@ -23,13 +26,14 @@ def _us(values) -> list[str]:
 
 
 def _table(title: str, *columns: str) -> Table:
+    """Every column's text may wrap between words (a figure has none, so it is never cut)."""
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column)
     return table
 
 
-def constants_table(constants: model.Constants = model.FITTED, overlap: model.Overlap = model.OVERLAP) -> Table:
+def constants_table(constants: model.Constants = model.FITTED, overlap: model.Overlap = model.OVERLAP) -> Fitted:
     table = _table("B200 cost model: its constants", "constant", "value", "range", "how")
     grid = calibration.GRID
     table.add_row("launch (no PDL)", f"{constants.launch_s * 1e6:.2f} us",
@@ -45,13 +49,13 @@ def constants_table(constants: model.Constants = model.FITTED, overlap: model.Ov
     table.add_row("CTA start under PDL", f"{model.CTA_START_S * 1e6:.2f} us", "-", "set")
     table.add_row("two in flight: measured / formula", f"{overlap.ratio:.2f}", "-", overlap.source)
     table.add_row("two in flight: hand-off", f"{overlap.handoff_s * 1e6:.2f} us", "-", overlap.source)
-    return table
+    return Fitted(table, ("range",))
 
 
-def calibration_table(constants: model.Constants = model.FITTED) -> Table:
+def calibration_table(constants: model.Constants = model.FITTED) -> Fitted:
     """Every published version: its times, the model's, the residuals; the fit set and the held-out set."""
     table = _table("B200 cost model, calibration: published B200 times against the model's (us); residual = model / "
-                   "published - 1", "set", "version", *SHAPE_COLUMNS, "geomean")
+                   "published - 1", "set", "version", *SHAPE_HEADERS, "geomean")
     for version in calibration.PUBLISHED:
         name = f"{version.name} ({version.note})" if version.note else version.name
         label = "held out" if version.held_out else "fit"
@@ -72,14 +76,14 @@ def calibration_table(constants: model.Constants = model.FITTED) -> Table:
                   f"{geomean(calibration.CUBLAS_US):.2f}")
     sol = [DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in model.BENCHMARK_SHAPES]
     table.add_row("-", "speed-of-light (competition's table)", *_us(sol), f"{geomean(sol):.2f}")
-    return table
+    return Fitted(table, ("geomean", "set"))
 
 
 def _kernels(configs: dict) -> dict:
     return {shape: model.kernel_for(configs[shape]) for shape in model.BENCHMARK_SHAPES}
 
 
-def predictions_table(configs: dict, constant_sets: list | None = None) -> Table:
+def predictions_table(configs: dict, constant_sets: list | None = None) -> Fitted:
     """The model's time per benchmark shape for the configurations {shape: config}, what binds
     it, the previous model's figure and, given near-optimal constant sets, their spread."""
     table = _table("B200 cost model: a model's times, not measurements (us)", "shape", "configuration", "PDL",
@@ -100,7 +104,7 @@ def predictions_table(configs: dict, constant_sets: list | None = None) -> Table
                   f"{spread[1][0]:.2f}-{spread[1][1]:.2f}" if spread else "-",
                   f"{geomean(PREVIOUS_MODEL_US):.2f} (at {PREVIOUS_MODEL_COMMIT})",
                   f"{geomean(calibration.FIRST_PLACE.times_us):.2f}", f"{sol_geomean:.3f}")
-    return table
+    return Fitted(table, ("previous model", "near-optimal constants", "first place, published", "PDL", "what binds"))
 
 
 def binding(modelled: model.Call) -> str:
@@ -119,11 +123,11 @@ def binding(modelled: model.Call) -> str:
     return f"{modelled.branch}: {term}"
 
 
-def sensitivity_table(configs: dict) -> Table:
+def sensitivity_table(configs: dict) -> Fitted:
     """The chosen configurations' times under the PDL assumptions no published time tests."""
     table = _table("B200 cost model: the chosen configurations under other PDL assumptions (a model's us)",
                    "two in flight: measured / formula", "CTA start", "next call's loads under the tail",
-                   *SHAPE_COLUMNS, "geomean")
+                   *SHAPE_HEADERS, "geomean")
     kernels = _kernels(configs)
     in_use = model.OVERLAP
     rows = [(in_use, model.CTA_START_S, True), (in_use, 0.5 * model.CTA_START_S, True),
@@ -136,10 +140,10 @@ def sensitivity_table(configs: dict) -> Table:
                                                                                        overlap.ratio == 2.0 else "")
         table.add_row(label, f"{cta_start_s * 1e6:.1f} us", "yes" if loads_under_tail else "no", *_us(times),
                       f"{geomean(times):.2f}")
-    return table
+    return Fitted(table, ("geomean",))
 
 
-def preferred_table(configs: dict) -> Table:
+def preferred_table(configs: dict) -> Fitted:
     """Per benchmark shape: the chosen configuration, the model's fastest with PDL and without,
     and the first-placed entry as it published itself."""
     table = _table("B200 cost model: chosen against the model's fastest tiles (a model's us)", "shape", "chosen",
@@ -153,10 +157,10 @@ def preferred_table(configs: dict) -> Table:
         cells.append(f"{calibration.model_us(calibration.FIRST_PLACE, shape):.2f} ({first.tile_n} x {first.tile_m} "
                      f"tiles, split-K {first.split_k}, {first.stages} stages)")
         table.add_row(column, *cells)
-    return table
+    return Fitted(table, ("first place as published (no PDL)",))
 
 
-def levers_table(configs: dict) -> Table:
+def levers_table(configs: dict) -> Fitted:
     """`model.levers` per benchmark shape and their geomeans."""
     names = list(model.levers(configs[model.BENCHMARK_SHAPES[0]], model.BENCHMARK_SHAPES[0]))
     table = _table("B200 cost model: levers beside the chosen configurations (a model's us)", "shape", *names)
@@ -167,4 +171,4 @@ def levers_table(configs: dict) -> Table:
             columns[name].append(times[name] * 1e6)
         table.add_row(column, *_us([times[name] * 1e6 for name in names]))
     table.add_row("geomean", *(f"{geomean(columns[name]):.2f}" for name in names))
-    return table
+    return Fitted(table)

@@ -77,13 +77,18 @@ def _secret_seed() -> int | None:
     return int(value) if value else None
 
 
-def _require_device(device: str) -> None:
+# The make target that runs each mode (Makefile): its options go in ARGS.
+MAKE_TARGETS = {"test": "check", "benchmark": "bench", "leaderboard": "leaderboard", "profile": "profile"}
+
+
+def _require_device(device: str, mode: str) -> None:
     if device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
             raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one for a CUDA file; without one, `lint` and `compile --arch sm_100a` "
-                                       "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone"))
+                                       "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone "
+                                       f"(through make: `make {MAKE_TARGETS[mode]} ARGS=\"--device cpu\"`)"))
         index, count = torch.device(device).index, torch.cuda.device_count()
         if index is not None and index >= count:
             raise Stopped(EXIT_NO_GPU, f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})")
@@ -107,7 +112,9 @@ def run_options(function):
                      help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
         click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
         click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds for the whole run, worker starts included; the cases it leaves are not run."),
+                     help="Seconds for the whole run, worker starts included, checked before each case: a case's calls "
+                          "get at most what is left, counted once its inputs are drawn (the drawing is not bounded); "
+                          "the cases it leaves are not run."),
         json_option,
         strict_option,
     ]
@@ -130,7 +137,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
-    _require_device(device)
+    _require_device(device, mode)
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(
@@ -170,10 +177,8 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
     cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, secret, **extra)
     popcorn = PopcornLog.from_environment()
     reporter = Reporter(popcorn, json_document=as_json, keep_document=recording is not None)
-    if not tests_file and DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
-        reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
-                               f"benchmarks, which take hours a case there; name a tests file to time others "
-                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
+    if DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
+        _cpu_benchmarks_note(reporter, problem, cases, tests_file, extra.get("wall_limit_s"))
     try:
         status, record = execute(mode, cases, options, reporter)
     finally:
@@ -187,6 +192,27 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
     if as_json:
         document.write(reporter.document.data, status)
     sys.exit(status)
+
+
+def _cpu_benchmarks_note(reporter: Reporter, problem, cases: list, tests_file, wall_limit_s: float | None) -> None:
+    """A timed run on the CPU: what stands in for the benchmarks without a tests file, and up
+    front, the named cases whose work is the official benchmarks' (hours a case there)."""
+    if not tests_file:
+        reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
+                               f"benchmarks, which take hours a case there; name a tests file to time others "
+                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
+        return
+    heavy = problem.benchmark_sized(cases)
+    if not heavy:
+        return
+    limit = (f"; --wall-limit {wall_limit_s:g} is checked before each case and bounds its calls, counted once its "
+             "inputs are drawn: the drawing itself is not bounded" if wall_limit_s else "")
+    reporter.console.print(
+        f"[yellow]warning[/yellow]: on the CPU, {len(heavy)} of these {len(cases)} cases {'has' if len(heavy) == 1 else 'have'} "
+        f"the work of {problem.name}'s "
+        f"official benchmarks, which take hours a case there: each draws {problem.eval.calls_per_batch} inputs a batch with "
+        f"their exact references (\"generating inputs\" alone takes minutes){limit}. Without a tests file, the official "
+        "test of least work stands in for them")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -294,12 +320,11 @@ def model_command(fit):
     """The B200 cost model: its constants, its calibration against published times (a fit set
     and a held-out set), and its times for this kit's sm_100a configurations, with their spread
     over the near-optimal constants. A model's figures, not measurements."""
-    from rich.console import Console
-
     from harness import b200_calibration, b200_model, b200_report
     from harness.runner.files import import_submission
+    from harness.tables import console_for
 
-    console = Console(width=220)
+    console = console_for()
     errors = b200_calibration.grid_errors()
     refitted = b200_calibration.fit(errors)
     if refitted != b200_model.FITTED:

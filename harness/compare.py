@@ -5,8 +5,10 @@ where every benchmark or leaderboard run, one-shot or the service's, keeps its r
 export of it) and this kit's reference measurements (results/reference/runs.csv). A run is the
 set of rows one benchmark or leaderboard command recorded (same time, commit, submission, mode,
 problem and device); a run of yours also in the reference file is shown once, as reference. Times from different problems or devices are never set
-against each other: each (problem, device) gets its own table, and "change" is always against the
-previous run there. Rows written before runs named their problem are nvfp4_gemm's.
+against each other: each (problem, device) gets its own table, the device of your latest run's
+first, and "change" is always against the previous run there of the same file (its name as the
+run recorded it, else its content hash). Rows written before runs named their problem are
+nvfp4_gemm's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import click
 import pandas
-from rich.console import Console
+from rich.console import Group
 from rich.table import Table
 
 from harness.exits import EXIT_NO_RUNS
@@ -29,6 +31,7 @@ from harness.store import DEFAULT_PATH as STORE_PATH, Store
 from harness.shapes import GEMM_KEYS, Case
 from harness.sol import Ceilings, gemm_work
 from harness.stats import geomean
+from harness.tables import Fitted, console_for
 
 RUN_KEYS = ["source", "time", "commit", "submission_sha256", "mode", "problem", "device"]
 GEMM = "nvfp4_gemm"
@@ -106,6 +109,12 @@ def load_history(*sources: tuple[str, Path | pandas.DataFrame]) -> pandas.DataFr
     return table.sort_values(["run"], kind="stable").reset_index(drop=True)
 
 
+def file_of(row) -> str:
+    """The file a run timed: its name as the run recorded it, else its content hash's prefix."""
+    name = row.get("submission")
+    return Path(name).name if isinstance(name, str) and name else str(row["submission_sha256"])[:8]
+
+
 def _run_ids(table: pandas.DataFrame) -> pandas.Series:
     """Each row's run, whichever source holds it."""
     return table[RUN_KEYS[1:]].astype(str).agg("|".join, axis=1)
@@ -117,7 +126,7 @@ def _passed_mean(rows: pandas.DataFrame) -> pandas.Series:
 
 class DeviceHistory:
     """One problem's runs on one device: mean and % SOL per (shape, run), and each mean's change
-    against the same shape's mean in the previous run there that measured it."""
+    against the same shape's mean in the previous run there of the same file that measured it."""
 
     def __init__(self, rows: pandas.DataFrame, last: int | None = None):
         self.device = rows["device"].iloc[0]
@@ -131,8 +140,10 @@ class DeviceHistory:
             return indexed[column].unstack("run").reindex(index=self.shapes, columns=all_runs)
 
         self.mean, self.pct_sol, self.status = grid("passed_mean"), grid("pct_sol"), grid("status")
+        self.file = {run: file_of(self.run_info(run)) for run in all_runs}
         # Changes over the whole history, so the oldest run shown still has its predecessor.
-        self.change = self.mean / self.mean.ffill(axis=1).shift(1, axis=1) - 1
+        self.change = pandas.concat([self._changes(self.mean[runs]) for runs in self._runs_per_file(all_runs)],
+                                    axis=1).reindex(columns=all_runs)
         self.runs = all_runs
         self.score, self.score_change = self._scores()
         if last is not None:
@@ -142,10 +153,21 @@ class DeviceHistory:
                 frame.loc[self.shapes, self.runs] for frame in (self.mean, self.pct_sol, self.status, self.change)
             )
 
+    def _runs_per_file(self, runs) -> list[list]:
+        by_file: dict[str, list] = {}
+        for run in runs:
+            by_file.setdefault(self.file[run], []).append(run)
+        return list(by_file.values())
+
+    @staticmethod
+    def _changes(mean: pandas.DataFrame) -> pandas.DataFrame:
+        """Each mean against the same shape's in the previous run (column) that measured it."""
+        return mean / mean.ffill(axis=1).shift(1, axis=1) - 1
+
     def _scores(self) -> tuple[dict, dict]:
         """Geomean of the means for runs where every shape passed; its change only against the
-        previous scored run over the very same shapes (other sets are not comparable)."""
-        score, change, previous = {}, {}, None
+        same file's previous scored run over the very same shapes (other sets are not comparable)."""
+        score, change, previous = {}, {}, {}
         for run in self.runs:
             measured = self.mean[run].dropna()
             ran = self.status[run].dropna()
@@ -153,9 +175,10 @@ class DeviceHistory:
                 continue
             score[run] = geomean(measured.tolist())
             shapes = tuple(measured.index)
-            if previous is not None and previous[0] == shapes:
-                change[run] = score[run] / previous[1] - 1
-            previous = (shapes, score[run])
+            before = previous.get(self.file[run])
+            if before is not None and before[0] == shapes:
+                change[run] = score[run] / before[1] - 1
+            previous[self.file[run]] = (shapes, score[run])
         return score, change
 
     def run_info(self, run) -> pandas.Series:
@@ -164,12 +187,20 @@ class DeviceHistory:
     def run_label(self, run, separator: str = "\n") -> str:
         info = self.run_info(run)
         when = pandas.Timestamp(info["when"]).strftime("%m-%d %H:%M")
-        parts = [f"#{run} {info['source']}", when, str(info["commit"])[:12], f"{info['mode']} {str(info['submission_sha256'])[:8]}"]
+        parts = [f"#{run} {info['source']}", when, str(info["commit"])[:12], info["mode"],
+                 f"{self.file[run]} {str(info['submission_sha256'])[:8]}"]
         return separator.join(parts)
 
 
 def histories(table: pandas.DataFrame, last: int | None = None) -> list[DeviceHistory]:
-    return [DeviceHistory(rows, last) for _, rows in table.groupby(["problem", "device"], sort=False)]
+    """A history per (problem, device): those of the device of your latest run first (the
+    problem of that run the very first), then in the order the runs came."""
+    found = [DeviceHistory(rows, last) for _, rows in table.groupby(["problem", "device"], sort=False)]
+    yours = table[table["source"] == YOURS]
+    if yours.empty:
+        return found
+    latest = yours.loc[yours["run"].idxmax()]
+    return sorted(found, key=lambda history: (history.device != latest["device"], history.problem != latest["problem"]))
 
 
 def _change_text(change: float) -> str:
@@ -194,19 +225,17 @@ def _cell(history: DeviceHistory, pct_sol: pandas.DataFrame, shape: str, run) ->
     return "\n".join(lines + ([change] if change else []))
 
 
-def history_table(history: DeviceHistory) -> Table:
+def history_table(history: DeviceHistory) -> Group:
     """The runs side by side, every run's % SOL against the same ceilings as the plot's
-    (`common_ceilings`), so that a figure changes only where the time did; the caption says which."""
+    (`common_ceilings`), so that a figure changes only where the time did; a line under it says
+    which. A terminal too narrow for every run leaves out whole runs (the reference ones first,
+    the oldest first) and names them; no cell is cut."""
     ceilings = common_ceilings(history)
     pct_sol = pct_sol_at(history, ceilings) if ceilings is not None else history.pct_sol
-    caption = ceilings_caption(ceilings) if ceilings is not None else None
-    title = f"{history.problem} on {history.device}"
-    # At least as wide as its title and caption, which rich would otherwise wrap to a narrow table's width.
-    table = Table(title=title, title_justify="left", show_lines=True, caption=caption, caption_justify="left",
-                  min_width=max(len(title), len(caption or "")))
+    table = Table(title=f"{history.problem} on {history.device}", title_justify="left", show_lines=True)
     table.add_column("shape", style="bold", no_wrap=True)
     for run in history.runs:
-        table.add_column(history.run_label(run), justify="right")
+        table.add_column(history.run_label(run), justify="right", no_wrap=True)
     for shape in history.shapes:
         table.add_row(shape, *(_cell(history, pct_sol, shape, run) for run in history.runs))
     scores = []
@@ -217,7 +246,11 @@ def history_table(history: DeviceHistory) -> Table:
         change = _change_text(history.score_change.get(run, math.nan))
         scores.append(f"{history.score[run] / 1e3:.3f} µs" + (f"\n{change}" if change else ""))
     table.add_row("geomean", *scores)
-    return table
+    # Left out first: the reference runs, then yours, each oldest first.
+    runs = {run: column.header for run, column in zip(history.runs, table.columns[1:])}
+    left_out_first = sorted(runs, key=lambda run: (history.run_info(run)["source"] == YOURS, run))[:-1]
+    fitted = Fitted(table, [runs[run] for run in left_out_first])
+    return Group(fitted, f"[dim italic]{ceilings_caption(ceilings)}[/]") if ceilings is not None else Group(fitted)
 
 
 def common_ceilings(history: DeviceHistory) -> Ceilings | None:
@@ -328,9 +361,8 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
 def compare_command(store_path: Path, results_path: Path | None, export_path: Path | None, reference_path: Path,
                     no_reference: bool, device_filter: str | None, mode: str | None, problem_filter: str | None,
                     last_runs: int, plot_path: Path | None) -> None:
-    """Runs side by side per problem and device, yours and the reference ones: mean, % SOL, change against the previous run there."""
-    # Piped, rich would assume 80 columns and wrap every cell; a log gets the whole table.
-    console = Console(width=None if sys.stdout.isatty() else 250)
+    """Runs side by side per problem and device, yours and the reference ones: mean, % SOL, change against the same file's previous run there."""
+    console = console_for()
     runs = stored_runs(store_path) if results_path is None else []
     if export_path:
         if not runs:
@@ -361,9 +393,9 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
         console.print(history_table(history))
     console.print(
         f"[dim]runs headed `yours` are from {yours_from}, `reference` from {reference_path}; "
-        "each cell: mean per call, % of SOL, change of the mean against the previous run on the same "
-        "device (green faster, red slower, dim within 1%); % SOL: against the ceilings each table's caption names; geomean: the ranking score, over runs where every "
-        "shape passed[/dim]"
+        "each cell: mean per call, % of SOL, change of the mean against the previous run of the same file "
+        "on the same device (green faster, red slower, dim within 1%); % SOL: against the ceilings named under "
+        "each table; geomean: the ranking score, over runs where every shape passed[/dim]"
     )
     if plot_path:
         skipped = plot_histories(shown, plot_path)

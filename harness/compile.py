@@ -44,6 +44,7 @@ from harness.compile_capture import LaunchStopped, capturing_compiles, launch_sm
 from harness.options import json_option, problem_option, submission_option
 from harness.report import as_the_user_wrote_it
 from harness.runner.files import import_submission, make_runner_folder
+from harness.tables import Fitted, console_for
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
 SMEM_LIMIT_BYTES = 232_448
@@ -113,6 +114,14 @@ RULES = {
 }
 # The columns after the instructions', in both tables.
 RESOURCE_COLUMNS = ("registers", "shared memory\nbytes", "tensor memory\ncolumns", "verdict")
+
+
+def left_out_first(rules: ArchRules, *extra: str) -> tuple[str, ...]:
+    """The columns a narrow terminal leaves out of a table of kernels, in that order: the counts
+    the check neither requires nor forbids (the last listed first), `extra`, then the resources."""
+    optional = [instruction.column for instruction in rules.instructions
+                if instruction not in rules.required and instruction not in rules.forbidden]
+    return (*reversed(optional), *extra, "tensor memory\ncolumns", "shared memory\nbytes", "registers")
 
 
 def shape_text(mnkl) -> str:
@@ -274,7 +283,7 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
         facts.setdefault("shapes", []).append({
             "shape": shape_text(problem), "configuration": result.config, "instructions": result.counts,
             "registers": result.registers, "smem_bytes": smem, "tmem_columns": result.tmem_columns, "failures": result.failures})
-    console.print(shape_table)
+    console.print(Fitted(shape_table))
     table = Table(title="configurations compiled", title_justify="left")
     for column in ("configuration", *(instruction.column for instruction in rules.instructions), *RESOURCE_COLUMNS):
         table.add_column(column)
@@ -282,7 +291,7 @@ def _check_declared_kernels(module, kernel_class, submission: Path, arch: str, s
         tmem = "-" if result.tmem_columns is None else str(result.tmem_columns)
         table.add_row(f"#{number[config]}", *[str(result.counts[instruction.name]) for instruction in rules.instructions],
                       str(result.registers), f"{result.dynamic_smem + result.static_smem:,}", tmem, _verdict_cell(result.failures))
-    console.print(table)
+    console.print(Fitted(table, left_out_first(rules)))
     compile_seconds = sum(r.seconds for r in results.values())
     console.print(f"{len(problems)} shapes, {len(results)} configurations compiled in {compile_seconds:.1f} s")
     if arch == "sm_100a":
@@ -327,7 +336,7 @@ def _check_captured(module, problem: Problem, capture, submission: Path, arch: s
         used = [record.index for record in capture.compiles if label in record.shapes or record.index >= before]
         shape_table.add_row(label, ", ".join(f"#{index}" for index in used) or "-", outcome)
         facts.setdefault("shapes", []).append({"shape": label, "compiles": used, "outcome": outcome})
-    console.print(shape_table)
+    console.print(Fitted(shape_table))
     if not capture.compiles:
         console.print("[bold red]COMPILE CHECK FAIL[/]: no cute.compile was reached for any shape")
         return EXIT_CHECK_FAILED
@@ -354,7 +363,7 @@ def _check_captured(module, problem: Problem, capture, submission: Path, arch: s
                       *[str(cubin.counts[instruction.name]) for instruction in instructions], str(cubin.registers),
                       f"{smem:,}" if smem is not None else f"{cubin.static_smem:,} static + run-time dynamic",
                       "-" if tmem is None else str(tmem), _verdict_cell(kernel_failures))
-    console.print(table)
+    console.print(Fitted(table, left_out_first(RULES[arch], "launches", "shapes served")))
     return _summary(console, arch, failures, len(capture.compiles) + len(official_shapes(problem)), "shapes and compiles")
 
 
@@ -431,7 +440,7 @@ def run_check(submission: Path, arch: str, sass_dir: Path | None, console: Conso
 def compile_command(arch: str, submission: Path, problem: Problem, sass_dir: Path | None, as_json: bool) -> None:
     """Compile the kernels for every official shape of the problem without a GPU and report their SASS facts."""
     facts = {"schema": document.SCHEMA, "command": "compile", "problem": problem.name, "arch": arch, "submission": str(submission)}
-    status = run_check(submission, arch, sass_dir, Console(width=200, stderr=as_json), facts, problem)
+    status = run_check(submission, arch, sass_dir, console_for(sys.stderr if as_json else sys.stdout), facts, problem)
     if as_json:
         document.write({**facts, "passed": status == 0}, status)
     sys.exit(status)

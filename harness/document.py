@@ -56,6 +56,17 @@ def ceilings_fields(ceilings, note: str) -> dict | None:
     return {"peak_flops": ceilings.peak_flops, "bandwidth": ceilings.bandwidth, "source": ceilings.source, "origin": note}
 
 
+# The competition's check names a mismatch `ERROR AT (i, j, l): <got> <expected>`.
+MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
+
+
+def labelled_mismatches(message: str) -> str:
+    """The check's mismatch lines with their two numbers named, one a line: what the judge shows
+    and the --json document's `message` (its `competition_message`, POPCORN_FD's lines and
+    everything under --official keep the competition's text)."""
+    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
+
+
 class RunDocument:
     """What test, benchmark, leaderboard and profile found, filled in as the run goes."""
 
@@ -64,12 +75,12 @@ class RunDocument:
             "schema": SCHEMA,
             "command": command,
             "problem": options.problem.name,
-            "submission": str(options.submission),
+            "submission": options.submission_name,
             "submission_sha256": file_sha256(options.submission),
             "commit": git_commit(),
             "device": options.device,
             "device_name": None,
-            "official": options.official,
+            "official": options.official,  # `message` is then the competition's text, as the report's
             "cases": [{"index": index, "spec": case.spec, "shape": dict(case.args), "status": None}
                       for index, case in enumerate(cases)],
             "passed": None,
@@ -78,7 +89,8 @@ class RunDocument:
 
     def case(self, index: int, result, **extra) -> None:
         entry = self.data["cases"][index]
-        entry.update(status=result.status, message=result.message, warning=result.warning, activity=result.activity, wall_s=result.wall_s,
+        message = result.message if self.data["official"] or result.message is None else labelled_mismatches(result.message)
+        entry.update(status=result.status, message=message, competition_message=result.message, warning=result.warning, activity=result.activity, wall_s=result.wall_s,
                      stats=stats_fields(result.stats), judged_stats=stats_fields(result.judged_stats),
                      worker_stats=stats_fields(result.worker_stats), fixed_ns=result.fixed_ns, host_ns=result.host_ns,
                      baselines={name: stats_fields(stats) for name, stats in result.baselines.items()}, **extra)

@@ -57,11 +57,17 @@ class RunOptions:
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
     stop_on_first_failure: bool = False  # the cases after a failed one are not run
     wall_limit_s: float | None = None  # the whole run's limit, worker starts included; each case's is the smaller
+    shown_as: str | None = None  # the file's name in reports where `submission` is a copy (the service's)
 
     def __post_init__(self):
         if self.baselines and self.problem != BASELINES_PROBLEM:
             raise ValueError(f"--baselines times cuBLAS and torch on {BASELINES_PROBLEM.name}'s inputs; "
                              f"{self.problem.name} has none")
+
+    @property
+    def submission_name(self) -> str:
+        """The submission as reports name it: as the user named it."""
+        return self.shown_as or str(self.submission)
 
     @property
     def refused(self) -> bool:
@@ -149,7 +155,7 @@ class Executor:
             for refused in sandbox.refused:
                 reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
             logs = stack.enter_context(tempfile.TemporaryDirectory(prefix="nvfp4-harness-"))
-            reporter.runs_copy(re.compile(re.escape(logs) + r"/runner-[^/\s]+/submission\.py"), options.submission)
+            reporter.runs_copy(re.compile(re.escape(logs) + r"/runner-[^/\s]+/submission\.py"), options.submission_name)
             device = torch.device(options.device)
             clock = JudgeClock(device, options.problem.eval.flush_bytes)
             pool = SharedPool(device)
@@ -182,8 +188,10 @@ class Executor:
                 new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
                 for process in new_processes:
                     self._clock.connect(process)
+                # The time limit counts again once the inputs are drawn (Judging.restart_time_limit):
+                # at most what the run's --wall-limit left when the case started.
                 result = RUNNERS[job.kind](job, Judging(self._worker, self._partner, self._clock, self._pool, on_progress,
-                                                     self._options.timeout_s))
+                                                     timeout_s))
             except CaseStopped as stopped:
                 result = stopped.result
             except UntrustedMessageError as error:

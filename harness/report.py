@@ -10,16 +10,16 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.document import RunDocument
+from harness.document import RunDocument, labelled_mismatches
 from harness.exits import EXIT_FAIL
 from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
+from harness.tables import Fitted, console_for
 
 
 LOG_EVERY_S = 10.0
@@ -74,15 +74,6 @@ def us(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e3:.3f}"
 
 
-# The competition's check names a mismatch `ERROR AT (i, j, l): <got> <expected>`.
-MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
-
-
-def labelled_mismatches(message: str) -> str:
-    """The check's mismatch lines with their two numbers named, one a line: what the judge shows
-    (the message itself, in --json and POPCORN_FD, and everything under --official, is the
-    competition's text)."""
-    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,23 +98,14 @@ BASELINE_COLUMNS = Columns(
 )
 
 
-def _table(title: str, columns: Columns, shown: list[str], rows: list[tuple[dict, str | None]]) -> Table:
-    # No cell wraps: a number or a shape is read whole or not shown (Reporter._print_table).
+def _table(title: str, columns: Columns, rows: list[tuple[dict, str | None]]) -> Fitted:
+    # No cell wraps: a number or a shape is read whole or not shown (tables.Fitted).
     table = Table(title=title, title_justify="left")
-    for header in shown:
+    for header in columns.headers:
         table.add_column(header, justify="left" if header in columns.left else "right", no_wrap=True, overflow="fold")
     for cells, style in rows:
-        table.add_row(*(cells.get(header, "") for header in shown), style=style)
-    return table
-
-
-def _natural_width(console: Console, table: Table) -> int:
-    """The width `table` takes where nothing limits it."""
-    return Measurement.get(console, console.options.update_width(10_000), table).maximum
-
-
-# Piped output: the widest table rich may draw before it folds cells (lines are never folded).
-PIPED_WIDTH = 250
+        table.add_row(*(cells.get(header, "") for header in columns.headers), style=style)
+    return Fitted(table, columns.left_out_first, shown_by="a wider terminal, a pipe or --json")
 
 
 class Reporter:
@@ -137,16 +119,13 @@ class Reporter:
         # with --json, stdout when POPCORN_FD is 2.
         json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
         stream = sys.stderr if json_or_popcorn else sys.stdout
-        # Piped to a file or a log, rich would assume 80 columns and fold lines and table cells:
-        # there lines are written whole (soft wrap) and tables take the width they need.
-        piped = not stream.isatty()
-        self.console = console or Console(file=stream, highlight=False, width=PIPED_WIDTH if piped else None, soft_wrap=piped)
+        self.console = console or console_for(stream)
         self._test_rows = []
         self._official = False
         self._builds_document = json_document or keep_document
         self.document: RunDocument | None = None
         self._runner_copy: re.Pattern | None = None
-        self._submission: Path | None = None
+        self._submission: str | None = None
         self._last_error: tuple[str, str] | None = None  # (which case, its message): the error panel shown last
         self._after_verdict: list[str] = []  # what to do instead, once a repeated error stopped the run
         self._not_run_reason = ""
@@ -180,7 +159,7 @@ class Reporter:
         with progress:
             yield on_progress
 
-    def runs_copy(self, runner_copies: re.Pattern, submission: Path) -> None:
+    def runs_copy(self, runner_copies: re.Pattern, submission: str) -> None:
         """The workers import copies of `submission` (at paths `runner_copies` matches): messages name the latter."""
         self._runner_copy, self._submission = runner_copies, submission
 
@@ -199,7 +178,7 @@ class Reporter:
             rules = "all verdicts, a worker reused while its cases pass"
         else:
             rules = "all verdicts, one process per case"
-        self.console.print(f"[bold]{what}[/bold] {escape(str(options.submission))} for {escape(options.problem.name)} on {options.device} "
+        self.console.print(f"[bold]{what}[/bold] {escape(options.submission_name)} for {escape(options.problem.name)} on {options.device} "
                            f"({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 
     def _readable(self, text: str) -> str:
@@ -236,7 +215,7 @@ class Reporter:
     def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool, importing: bool = False) -> str:
         """The run stops at an error every case would raise (harness/modes.py RepeatedError):
         the reason the remaining cases are not run. What to do instead follows the verdict."""
-        first, submission = f"{kind} {first_index}", escape(str(options.submission))
+        first, submission = f"{kind} {first_index}", escape(options.submission_name)
         if needs_gpu:
             self._after_verdict = [
                 f"[bold]{submission} needs a CUDA GPU[/bold]: on --device {options.device}, {first} raised an error naming CUDA, "
@@ -252,13 +231,14 @@ class Reporter:
                 f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
             ]
             return f"not run: the submission does not import ({first})"
-        origin = result.origin.replace(" at submission.py:", f" at {options.submission}:")
-        same = (f"raises what {first} raised" + (f" ({escape(origin)})" if origin else "")
-                if result.status == "error" else f"fails as {first} failed")
-        lint = (f" (`python -m harness lint --submission {submission}` reads the file without importing it)"
-                if result.status == "error" else "")
-        self._after_verdict = [f"[bold]every case {same}[/bold], whatever its shape: fix that and run again{lint}"]
-        return f"not run: every case {same}"
+        # What was seen: two cases in a row, of different shapes, alike (modes._same_failure).
+        both = f"{first} and {kind} {first_index + 1}"
+        origin = result.origin.replace(" at submission.py:", f" at {options.submission_name}:")
+        same = (f"{both} raised the same error" + (f" ({escape(origin)})" if origin else "")
+                if result.status == "error" else f"{both} failed alike")
+        self._after_verdict = [f"[bold]{same}[/bold] on different shapes: the file's doing, not a shape's; "
+                               "fix that and run again (the cases after them would meet it too)"]
+        return f"not run: {same} on different shapes"
 
     def _precheck(self, options) -> None:
         found = options.precheck
@@ -389,7 +369,7 @@ class Reporter:
             sol_geo = geomean(ceilings.seconds(work) * 1e9 for work in works) if ceilings else None
             rows.append(({"shape": "geomean", "mean µs": us(geomean(means)), "SOL µs": us(sol_geo),
                           "% SOL": f"{100 * sol_geo / geomean(means):.1f}" if sol_geo else "-"}, "bold"))
-        self._print_table(f"{mode} on {device}", BENCHMARK_COLUMNS, rows)
+        self.console.print(_table(f"{mode} on {device}", BENCHMARK_COLUMNS, rows))
         if ceilings:
             self.console.print(f"[dim]SOL = max(flops / {ceilings.peak_flops / 1e12:.0f} TFLOP/s, bytes / {ceilings.bandwidth / 1e12:.2f} TB/s) ({ceilings_note}: {escape(ceilings.source)})[/dim]")
         else:
@@ -400,23 +380,6 @@ class Reporter:
         self._baselines_table(cases, results, works, floor)
         score = f"score (geomean of means) {us(geomean(r.stats.mean for r in results))} µs" if passed else f"{sum(not r.passed for r in results)} of {len(results)} cases failed"
         self._verdict(passed, score)
-
-    def _print_table(self, title: str, columns: "Columns", rows: list[tuple[dict, str | None]]) -> None:
-        """A table of `rows` (header -> cell, and the row's style), as wide as its cells need: on a
-        terminal narrower than that, the columns least read are left out, whole, and a line names
-        them; a cell is never cut."""
-        shown = list(columns.headers)
-        table = _table(title, columns, shown, rows)
-        for header in columns.left_out_first:
-            if _natural_width(self.console, table) <= self.console.width:
-                break
-            shown.remove(header)
-            table = _table(title, columns, shown, rows)
-        self.console.print(table)
-        left_out = [header for header in columns.headers if header not in shown]
-        if left_out:
-            self.console.print(f"[dim]left out to fit {self.console.width} columns: {escape(', '.join(left_out))} "
-                               "(a wider terminal, a pipe or --json shows them)[/dim]")
 
     def _baselines_table(self, cases, results, works, floor) -> None:
         rows = []
@@ -433,7 +396,7 @@ class Reporter:
                           "host µs/call": us(result.host_ns), "empty-call host µs": us(empty_call.mean if empty_call else None)}, None))
         if not rows:
             return
-        self._print_table("baselines (same inputs, same timing loop)", BASELINE_COLUMNS, rows)
+        self.console.print(_table("baselines (same inputs, same timing loop)", BASELINE_COLUMNS, rows))
         self.console.print("[dim]cuBLAS bf16: operands dequantized beforehand (not timed). Exact-path floor: max(flops / measured bf16 peak, fp4 bytes / measured copy bandwidth). "
                            "Empty-call host: one call of an empty CuTeDSL kernel taking the five operand pointers, arguments made beforehand "
                            "(TVM-FFI where installed): the host floor of a compiled call here.[/dim]")

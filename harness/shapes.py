@@ -28,11 +28,13 @@ class ShapeFileError(ValueError):
 class CaseFormat:
     """What one case of a problem holds, no more and no less: `keys` (the seed among them), each
     an integer, except `list_keys`, each a list of integers with one entry per group, as many as
-    `count_key` says where the problem has one."""
+    `count_key` says where the problem has one; `multiples`: (key, factor, why) where the problem's
+    inputs need each of a key's values to be a multiple of factor."""
 
     keys: tuple[str, ...]
     list_keys: tuple[str, ...] = ()
     count_key: str | None = None
+    multiples: tuple[tuple[str, int, str], ...] = ()
 
 
 GEMM_FORMAT = CaseFormat(keys=(*GEMM_KEYS, "seed"))
@@ -129,6 +131,10 @@ def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
     if case_format.count_key is not None and any(length != args[case_format.count_key] for length in lengths.values()):
         raise ShapeFileError(f"{where}: `{case_format.count_key}: {args[case_format.count_key]}` groups, but "
                              + ", ".join(f"`{key}` lists {length}" for key, length in lengths.items()))
+    for key, factor, why in case_format.multiples:
+        off = [value for value in (args[key] if key in case_format.list_keys else (args[key],)) if value % factor]
+        if off:
+            raise ShapeFileError(f"{where}: `{key}: {off[0]}` is not a multiple of {factor} ({why})")
     return args
 
 

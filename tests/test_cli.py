@@ -135,16 +135,17 @@ def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
         ["python", "-m", "harness", "lint"], ["python", "-m", "harness", "compile"], ["python", "-m", "harness", "test"]]
 
 
-def test_a_case_the_problems_reference_refuses_is_named_as_the_tests_files(tmp_path):
-    """K = 100 is no multiple of the 16-element scale blocks: the reference cannot take it, and the
-    report says so instead of blaming the submission's reply."""
+def test_a_case_the_problems_reference_refuses_is_the_tests_files_error(tmp_path):
+    """K = 100 is no multiple of the 16-element scale blocks: the reference cannot take it, so the
+    tests file is refused as it is read (exit 113, naming the constraint), the submission never
+    called."""
     tests_file = tmp_path / "bad_k.txt"
-    tests_file.write_text("m: 128; n: 128; k: 100; l: 1; seed: 1\n")
+    tests_file.write_text("m: 128; n: 128; k: 256; l: 1; seed: 1\nm: 128; n: 128; k: 100; l: 1; seed: 1\n")
     result = harness("test", str(tests_file), "--device", "cpu", "--submission", str(TEMPLATE))
-    report = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 112
-    assert "the tests file's case cannot be drawn: nvfp4_gemm's generator or reference refused it" in report
-    assert "could not read the worker's reply" not in report
+    assert result.returncode == 113
+    assert result.stderr.strip() == (f"{tests_file}:2: `k: 100` is not a multiple of 16 (one fp8 scale per 16 elements "
+                                     "along K: reference.py's sf_vec_size)")
+    assert "test 0" not in result.stdout
 
 
 def test_piped_output_keeps_every_line_whole(tmp_path):
@@ -178,3 +179,47 @@ def test_a_case_that_ran_out_of_time_leaves_the_next_its_calibration_partner(tmp
     assert result.returncode == 112, result.stdout + result.stderr
     assert "calibration partner" not in result.stdout and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert result.stdout.count("no result within the 5 s time limit") == 2, result.stdout
+
+
+@pytest.mark.parametrize("mode, target", [("test", "check"), ("benchmark", "bench"), ("leaderboard", "leaderboard"), ("profile", "profile")])
+def test_without_a_gpu_the_hint_gives_the_flag_and_its_make_form(monkeypatch, mode, target):
+    import torch
+
+    from harness.cli import Stopped, _require_device
+    from harness.exits import EXIT_NO_GPU
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(Stopped) as stopped:
+        _require_device("cuda", mode)
+    assert stopped.value.status == EXIT_NO_GPU
+    assert "`--device cpu` runs a file" in stopped.value.message
+    assert f'(through make: `make {target} ARGS="--device cpu"`)' in stopped.value.message
+
+
+def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
+    import io
+
+    from rich.console import Console
+
+    from harness.cli import _cpu_benchmarks_note
+    from harness.popcorn import PopcornLog
+    from harness.problems import PROBLEMS
+    from harness.report import Reporter
+    from harness.shapes import parse_cases
+
+    gemm = PROBLEMS["nvfp4_gemm"]
+
+    def note(cases_text, wall_limit_s=None, tests_file="mine.txt"):
+        console = Console(file=io.StringIO(), width=400, color_system=None)
+        _cpu_benchmarks_note(Reporter(PopcornLog(None), console=console), gemm, parse_cases(cases_text), tests_file, wall_limit_s)
+        return console.file.getvalue()
+
+    official = gemm.benchmarks_file.read_text()
+    said = note(official)
+    assert said.startswith("warning: on the CPU, 3 of these 3 cases have the work of nvfp4_gemm's official benchmarks")
+    assert "50 inputs a batch" in said and "--wall-limit" not in said
+    small = "m: 128; n: 256; k: 256; l: 1; seed: 1\n"
+    assert "1 of these 2 cases has" in note(small + official.splitlines()[2], wall_limit_s=60)
+    assert "--wall-limit 60 is checked before each case" in note(small + official.splitlines()[2], wall_limit_s=60)
+    assert note(small) == ""  # a case of the tests' size: no warning
+    assert note(small, tests_file=None).startswith("on the CPU without a tests file")

@@ -2,6 +2,7 @@
 on the schema: your runs in the store (as the benchmark command keeps them), the reference ones
 in a CSV."""
 
+import math
 import os
 import re
 import subprocess
@@ -196,7 +197,7 @@ def test_your_runs_and_the_reference_ones_are_shown_together_and_labelled(histor
     assert result.exit_code == 0, result.output
     # five runs of yours (H100 and B200), one reference run
     assert len(re.findall(r"#\d+ (?:yours|reference)\b", result.output)) == 6
-    assert result.output.count(" yours") == 5 and result.output.count(" reference") == 1
+    assert len(re.findall(r"#\d+ yours", result.output)) == 5 and len(re.findall(r"#\d+ reference", result.output)) == 1
     yours = runs_table(stored_runs(history_store))
     h100 = {h.device: h for h in histories(load_history(("yours", yours), ("reference", reference)))}[H100]
     assert [h100.run_info(run)["source"] for run in h100.runs] == ["yours", "yours", "reference", "yours", "yours"]
@@ -214,7 +215,7 @@ def test_a_run_of_yours_recorded_as_reference_too_is_shown_once(history_store, t
     store_run(history_store, *run)
     result = run_compare("--store", str(history_store), "--reference", str(reference), reference=True)
     assert result.exit_code == 0, result.output
-    assert result.output.count(" yours") == 5 and result.output.count(" reference") == 1
+    assert len(re.findall(r"#\d+ yours", result.output)) == 5 and len(re.findall(r"#\d+ reference", result.output)) == 1
 
 
 def test_piped_compare_keeps_each_cell_on_its_lines(history_store):
@@ -224,6 +225,8 @@ def test_piped_compare_keeps_each_cell_on_its_lines(history_store):
     assert result.returncode == 0, result.stderr
     assert max(len(line) for line in result.stdout.splitlines()) > 80
     assert "120.000 µs" in result.stdout
+    legend = [line for line in result.stdout.splitlines() if line.startswith("runs headed")]
+    assert len(legend) == 1 and legend[0].endswith("over runs where every shape passed")  # one line, whole
 
 
 def test_a_ceiling_a_run_beat_is_raised_and_the_table_and_the_plot_say_so_alike(tmp_path, monkeypatch):
@@ -300,3 +303,64 @@ def test_the_table_sets_every_run_against_the_plots_ceilings(tmp_path):
     assert len(percents) == 2 and percents[0] == percents[1], big_row
     assert "% SOL of every run at 989 TFLOP/s and 3.35 TB/s: run #1's recorded ceilings (table)" in text  # the caption on one line
     assert text.splitlines()[0].strip() == "nvfp4_gemm on " + H100
+
+
+def store_rows(path: Path, rows: list[dict]) -> None:
+    fields = verdict_key(rows[0]["submission"], "nvfp4_gemm", rows[0]["mode"], None, {}, "fixed", rows[0]["commit"], rows[0]["device"])
+    store = Store(path)
+    store.add(fields, rows[0]["submission"], {"passed": True}, 0, rows)
+    store.close()
+
+
+def of_file(rows: list[dict], name: str, sha: str) -> list[dict]:
+    return [{**row, "submission": name, "submission_sha256": sha} for row in rows]
+
+
+def test_change_is_against_the_previous_run_of_the_same_file(tmp_path):
+    """A fixture's run, then yours, then the fixture's again, then yours: each run's change is
+    against its own file's previous run, and each column names its file."""
+    path = tmp_path / "verdicts.sqlite"
+    fixture, mine = ("tests/fixtures/torch_submission.py", "f" * 64), ("/home/me/mine.py", "a" * 64)
+    for (name, sha), means, time in ((fixture, [500e3, 300e3], "2026-11-20T10:00:00+00:00"),
+                                     (mine, [120e3, 60e3], "2026-11-20T11:00:00+00:00"),
+                                     (fixture, [510e3, 303e3], "2026-11-20T12:00:00+00:00"),
+                                     (mine, [100e3, 66e3], "2026-11-20T13:00:00+00:00")):
+        store_rows(path, of_file(run_rows(H100, means, time), name, sha))
+    h100 = by_device(path)[H100]
+    assert h100.change.loc[BIG].tolist()[1:] == [pytest.approx(math.nan, nan_ok=True), pytest.approx(510 / 500 - 1),
+                                                 pytest.approx(100 / 120 - 1)]
+    first, mine_first, _, mine_second = h100.runs
+    assert mine_first not in h100.score_change
+    assert h100.score_change[mine_second] == pytest.approx(((100e3 * 66e3) / (120e3 * 60e3)) ** 0.5 - 1)
+    assert h100.run_label(mine_second).splitlines()[-1] == "mine.py aaaaaaaa"
+    assert h100.run_label(first).splitlines()[-1] == "torch_submission.py ffffffff"
+    assert "-16.7%" in run_compare("--store", str(path)).output and "+393" not in run_compare("--store", str(path)).output
+
+
+def test_the_device_of_your_latest_run_is_shown_first(tmp_path):
+    """Reference runs on GPUs, then yours on the CPU: the CPU's table comes first."""
+    reference, store = tmp_path / "reference.csv", tmp_path / "verdicts.sqlite"
+    record_run(reference, H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")
+    record_run(reference, B200, [20e3, 6e3], "2026-11-21T13:00:00+00:00")
+    store_run(store, B200, [30e3, 9e3], "2026-11-20T10:00:00+00:00")
+    store_rows(store, of_file([{**row, "device": "cpu"} for row in run_rows(H100, [9e6, 4e6], "2026-11-22T10:00:00+00:00")],
+                              "mine.py", "a" * 64))
+    output = run_compare("--store", str(store), "--reference", str(reference), reference=True).output
+    titles = re.findall(r"^nvfp4_gemm on (.+?)\s*$", output, flags=re.MULTILINE)
+    assert titles == ["cpu", B200, H100], output
+
+
+def test_an_80_column_terminal_keeps_every_figure_whole_and_names_the_runs_left_out(history_store, tmp_path):
+    from harness.compare import history_table
+
+    reference = tmp_path / "reference.csv"
+    record_run(reference, H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")
+    (h100, *_) = histories(load_history(("yours", runs_table(stored_runs(history_store))), ("reference", reference)))
+    console = Console(width=80, record=True)
+    console.print(history_table(h100))
+    text = console.export_text()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80, text
+    assert "90.000 µs" in text and "55.000 µs" in text  # your latest run, whole
+    joined = " ".join(text.split())
+    assert "left out to fit 80 columns: #0 yours, #2 yours, #3 reference (a wider terminal or a pipe shows them)" in joined
+    assert "% SOL of every run at 989 TFLOP/s and 3.35 TB/s: run #" in joined

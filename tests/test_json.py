@@ -49,6 +49,29 @@ def test_a_failing_case_carries_its_message(cases_file):
     assert status == document["exit_status"] == 112 and document["passed"] is False
     first = document["cases"][0]
     assert first["status"] == "fail" and first["message"].startswith("mismatch found! custom implementation doesn't match reference")
+    got, expected = re.search(r"ERROR AT \(0, 0, 0\): (\S+) (\S+)", first["competition_message"]).groups()
+    assert f"ERROR AT (0, 0, 0): got {got}, expected {expected}" in first["message"]
+
+
+def test_a_mismatch_is_labelled_in_message_and_kept_as_the_competition_wrote_it():
+    from harness.document import RunDocument
+    from harness.jobs import FAIL, CaseResult
+    from harness.modes import RunOptions
+    from harness.shapes import parse_cases
+
+    said = ("mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 2 "
+            "ERROR AT (0, 0, 0): -540.0 -949.5 ERROR AT (0, 1, 0): 12.25 234.75")
+    cases = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\n")
+    for official in (False, True):
+        run = RunDocument("test", RunOptions(submission=TEMPLATE, device="cpu", official=official), cases)
+        run.case(0, CaseResult(FAIL, said))
+        entry = run.data["cases"][0]
+        assert entry["competition_message"] == said
+        if official:
+            assert entry["message"] == said
+        else:
+            assert entry["message"].splitlines()[1:] == ["ERROR AT (0, 0, 0): got -540.0, expected -949.5",
+                                                          "ERROR AT (0, 1, 0): got 12.25, expected 234.75"]
 
 
 @pytest.mark.e2e

@@ -1,5 +1,5 @@
 """What a person reads of an error: no terminal escapes, no harness or importlib frames, the
-user's own path; and a run that stops at an error every case raises."""
+user's own path; and a run that stops at an error two cases in a row raised."""
 
 from pathlib import Path
 
@@ -145,3 +145,51 @@ def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
     shown = labelled_mismatches(message).splitlines()
     assert shown[1:] == ["ERROR AT (0, 0, 0): got -897.5, expected -949.5", "ERROR AT (3, 1, 0): got nan, expected 2.0"]
     assert labelled_mismatches("custom_kernel modified its input(s): b") == "custom_kernel modified its input(s): b"
+
+
+def test_a_copy_of_the_file_is_reported_under_the_name_it_was_given(tmp_path):
+    """The service judges a copy in its own folder: the report names the request's name."""
+    import io
+
+    from rich.console import Console
+
+    from harness.modes import RunOptions
+    from harness.popcorn import PopcornLog
+    from harness.report import Reporter
+    from harness.shapes import parse_cases
+
+    copy = tmp_path / "nvfp4-judge-x" / "mine.py"
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    reporter = Reporter(PopcornLog(None), console=console)
+    options = RunOptions(submission=copy, device="cpu", shown_as="mine.py")
+    reporter.begin_tests(parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\n"), options)
+    text = console.file.getvalue()
+    assert "test mine.py for nvfp4_gemm on cpu" in text and "nvfp4-judge-x" not in text
+    assert RunOptions(submission=copy).submission_name == str(copy)
+
+
+def test_the_stop_line_says_what_was_seen_and_no_lint_for_a_runtime_error():
+    """test 0 failed, test 1 and test 2 raised one error: the line names those two, claims
+    nothing of test 0, and offers no `lint` (it does not run the file)."""
+    import io
+
+    from rich.console import Console
+
+    from harness.popcorn import PopcornLog
+    from harness.report import Reporter
+
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    reporter = Reporter(PopcornLog(None), console=console)
+    error = CaseResult(ERROR, "ValueError: no tile for 256", origin="ValueError at submission.py:9")
+    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device="cpu"), reporter)
+    seen = []
+    for index, result in enumerate([CaseResult(FAIL, "mismatch"), error, error, error]):
+        seen.append(repeated.not_run() or result)
+        repeated.judged(index, seen[-1])
+    reason = seen[-1].message
+    assert reason == "not run: test 1 and test 2 raised the same error (ValueError at kernels/mine.py:9) on different shapes"
+    after = " ".join(reporter._after_verdict)
+    assert "every case" not in after and "lint" not in after and "test 1 and test 2 raised the same error" in after
+    failed = CaseResult(FAIL, "output dtype torch.float32, expected torch.float16")
+    assert reporter.repeated_error("test", 0, failed, RunOptions(submission=USER_FILE), needs_gpu=False) == \
+        "not run: test 0 and test 1 failed alike on different shapes"

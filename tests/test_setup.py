@@ -92,3 +92,25 @@ def test_make_test_leaves_out_exactly_the_tests_make_test_e2e_runs():
     assert e2e[e2e.index("-m") + 1] == "e2e"
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test ||" in ci and "make test-e2e ||" in ci
+
+
+def test_pytest_hides_only_cutedsls_notices_that_names_of_cutlass_utils_moved():
+    import warnings
+
+    from _pytest.config import parse_warning_filter
+
+    filters = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["filterwarnings"]
+    moved = ("cutlass.utils.tmem_allocator.TmemAllocator is deprecated; use cutlass.memory.TmemAllocator instead. "
+             "It will be removed in a future release.")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for line in filters:
+            warnings.filterwarnings(*parse_warning_filter(line, escape=False))
+        warnings.warn(moved, DeprecationWarning)
+        warnings.warn(moved.replace("tmem", "smem").replace("Tmem", "Smem"), DeprecationWarning)
+        warnings.warn("cutlass.utils.LayoutEnum is deprecated; use cutlass.tensor_utils.LayoutEnum instead. It will be "
+                      "removed in a future release.", DeprecationWarning)
+        warnings.warn("cutlass.cute.foo is deprecated; use cutlass.cute.bar instead", DeprecationWarning)
+        warnings.warn(moved, UserWarning)
+        warnings.warn("torch.cuda.amp.autocast is deprecated", FutureWarning)
+    assert [str(warning.message)[:24] for warning in caught] == ["cutlass.cute.foo is depr", moved[:24], "torch.cuda.amp.autocast "]

@@ -130,3 +130,25 @@ def test_common_typos_get_a_hint_and_the_line_once(line, said):
     message = str(raised.value)
     assert message.startswith("cases.txt:1: invalid test case: ") and said in message
     assert message.count(line) == 1 and "''" not in message
+
+
+@pytest.mark.parametrize("name, line", [
+    ("nvfp4_gemm", "m: 128; n: 256; k: 250; l: 1; seed: 1"),
+    ("nvfp4_gemv", "m: 128; k: 250; l: 1; seed: 1"),
+    ("nvfp4_dual_gemm", "m: 128; n: 256; k: 250; l: 1; seed: 1"),
+    ("nvfp4_group_gemm", "m: [128, 64]; n: [256, 256]; k: [256, 250]; g: 2; seed: 1"),
+])
+def test_a_k_the_generator_cannot_scale_is_the_files_error_naming_the_constraint(name, line):
+    """K comes in blocks of 16, one fp8 scale each (reference.py's sf_vec_size): 250 is the tests
+    file's mistake, found as it is read, never a submission's failed case."""
+    case_format = PROBLEMS[name].case_format
+    with pytest.raises(ShapeFileError, match=re.escape("mine.txt:1: `k: 250` is not a multiple of 16 (one fp8 scale per "
+                                                       "16 elements along K: reference.py's sf_vec_size)")):
+        parse_cases(line, "mine.txt", case_format)
+    (case,) = parse_cases(line.replace("250", "272"), "mine.txt", case_format)
+    assert 272 in (case.args["k"] if name == "nvfp4_group_gemm" else (case.args["k"],))
+
+
+def test_every_official_case_meets_its_problems_constraints():
+    for problem in PROBLEMS.values():
+        assert problem.cases("tests") and problem.cases("benchmarks")  # parsed with the constraints

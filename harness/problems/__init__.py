@@ -123,6 +123,7 @@ class Problem:
     scale_twins: ScaleTwins | None = None  # the inputs' block scales, by name
     # Inputs padded past the rows the reference reads: (name, rows read).
     rows_read: tuple[tuple[str, int], ...] = ()
+    multiples: tuple[tuple[str, int, str], ...] = ()  # shapes.CaseFormat.multiples
 
     @property
     def builtin(self) -> bool:
@@ -136,7 +137,8 @@ class Problem:
 
     @property
     def case_format(self) -> CaseFormat:
-        return CaseFormat(keys=(*self.spec_keys, "seed"), list_keys=self.list_keys, count_key=self.count_key)
+        return CaseFormat(keys=(*self.spec_keys, "seed"), list_keys=self.list_keys, count_key=self.count_key,
+                          multiples=self.multiples)
 
     def cases(self, which: str) -> list[Case]:
         """The official "tests" or "benchmarks"."""
@@ -150,6 +152,11 @@ class Problem:
         tests = self.cases("tests")
         least = sorted(range(len(tests)), key=lambda index: self._size(tests[index].args))[:count]
         return [tests[index] for index in sorted(least)]
+
+    def benchmark_sized(self, cases: list[Case]) -> list[Case]:
+        """The `cases` with at least the work of the least of the official benchmarks."""
+        least = min(self._size(case.args) for case in self.cases("benchmarks"))
+        return [case for case in cases if self._size(case.args) >= least]
 
     def _size(self, spec: dict) -> float:
         """A case's work: its flops where the problem has a speed-of-light formula, else the
@@ -294,10 +301,15 @@ def _table(*rows: tuple[dict, float]):
     return tuple((tuple(spec.items()), microseconds) for spec, microseconds in rows)
 
 
+# Every NVFP4 problem's generator draws one fp8 scale per 16 elements along K (its reference.py's
+# sf_vec_size) and its reference expands them over K: another K cannot be drawn or checked.
+SCALED_K = (("k", 16, "one fp8 scale per 16 elements along K: reference.py's sf_vec_size"),)
+
+
 def _builtin(name: str, **fields) -> Problem:
     folder = PROBLEMS_DIR / name
     return Problem(name=name, folder=folder, tests_file=folder / "tests.txt", benchmarks_file=folder / "benchmarks.txt",
-                   leaderboard=name, rtol=1e-3, atol=1e-3, **fields)
+                   leaderboard=name, rtol=1e-3, atol=1e-3, multiples=SCALED_K, **fields)
 
 
 ROOT_UTILS = REPO_ROOT / "utils.py"
@@ -316,7 +328,7 @@ PROBLEMS = {
         name="nvfp4_gemm", folder=REPO_ROOT, tests_file=REPO_ROOT / "shapes" / "tests.txt",
         benchmarks_file=REPO_ROOT / "shapes" / "benchmarks.txt", spec_keys=("m", "n", "k", "l"),
         leaderboard="nvfp4_gemm", leaderboard_id=597, deadline="2025-12-21T07:59:00+00:00", rtol=1e-3, atol=1e-3,
-        eval=BETTER_BENCH, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
+        eval=BETTER_BENCH, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES), multiples=SCALED_K,
         speed_of_light=SpeedOfLight(
             _gemm_work, B200.peak_flops, B200.bandwidth,
             "max(FP4 math, DRAM traffic): harness/sol.py's B200 ceilings", _table(

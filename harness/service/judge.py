@@ -86,7 +86,8 @@ class Judge:
         rows: list[dict] = []  # a timed run's rows, stored with its verdict for `compare`
         mode = request.get("mode", "test")
         folder = Path(tempfile.mkdtemp(dir=self._scratch.name))
-        submission = folder / Path(request.get("name") or "submission.py").name
+        name = request.get("name") or "submission.py"  # how the report names the candidate, not its copy here
+        submission = folder / Path(name).name
         submission.write_text(request["source"])
         tests_file = None
         if request.get("tests"):
@@ -100,7 +101,8 @@ class Judge:
         reporter = Reporter(PopcornLog(None), console=Console(file=report, highlight=False, width=132), json_document=True)
         try:
             problem = self._load_problem(request.get("problem", "nvfp4_gemm"))
-            cases, run_options = self._cli.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret, **extra)
+            cases, run_options = self._cli.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret,
+                                                   shown_as=name, **extra)
             status, record = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
             document = reporter.document.data
             if record is not None and mode in ("benchmark", "leaderboard"):
@@ -118,7 +120,7 @@ class Judge:
                 folder.rmdir()
             self._sweep_dev_shm()  # the candidate's workers have ended: what they left goes
             self.dev_shm_full = self._full_after_sweep()
-        document = {**document, "exit_status": status, "submission": request.get("name") or "submission.py"}
+        document = {**document, "exit_status": status, "submission": name}
         return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
                           "references_kept": self.references.hits, "workers_started": self.pool.started}}
