@@ -583,6 +583,7 @@ def test_kernelguard_finds_nothing_against_the_honest_files(path):
 FLAGGED_BY_KERNELGUARD = ["cheat_fakes_the_clock", "cheat_rewrites_the_captured_clock", "cheat_restores_the_clock_before_the_check"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", [FIXTURES / f"{name}.py" for name in FLAGGED_BY_KERNELGUARD], ids=lambda path: path.stem)
 def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, tmp_path, tally):
     result = harness("lint", "--submission", str(path))

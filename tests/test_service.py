@@ -160,6 +160,7 @@ def _process_settings() -> tuple[int, int]:
     return subreaper.value, libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
 
 
+@pytest.mark.e2e  # judges and their workers started, candidates judged both ways
 def test_verdicts_through_the_service_are_the_one_shot_commands(tmp_path):
     from harness.service.judges import LocalJudge
 
