@@ -81,14 +81,14 @@ def _secret_seed() -> int | None:
 MAKE_TARGETS = {"test": "check", "benchmark": "bench", "leaderboard": "leaderboard", "profile": "profile"}
 
 
-def _require_device(device: str, mode: str) -> None:
+def _require_device(device: str, mode: str, submission: str = "FILE") -> None:
     if device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
             raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one for a CUDA file; without one, `lint` and `compile --arch sm_100a` "
                                        "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone "
-                                       f"(through make: `make {MAKE_TARGETS[mode]} ARGS=\"--device cpu\"`)"))
+                                       f"(through make: `make {MAKE_TARGETS[mode]} SUBMISSION={submission} ARGS=\"--device cpu\"`)"))
         index, count = torch.device(device).index, torch.cuda.device_count()
         if index is not None and index >= count:
             raise Stopped(EXIT_NO_GPU, f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})")
@@ -137,7 +137,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
-    _require_device(device, mode)
+    _require_device(device, mode, os.path.relpath(submission) if os.path.isabs(str(submission)) else str(submission))
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(
@@ -188,7 +188,7 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
         written = keep_run(recording, record, options, tests_file, asked, "secret" if secret is not None else "fixed",
                            reporter.document.data)
         for path, count in written:
-            reporter.console.print(f"[dim]run kept in {os.path.relpath(path)} ({count} rows)[/dim]")
+            reporter.console.print(f"[dim]run kept in {os.path.relpath(path)} ({count} row{'' if count == 1 else 's'})[/dim]")
     if as_json:
         document.write(reporter.document.data, status)
     sys.exit(status)
