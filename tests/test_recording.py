@@ -93,8 +93,8 @@ def test_a_cpu_benchmark_is_kept_and_compared(tmp_path):
     result = harness("benchmark", str(tests_file), "--device", "cpu", "--max-repeats", "3", "--submission", str(SUBMISSION),
                      "--store", str(store), "--results", str(csv))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"run kept in {os.path.relpath(store, ROOT)} (1 rows)" in result.stdout
-    assert f"run kept in {os.path.relpath(csv, ROOT)} (1 rows)" in result.stdout
+    assert f"run kept in {os.path.relpath(store, ROOT)} (1 row)" in result.stdout
+    assert f"run kept in {os.path.relpath(csv, ROOT)} (1 row)" in result.stdout
     (rows,) = stored_runs(store)
     assert rows[0]["status"] == "pass" and rows[0]["device"] == "cpu" and rows[0]["mean_ns"] > 0
     assert runs_table([rows]).to_csv(index=False) == pandas.read_csv(csv).to_csv(index=False)
