@@ -68,8 +68,9 @@ class StoppingRule:
         )
 
     def progress(self, durations_ns: list[float], started_ns: int) -> str:
-        """`round N of at most CAP, at most S s left`: the cap, the time budget (never below the
-        rounds the rule always runs) and the wall limit bound what is left; the error target may
+        """`round N of at most CAP, about S s left`: the rounds left within the cap, the time budget
+        (never below the rounds the rule always runs) and the wall limit, at the rounds' pace so
+        far, which the next rounds may not keep (an estimate, not a bound); the error target may
         stop it sooner. Under a second left reads as such, never as `0 s`."""
         rounds = len(durations_ns)
         elapsed = self.clock() - started_ns
@@ -80,6 +81,6 @@ class StoppingRule:
             within_budget = max(int(self.max_time_ns / mean) + 1 - rounds, MIN_ROUNDS - rounds, 0)
             rounds_left = min(rounds_left, within_budget)
         left_ns = min(rounds_left * per_round, max(WALL_LIMIT_NS - elapsed, 0))
-        left = "under 1 s left" if left_ns < 1e9 else f"at most {left_ns / 1e9:.0f} s left"
+        left = "under 1 s left" if left_ns < 1e9 else f"about {left_ns / 1e9:.0f} s left"
         return f"round {rounds} of at most {self.max_repeats}, {left}"
 
