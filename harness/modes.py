@@ -97,6 +97,7 @@ class FreshWorkers:
     (harness/service/pool.py); `pids` are the processes such a source keeps beside the run's."""
 
     pids: frozenset[int] = frozenset()
+    folders_root: str | None = None  # where the workers' folders are, other than the run's logs folder
 
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options: "RunOptions", describe,
                spares: bool = False, echo: bool = False) -> WorkerProcess:
@@ -155,12 +156,14 @@ class Executor:
             for refused in sandbox.refused:
                 reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
             logs = stack.enter_context(tempfile.TemporaryDirectory(prefix="nvfp4-harness-"))
-            reporter.runs_copy(re.compile(re.escape(logs) + r"/runner-[^/\s]+/submission\.py"), options.submission_name)
+            workers = workers or FreshWorkers()
+            # The worker's copy of the file, wherever its folder is, reads as the file's own name.
+            roots = "|".join(re.escape(root) for root in (logs, workers.folders_root) if root)
+            reporter.runs_copy(re.compile(rf"(?:{roots})/runner-[^/\s]+/submission\.py"), options.submission_name)
             device = torch.device(options.device)
             clock = JudgeClock(device, options.problem.eval.flush_bytes)
             pool = SharedPool(device)
             reuse = reuse or options.official
-            workers = workers or FreshWorkers()
             files = runner_files(options.problem)
             # A process per case (timed modes): the next one starts once a case's timing is over.
             worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe,

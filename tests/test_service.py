@@ -183,7 +183,8 @@ def test_verdicts_through_the_service_are_the_one_shot_commands(tmp_path):
             assert result["exit_status"] == one["exit_status"], fixture
             assert verdicts(result["document"]) == verdicts(one), fixture
             # The report names the candidate as the request did, never the judge's copy of it.
-            assert f"test {fixture} for nvfp4_gemm" in result["report"] and "nvfp4-judge-" not in result["report"], result["report"]
+            assert f"test {fixture} for nvfp4_gemm" in result["report"], result["report"]
+            assert "nvfp4-judge-" not in result["report"] and "nvfp4-pool-" not in result["report"], result["report"]
             assert result["document"]["submission"] == fixture
         assert [result["passed"] for result in results] == [True, False, False, False, False]
         stopped = client.post("/candidates", json={"path": str(FIXTURES / "broken_wrong_values.py"), "tests": TWO_CASES,

@@ -139,6 +139,11 @@ class WorkerPool:
     def workers(self) -> "PooledWorkers":
         return PooledWorkers(self)
 
+    @property
+    def folders_root(self) -> str:
+        """Where the pre-started workers' folders are."""
+        return self._scratch.name
+
 
 class PooledWorker(WorkerProcess):
     """A run's worker whose processes come from the pool, each for this run alone."""
@@ -179,6 +184,10 @@ class PooledWorkers:
     @property
     def pids(self) -> frozenset[int]:
         return self._pool.pids
+
+    @property
+    def folders_root(self) -> str:
+        return self._pool.folders_root
 
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe, spares: bool = False,
                echo: bool = False) -> WorkerProcess:
