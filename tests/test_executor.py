@@ -45,6 +45,7 @@ class Recorder:
 
 class RecordedWorkers:
     pids = frozenset()
+    folders_root = None
 
     def __init__(self, recorder: Recorder):
         self._recorder = recorder
