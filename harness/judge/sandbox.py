@@ -220,8 +220,9 @@ class Sandbox:
         seccomp_fd = None
         # /proc/sys read-only: the worker keeps uid 0 (CUDA IPC needs the judge's user), and a
         # file there (kernel.core_pattern) would run a program of its choosing outside every layer.
-        # A GPU's worker gets the host's /dev (its device nodes, and /dev/shm, which CUDA IPC needs
-        # shared); a CPU's a minimal one of its own.
+        # A GPU's worker gets its judge's /dev (the host's device nodes, and the judge's own
+        # /dev/shm, which CUDA IPC needs shared: harness/judge/dev_shm.py); a CPU's a minimal one of
+        # its own.
         devices = ["--dev-bind", "/dev", "/dev"] if self._cuda else ["--dev", "/dev"]
         prefix = [self._bwrap, "--ro-bind", "/", "/", *devices, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         if os.path.exists("/proc/sysrq-trigger"):

@@ -38,10 +38,10 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _READ_ONLY = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
-# The rights a rule on a file (not a folder) may carry: execute, write, read, truncate, ioctl.
-_FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
-_ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
 _TRUNCATE = 1 << 14  # from ABI 3
+# The rights a rule on a file (not a folder) may carry: execute, write, read, truncate, ioctl.
+_FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | _TRUNCATE | (1 << 15)
+_ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
 
 

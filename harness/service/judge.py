@@ -31,6 +31,7 @@ import traceback
 from pathlib import Path
 
 from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
+from harness.judge import dev_shm  # the standard library alone: imported before torch
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
@@ -40,10 +41,8 @@ TIMED_OPTIONS = ("max_repeats", "baselines")
 
 class Judge:
     def __init__(self, device: str, memory_limit_bytes: int | None = None):
-        from harness.judge.dev_shm import full_after_sweep, own_dev_shm, sweep_own_dev_shm
-
         if device.startswith("cuda"):
-            own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
+            dev_shm.own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once)
 
@@ -55,7 +54,6 @@ class Judge:
         from harness.service.pool import WorkerPool
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
-        self._sweep_dev_shm, self._full_after_sweep = sweep_own_dev_shm, full_after_sweep
         self.dev_shm_full: str | None = None
         self.refused = protect_the_judge()
         self.device = device
@@ -118,8 +116,8 @@ class Judge:
                 for path in folder.iterdir():
                     path.unlink()
                 folder.rmdir()
-            self._sweep_dev_shm()  # the candidate's workers have ended: what they left goes
-            self.dev_shm_full = self._full_after_sweep()
+            dev_shm.sweep_own_dev_shm()  # the candidate's workers have ended: what they left goes
+            self.dev_shm_full = dev_shm.full_after_sweep()
         document = {**document, "exit_status": status, "submission": name}
         return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
