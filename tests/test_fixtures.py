@@ -211,7 +211,7 @@ VERDICTS = [
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass", official=True, devices=GPU_ONLY),
     # A second queue shown in the recorded round buys a flush of up to twice the partner's, no more.
     # Removing the judge's CUDA driver files under /dev/shm, which the next case's worker opens by
-    # name: every case of the run still passes (its next candidate in the service: test_service.py).
+    # name: every case of the run still passes (its next candidate in the service: test_service_judge.py).
     Expected("cheat_removes_the_judges_driver_files", "test", EXIT_PASS, "pass", cases=(TEST_CASE, BENCHMARK_CASE)),
     Expected("cheat_works_before_go_beside_a_joined_queue", "benchmark", EXIT_CASE_FAIL, "fail", BEFORE_THE_WINDOW,
              cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=GPU_ONLY),

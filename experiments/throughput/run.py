@@ -134,6 +134,7 @@ def main() -> None:
         today = [future.result() for future in futures]
     today_wall = time.monotonic() - started
     today_gpu_s = sum(run["wall_s"] for run in today)
+    print(f"today's one-shot commands: {today_wall:.1f} s ({today_gpu_s:.1f} GPU-s)", flush=True)
 
     # 2. the service on one GPU.
     service, one_start_s = start_service(visible[:1], arguments.device)
@@ -141,12 +142,14 @@ def main() -> None:
         one_wall, one_views = judged(service, entries, 1, arguments.tests)
     finally:
         service.close()
+    print(f"the service on one GPU: {one_wall:.1f} s (its judge started in {one_start_s:.1f} s before, not counted)", flush=True)
     # 3. the service on every GPU, a set per GPU.
     service, all_start_s = start_service(visible, arguments.device)
     try:
         all_wall, all_views = judged(service, entries, slots, arguments.tests)
     finally:
         service.close()
+    print(f"the service on {slots}: {all_wall:.1f} s (its judges started in {all_start_s:.1f} s before, not counted)", flush=True)
 
     rows, mismatches = [], []
     for index, ((label, path, mode, _), run) in enumerate(zip(entries, today)):
@@ -182,7 +185,6 @@ def main() -> None:
     print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4)")
     if kit:
         print(f"kit's file, test and benchmark through the service: {sum(kit):.1f} s (the competition's eval: {COMPETITION_EVAL_S:.0f} s on an H200)")
-    print(f"judges started in {one_start_s:.1f} s (one) and {all_start_s:.1f} s (all), not counted above")
     print("every verdict is the one-shot command's" if not mismatches else f"VERDICTS DIFFER: {', '.join(mismatches)}")
     out = arguments.out or ROOT / "results" / "throughput" / f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', device_name).strip('-')}-x{slots}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,104 @@
+"""One service judge process (harness/service/judge.py, fed through LocalJudge as the front and
+a Ray actor feed it) judging candidates in turn: what one candidate does to its worker, its
+memory, its files or its judge's driver files never reaches the next candidate's verdict. Needs
+none of the extras (the API's tests, in test_service.py, need the `service` extra)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+ONE_CASE = "m: 128; n: 256; k: 256; l: 1; seed: 1111\n"
+TWO_CASES = ONE_CASE + "m: 256; n: 128; k: 512; l: 2; seed: 7\n"
+
+
+@pytest.mark.e2e
+def test_a_worker_over_the_memory_limit_is_a_crash_and_the_next_candidate_passes(tmp_path):
+    from harness.service.judges import LocalJudge
+
+    hog = "import torch\n\ndef custom_kernel(data):\n    hoard = [torch.ones(2**27) for _ in range(16)]\n    return hoard\n"
+    judge = LocalJudge("cpu", memory_limit_mib=1024)
+    judge.start()
+    try:
+        crashed = judge.judge({"id": "hog", "source": hog, "mode": "test", "tests": ONE_CASE, "options": {}})
+        case = crashed["document"]["cases"][0]
+        assert case["status"] == "crash" and "over the 1024 MiB limit" in case["message"]
+        passed = judge.judge({"id": "next", "source": (FIXTURES / "torch_submission.py").read_text(), "mode": "test",
+                              "tests": ONE_CASE, "options": {}})
+        assert passed["exit_status"] == 0 and passed["document"]["cases"][0]["status"] == "pass"
+    finally:
+        judge.close()
+
+
+def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
+    """The pid of a worker killed over the memory limit comes back, in time, as another's: once
+    the run has retired it, it no longer exempts that other from the watchdog."""
+    from types import SimpleNamespace
+
+    from harness.service.pool import WorkerPool
+
+    pool = WorkerPool("cpu", 42, memory_limit_bytes=2**40)
+    try:
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", global_seed=42), None)
+        worker.begin_case(60.0, lambda text: None)
+        pid = worker._current.process.pid
+        pool.over_limit.add(pid)  # as the watchdog marks a worker it killed
+        worker.close()
+        assert pid not in pool.over_limit
+    finally:
+        pool.close()
+
+
+@pytest.mark.e2e
+def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory_limit(tmp_path):
+    """A candidate's log (64 MiB of it) is gone with its worker, so that candidates cannot fill the
+    judge's disk one after another; a candidate's /tmp (memory no resident size counts) holds no
+    more than the memory limit."""
+    from harness.service.judges import LocalJudge
+
+    scratch = tmp_path / "judge"
+    scratch.mkdir()
+    judge = LocalJudge("cpu", memory_limit_mib=1024, environment={**os.environ, "TMPDIR": str(scratch)})
+    judge.start()
+    try:
+        def judged(fixture):
+            reply = judge.judge({"id": fixture, "source": (FIXTURES / f"{fixture}.py").read_text(), "mode": "test",
+                                 "tests": ONE_CASE, "options": {}})
+            return reply["document"]["cases"][0]
+
+        assert judged("cheat_leaves_a_log_behind")["status"] == "pass"
+        left = {str(path): path.stat().st_size for path in scratch.rglob("*") if path.is_file()}
+        assert sum(left.values()) < 8 << 20, left
+        hoarded = judged("cheat_hoards_memory_in_tmp")
+        assert hoarded["status"] == "error" and "No space left on device" in hoarded["message"], hoarded
+    finally:
+        judge.close()
+
+
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+def test_a_candidate_that_removes_the_judges_driver_files_leaves_the_next_candidate_whole(tmp_path):
+    """A GPU worker may remove files under its judge's /dev/shm (Landlock refuses shrinking there,
+    not removing): the CUDA driver's files of the judge and the partner. The next candidate of the
+    same judge, whose workers open them by name, must still pass, in test and benchmark."""
+    import torch
+
+    from harness.service.judges import LocalJudge
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the judge's driver files under /dev/shm are a GPU's")
+    judge = LocalJudge("cuda")
+    judge.start()
+    try:
+        cheat = judge.judge({"id": "cheat", "source": (FIXTURES / "cheat_removes_the_judges_driver_files.py").read_text(),
+                             "mode": "test", "tests": TWO_CASES, "options": {}})
+        for mode in ("test", "benchmark"):
+            honest = judge.judge({"id": f"next {mode}", "source": (FIXTURES / "torch_submission.py").read_text(),
+                                  "mode": mode, "tests": ONE_CASE, "options": {"max_repeats": 5}})
+            statuses = [case["status"] for case in honest["document"]["cases"]]
+            assert honest["exit_status"] == 0 and statuses == ["pass"], (cheat["report"], honest["report"])
+    finally:
+        judge.close()
