@@ -100,8 +100,8 @@ class FreshWorkers:
     folders_root: str | None = None  # where the workers' folders are, other than the run's logs folder
 
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options: "RunOptions", describe,
-               spares: bool = False, echo: bool = False) -> WorkerProcess:
-        return WorkerProcess(sandbox, log_dir, files, options.device, options.global_seed, describe, spares=spares, echo=echo)
+               echo: bool = False) -> WorkerProcess:
+        return WorkerProcess(sandbox, log_dir, files, options.device, options.global_seed, describe, echo=echo)
 
 
 class Executor:
@@ -110,9 +110,9 @@ class Executor:
     holds them.
 
     Official: one worker for the whole run, as the competition's pool, kept after a failed case.
-    Otherwise a worker is reused only while its cases pass (`reuse`, the test mode): a crash, a
-    hang or a broken CUDA context ends it, and the next case starts in a fresh process. Timed
-    modes start one per job, so that every case pays the competition's cold compile, and one
+    Otherwise a worker is reused only while its cases pass (`reuse`: the test and timed modes):
+    a failure, a crash, a hang or a broken CUDA context ends it, and the next case starts in a
+    fresh process. Without `reuse` (profile) every case starts one. Timed modes also run one
     calibration partner for the run (harness/judge/rounds.py). Whatever a case's worker
     started is ended with the case.
 
@@ -165,9 +165,7 @@ class Executor:
             pool = SharedPool(device)
             reuse = reuse or options.official
             files = runner_files(options.problem)
-            # A process per case (timed modes): the next one starts once a case's timing is over.
-            worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe,
-                                    spares=not reuse)
+            worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe)
             partner = workers.worker(sandbox, logs, files, options, pool.describe, echo=True) if timed else None
             stack.callback(_end_processes, worker, partner, workers)
             watch = _watch_the_judges_code(options.problem)
@@ -294,7 +292,7 @@ def _end_processes(worker: WorkerProcess, partner: WorkerProcess | None, workers
     """A run's processes ended, and whatever they started; the waiting ones of `workers` are kept."""
     for process in (worker, partner):
         if process is not None:
-            process.close_all()
+            process.close()
     end_strays(set(workers.pids))
 
 
@@ -365,7 +363,7 @@ def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
         warmups = [options.job("benchmark", case, run=warmup) for case in warm_cases]
         measured = [options.job("benchmark", case, run=run, recheck=recheck) for case in cases]
         return warmups, measured
-    # A fresh process per case: each warms up its own shape right before it is measured.
+    # Each case warms up its own shape right before it is measured.
     measured = [
         options.job("benchmark", case, warmup=warmup, run=run, recheck=recheck, baselines=options.baselines)
         for case in cases
@@ -383,7 +381,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
         return _refused(record, reporter)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
-    with Executor.open(options, reporter, timed=True, workers=workers) as executor:
+    with Executor.open(options, reporter, reuse=True, timed=True, workers=workers) as executor:
         measured_ceilings = None
         if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
             measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")

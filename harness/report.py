@@ -174,10 +174,10 @@ class Reporter:
         self._precheck(options)
         if options.official:
             rules = "competition verdicts only, one shared worker"
-        elif what == "test":
-            rules = "all verdicts, a worker reused while its cases pass"
-        else:
+        elif what == "profile":
             rules = "all verdicts, one process per case"
+        else:
+            rules = "all verdicts, a worker reused while its cases pass"
         self.console.print(f"[bold]{what}[/bold] {escape(options.submission_name)} for {escape(options.problem.name)} on {options.device} "
                            f"({len(cases)} case{'s' if len(cases) != 1 else ''}, {rules})")
 

@@ -34,9 +34,6 @@ class Recorder:
             def close(self):
                 calls.append(f"{name} closed")
 
-            def close_all(self):
-                calls.append(f"{name} closed")
-
             def describe(self, *args):
                 return None
 
@@ -50,7 +47,7 @@ class RecordedWorkers:
     def __init__(self, recorder: Recorder):
         self._recorder = recorder
 
-    def worker(self, sandbox, log_dir, files, options, describe, spares=False, echo=False):
+    def worker(self, sandbox, log_dir, files, options, describe, echo=False):
         name = "partner" if echo else "worker"
         return self._recorder.piece(name)()
 

@@ -60,22 +60,20 @@ def _state(pid: int, awaited: str | None = None) -> str:
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
-def test_calibration_stops_the_worker_and_the_spare_and_leaves_the_partner_running(tmp_path):
-    worker = _worker(tmp_path, spares=True, cgroups=False)
+def test_calibration_stops_the_worker_and_leaves_the_partner_running(tmp_path):
+    worker = _worker(tmp_path, cgroups=False)
     partner = _worker(tmp_path, echo=True, cgroups=False)
     try:
         for process in (worker, partner):
             process.begin_case(120, lambda text: None)
-        worker.start_spare()
         current = worker._current.process.pid
-        spare = (worker.pids - {current}).pop()
         with worker.paused(keep=partner.pids):
-            assert _state(current, "T") == _state(spare, "T") == "T"
+            assert _state(current, "T") == "T"
             assert _state(partner._current.process.pid) != "T"
-        assert _state(current) != "T" and _state(spare) != "T"
+        assert _state(current) != "T"
     finally:
         for process in (worker, partner):
-            process.close_all()
+            process.close()
 
 
 def test_a_partner_that_was_ended_is_not_started_again(tmp_path):
@@ -88,7 +86,7 @@ def test_a_partner_that_was_ended_is_not_started_again(tmp_path):
         with pytest.raises(CaseStopped, match="calibration partner was ended while a worker ran"):
             partner.begin_case(120, lambda text: None)
     finally:
-        partner.close_all()
+        partner.close()
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
@@ -119,10 +117,10 @@ def test_a_worker_can_open_a_workers_memory_but_not_the_partners(tmp_path, monke
         assert result.stdout.split() == ["open", "refused"], result.stderr
     finally:
         for process in (worker, partner):
-            process.close_all()
+            process.close()
 
 
-def _worker(tmp_path, spares: bool = False, echo: bool = False, cgroups: bool = True):
+def _worker(tmp_path, echo: bool = False, cgroups: bool = True):
     """A sandboxed worker of the torch fixture on the CPU (without cgroups: paused by signals)."""
     import torch
 
@@ -139,7 +137,7 @@ def _worker(tmp_path, spares: bool = False, echo: bool = False, cgroups: bool = 
         if not cgroups:
             del os.environ[LAYERS_OFF_ENV]
     files = runner_files() if echo else {**runner_files(), "submission.py": Path(__file__).parent / "fixtures" / "torch_submission.py"}
-    return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, spares=spares, echo=echo)
+    return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, echo=echo)
 
 
 NEEDS_ROOT = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,

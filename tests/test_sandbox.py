@@ -44,7 +44,7 @@ def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[s
         worker.request("load")
         output = worker.output_of_case()
     finally:
-        worker.close_all()
+        worker.close()
         sandbox.close()
     said = {}
     for line in output.splitlines():
@@ -114,7 +114,7 @@ def test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it(tmp_p
         time.sleep(0.5)
         assert len(worker.output_of_case().splitlines()) > count  # it runs again after
     finally:
-        worker.close_all()
+        worker.close()
     assert not cgroup.exists()
     sandbox.close()
 

@@ -60,9 +60,6 @@ class ScriptedWorker:
     def paused(self, keep):
         return contextlib.nullcontext()
 
-    def start_spare(self):
-        pass
-
     def request(self, operation, *arguments):
         self.events.append(operation)
         if operation == "hold":

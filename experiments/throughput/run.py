@@ -77,12 +77,13 @@ def one_shot(entry, device: str, visible: str | None, tests: Path | None) -> dic
 
 
 def verdict(document: dict, mode: str) -> list:
-    """What must match: each case's status, and outside timed modes its message (the run's own
-    folders and times left out)."""
+    """What must match: each case's status, and outside timed modes its message (times and the
+    folders a path names left out: the one-shot command names the file as given, the service
+    by its name)."""
     cases = document.get("cases") or []
     if mode != "test":
         return [case.get("status") for case in cases]
-    return [(case.get("status"), re.sub(r"\d+\.\d+ s|/\S+/", "", case.get("message") or "")) for case in cases]
+    return [(case.get("status"), re.sub(r"\d+\.\d+ s|\S*/", "", case.get("message") or "")) for case in cases]
 
 
 def judged(service: Service, entries, copies: int, tests: Path | None) -> tuple[float, list[dict]]:
@@ -157,11 +158,12 @@ def main() -> None:
         expected = verdict(run["document"], mode)
         same = all(verdict(view["document"] or {}, mode) == expected and view["exit_status"] == run["exit_status"] for view in served)
         if not same:
-            mismatches.append(f"{label} {mode}")
+            mismatches.append({"candidate": f"{label} {mode}", "one_shot": [run["exit_status"], expected],
+                               "service": [[view["exit_status"], verdict(view["document"] or {}, mode)] for view in served]})
         service_s = one_views[index]["finished_at"] - one_views[index]["started_at"]
         rows.append({"candidate": label, "file": path, "mode": mode, "one_shot_s": run["wall_s"], "service_s": service_s,
                      "exit_status": run["exit_status"], "statuses": [case.get("status") for case in run["document"].get("cases") or []],
-                     "same_verdict": same})
+                     "same_verdict": same, "service_phases_s": (one_views[index]["document"] or {}).get("phases_s")})
     width = max(len(row["candidate"]) for row in rows) + 10
     print(f"{'candidate':<{width}} {'one-shot s':>10} {'service s':>10}  exit  same verdict")
     for row in rows:
@@ -185,7 +187,8 @@ def main() -> None:
     print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4)")
     if kit:
         print(f"kit's file, test and benchmark through the service: {sum(kit):.1f} s (the competition's eval: {COMPETITION_EVAL_S:.0f} s on an H200)")
-    print("every verdict is the one-shot command's" if not mismatches else f"VERDICTS DIFFER: {', '.join(mismatches)}")
+    print("every verdict is the one-shot command's" if not mismatches
+          else f"VERDICTS DIFFER: {', '.join(mismatch['candidate'] for mismatch in mismatches)} (the JSON has both)")
     out = arguments.out or ROOT / "results" / "throughput" / f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', device_name).strip('-')}-x{slots}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=1, default=str) + "\n")

@@ -451,7 +451,6 @@ def _flush_verdict(case: BenchmarkCase, figures: Figures, calibration: Calibrati
 def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     progress = judging.progress
     case = BenchmarkCase(job, judging)
-    judging.worker.start_spare()
     _load(judging.worker)
     progress("checking the first batch")
     first = case.round()

@@ -178,12 +178,11 @@ class WorkerProcess:
 
     Each process has a folder of its own; the judge copies `files` (name -> path: the
     submission, the problem's files) into it when the process becomes the current one, before
-    its first request. With `spares`, a process for the next case is started as a case begins
-    (`start_spare`): its start (interpreter, torch: seconds) overlaps that case.
+    its first request.
     """
 
     def __init__(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], device: str, global_seed: int,
-                 describe, spares: bool = False, echo: bool = False):
+                 describe, echo: bool = False):
         """`describe` is how requests carry the judge's shared tensors (SharedPool.describe). With
         `echo`, the judge's calibration partner: started once, before any worker imports a
         submission, and never again, so that its ending, which only a worker can cause, fails the case."""
@@ -195,23 +194,17 @@ class WorkerProcess:
         self._describe = describe
         self._echo = echo
         self._current: _Spawned | None = None
-        self._spare: _Spawned | None = None
         self._ended: _Spawned | None = None  # the last process, kept for its exit status
         self._deadline = float("inf")
         self._timeout_s = 0.0
         self._on_progress = lambda text: None
         self._log_start = 0
-        self._spares = spares
 
     def _spawn(self) -> _Spawned:
         return _Spawned(self._sandbox, self._log_dir, self._echo, self._global_seed)
 
     def _start(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is not None and not spare.alive:
-            spare.close()
-            spare = None
-        self._current = spare or self._spawn()
+        self._current = self._spawn()
         for name, path in self._files.items():
             shutil.copyfile(path, self._current.folder / name)
         self._log_start = 0
@@ -226,19 +219,12 @@ class WorkerProcess:
         spawned = self._current or self._ended
         return spawned.folder if spawned else None
 
-    def start_spare(self) -> None:
-        """Start the next case's process now, if there will be one. Called as a case begins, so
-        that its appearing tells the case's worker nothing of which round comes next; until its
-        own case it only starts Python and waits for its first request."""
-        if self._spares and self._spare is None:
-            self._spare = self._spawn()
-
     def _processes(self) -> list[_Spawned]:
-        return [spawned for spawned in (self._current, self._spare) if spawned is not None]
+        return [self._current] if self._current is not None else []
 
     @contextlib.contextmanager
     def paused(self, keep: set[int]):
-        """The worker, the spare and every process either started frozen for the block: by their
+        """The worker and every process it started frozen for the block: by their
         cgroups where the system has them (at once, and nothing inside can wake them), else by
         SIGSTOP to each after whatever else the judge's children left behind (not in `keep`) is
         ended. None of them can then stop, slow or signal what the judge measures meanwhile."""
@@ -266,7 +252,7 @@ class WorkerProcess:
 
     @property
     def pids(self) -> set[int]:
-        """The processes the judge runs here: the current one and a spare."""
+        """The processes the judge runs here: the current one (a pool's adds its waiting ones)."""
         return {spawned.process.pid for spawned in self._processes()}
 
     def begin_case(self, timeout_s: float, on_progress) -> bool:
@@ -394,14 +380,6 @@ class WorkerProcess:
                 self._current.process.wait(timeout=10)
         self._retire()
 
-    def close_spare(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
-
-    def close_all(self) -> None:
-        self.close()
-        self.close_spare()
 
 
 def _text(value, limit: int) -> str:

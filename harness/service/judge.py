@@ -35,6 +35,10 @@ from harness.judge import dev_shm  # the standard library alone: imported before
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
+# Submission workers kept waiting. On a GPU a candidate that fails every case takes a fresh one
+# per case, a few tenths of a second apart, while one takes 1 to 2.5 s to start (an H200): three
+# start side by side. On the CPU, where a start takes the cores a timed call runs on, one.
+WAITING_WORKERS = {"cuda": 3, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
 
@@ -63,7 +67,8 @@ class Judge:
             REFERENCES.enable(REFERENCES_MAX_BYTES)
         self.references = REFERENCES
         seed = self.secret if self.secret is not None else 42
-        self.pool = WorkerPool(device, seed, memory_limit_bytes=memory_limit_bytes)
+        self.pool = WorkerPool(device, seed, depth=WAITING_WORKERS["cuda" if device.startswith("cuda") else "cpu"],
+                               memory_limit_bytes=memory_limit_bytes)
         self.pool.prime()
         self.pool.prime(echo=True)  # the timed modes' calibration partner
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-judge-")

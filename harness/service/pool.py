@@ -41,8 +41,8 @@ def resident_bytes(pid: int) -> int:
 
 
 class WorkerPool:
-    """Pre-started workers of each kind (a submission's worker, a calibration partner), `depth`
-    of each kept waiting once a run has asked for that kind."""
+    """Pre-started workers: `depth` submission workers kept waiting, and one calibration partner
+    (a run takes one at most)."""
 
     def __init__(self, device: str, global_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
         self.device, self.global_seed, self.depth = device, global_seed, depth
@@ -67,8 +67,8 @@ class WorkerPool:
         return frozenset(spawned.process.pid for spawned in self.waiting())
 
     def prime(self, echo: bool = False) -> None:
-        """Start `depth` workers of the kind now, before any run asks for one."""
-        while len(self._waiting.get(echo, [])) < self.depth:
+        """Start the workers of the kind that are not waiting yet, before any run asks for one."""
+        while len(self._waiting.get(echo, [])) < (1 if echo else self.depth):
             self._start(echo)
 
     def _start(self, echo: bool) -> None:
@@ -149,8 +149,8 @@ class PooledWorker(WorkerProcess):
     """A run's worker whose processes come from the pool, each for this run alone."""
 
     def __init__(self, pool: WorkerPool, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe,
-                 spares: bool, echo: bool):
-        super().__init__(sandbox, log_dir, files, options.device, options.global_seed, describe, spares=spares, echo=echo)
+                 echo: bool):
+        super().__init__(sandbox, log_dir, files, options.device, options.global_seed, describe, echo=echo)
         self._worker_pool = pool
 
     def _spawn(self) -> _Spawned:
@@ -189,8 +189,8 @@ class PooledWorkers:
     def folders_root(self) -> str:
         return self._pool.folders_root
 
-    def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe, spares: bool = False,
+    def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe,
                echo: bool = False) -> WorkerProcess:
         if options.device != self._pool.device or options.global_seed != self._pool.global_seed:
             raise ValueError(f"this pool's workers run on {self._pool.device} with seed {self._pool.global_seed}")
-        return PooledWorker(self._pool, sandbox, log_dir, files, options, describe, spares, echo)
+        return PooledWorker(self._pool, sandbox, log_dir, files, options, describe, echo)
