@@ -86,6 +86,11 @@ def verdict(document: dict, mode: str) -> list:
     return [(case.get("status"), re.sub(r"\d+\.\d+ s|\S*/", "", case.get("message") or "")) for case in cases]
 
 
+def means_ns(document: dict) -> list:
+    """A timed run's judged mean per case (None for a case without one)."""
+    return [(case.get("stats") or {}).get("mean_ns") for case in document.get("cases") or []]
+
+
 def judged(service: Service, entries, copies: int, tests: Path | None) -> tuple[float, list[dict]]:
     """The wall time of judging `copies` times the set, and each candidate's view."""
     tests_text = tests.read_text() if tests is not None else None
@@ -163,12 +168,18 @@ def main() -> None:
         service_s = one_views[index]["finished_at"] - one_views[index]["started_at"]
         rows.append({"candidate": label, "file": path, "mode": mode, "one_shot_s": run["wall_s"], "service_s": service_s,
                      "exit_status": run["exit_status"], "statuses": [case.get("status") for case in run["document"].get("cases") or []],
-                     "same_verdict": same, "service_phases_s": (one_views[index]["document"] or {}).get("phases_s")})
+                     "same_verdict": same, "service_phases_s": (one_views[index]["document"] or {}).get("phases_s"),
+                     "means_ns": {"one_shot": means_ns(run["document"]), "service": means_ns(one_views[index]["document"] or {})}})
     width = max(len(row["candidate"]) for row in rows) + 10
     print(f"{'candidate':<{width}} {'one-shot s':>10} {'service s':>10}  exit  same verdict")
     for row in rows:
         print(f"{row['candidate'] + ' ' + row['mode']:<{width}} {row['one_shot_s']:>10.1f} {row['service_s']:>10.1f}  {row['exit_status']:>4}  "
               f"{'yes' if row['same_verdict'] else 'NO'}")
+    for row in rows:
+        if row["mode"] == "benchmark":
+            shown = {side: " / ".join("-" if mean is None else f"{mean / 1e3:.2f}" for mean in means)
+                     for side, means in row["means_ns"].items()}
+            print(f"{row['candidate']} benchmark, judged means (us): one-shot {shown['one_shot']}; service {shown['service']}")
     per_hour_today = len(entries) / today_gpu_s * 3600
     per_hour_one = len(entries) / one_wall * 3600
     per_hour_all = len(entries) * slots / all_wall * 3600
