@@ -244,8 +244,13 @@ class Sandbox:
 
     def environment(self, folder: Path) -> dict[str, str]:
         """The judge's environment, with the worker's home and temporary files in its own folder
-        (bubblewrap sets them inside the sandbox)."""
-        return {**os.environ, "HOME": str(folder), "TMPDIR": "/tmp" if self._bwrap else str(folder)}
+        (bubblewrap sets them inside the sandbox). A CPU worker's OpenMP threads sleep when idle
+        instead of spinning: spinning after the calls, they took the cores from the hand-over the
+        judge's clock times (on two cores, an honest gemv's judged figure 25 % over its own)."""
+        environment = {**os.environ, "HOME": str(folder), "TMPDIR": "/tmp" if self._bwrap else str(folder)}
+        if not self._device.startswith("cuda"):
+            environment["OMP_WAIT_POLICY"] = "PASSIVE"
+        return environment
 
     @property
     def has_cgroups(self) -> bool:
