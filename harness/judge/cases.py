@@ -13,7 +13,6 @@ GPU activity) is a claim, set against what the judge measured.
 """
 
 import dataclasses
-import os
 import random
 import statistics
 
@@ -28,7 +27,7 @@ from harness.judge.references import REFERENCES
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves)
-from harness.runner.calls import SANITIZER_ENV
+from harness.runner.calls import UNDER_COMPUTE_SANITIZER
 from harness.l2_flush import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import claimed_number, leaves
@@ -60,8 +59,6 @@ FIRST_PROBE_WITHIN = MIN_ROUNDS
 # The least time limit of a step of the calibration partner (its start included): no later case
 # can replace it, so only a partner the submission stopped should run past it.
 PARTNER_TIME_LIMIT_S = 300.0
-# Set by `make sanitize`: compute-sanitizer takes CUPTI's only subscriber slot.
-UNDER_SANITIZER = os.environ.get(SANITIZER_ENV) == "1"
 
 
 @dataclasses.dataclass
@@ -152,7 +149,8 @@ def _activity_problem(round_: Round, job: Job, result: CaseResult, calls: int, w
     """The recorded round's GPU activity, judged (the competition records none)."""
     problem, result.activity = activity.judge_round(round_.records, round_.window_ns,
                                                     round_.worker_ns / calls if with_times else None, calls)
-    if problem and UNDER_SANITIZER and problem.startswith(activity.NOT_RECORDED):
+    # Under `make sanitize`, compute-sanitizer holds CUPTI's only subscriber slot.
+    if problem and UNDER_COMPUTE_SANITIZER and problem.startswith(activity.NOT_RECORDED):
         result.warn(problem)
         return None
     return beyond_the_competition(problem, job.rules.strict, result)
