@@ -20,6 +20,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -132,12 +133,21 @@ def main() -> None:
     commit, date = git_commit(), time.strftime("%Y-%m-%d")
     print(f"throughput on {slots} x {device_name} at {commit} ({date}); {len(entries)} candidates a set", flush=True)
 
-    # 1. today: one-shot commands, one per GPU at a time.
+    # 1. today: one-shot commands, each on a GPU no other command holds meanwhile.
+    free = queue.Queue()
+    for one in visible:
+        free.put(one)
+
+    def on_a_free_gpu(entry) -> dict:
+        held = free.get()
+        try:
+            return one_shot(entry, arguments.device, held, arguments.tests)
+        finally:
+            free.put(held)
+
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(slots) as pool:
-        futures = [pool.submit(one_shot, entry, arguments.device, visible[index % slots], arguments.tests)
-                   for index, entry in enumerate(entries)]
-        today = [future.result() for future in futures]
+        today = list(pool.map(on_a_free_gpu, entries))
     today_wall = time.monotonic() - started
     today_gpu_s = sum(run["wall_s"] for run in today)
     print(f"today's one-shot commands: {today_wall:.1f} s ({today_gpu_s:.1f} GPU-s)", flush=True)
