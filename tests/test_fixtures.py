@@ -104,6 +104,7 @@ THREATS = {
     "honest_joins_a_side_stream": "no false positive",
     "cheat_learns_the_probes_in_an_earlier_case": "4 work only where checked",
     "cheat_reaches_the_waiting_workers": "9 reaching a later candidate",
+    "cheat_spins_the_gpu_through_the_calibration": "2 rewriting the clock",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -631,3 +632,32 @@ def test_a_kept_worker_learns_nothing_of_the_next_cases_probes(device, tally, tm
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, "pass, then fail")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, tally, tmp_path):
+    """A timed mode keeps a worker while its cases pass: having timed its first case's freeze, in
+    the next it leaves a spin queued on the GPU, in a helper's context of its own, to run through
+    the calibration partner's rounds while it is frozen. On a GPU that case must not pass with the
+    fixed cost so measured; on the CPU, where there is nothing to spin, both cases pass."""
+    fixture = "cheat_spins_the_gpu_through_the_calibration"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n")
+    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
+                     "--submission", str(submission_path(fixture)), str(cases))
+    report = flatten(result.stdout + result.stderr)
+    expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE, SECOND_BENCHMARK_CASE))
+    if device == "cpu":
+        assert result.returncode == EXIT_PASS and case_statuses(report, expected) == {}, report
+        gist = "pass (nothing to spin)"
+    else:
+        assert result.returncode == EXIT_CASE_FAIL and case_statuses(report, expected) == {1: "fail"}, report
+        gist = "pass, then fail"
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, gist)
