@@ -294,7 +294,7 @@ def _end_processes(worker: WorkerProcess, partner: WorkerProcess | None, workers
     `ask_to_exit`: a profiler wrapped around the run (`profile --ncu`) collects at their exit."""
     for process in (worker, partner):
         if process is not None:
-            process.close(ask_to_exit)
+            process.close(ask_to_exit=ask_to_exit)
     end_strays(set(workers.pids))
 
 
