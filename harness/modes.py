@@ -167,7 +167,7 @@ class Executor:
             files = runner_files(options.problem)
             worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe)
             partner = workers.worker(sandbox, logs, files, options, pool.describe, echo=True) if timed else None
-            stack.callback(_end_processes, worker, partner, workers)
+            stack.callback(_end_processes, worker, partner, workers, options.ncu)
             watch = _watch_the_judges_code(options.problem)
             yield cls(options, reporter, clock, pool, worker, partner, workers, watch, reuse, deadline)
 
@@ -215,7 +215,7 @@ class Executor:
         if self._options.official and result.status == ERROR and result.uncaught_officially:
             raise OfficialEvalStopped(result)
         if not self._reuse or (result.status != PASS and not self._options.official):
-            self._worker.close()
+            self._worker.close(ask_to_exit=self._options.ncu)
         end_strays(self._worker.pids | (self._partner.pids if self._partner else set()) | self._workers.pids)
         return result
 
@@ -288,11 +288,13 @@ class FirstFailure:
             self._reason = f"not run: {self._kind} {index} did not pass (--stop-on-first-failure)"
 
 
-def _end_processes(worker: WorkerProcess, partner: WorkerProcess | None, workers: FreshWorkers) -> None:
-    """A run's processes ended, and whatever they started; the waiting ones of `workers` are kept."""
+def _end_processes(worker: WorkerProcess, partner: WorkerProcess | None, workers: FreshWorkers,
+                   ask_to_exit: bool) -> None:
+    """A run's processes ended, and whatever they started; the waiting ones of `workers` are kept.
+    `ask_to_exit`: a profiler wrapped around the run (`profile --ncu`) collects at their exit."""
     for process in (worker, partner):
         if process is not None:
-            process.close()
+            process.close(ask_to_exit=ask_to_exit)
     end_strays(set(workers.pids))
 
 

@@ -31,7 +31,7 @@ class Recorder:
                 calls.append(name)
                 self.__dict__.update(attributes)
 
-            def close(self):
+            def close(self, ask_to_exit=False):
                 calls.append(f"{name} closed")
 
             def describe(self, *args):

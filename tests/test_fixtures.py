@@ -39,6 +39,8 @@ BENCHMARK_CASE = "m: 128; n: 256; k: 256; l: 1; seed: 1111"
 BORDERLINE_CASE = "m: 128; n: 256; k: 7168; l: 1; seed: 1111"
 # K >= 4M: b's bytes can hold C (cheat_answers_in_an_input).
 WIDE_K_BENCHMARK_CASE = "m: 128; n: 256; k: 512; l: 1; seed: 1111"
+# A second timed case of another shape: what a worker kept while its first case passed meets it.
+SECOND_BENCHMARK_CASE = "m: 256; n: 128; k: 256; l: 1; seed: 7"
 GPU_ONLY = ("cuda",)
 CPU_ONLY = ("cpu",)
 # A timed-mode cap that keeps a CPU run of the newer fixtures in seconds; the cheat that works
@@ -100,6 +102,9 @@ THREATS = {
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
+    "cheat_learns_the_probes_in_an_earlier_case": "4 work only where checked",
+    "cheat_reaches_the_waiting_workers": "9 reaching a later candidate",
+    "cheat_spins_the_gpu_through_the_calibration": "2 rewriting the clock",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -338,6 +343,9 @@ VERDICTS = [
              max_repeats=QUICK_REPEATS),
     Expected("cheat_mixes_handover_kinds", "benchmark", EXIT_PASS, "pass", AGREED, cases=(BENCHMARK_CASE,),
              max_repeats=20),
+    # Planting in, signalling and freezing the workers that wait for the next candidate: none is
+    # reached (the service's next candidate: tests/test_service_judge.py).
+    Expected("cheat_reaches_the_waiting_workers", "test", EXIT_PASS, "pass", cases=(TEST_CASE, SECOND_TEST_CASE)),
     # The submission's own self-check reports a fallback: the chosen configuration was wrong.
     Expected("broken_falls_back", "test", EXIT_CASE_FAIL, "fail", r"the submission's self-check fell back \(1x\): nvfp4 self-check FALLBACK:"),
     Expected("broken_falls_back", "test", EXIT_PASS, "pass",
@@ -598,3 +606,58 @@ def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, t
     assert "check: fail refused before any case: kernelguard flagged the file (--strict)" in report
     assert "importing submission" not in report  # no worker ran it
     tally.record("fixture verdicts", f"{path.stem} kernelguard")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_kept_worker_learns_nothing_of_the_next_cases_probes(device, tally, tmp_path):
+    """A timed mode keeps a worker while its cases pass: what it saw of one case's probes and of
+    the rounds before its freeze, replayed around in the next case, meets that case's own probes,
+    drawn afresh. The first case passes (it computes every call), the second fails."""
+    fixture = "cheat_learns_the_probes_in_an_earlier_case"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n")
+    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
+                     "--submission", str(submission_path(fixture)), str(cases))
+    report = flatten(result.stdout + result.stderr)
+    assert result.returncode == EXIT_CASE_FAIL, report
+    expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE, SECOND_BENCHMARK_CASE))
+    assert case_statuses(report, expected) == {1: "fail"}, report
+    assert re.search(rf"benchmark 1 {re.escape(SECOND_BENCHMARK_CASE)}: fail --- (?:{REPLAY_CAUGHT})", report), report
+    assert re.search(r"128x256x256 5 [\d.]+ ", report), report  # the first case passed, timed
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, "pass, then fail")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, tally, tmp_path):
+    """A timed mode keeps a worker while its cases pass: having timed its first case's freeze, in
+    the next it leaves a spin queued on the GPU, in a helper's context of its own, to run through
+    the calibration partner's rounds while it is frozen. On a GPU that case must not pass with the
+    fixed cost so measured; on the CPU, where there is nothing to spin, both cases pass."""
+    fixture = "cheat_spins_the_gpu_through_the_calibration"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n")
+    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
+                     "--submission", str(submission_path(fixture)), str(cases))
+    report = flatten(result.stdout + result.stderr)
+    expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE, SECOND_BENCHMARK_CASE))
+    if device == "cpu":
+        assert result.returncode == EXIT_PASS and case_statuses(report, expected) == {}, report
+        gist = "pass (nothing to spin)"
+    else:
+        assert result.returncode == EXIT_CASE_FAIL and case_statuses(report, expected) == {1: "fail"}, report
+        gist = "pass, then fail"
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, gist)

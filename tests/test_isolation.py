@@ -120,6 +120,21 @@ def test_a_worker_can_open_a_workers_memory_but_not_the_partners(tmp_path, monke
             process.close()
 
 
+@pytest.mark.parametrize("ask_to_exit", [False, True])
+def test_a_worker_is_killed_when_done_unless_asked_to_exit_for_a_profiler(tmp_path, ask_to_exit):
+    """A run done with its worker kills it (an interpreter's exit costs half a second); a profiler
+    wrapped around the run (nsys around `profile --ncu`) collects a process's data at its exit, so
+    there the worker is asked to exit and leaves with status 0."""
+    worker = _worker(tmp_path)
+    try:
+        worker.begin_case(120, lambda text: None)
+        worker.request("hold", "probe", [])  # a request answered: the process is serving
+        worker.close(ask_to_exit=ask_to_exit)
+        assert (worker._ended.process.returncode == 0) is ask_to_exit, worker._ended.process.returncode
+    finally:
+        worker.close()
+
+
 def _worker(tmp_path, echo: bool = False, cgroups: bool = True):
     """A sandboxed worker of the torch fixture on the CPU (without cgroups: paused by signals)."""
     import torch

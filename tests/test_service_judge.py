@@ -77,6 +77,44 @@ def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory
         judge.close()
 
 
+# A next candidate that fails where an earlier one's planted module is on its import path.
+CHECKS_FOR_A_PLANTED_MODULE = """import importlib.util
+
+from reference import ref_kernel
+
+
+def custom_kernel(data):
+    if importlib.util.find_spec("nvfp4_planted_by_a_candidate") is not None:
+        raise RuntimeError("a module an earlier candidate planted is on this worker's import path")
+    return ref_kernel(data)
+"""
+
+
+@pytest.mark.e2e
+def test_a_candidate_reaches_none_of_the_workers_waiting_for_the_next(tmp_path):
+    """The workers the service's judge keeps waiting for the next candidate are started while a
+    candidate runs: that candidate's planting in their folders, its signals and its cgroup writes
+    reach none of them. The next candidate is served by a worker that answers, in test and in
+    benchmark, within a short time limit, and finds no planted module."""
+    from harness.service.judges import LocalJudge
+
+    scratch = tmp_path / "judge"
+    scratch.mkdir()
+    judge = LocalJudge("cpu", environment={**os.environ, "TMPDIR": str(scratch)})
+    judge.start()
+    try:
+        cheat = judge.judge({"id": "cheat", "source": (FIXTURES / "cheat_reaches_the_waiting_workers.py").read_text(),
+                             "mode": "test", "tests": TWO_CASES, "options": {}})
+        assert [case["status"] for case in cheat["document"]["cases"]] == ["pass", "pass"], cheat["report"]
+        assert not list(scratch.rglob("nvfp4_planted_by_a_candidate.py"))
+        for mode in ("test", "benchmark"):
+            honest = judge.judge({"id": f"next {mode}", "source": CHECKS_FOR_A_PLANTED_MODULE, "mode": mode,
+                                  "tests": ONE_CASE, "options": {"max_repeats": 5, "timeout_s": 60}})
+            statuses = [case["status"] for case in honest["document"]["cases"]]
+            assert honest["exit_status"] == 0 and statuses == ["pass"], (cheat["report"], honest["report"])
+    finally:
+        judge.close()
+
 
 @pytest.mark.e2e
 @pytest.mark.gpu

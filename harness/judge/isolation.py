@@ -373,11 +373,13 @@ class WorkerProcess:
             self._current.close()
             self._ended, self._current = self._current, None
 
-    def close(self) -> None:
+    def close(self, ask_to_exit: bool = False) -> None:
         """The process ended with all it started. Killed: its output is read by then, and an
         interpreter's exit with torch takes about half a second, which a candidate failing every
-        case paid each case. Asked to exit under compute-sanitizer, which reports at a process's exit."""
-        if self.alive and UNDER_COMPUTE_SANITIZER:
+        case paid each case. Asked to exit (`ask_to_exit`, and always under compute-sanitizer)
+        where a tool wrapped around the run collects a process's data at its exit, which a kill
+        would lose (nsys around `profile --ncu`; compute-sanitizer reports then)."""
+        if self.alive and (ask_to_exit or UNDER_COMPUTE_SANITIZER):
             with contextlib.suppress(BrokenPipeError, OSError):
                 wire.send_request(self._current.connection, self._current.request_socket, None, self._describe)
             with contextlib.suppress(subprocess.TimeoutExpired):
