@@ -2,7 +2,9 @@
 sandboxed worker imports a file that attempts each way out and says which got through."""
 
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ LINUX = sys.platform.startswith("linux")
 FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
 ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
-            "set the clock", "keep a capability", "open a kernel setting for writing")
+            "set the clock", "keep a capability", "open a kernel setting for writing", "read the judge's log folder")
 
 
 def _planted(tmp_path) -> list[str]:
@@ -35,6 +37,7 @@ def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[s
     monkeypatch.setenv("PROBE_JUDGE_PID", str(os.getpid()))
     monkeypatch.setenv("PROBE_REPO", str(REPO_ROOT))
     monkeypatch.setenv("PROBE_JUDGE_TMP", str(tmp_path))
+    (tmp_path / "judges-secret.txt").write_text("another candidate's file\n")
     protect_the_judge()
     sandbox = sandbox_module.Sandbox("cpu")
     worker = WorkerProcess(sandbox, str(tmp_path), {**runner_files(), "submission.py": FIXTURES / probe}, "cpu", 42,
@@ -71,6 +74,26 @@ def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path
     assert [what for what in ATTEMPTS if said[what]] == []
     assert said["planted"] == []
     assert said["write its own folder"]
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_judges_temporary_folder_outside_tmp_is_out_of_its_workers_sight(tmp_path, monkeypatch):
+    """A judge whose TMPDIR is not under /tmp keeps its runs (in a service, its candidates) there:
+    hidden from its workers like /tmp, the worker's own folder in it still its own."""
+    missing = _missing_layers()
+    if missing:
+        pytest.skip(f"this system lacks sandbox layers: {'; '.join(missing)}")
+    outside = Path("/var/tmp")
+    if not (outside.is_dir() and os.access(outside, os.W_OK)):
+        pytest.skip("no writable /var/tmp to keep the judge's temporary folder outside /tmp")
+    judges_tmp = Path(tempfile.mkdtemp(prefix="nvfp4-judge-tmp-", dir=outside))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(judges_tmp))
+        said = _attempts(judges_tmp, monkeypatch, "probe_escape.py")
+        assert not said["read the judge's log folder"] and said["planted"] == []
+        assert said["write its own folder"]
+    finally:
+        shutil.rmtree(judges_tmp, ignore_errors=True)
 
 
 @pytest.mark.skipif(not LINUX, reason="Landlock is Linux's")

@@ -7,7 +7,7 @@ socket and its log, started under these layers, each where the system allows it:
 
 | layer | what it closes |
 |---|---|
-| bubblewrap: a mount namespace in which `/` is read-only, `/tmp` a fresh tmpfs, and only the worker's own folder writable | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs |
+| bubblewrap: a mount namespace in which `/` is read-only, `/tmp` (and the judge's `TMPDIR` elsewhere) a fresh tmpfs, and only the worker's own folder writable | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs |
 | bubblewrap: network, IPC, UTS and pid namespaces; `--die-with-parent`, a new session, no capability | reaching anything over a network or an abstract socket, signalling or tracing the judge, the partner or other workers (they are not in its pid namespace), outliving the judge |
 | a cgroup of its own (v2) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do |
 | seccomp (libseccomp, through bubblewrap where it runs) | ptrace, process_vm_*, namespaces and mounts, clock and kernel changes, even where the layers above are missing |
@@ -136,6 +136,24 @@ class WorkerCgroup:
         self.path = None
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _judges_temporary_folder(import_path: list[str]) -> str | None:
+    """The folder the judge keeps its runs in (`TMPDIR`) where it lies outside /tmp, which the
+    sandbox hides anyway: hidden too, unless it holds the interpreter or a folder it imports from
+    other than those re-bound (a `TMPDIR` of the user's home, say), which a tmpfs over it would
+    take away."""
+    folder = os.path.realpath(tempfile.gettempdir())
+    if _within(folder, "/tmp") or folder == "/":
+        return None
+    needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    if any(_within(os.path.realpath(path), folder) for path in needed):
+        return None
+    return folder
+
+
 def _sizes_a_tmpfs(bwrap: str) -> bool:
     """Whether this bubblewrap takes --size (0.7 and later)."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
@@ -228,10 +246,16 @@ class Sandbox:
         if os.path.exists("/proc/sysrq-trigger"):
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
         prefix += (["--size", str(self._tmp_bytes)] if self._tmp_bytes else []) + ["--tmpfs", "/tmp"]
-        # What /tmp hid that the worker needs: the judge's import path there (packages unpacked into
-        # /tmp on a machine without a registry), and its own folder, the one place it writes.
+        hidden = ["/tmp"]
+        judges_tmp = _judges_temporary_folder(import_path)
+        if judges_tmp is not None:  # the judge's runs and candidates, out of sight as under /tmp
+            prefix += ["--tmpfs", judges_tmp]
+            hidden.append(judges_tmp)
+        # What the tmpfs hid that the worker needs: the judge's import path there (packages
+        # unpacked into /tmp on a machine without a registry), and its own folder, the one place
+        # it writes.
         for entry in import_path:
-            if entry.startswith("/tmp/") and Path(entry).exists():
+            if any(_within(entry, root) for root in hidden) and Path(entry).exists():
                 prefix += ["--ro-bind", entry, entry]
         prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder), "--setenv", "HOME", str(folder),
                    "--setenv", "TMPDIR", "/tmp", "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
