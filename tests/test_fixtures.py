@@ -608,13 +608,9 @@ def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, t
     tally.record("fixture verdicts", f"{path.stem} kernelguard")
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_kept_worker_learns_nothing_of_the_next_cases_probes(device, tally, tmp_path):
-    """A timed mode keeps a worker while its cases pass: what it saw of one case's probes and of
-    the rounds before its freeze, replayed around in the next case, meets that case's own probes,
-    drawn afresh. The first case passes (it computes every call), the second fails."""
-    fixture = "cheat_learns_the_probes_in_an_earlier_case"
+def _two_benchmark_cases(fixture: str, device: str, tally, tmp_path):
+    """`fixture` benchmarked on two cases, one worker kept across them while they pass: (the
+    run, its report flattened, what a failing verdict of the second case looks like)."""
     reason = skip_reason(device)
     if reason:
         tally.record_skip("fixture verdicts", f"{fixture} on {device}")
@@ -623,9 +619,19 @@ def test_a_kept_worker_learns_nothing_of_the_next_cases_probes(device, tally, tm
     cases.write_text(f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n")
     result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
                      "--submission", str(submission_path(fixture)), str(cases))
-    report = flatten(result.stdout + result.stderr)
-    assert result.returncode == EXIT_CASE_FAIL, report
     expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE, SECOND_BENCHMARK_CASE))
+    return result, flatten(result.stdout + result.stderr), expected
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_kept_worker_learns_nothing_of_the_next_cases_probes(device, tally, tmp_path):
+    """A timed mode keeps a worker while its cases pass: what it saw of one case's probes and of
+    the rounds before its freeze, replayed around in the next case, meets that case's own probes,
+    drawn afresh. The first case passes (it computes every call), the second fails."""
+    fixture = "cheat_learns_the_probes_in_an_earlier_case"
+    result, report, expected = _two_benchmark_cases(fixture, device, tally, tmp_path)
+    assert result.returncode == EXIT_CASE_FAIL, report
     assert case_statuses(report, expected) == {1: "fail"}, report
     assert re.search(rf"benchmark 1 {re.escape(SECOND_BENCHMARK_CASE)}: fail --- (?:{REPLAY_CAUGHT})", report), report
     assert re.search(r"128x256x256 5 [\d.]+ ", report), report  # the first case passed, timed
@@ -642,16 +648,7 @@ def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, 
     the calibration partner's rounds while it is frozen. On a GPU that case must not pass with the
     fixed cost so measured; on the CPU, where there is nothing to spin, both cases pass."""
     fixture = "cheat_spins_the_gpu_through_the_calibration"
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
-    cases = tmp_path / "cases.txt"
-    cases.write_text(f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n")
-    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
-                     "--submission", str(submission_path(fixture)), str(cases))
-    report = flatten(result.stdout + result.stderr)
-    expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE, SECOND_BENCHMARK_CASE))
+    result, report, expected = _two_benchmark_cases(fixture, device, tally, tmp_path)
     if device == "cpu":
         assert result.returncode == EXIT_PASS and case_statuses(report, expected) == {}, report
         gist = "pass (nothing to spin)"
