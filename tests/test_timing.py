@@ -85,7 +85,8 @@ def no_probes_unless_asked(monkeypatch):
     monkeypatch.setattr(cases, "FIRST_PROBE_WITHIN", 0)
 
 
-NO_FIXED_COST = Calibration({(own, exposed): 0.0 for own in (False, True) for exposed in (False, True)}, spread_ns=0.0, flush_ns=None)
+NO_FIXED_COST = Calibration({(own, exposed): 0.0 for own in (False, True) for exposed in (False, True)}, spread_ns=0.0, flush_ns=None,
+                            longest_flush_ns=None)
 
 
 def _judging(worker, partner=None):
@@ -339,7 +340,7 @@ def test_a_flush_longer_than_the_partners_fails_and_a_second_queue_buys_a_bounde
     from harness.jobs import PASS, CaseResult
 
     case = dataclasses.make_dataclass("Case", ["strict"])(strict)
-    calibration = Calibration({(False, False): 0.0}, spread_ns=0.0, flush_ns=9.5e6)
+    calibration = Calibration({(False, False): 0.0}, spread_ns=0.0, flush_ns=9.5e6, longest_flush_ns=9.5e6)
     within = cases.Figures(rounds=[_flush_round(9.7) for _ in range(5)])
     assert cases._flush_verdict(case, within, calibration, _flush_round(9.7), CaseResult(PASS)) is None
 
@@ -359,4 +360,28 @@ def test_a_flush_longer_than_the_partners_fails_and_a_second_queue_buys_a_bounde
     problem = cases._flush_verdict(case, much_longer, calibration, two_queues, result)
     found = problem if strict else result.warning
     assert found is not None and "a worker waiting on a second queue is allowed" in found
+    assert (problem is None) != strict
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_calibration_whose_flush_ran_long_for_one_kind_of_round_was_disturbed(strict):
+    """GPU work a worker left queued when it was frozen runs through the partner's rounds of one
+    kind (they run in a row) and the judge's flush beside them, lengthening the fixed cost
+    subtracted: it fails (a warning under --official). An honest difference passes."""
+    from harness.jobs import PASS, CaseResult
+
+    case = dataclasses.make_dataclass("Case", ["strict"])(strict)
+    kinds = [(own, exposed) for own in (0.0, 1.0) for exposed in (False, True)]  # three rounds each, in a row
+    honest = [dataclasses.replace(_flush_round(flush_ms), own_share=own, exposed=exposed)
+              for own, exposed in kinds for flush_ms in (9.9, 9.5, 9.6)]
+    timed = cases.Figures(rounds=[_flush_round(9.5) for _ in range(5)])
+    assert cases._flush_verdict(case, timed, Calibration.of(honest), _flush_round(9.5), CaseResult(PASS)) is None
+
+    spun = honest[:3] + [dataclasses.replace(round_, flush_ns=19.0e6) for round_ in honest[3:6]] + honest[6:]
+    calibration = Calibration.of(spun)
+    assert calibration.flush_ns < 1.25 * 9.5e6  # the median over every round does not show it
+    result = CaseResult(PASS)
+    problem = cases._flush_verdict(case, timed, calibration, _flush_round(9.5), result)
+    found = problem if strict else result.warning
+    assert found is not None and "disturbed the calibration" in found
     assert (problem is None) != strict

@@ -149,6 +149,7 @@ class Calibration:
     fixed_by_kind: dict  # (own tensors, exposed) -> median window of a round with no work
     spread_ns: float  # the largest of the kinds' standard deviations
     flush_ns: float | None  # median L2 flush while the partner waited
+    longest_flush_ns: float | None  # the longest of the kinds' median flushes (a kind's rounds run in a row)
 
     @classmethod
     def of(cls, rounds: list[Round]) -> "Calibration":
@@ -156,9 +157,14 @@ class Calibration:
         for round_ in rounds:
             windows.setdefault((round_.returned_own, round_.exposed), []).append(round_.window_ns)
         flushes = [round_.flush_ns for round_ in rounds if round_.flush_ns is not None]
+        by_kind: dict[tuple[bool, bool], list[float]] = {}
+        for round_ in rounds:
+            if round_.flush_ns is not None:
+                by_kind.setdefault((round_.returned_own, round_.exposed), []).append(round_.flush_ns)
         return cls({kind: statistics.median(values) for kind, values in windows.items()},
                    max(statistics.stdev(values) if len(values) > 1 else 0.0 for values in windows.values()),
-                   statistics.median(flushes) if flushes else None)
+                   statistics.median(flushes) if flushes else None,
+                   max(statistics.median(values) for values in by_kind.values()) if by_kind else None)
 
     @property
     def hidden_ns(self) -> float:
