@@ -53,8 +53,8 @@ FLUSH_SIDE_QUEUE_TOLERANCE = 1.0
 # The partner's flush, for any kind of its rounds, may take this much longer than the timed
 # rounds' before the calibration counts as disturbed: GPU work the worker left queued when it was
 # frozen (a spin in a context of its own) is time-sliced against the partner's rounds, which it
-# lengthens, and against the flush beside them. Honest flushes differ far less (a 16 GB flush with
-# no queue waiting and with one, on an H200: 9.87 and 9.53 ms).
+# lengthens, and against the flush beside them. Honest flushes differ by a few percent
+# (docs/judge.md, the flush verdict).
 CALIBRATION_FLUSH_TOLERANCE = 0.25
 # After each timed round but the last, and after each probe, a probe (a timed round on edited
 # inputs, harness/judge/probes.py) with this chance, and always after one of the first MIN_ROUNDS,

@@ -375,8 +375,8 @@ class WorkerProcess:
 
     def close(self, ask_to_exit: bool = False) -> None:
         """The process ended with all it started. Killed: its output is read by then, and an
-        interpreter's exit with torch takes about half a second, which a candidate failing every
-        case paid each case. Asked to exit (`ask_to_exit`, and always under compute-sanitizer)
+        interpreter's exit with torch is slow, which a candidate failing every case would pay
+        each case. Asked to exit (`ask_to_exit`, and always under compute-sanitizer)
         where a tool wrapped around the run collects a process's data at its exit, which a kill
         would lose (nsys around `profile --ncu`; compute-sanitizer reports then)."""
         if self.alive and (ask_to_exit or UNDER_COMPUTE_SANITIZER):

@@ -269,8 +269,9 @@ class Sandbox:
     def environment(self, folder: Path) -> dict[str, str]:
         """The judge's environment, with the worker's home and temporary files in its own folder
         (bubblewrap sets them inside the sandbox). A CPU worker's OpenMP threads sleep when idle
-        instead of spinning: spinning after the calls, they took the cores from the hand-over the
-        judge's clock times (on two cores, an honest gemv's judged figure 25 % over its own)."""
+        instead of spinning: spinning after the calls, they take the cores from the hand-over the
+        judge's clock times, and on a machine of few cores an honest file's judged figure comes out
+        above its own beyond the tolerance."""
         environment = {**os.environ, "HOME": str(folder), "TMPDIR": "/tmp" if self._bwrap else str(folder)}
         if not self._device.startswith("cuda"):
             environment["OMP_WAIT_POLICY"] = "PASSIVE"

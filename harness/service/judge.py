@@ -36,8 +36,8 @@ from harness.judge import dev_shm  # the standard library alone: imported before
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
 # Submission workers kept waiting. On a GPU a candidate that fails every case takes a fresh one
-# per case, a few tenths of a second apart, while one takes 1 to 2.5 s to start (an H200): three
-# start side by side. On the CPU, where a start takes the cores a timed call runs on, one.
+# per case, its cases far shorter than a worker's start (docs/service.md): three start side by
+# side. On the CPU, where a start takes the cores a timed call runs on, one.
 WAITING_WORKERS = {"cuda": 3, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
