@@ -154,17 +154,17 @@ class Calibration:
     @classmethod
     def of(cls, rounds: list[Round]) -> "Calibration":
         windows: dict[tuple[bool, bool], list[float]] = {}
+        flushes: dict[tuple[bool, bool], list[float]] = {}
         for round_ in rounds:
-            windows.setdefault((round_.returned_own, round_.exposed), []).append(round_.window_ns)
-        flushes = [round_.flush_ns for round_ in rounds if round_.flush_ns is not None]
-        by_kind: dict[tuple[bool, bool], list[float]] = {}
-        for round_ in rounds:
+            kind = (round_.returned_own, round_.exposed)
+            windows.setdefault(kind, []).append(round_.window_ns)
             if round_.flush_ns is not None:
-                by_kind.setdefault((round_.returned_own, round_.exposed), []).append(round_.flush_ns)
+                flushes.setdefault(kind, []).append(round_.flush_ns)
+        every_flush = [flush for values in flushes.values() for flush in values]
         return cls({kind: statistics.median(values) for kind, values in windows.items()},
                    max(statistics.stdev(values) if len(values) > 1 else 0.0 for values in windows.values()),
-                   statistics.median(flushes) if flushes else None,
-                   max(statistics.median(values) for values in by_kind.values()) if by_kind else None)
+                   statistics.median(every_flush) if every_flush else None,
+                   max(statistics.median(values) for values in flushes.values()) if flushes else None)
 
     @property
     def hidden_ns(self) -> float:

@@ -140,11 +140,11 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _judges_temporary_folder(import_path: list[str]) -> str | None:
+def _judges_temporary_folder() -> str | None:
     """The folder the judge keeps its runs in (`TMPDIR`) where it lies outside /tmp, which the
-    sandbox hides anyway: hidden too, unless it holds the interpreter or a folder it imports from
-    other than those re-bound (a `TMPDIR` of the user's home, say), which a tmpfs over it would
-    take away."""
+    sandbox hides anyway: hidden too, unless it holds the interpreter (a `TMPDIR` of the user's
+    home with a virtual environment in it), which a tmpfs over it would take away. The judge's
+    import path under it is bound back, as under /tmp."""
     folder = os.path.realpath(tempfile.gettempdir())
     if _within(folder, "/tmp") or folder == "/":
         return None
@@ -247,7 +247,7 @@ class Sandbox:
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
         prefix += (["--size", str(self._tmp_bytes)] if self._tmp_bytes else []) + ["--tmpfs", "/tmp"]
         hidden = ["/tmp"]
-        judges_tmp = _judges_temporary_folder(import_path)
+        judges_tmp = _judges_temporary_folder()
         if judges_tmp is not None:  # the judge's runs and candidates, out of sight as under /tmp
             prefix += ["--tmpfs", judges_tmp]
             hidden.append(judges_tmp)
@@ -273,7 +273,7 @@ class Sandbox:
         judge's clock times, and on a machine of few cores an honest file's judged figure comes out
         above its own beyond the tolerance."""
         environment = {**os.environ, "HOME": str(folder), "TMPDIR": "/tmp" if self._bwrap else str(folder)}
-        if not self._device.startswith("cuda"):
+        if not self._cuda:
             environment["OMP_WAIT_POLICY"] = "PASSIVE"
         return environment
 
