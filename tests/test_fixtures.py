@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.judge.cases import FIGURE_TOLERANCE
 from referee_tally import referee_tally
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,12 +214,9 @@ VERDICTS = [
              rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
     Expected("cheat_hides_a_second_queue", "test", EXIT_PASS, "pass", official=True, devices=GPU_ONLY),
-    # A second queue shown in the recorded round buys a flush of up to twice the partner's, no more.
     # Removing the judge's CUDA driver files under /dev/shm, which the next case's worker opens by
     # name: every case of the run still passes (its next candidate in the service: test_service_judge.py).
     Expected("cheat_removes_the_judges_driver_files", "test", EXIT_PASS, "pass", cases=(TEST_CASE, BENCHMARK_CASE)),
-    Expected("cheat_works_before_go_beside_a_joined_queue", "benchmark", EXIT_CASE_FAIL, "fail", BEFORE_THE_WINDOW,
-             cases=(BENCHMARK_CASE,), max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
              rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
@@ -605,6 +603,49 @@ def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, t
     assert "check: fail refused before any case: kernelguard flagged the file (--strict)" in report
     assert "importing submission" not in report  # no worker ran it
     tally.record("fixture verdicts", f"{path.stem} kernelguard")
+
+
+def _judged_and_own_us(report: str) -> tuple[float, float]:
+    """The last case's judged mean and the worker's own events' mean, from its benchmark line."""
+    found = re.findall(r"mean ([\d.]+) us .*?the worker's events ([\d.]+) us", report)
+    assert found, report
+    judged, own = found[-1]
+    return float(judged), float(own)
+
+
+@pytest.mark.e2e
+def test_a_second_queue_shown_in_the_recorded_round_buys_one_flush_at_most(tally, tmp_path):
+    """`cheat_works_before_go_beside_a_joined_queue` shows a joined side queue in the recorded
+    round, which allows the judge's flush up to twice the partner's, and in every other round runs
+    matrix products on a side queue that waits for nothing, from its request on, through the flush.
+    Time slicing gives the worker's context about as much of the GPU as the flush's own context
+    while both have work, so the flush comes out near twice the partner's: at the allowance's
+    edge, on either side of it from run to run. Either verdict is within the bound docs/judge.md
+    states (about one flush of work before the window a round): the flush verdict fails it, or it
+    passes with its timed calls, slowed by the side work that shares the GPU with them, counted at
+    no less than its own events' time less the figures' tolerance."""
+    fixture = "cheat_works_before_go_beside_a_joined_queue"
+    expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", BEFORE_THE_WINDOW, cases=(BENCHMARK_CASE,),
+                        max_repeats=QUICK_REPEATS, devices=GPU_ONLY)
+    reason = skip_reason("cuda", expected)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{expected.id} on cuda")
+        pytest.skip(reason)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(BENCHMARK_CASE + "\n")
+    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", "cuda",
+                     "--submission", str(submission_path(fixture)), str(cases))
+    report = flatten(result.stdout + result.stderr)
+    if result.returncode == EXIT_PASS:
+        judged, own = _judged_and_own_us(report)
+        assert judged >= (1 - FIGURE_TOLERANCE["cuda"]) * own, report
+        gist = "pass at its own time (the allowance's edge)"
+    else:
+        assert result.returncode == EXIT_CASE_FAIL and re.search(BEFORE_THE_WINDOW, report), report
+        gist = "fail"
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{expected.id} on cuda")
+    tally.record_verdict(THREATS[fixture], fixture, "benchmark", "cuda", gist)
 
 
 def _two_benchmark_cases(fixture: str, device: str, tally, tmp_path):
