@@ -54,6 +54,13 @@ def serve(settings: dict) -> None:
     connection = multiprocessing.connection.Connection(settings["socket"])
     request_socket = socket.socket(fileno=os.dup(settings["socket"]))
     opened = cuda_ipc.OpenedBlocks()
+    handler = _handler(settings)
+    if settings["device"].startswith("cuda"):
+        import torch
+
+        # The device's context made now, while no request waits: a worker started before its
+        # candidate is known (harness/service/pool.py) has it ready when its candidate comes.
+        torch.cuda.synchronize(torch.device(settings["device"]))
     calls = None
     while True:
         try:
@@ -65,7 +72,8 @@ def serve(settings: dict) -> None:
         operation, arguments = request
         try:
             if calls is None:  # the judge has copied the runner's files by the first request
-                calls = _calls(settings, lambda text: wire.send(connection, (wire.PROGRESS, text)))
+                calls = handler(settings["folder"], settings["device"], settings["global_seed"],
+                                lambda text: wire.send(connection, (wire.PROGRESS, text)))
             encoded = wire.encode((wire.REPLY, getattr(calls, operation)(*arguments)))
         except BaseException as error:  # the submission's failure is the judge's to read, whatever it is
             traceback.print_exc()
@@ -76,13 +84,13 @@ def serve(settings: dict) -> None:
         connection.send_bytes(encoded)
 
 
-def _calls(settings: dict, progress):
-    """The requests' handler: the submission's (harness/runner/calls.py), or the judge's
+def _handler(settings: dict):
+    """The requests' handler class: the submission's (harness/runner/calls.py), or the judge's
     calibration partner's (harness/runner/echo.py), which never imports the submission."""
     if settings["echo"]:
         from harness.runner.echo import EchoCalls
 
-        return EchoCalls(settings["folder"], settings["device"], settings["global_seed"], progress)
+        return EchoCalls
     from harness.runner.calls import Calls
 
-    return Calls(settings["folder"], settings["device"], settings["global_seed"], progress)
+    return Calls
