@@ -109,12 +109,16 @@ THREATS = {
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
 JUDGES_CLOCK = r"the worker timed the calls at [\d.]+ us each, but the judge's own clock around the same batches saw"
+BELOW_ITS_OWN = (r"the judge's own clock, less the fixed cost of a round, saw [\d.]+ us per call, below the [\d.]+ us "
+                 r"the worker's own events timed")
 RECHECK = r"recheck on fresh and near-duplicate inputs: input \d+: mismatch found!"
 PROBE = r"probe on edited inputs among the timed rounds: input \d+: mismatch found!"
 # A replay is caught at whichever comes first: a probe among the timed rounds, or the recheck.
 REPLAY_CAUGHT = rf"{PROBE}|{RECHECK}"
 NOT_RECORDED = r"the round's GPU activity was not recorded \(CUPTI unavailable or switched off in the worker\)"
 BEFORE_THE_WINDOW = r"the judge's L2 flush took \d+ us longer while the worker waited for its batch than while nothing ran"
+DISTURBED_CALIBRATION = (r"the judge's L2 flush took \d+ us longer while the calibration partner ran than in the timed "
+                         r"rounds: GPU work the worker left queued disturbed the calibration of the fixed cost")
 # The sandbox refused the write (read-only file system, or Landlock), or the watch of the judge's
 # files saw it.
 SANDBOX_OR_WATCH = (r"Read-only file system|Permission denied|"
@@ -605,12 +609,19 @@ def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, t
     tally.record("fixture verdicts", f"{path.stem} kernelguard")
 
 
-def _judged_and_own_us(report: str) -> tuple[float, float]:
-    """The last case's judged mean and the worker's own events' mean, from its benchmark line."""
+def _fails_or_gains_nothing(result: subprocess.CompletedProcess, report: str, failure: str) -> str:
+    """The verdict of a fixture whose every call is right and whose events are its own: a failure
+    whose message matches `failure`, or a pass whose last case was judged at no less than its own
+    events' time less the figures' tolerance (the tolerance the judge also widens by the
+    calibration's spread, which a disturbed calibration widens). Its gist for the tally."""
+    if result.returncode != EXIT_PASS:
+        assert result.returncode == EXIT_CASE_FAIL and re.search(failure, report), report
+        return "fail"
     found = re.findall(r"mean ([\d.]+) us .*?the worker's events ([\d.]+) us", report)
     assert found, report
-    judged, own = found[-1]
-    return float(judged), float(own)
+    judged, own = (float(figure) for figure in found[-1])
+    assert judged >= (1 - FIGURE_TOLERANCE["cuda"]) * own, report
+    return "pass at its own time"
 
 
 @pytest.mark.e2e
@@ -635,14 +646,7 @@ def test_a_second_queue_shown_in_the_recorded_round_buys_one_flush_at_most(tally
     cases.write_text(BENCHMARK_CASE + "\n")
     result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", "cuda",
                      "--submission", str(submission_path(fixture)), str(cases))
-    report = flatten(result.stdout + result.stderr)
-    if result.returncode == EXIT_PASS:
-        judged, own = _judged_and_own_us(report)
-        assert judged >= (1 - FIGURE_TOLERANCE["cuda"]) * own, report
-        gist = "pass at its own time (the allowance's edge)"
-    else:
-        assert result.returncode == EXIT_CASE_FAIL and re.search(BEFORE_THE_WINDOW, report), report
-        gist = "fail"
+    gist = _fails_or_gains_nothing(result, flatten(result.stdout + result.stderr), BEFORE_THE_WINDOW)
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{expected.id} on cuda")
     tally.record_verdict(THREATS[fixture], fixture, "benchmark", "cuda", gist)
@@ -668,16 +672,20 @@ def _two_benchmark_cases(fixture: str, device: str, tally, tmp_path):
 def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, tally, tmp_path):
     """A timed mode keeps a worker while its cases pass: having timed its first case's freeze, in
     the next it leaves a spin queued on the GPU, in a helper's context of its own, to run through
-    the calibration partner's rounds while it is frozen. On a GPU that case must not pass with the
-    fixed cost so measured; on the CPU, where there is nothing to spin, both cases pass."""
+    the calibration partner's rounds while it is frozen. On a GPU the second case fails (the
+    calibration seen disturbed, or the judge's figure below the worker's own), or passes at no
+    less than its own events' time, which this fixture reports truly: the spin then bought
+    nothing (the calibration's rounds before and after the timed ones share one median, and a
+    spin that reaches the timed rounds slows the worker's own calls). On the CPU, where there is
+    nothing to spin, both cases pass."""
     fixture = "cheat_spins_the_gpu_through_the_calibration"
     result, report, expected = _two_benchmark_cases(fixture, device, tally, tmp_path)
     if device == "cpu":
         assert result.returncode == EXIT_PASS and case_statuses(report, expected) == {}, report
         gist = "pass (nothing to spin)"
     else:
-        assert result.returncode == EXIT_CASE_FAIL and case_statuses(report, expected) == {1: "fail"}, report
-        gist = "pass, then fail"
+        assert set(case_statuses(report, expected)) <= {1}, report  # the first case computes honestly
+        gist = "pass, then " + _fails_or_gains_nothing(result, report, f"{DISTURBED_CALIBRATION}|{BELOW_ITS_OWN}|{JUDGES_CLOCK}")
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, gist)
