@@ -6,7 +6,8 @@ Three phases, on the same machine in one run:
 1. today: each candidate's one-shot command (`python -m harness test|benchmark --json`), as many
    at once as there are GPUs, each on a GPU of its own (CUDA_VISIBLE_DEVICES); a candidate's
    GPU-seconds are its command's wall time;
-2. the service on one GPU: its judge started first (not counted), then the set judged;
+2. the service on one GPU: its judge started first and its waiting workers given --settle-s to
+   start (not counted), then the set judged;
 3. the service on every GPU: the set once per GPU, judged by a judge per GPU.
 Today's rate is set against phase 3's, per GPU: both keep every GPU busy at once.
 The front is used in this process (harness/service/front.py), without HTTP, so that the figures
@@ -102,11 +103,16 @@ def judged(service: Service, entries, copies: int, tests: Path | None) -> tuple[
     return time.monotonic() - started, views
 
 
-def start_service(visible: list[str | None], device: str) -> tuple[Service, float]:
+def start_service(visible: list[str | None], device: str, settle_s: float) -> tuple[Service, float]:
+    """The service's judges started, then `settle_s` for their waiting workers to start: a
+    service that runs for hours has its pools full when a candidate comes, which the set measures
+    and not the judges' cold start."""
     started = time.monotonic()
     service = Service([LocalJudge(device, visible_devices=one) for one in visible])
     service.start()
-    return service, time.monotonic() - started
+    start_s = time.monotonic() - started
+    time.sleep(settle_s)
+    return service, start_s
 
 
 def main() -> None:
@@ -116,6 +122,8 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=2, help="--device cpu: judges at once")
     parser.add_argument("--tests", type=Path, default=None, help="a tests file for the test-mode candidates [the official tests]")
     parser.add_argument("--out", type=Path, default=None, help="JSON of the figures [results/throughput/DATE-DEVICE.json]")
+    parser.add_argument("--settle-s", type=float, default=15.0,
+                        help="seconds for the judges' waiting workers to start before each service phase, not counted [15]")
     arguments = parser.parse_args()
 
     if arguments.device == "cuda":
@@ -153,19 +161,19 @@ def main() -> None:
     print(f"today's one-shot commands: {today_wall:.1f} s ({today_gpu_s:.1f} GPU-s)", flush=True)
 
     # 2. the service on one GPU.
-    service, one_start_s = start_service(visible[:1], arguments.device)
+    service, one_start_s = start_service(visible[:1], arguments.device, arguments.settle_s)
     try:
         one_wall, one_views = judged(service, entries, 1, arguments.tests)
     finally:
         service.close()
-    print(f"the service on one GPU: {one_wall:.1f} s (its judge started in {one_start_s:.1f} s before, not counted)", flush=True)
+    print(f"the service on one GPU: {one_wall:.1f} s (its judge started in {one_start_s:.1f} s and settled {arguments.settle_s:g} s before, not counted)", flush=True)
     # 3. the service on every GPU, a set per GPU.
-    service, all_start_s = start_service(visible, arguments.device)
+    service, all_start_s = start_service(visible, arguments.device, arguments.settle_s)
     try:
         all_wall, all_views = judged(service, entries, slots, arguments.tests)
     finally:
         service.close()
-    print(f"the service on {slots}: {all_wall:.1f} s (its judges started in {all_start_s:.1f} s before, not counted)", flush=True)
+    print(f"the service on {slots}: {all_wall:.1f} s (its judges started in {all_start_s:.1f} s and settled {arguments.settle_s:g} s before, not counted)", flush=True)
 
     rows, mismatches = [], []
     for index, ((label, path, mode, _), run) in enumerate(zip(entries, today)):
@@ -198,7 +206,7 @@ def main() -> None:
     figures = {
         "device": device_name, "devices": slots, "commit": commit, "date": date, "tests": str(arguments.tests or "official"),
         "candidates": rows, "today_gpu_s": today_gpu_s, "today_wall_s": today_wall,
-        "service_start_s": {"one": one_start_s, "all": all_start_s}, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
+        "service_start_s": {"one": one_start_s, "all": all_start_s}, "settle_s": arguments.settle_s, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
         "per_gpu_hour": {"today": per_hour_today, "service_one_gpu": per_hour_one, "service_all_gpus_per_gpu": per_hour_all / slots},
         "per_gpu_hour_vs_today": per_hour_all / slots / per_hour_today, "all_gpus_vs_one": scaling,
         "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches,
