@@ -1,0 +1,42 @@
+"""experiments/official_vs_eval: the folder it lays out for the competition's eval, and how it
+reads the eval's figures (the timing itself needs a GPU and the competition's files)."""
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+from harness.problems import load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("official_vs_eval", ROOT / "experiments" / "official_vs_eval" / "run.py")
+experiment = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(experiment)
+
+EVAL_SOURCE = ("import torch.cuda\nfrom cutlass.cute.nvgpu.common import OpError\nfrom utils import set_seed\n"
+               "NUM_ITERATIONS_PER_BENCHMARK = 50\n")
+
+
+def test_the_eval_folder_holds_the_runner_files_and_an_optional_op_error(tmp_path):
+    eval_dir = tmp_path / "competition"
+    eval_dir.mkdir()
+    (eval_dir / "eval_better_bench.py").write_text(EVAL_SOURCE)
+    (eval_dir / "utils.py").write_text("def set_seed(seed=42):\n    pass\n")
+    problem = load_problem("nvfp4_gemm")
+    folder = experiment.eval_folder(eval_dir, problem, ROOT / "submission.py", [ROOT / "hopper_stand_in.py"], "m: 1\n")
+    try:
+        names = sorted(path.name for path in folder.iterdir())
+        assert names == ["benchmarks.txt", "eval.py", "hopper_stand_in.py", "reference.py", "submission.py", "task.py",
+                         "utils.py"]
+        written = (folder / "eval.py").read_text()
+        assert experiment.OP_ERROR_OPTIONAL in written and "NUM_ITERATIONS_PER_BENCHMARK = 50" in written
+        assert (folder / "reference.py").read_text() == (ROOT / "reference.py").read_text()  # the kit's, not the eval's
+        assert (folder / "utils.py").read_text() == (eval_dir / "utils.py").read_text()  # the eval's own
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_the_eval_means_are_read_per_shape_in_order():
+    popcorn = ("benchmark-count: 2\nbenchmark.1.spec: m: 128\nbenchmark.1.mean: 5741.27\nbenchmark.0.mean: 36880.4\n"
+               "benchmark.0.std: 12.5\ncheck: pass\n")
+    assert experiment.popcorn_means(popcorn) == [36880.4, 5741.27]
+    assert experiment.popcorn_means("check: fail\n") == []
