@@ -674,9 +674,7 @@ def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, 
     the next it leaves a spin queued on the GPU, in a helper's context of its own, to run through
     the calibration partner's rounds while it is frozen. On a GPU the second case fails (the
     calibration seen disturbed, or the judge's figure below the worker's own), or passes at no
-    less than its own events' time, which this fixture reports truly: the spin then bought
-    nothing (the calibration's rounds before and after the timed ones share one median, and a
-    spin that reaches the timed rounds slows the worker's own calls). On the CPU, where there is
+    less than its own events' time, which this fixture reports truly. On the CPU, where there is
     nothing to spin, both cases pass."""
     fixture = "cheat_spins_the_gpu_through_the_calibration"
     result, report, expected = _two_benchmark_cases(fixture, device, tally, tmp_path)

@@ -5,6 +5,8 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+import pytest
+
 from harness.problems import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,15 +24,39 @@ def test_the_eval_folder_holds_the_runner_files_and_an_optional_op_error(tmp_pat
     (eval_dir / "eval_better_bench.py").write_text(EVAL_SOURCE)
     (eval_dir / "utils.py").write_text("def set_seed(seed=42):\n    pass\n")
     problem = load_problem("nvfp4_gemm")
-    folder = experiment.eval_folder(eval_dir, problem, ROOT / "submission.py", [ROOT / "hopper_stand_in.py"], "m: 1\n")
+    folder = experiment.eval_folder(eval_dir, problem, ROOT / "submission.py", "m: 1\n")
     try:
         names = sorted(path.name for path in folder.iterdir())
         assert names == ["benchmarks.txt", "eval.py", "hopper_stand_in.py", "reference.py", "submission.py", "task.py",
                          "utils.py"]
         written = (folder / "eval.py").read_text()
-        assert experiment.OP_ERROR_OPTIONAL in written and "NUM_ITERATIONS_PER_BENCHMARK = 50" in written
+        assert experiment.OP_ERROR_OPTIONAL.rstrip("\n") in written and "NUM_ITERATIONS_PER_BENCHMARK = 50" in written
+        assert (folder / "submission.py").read_text() == (ROOT / "submission.py").read_text()
         assert (folder / "reference.py").read_text() == (ROOT / "reference.py").read_text()  # the kit's, not the eval's
         assert (folder / "utils.py").read_text() == (eval_dir / "utils.py").read_text()  # the eval's own
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_an_eval_that_imports_op_error_otherwise_is_refused(tmp_path):
+    (tmp_path / "eval_better_bench.py").write_text(EVAL_SOURCE.replace("import OpError", "import OpError  # the class"))
+    (tmp_path / "utils.py").write_text("")
+    with pytest.raises(SystemExit, match="imports OpError in a way this experiment does not make optional"):
+        experiment.eval_folder(tmp_path, load_problem("nvfp4_gemm"), ROOT / "submission.py", "m: 1\n")
+
+
+def test_the_eval_runs_in_its_folder_and_its_popcorn_lines_are_read(tmp_path):
+    """A stand-in for the eval (the real one needs a GPU): it writes its figures to POPCORN_FD
+    and prints plenty besides, as the eval's warnings do."""
+    (tmp_path / "eval_better_bench.py").write_text(
+        "import os, sys\n"
+        "print('x' * 200000, file=sys.stderr)\n"
+        "with os.fdopen(int(os.environ['POPCORN_FD']), 'w') as out:\n"
+        "    out.write('check: pass\\nbenchmark.1.mean: 7.5\\nbenchmark.0.mean: 31.25\\n')\n")
+    (tmp_path / "utils.py").write_text("")
+    folder = experiment.eval_folder(tmp_path, load_problem("nvfp4_gemm"), ROOT / "submission.py", "m: 1\n")
+    try:
+        assert experiment.run_eval(folder) == [31.25, 7.5]
     finally:
         shutil.rmtree(folder)
 

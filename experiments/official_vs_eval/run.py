@@ -3,20 +3,22 @@ turn: how far the kit's reading of the competition's figure is from the competit
 
 The eval is the competition's `eval_better_bench.py` (gpu-mode/reference-kernels, problems/nvidia)
 with its `utils.py`, from a folder the user brings (`--eval-dir`: this kit copies none of it).
-Beside it go the problem's `task.py` and `reference.py` from this kit, which generate the same
-inputs and check the same answers (the competition's reference for nvfp4_gemm calls cuBLAS's fp4
-path, which Hopper lacks), the submission and the files it imports (`--with`). CuTeDSL releases
-after the competition's pin have no `OpError` where its eval imports it: that import is made
-optional in the copy. Both sides take the problem's benchmark shapes, each run as its own
-process, alternating:
+It runs in the runner folder the harness itself lays out (harness/runner/files.py: the problem's
+`task.py` and `reference.py`, which generate the same inputs and check the same answers, the
+competition's reference for nvfp4_gemm calling cuBLAS's fp4 path that Hopper lacks; the kit's
+local files; the submission), with the eval's own `utils.py`. CuTeDSL releases after the
+competition's pin have no `OpError` where its eval imports it: that import is made optional in
+the copy. Both sides take the problem's benchmark shapes, each run as its own process, the one
+that goes first alternating from turn to turn:
 
-    POPCORN_FD=3 python eval.py benchmark benchmarks.txt
+    POPCORN_FD=N python eval.py benchmark benchmarks.txt
     python -m harness benchmark --official --no-record --json
 
-    python experiments/official_vs_eval/run.py --eval-dir ../reference-kernels/problems/nvidia/nvfp4_gemm
+    python experiments/official_vs_eval/run.py --eval-dir ../reference-kernels/problems/nvidia
 """
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -33,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
 from harness.results import git_commit  # noqa: E402
+from harness.runner.files import make_runner_folder  # noqa: E402
 
 OP_ERROR_IMPORT = re.compile(r"^from cutlass\.cute\.nvgpu\.common import OpError$", re.MULTILINE)
 OP_ERROR_OPTIONAL = ("try:\n    from cutlass.cute.nvgpu.common import OpError\n"
@@ -41,21 +44,18 @@ OP_ERROR_OPTIONAL = ("try:\n    from cutlass.cute.nvgpu.common import OpError\n"
 LIMIT_S = 600
 
 
-def eval_folder(eval_dir: Path, problem, submission: Path, extra: list[Path], cases_text: str) -> Path:
-    """A folder laid out as the competition's runner's: its eval and utils, the problem's task
-    and reference, the submission beside them."""
-    source = next((eval_dir / name for name in ("eval_better_bench.py", "eval.py") if (eval_dir / name).exists()), None)
-    if source is None or not (eval_dir / "utils.py").exists():
-        sys.exit(f"{eval_dir} holds no eval_better_bench.py (or eval.py) with its utils.py")
-    folder = Path(tempfile.mkdtemp(prefix="nvfp4-eval-"))
-    (folder / "eval.py").write_text(OP_ERROR_IMPORT.sub(OP_ERROR_OPTIONAL.rstrip("\n"), source.read_text()))
+def eval_folder(eval_dir: Path, problem, submission: Path, cases_text: str) -> Path:
+    """The harness's runner folder for `submission`, with the competition's eval and utils."""
+    source = eval_dir / "eval_better_bench.py"
+    if not (source.exists() and (eval_dir / "utils.py").exists()):
+        sys.exit(f"{eval_dir} holds no eval_better_bench.py with its utils.py")
+    eval_source = OP_ERROR_IMPORT.sub(OP_ERROR_OPTIONAL.rstrip("\n"), source.read_text())
+    if any(isinstance(statement, ast.ImportFrom) and any(alias.name == "OpError" for alias in statement.names)
+           for statement in ast.parse(eval_source).body):
+        sys.exit(f"{source} imports OpError in a way this experiment does not make optional")
+    folder = make_runner_folder(submission, problem=problem)
+    (folder / "eval.py").write_text(eval_source)
     shutil.copy(eval_dir / "utils.py", folder / "utils.py")
-    for module, path in problem.runner_files().items():
-        if module != "utils":
-            shutil.copy(path, folder / f"{module}.py")
-    shutil.copy(submission, folder / "submission.py")
-    for path in extra:
-        shutil.copy(path, folder / path.name)
     (folder / "benchmarks.txt").write_text(cases_text)
     return folder
 
@@ -72,21 +72,20 @@ def popcorn_means(popcorn: str) -> list[float]:
 
 
 def run_eval(folder: Path) -> list[float]:
-    """The eval run in `folder`, its POPCORN lines read from a pipe of their own."""
-    read_end, write_end = os.pipe()
-    environment = {**os.environ, "POPCORN_FD": str(write_end)}
-    with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen([sys.executable, "eval.py", "benchmark", "benchmarks.txt"], cwd=folder, env=environment,
-                                   pass_fds=(write_end,), stdout=log, stderr=subprocess.STDOUT, text=True)
-        os.close(write_end)
-        with os.fdopen(read_end) as lines:
-            popcorn = lines.read()
-        process.wait(timeout=LIMIT_S)
+    """The eval run in `folder`, its POPCORN lines written to a file of their own."""
+    with tempfile.TemporaryFile(mode="w+") as popcorn, tempfile.TemporaryFile(mode="w+") as log:
+        environment = {**os.environ, "POPCORN_FD": str(popcorn.fileno())}
+        try:
+            completed = subprocess.run([sys.executable, "eval.py", "benchmark", "benchmarks.txt"], cwd=folder, env=environment,
+                                       pass_fds=(popcorn.fileno(),), stdout=log, stderr=subprocess.STDOUT, timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            sys.exit(f"the competition's eval ran past {LIMIT_S} s")
+        popcorn.seek(0)
         log.seek(0)
-        output = log.read()
-    means = popcorn_means(popcorn)
-    if process.returncode or not means:
-        sys.exit(f"the competition's eval failed (exit {process.returncode}):\n{popcorn[-2000:]}\n{output[-2000:]}")
+        lines, output = popcorn.read(), log.read()
+    means = popcorn_means(lines)
+    if completed.returncode or not means:
+        sys.exit(f"the competition's eval failed (exit {completed.returncode}):\n{lines[-2000:]}\n{output[-2000:]}")
     return means
 
 
@@ -95,11 +94,10 @@ def run_official(problem, submission: Path, cases_file: Path) -> list[float]:
     command = [sys.executable, "-m", "harness", "benchmark", "--official", "--no-record", "--json",
                "--problem", problem.selector, "--submission", str(submission), str(cases_file)]
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)
-    document = json.loads(completed.stdout)
-    means = [(case.get("stats") or {}).get("mean_ns") for case in document.get("cases") or []]
-    if completed.returncode or None in means:
+    if completed.returncode:
         sys.exit(f"benchmark --official did not pass (exit {completed.returncode}): {completed.stderr[-2000:]}")
-    return means
+    document = json.loads(completed.stdout)
+    return [case["stats"]["mean_ns"] for case in document["cases"]]
 
 
 def main() -> None:
@@ -108,8 +106,6 @@ def main() -> None:
                         help="a folder holding the competition's eval_better_bench.py and utils.py")
     parser.add_argument("--problem", default="nvfp4_gemm")
     parser.add_argument("--submission", type=Path, default=ROOT / "submission.py")
-    parser.add_argument("--with", dest="extra", type=Path, action="append", default=None,
-                        help="a file the submission imports, copied beside it [hopper_stand_in.py for the kit's]")
     parser.add_argument("--turns", type=int, default=2, help="runs of each side, alternating [2]")
     parser.add_argument("--out", type=Path, default=None, help="JSON of the figures")
     arguments = parser.parse_args()
@@ -120,18 +116,15 @@ def main() -> None:
         sys.exit("no CUDA device: both sides time on a GPU")
     problem = load_problem(arguments.problem)
     submission = arguments.submission.resolve()
-    extra = arguments.extra
-    if extra is None:
-        extra = [ROOT / "hopper_stand_in.py"] if submission == (ROOT / "submission.py").resolve() else []
-    cases_text = problem.benchmarks_file.read_text()
-    folder = eval_folder(arguments.eval_dir, problem, submission, extra, cases_text)
+    folder = eval_folder(arguments.eval_dir, problem, submission, problem.benchmarks_file.read_text())
     device, commit = torch.cuda.get_device_name(0), git_commit()
     print(f"--official against the competition's eval on {device} at {commit}, {problem.name}, {submission.name}", flush=True)
     sides: dict[str, list[list[float]]] = {"eval": [], "official": []}
     try:
         for turn in range(arguments.turns):
-            sides["eval"].append(run_eval(folder))
-            sides["official"].append(run_official(problem, submission, folder / "benchmarks.txt"))
+            runs = {"eval": lambda: run_eval(folder), "official": lambda: run_official(problem, submission, folder / "benchmarks.txt")}
+            for side in (("eval", "official") if turn % 2 == 0 else ("official", "eval")):
+                sides[side].append(runs[side]())
             print(f"turn {turn + 1}: eval {' / '.join(f'{mean / 1e3:.3f}' for mean in sides['eval'][-1])} us; "
                   f"--official {' / '.join(f'{mean / 1e3:.3f}' for mean in sides['official'][-1])} us", flush=True)
     finally:

@@ -9,6 +9,7 @@ judge opened and shows beside the verdict. Requests come from the judge (trusted
 through harness/wire.py, which the judge reads as untrusted.
 """
 
+import contextlib
 import multiprocessing.connection
 import os
 import socket
@@ -59,8 +60,10 @@ def serve(settings: dict) -> None:
         import torch
 
         # The device's context made now, while no request waits: a worker started before its
-        # candidate is known (harness/service/pool.py) has it ready when its candidate comes.
-        torch.cuda.synchronize(torch.device(settings["device"]))
+        # candidate is known (harness/service/pool.py) has it ready when its candidate comes. A
+        # device that fails here fails again in the first request, whose error the judge reads.
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize(torch.device(settings["device"]))
     calls = None
     while True:
         try:
