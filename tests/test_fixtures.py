@@ -57,6 +57,7 @@ THREATS = {
     "cheat_finishes_in_a_thread": "3 work escaping the timed queue",
     "cheat_hides_a_second_queue": "3 work escaping the timed queue",
     "cheat_works_before_go_beside_a_joined_queue": "3 work escaping the timed queue",
+    "cheat_works_before_go": "3 work escaping the timed queue",
     "broken_uses_side_stream": "3 work escaping the timed queue",
     "cheat_skips_unchecked_calls": "4 work only where checked",
     "broken_caches_by_address": "5 replaying results",
@@ -224,6 +225,10 @@ VERDICTS = [
     Expected("broken_uses_side_stream", "benchmark", EXIT_CASE_FAIL, "fail",
              rf"{OUTSIDE_THE_WINDOW}|{BEFORE_THE_WINDOW}|{JUDGES_CLOCK}|{REPLAY_CAUGHT}", cases=(BENCHMARK_CASE,),
              devices=GPU_ONLY),
+    # Work on a queue that waits for nothing, run through the flush, one queue shown when recorded:
+    # the flush verdict's one-queue limit, and nothing else, catches it.
+    Expected("cheat_works_before_go", "benchmark", EXIT_CASE_FAIL, "fail", BEFORE_THE_WINDOW, cases=(BENCHMARK_CASE,),
+             max_repeats=QUICK_REPEATS, devices=GPU_ONLY),
     # torch's documented patterns on side streams: waited for, joined back, inside the window.
     *(Expected(fixture, mode, EXIT_PASS, "pass", cases=(BENCHMARK_CASE,), devices=GPU_ONLY,
                max_repeats=QUICK_REPEATS if mode == "benchmark" else None)
@@ -609,19 +614,19 @@ def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, t
     tally.record("fixture verdicts", f"{path.stem} kernelguard")
 
 
-def _fails_or_gains_nothing(result: subprocess.CompletedProcess, report: str, failure: str) -> str:
-    """The verdict of a fixture whose every call is right and whose events are its own: a failure
-    whose message matches `failure`, or a pass whose last case was judged at no less than its own
-    events' time less the figures' tolerance (the tolerance the judge also widens by the
-    calibration's spread, which a disturbed calibration widens). Its gist for the tally."""
-    if result.returncode != EXIT_PASS:
-        assert result.returncode == EXIT_CASE_FAIL and re.search(failure, report), report
-        return "fail"
-    found = re.findall(r"mean ([\d.]+) us .*?the worker's events ([\d.]+) us", report)
-    assert found, report
-    judged, own = (float(figure) for figure in found[-1])
-    assert judged >= (1 - FIGURE_TOLERANCE["cuda"]) * own, report
-    return "pass at its own time"
+def _at_no_less_than_its_own_time(case: dict) -> None:
+    """A passed timed case of a fixture whose events are its own: judged at no less than them less
+    the figures' tolerance (the judge allows that much more again, by the calibration's spread)."""
+    judged, own = case["stats"]["mean_ns"], case["worker_stats"]["mean_ns"]
+    assert judged >= (1 - FIGURE_TOLERANCE["cuda"]) * own, case
+
+
+def _benchmark_json(fixture: str, device: str, cases_text: str, tmp_path) -> tuple[subprocess.CompletedProcess, dict]:
+    cases = tmp_path / "cases.txt"
+    cases.write_text(cases_text)
+    result = harness("benchmark", "--json", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
+                     "--submission", str(submission_path(fixture)), str(cases))
+    return result, json.loads(result.stdout)
 
 
 @pytest.mark.e2e
@@ -631,10 +636,10 @@ def test_a_second_queue_shown_in_the_recorded_round_buys_one_flush_at_most(tally
     matrix products on a side queue that waits for nothing, from its request on, through the flush.
     Time slicing gives the worker's context about as much of the GPU as the flush's own context
     while both have work, so the flush comes out near twice the partner's: at the allowance's
-    edge, on either side of it from run to run. Either verdict is within the bound docs/judge.md
-    states (about one flush of work before the window a round): the flush verdict fails it, or it
-    passes with its timed calls, slowed by the side work that shares the GPU with them, counted at
-    no less than its own events' time less the figures' tolerance."""
+    edge, on either side of it from run to run. The test holds it to what the judge can tell: the
+    flush verdict fails it, or it passes at no less than its own events' time (its timed calls
+    slowed by the side work beside them). Its work before the window is bounded by the allowance
+    (docs/judge.md); `cheat_works_before_go`, showing one queue, meets the one-queue limit."""
     fixture = "cheat_works_before_go_beside_a_joined_queue"
     expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", BEFORE_THE_WINDOW, cases=(BENCHMARK_CASE,),
                         max_repeats=QUICK_REPEATS, devices=GPU_ONLY)
@@ -642,29 +647,22 @@ def test_a_second_queue_shown_in_the_recorded_round_buys_one_flush_at_most(tally
     if reason:
         tally.record_skip("fixture verdicts", f"{expected.id} on cuda")
         pytest.skip(reason)
-    cases = tmp_path / "cases.txt"
-    cases.write_text(BENCHMARK_CASE + "\n")
-    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", "cuda",
-                     "--submission", str(submission_path(fixture)), str(cases))
-    gist = _fails_or_gains_nothing(result, flatten(result.stdout + result.stderr), BEFORE_THE_WINDOW)
+    result, document = _benchmark_json(fixture, "cuda", BENCHMARK_CASE + "\n", tmp_path)
+    (case,) = document["cases"]
+    if case["status"] == "pass":
+        _at_no_less_than_its_own_time(case)
+        gist = "pass at its own time (the allowance's edge)"
+    else:
+        assert result.returncode == EXIT_CASE_FAIL and re.search(BEFORE_THE_WINDOW, case["message"]), case
+        gist = "fail"
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{expected.id} on cuda")
     tally.record_verdict(THREATS[fixture], fixture, "benchmark", "cuda", gist)
 
 
-def _two_benchmark_cases(fixture: str, device: str, tally, tmp_path):
-    """`fixture` benchmarked on two cases, one worker kept across them while they pass: (the
-    run, its report flattened, what a failing verdict of the second case looks like)."""
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
-    cases = tmp_path / "cases.txt"
-    cases.write_text(f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n")
-    result = harness("benchmark", "--no-record", "--max-repeats", str(QUICK_REPEATS), "--device", device,
-                     "--submission", str(submission_path(fixture)), str(cases))
-    expected = Expected(fixture, "benchmark", EXIT_CASE_FAIL, "fail", cases=(BENCHMARK_CASE, SECOND_BENCHMARK_CASE))
-    return result, flatten(result.stdout + result.stderr), expected
+# A timed case's fixed cost against the one before it in the same run, the same sizes handed over:
+# a spin that reached the calibration adds time slices of milliseconds to rounds far shorter.
+UNDISTURBED_FIXED_COST_GROWTH = 1.5
 
 
 @pytest.mark.e2e
@@ -674,16 +672,27 @@ def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, 
     the next it leaves a spin queued on the GPU, in a helper's context of its own, to run through
     the calibration partner's rounds while it is frozen. On a GPU the second case fails (the
     calibration seen disturbed, or the judge's figure below the worker's own), or passes at no
-    less than its own events' time, which this fixture reports truly. On the CPU, where there is
-    nothing to spin, both cases pass."""
+    less than its own events' time, which this fixture reports truly, with a fixed cost at most
+    half again the first case's (what the spin would lengthen). On the CPU, where there is nothing
+    to spin, both cases pass."""
     fixture = "cheat_spins_the_gpu_through_the_calibration"
-    result, report, expected = _two_benchmark_cases(fixture, device, tally, tmp_path)
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    result, document = _benchmark_json(fixture, device, f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n", tmp_path)
+    first, second = document["cases"]
+    assert first["status"] == "pass", first  # the first case computes honestly
     if device == "cpu":
-        assert result.returncode == EXIT_PASS and case_statuses(report, expected) == {}, report
+        assert result.returncode == EXIT_PASS, second
         gist = "pass (nothing to spin)"
+    elif second["status"] == "pass":
+        _at_no_less_than_its_own_time(second)
+        assert second["fixed_ns"] <= UNDISTURBED_FIXED_COST_GROWTH * first["fixed_ns"], (first, second)
+        gist = "pass, then pass at its own time, its fixed cost undisturbed"
     else:
-        assert set(case_statuses(report, expected)) <= {1}, report  # the first case computes honestly
-        gist = "pass, then " + _fails_or_gains_nothing(result, report, f"{DISTURBED_CALIBRATION}|{BELOW_ITS_OWN}|{JUDGES_CLOCK}")
+        assert re.search(f"{DISTURBED_CALIBRATION}|{BELOW_ITS_OWN}|{JUDGES_CLOCK}", second["message"]), second
+        gist = "pass, then fail"
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, gist)
