@@ -42,9 +42,15 @@ def operands(m: int, n: int, k: int, device) -> tuple:
             torch.randn(n, k, device=device, dtype=torch.bfloat16, generator=generator).t())
 
 
-def calls(a, b) -> None:
+def timed_calls(a, b) -> float:
+    """ns a call of a batch of CALLS products, by events on the current queue around them."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
     for _ in range(CALLS):
         torch.mm(a, b)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e6 / CALLS
 
 
 def second_process(connection, go_handle, shape: tuple) -> None:
@@ -57,16 +63,10 @@ def second_process(connection, go_handle, shape: tuple) -> None:
         if request is None:
             return
         settle, shared = request
-        a, b = shared if shared is not None else own
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.current_stream().wait_event(go)
         if settle:
             torch.cuda._sleep(SETTLE_CYCLES)
-        start.record()
-        calls(a, b)
-        end.record()
-        end.synchronize()
-        connection.send(start.elapsed_time(end) * 1e6 / CALLS)
+        connection.send(timed_calls(*(shared if shared is not None else own)))
 
 
 def main() -> None:
@@ -90,7 +90,7 @@ def main() -> None:
             "two contexts, shared inputs": (False, shared)}
     figures = {way: [] for way in ways}
     try:
-        calls(*own)  # the first calls' library start, outside any round
+        timed_calls(*own)  # the first calls' library start, outside any round
         torch.cuda.synchronize()
         flush()
         go.record()
@@ -101,12 +101,7 @@ def main() -> None:
                 torch.cuda.synchronize()
                 flush()
                 if request is None:
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    calls(*own)
-                    end.record()
-                    end.synchronize()
-                    figures[way].append(start.elapsed_time(end) * 1e6 / CALLS)
+                    figures[way].append(timed_calls(*own))
                 else:
                     go.record()
                     here.send(request)

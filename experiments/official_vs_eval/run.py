@@ -120,9 +120,9 @@ def main() -> None:
     device, commit = torch.cuda.get_device_name(0), git_commit()
     print(f"--official against the competition's eval on {device} at {commit}, {problem.name}, {submission.name}", flush=True)
     sides: dict[str, list[list[float]]] = {"eval": [], "official": []}
+    runs = {"eval": lambda: run_eval(folder), "official": lambda: run_official(problem, submission, folder / "benchmarks.txt")}
     try:
         for turn in range(arguments.turns):
-            runs = {"eval": lambda: run_eval(folder), "official": lambda: run_official(problem, submission, folder / "benchmarks.txt")}
             for side in (("eval", "official") if turn % 2 == 0 else ("official", "eval")):
                 sides[side].append(runs[side]())
             print(f"turn {turn + 1}: eval {' / '.join(f'{mean / 1e3:.3f}' for mean in sides['eval'][-1])} us; "

@@ -4,8 +4,8 @@ A pre-started worker is a sandboxed process with a folder of its own and nothing
 candidate in it: it starts Python, makes its device's context (on a GPU) and waits for its first
 request. When a run asks for a worker, the pool hands one over; the run copies the candidate's
 file and the problem's files into its folder (harness/judge/isolation.py WorkerProcess), and the
-pool starts the next one at once, so that its start overlaps the run. A worker serves one run at most: the run closes it,
-and it is never handed out again.
+pool starts the next one at once, so that its start overlaps the run. A worker serves one run at
+most: the run closes it, and it is never handed out again.
 
 The pool's waiting processes are the judge's children like the run's: a run keeps them from its
 stray-process sweeps and freezes them with its own while it times (`PooledWorker._processes`).
