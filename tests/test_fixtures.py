@@ -71,6 +71,8 @@ THREATS = {
     "cheat_plants_a_module": "1 rewriting the judge",
     "cheat_forges_history": "7 writing the judge's output",
     "cheat_sends_a_descriptor": "8 hanging or crashing the judge",
+    "cheat_spins_past_its_reply": "8 hanging or crashing the judge",
+    "cheat_spins_past_its_reply": "8 hanging or crashing the judge",
     "cheat_truncates_its_inputs": "8 hanging or crashing the judge",
     "cheat_steers_the_calibration": "2 rewriting the clock",
     "cheat_wakes_during_calibration": "2 rewriting the clock",
@@ -383,13 +385,13 @@ def flatten(report: str) -> str:
     return " ".join(re.sub(r"[│╭╮╰╯─┃━┏┓┗┛┡┩└┘┌┐]", " ", report).split())
 
 
-def harness(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def harness(*args: str, cwd: Path = ROOT, limit_s: float = SUBPROCESS_LIMIT_S) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("POPCORN_FD", None)
     env.pop("POPCORN_SEED", None)
     return subprocess.run(
         [sys.executable, "-m", "harness", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=limit_s,
     )
 
 
@@ -695,3 +697,33 @@ def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, 
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "benchmark, two cases", device, gist)
+
+
+# Long enough for three small cases with one time limit spent; short of a judge held for good.
+SPIN_PAST_REPLY_LIMIT_S = 120
+
+
+@pytest.mark.e2e
+@pytest.mark.xfail(strict=True, raises=subprocess.TimeoutExpired,
+                   reason="the judge's queue waits on the GPU for the worker's done event, and a launch behind that "
+                          "wait holds the judge's host for as long as the worker's queue never reaches done (its "
+                          "killed recorder releases nothing): not yet closed (docs/judge.md)")
+def test_gpu_work_that_never_ends_behind_a_reply_times_its_case_out(tally, tmp_path):
+    """A worker queues a spin of days behind its answer and rebinds its own batch_time to answer at
+    once: its case must time out within its limit, and the next case, a fresh worker's, be judged."""
+    fixture, device = "cheat_spins_past_its_reply", "cuda"
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
+        pytest.skip(reason)
+    tests_file = tmp_path / "cases.txt"
+    tests_file.write_text(f"{TEST_CASE}\n{SECOND_TEST_CASE}\n{TEST_CASE}\n")
+    result = harness("test", "--submission", str(submission_path(fixture)), "--timeout", str(HANG_TIMEOUT_S), "--json",
+                     str(tests_file), limit_s=SPIN_PAST_REPLY_LIMIT_S)
+    document = json.loads(result.stdout)
+    assert result.returncode == EXIT_CASE_FAIL, document
+    assert [case["status"] for case in document["cases"]] == ["pass", "timeout", "pass"], document
+    assert re.search(rf"within the {HANG_TIMEOUT_S} s time limit", document["cases"][1]["message"]), document
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")
+    tally.record_verdict(THREATS[fixture], fixture, "test, three cases", device, "pass, timeout, pass")
