@@ -121,14 +121,16 @@ def _buffers(data_list: list, job: Job) -> list[list]:
     return [job.problem.outputs(data) for data in data_list]
 
 
-def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
-    """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH."""
+def _hand_over(judging: Judging, data_list: list, device: torch.device, private: bool) -> list:
+    """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH;
+    with `private` (--official), the worker's calls take copies of its own (harness/runner/calls.py
+    `hold`)."""
     judging.progress("handing the inputs to the worker")  # the worker's start ends here, if it had not
     shared = judging.pool.copies(data_list)
     synchronize(device)  # what the judge wrote is in memory before a worker reads it
-    for process in (judging.worker, judging.partner):
-        if process is not None:
-            process.request("hold", BATCH, shared)
+    judging.worker.request("hold", BATCH, shared, private)
+    if judging.partner is not None:
+        judging.partner.request("hold", BATCH, shared)
     return shared
 
 
@@ -177,7 +179,7 @@ def run_test(job: Job, judging: Judging) -> CaseResult:
     judging.progress("generating inputs")
     (data,), expected = _drawn(job, [job.case.args["seed"]])
     judging.restart_time_limit(judging.worker, judging.partner)
-    shared = _hand_over(judging, [data], device)
+    shared = _hand_over(judging, [data], device, private=not job.rules.strict)
     _load(judging.worker)
     judging.progress("calling custom_kernel")
     refills = Refills()
@@ -240,7 +242,7 @@ class BenchmarkCase:
         # The recheck's fresh draws: the batch's own step, or where every input of a batch is the
         # case's own (a step of 0), the leaderboard's step to a fresh input.
         self.fresh_step = eval_parameters.seed_step or eval_parameters.recheck_fresh_seed_step
-        self.shared = _hand_over(judging, self.pristine, self.device)
+        self.shared = _hand_over(judging, self.pristine, self.device, private=not self.strict)
         self.buffers = _buffers(self.shared, job)
         self.calls = len(self.shared)
         self.stale = False  # the shared inputs hold other values than the pristine ones (a probe's)
@@ -266,6 +268,9 @@ class BenchmarkCase:
         if self.stale:
             _write_inputs(self.shared, self.pristine, self.problem)
             self.stale = False
+            if not self.strict:  # the worker calls on copies of its own: rewritten from these
+                synchronize(self.device)
+                self.judging.worker.request("refresh", BATCH)
 
     def renew(self, seed: int) -> None:
         """The next round's inputs drawn afresh from `seed` (every input of the batch the same
@@ -527,7 +532,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
 
 def run_profile(job: Job, judging: Judging) -> CaseResult:
     data = _generate(job, job.case.args["seed"])
-    _hand_over(judging, [data], torch.device(job.device))
+    _hand_over(judging, [data], torch.device(job.device), private=False)
     return CaseResult(PASS, report=str(judging.worker.request("profile", BATCH, job.ncu)))
 
 

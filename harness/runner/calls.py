@@ -54,7 +54,8 @@ class Calls:
         self._device = torch.device(device)
         self._progress = progress
         self._kernel = kernel  # imported from the runner folder on first use when not given
-        self._held: dict[str, list] = {}
+        self._held: dict[str, list] = {}  # what the calls take
+        self._shared: dict[str, list] = {}  # the judge's shared inputs they came from
         self._storages: dict[str, dict] = {}
         if self._device.type == "cuda" and self._device.index is not None:
             # A launch or an event that names no device goes where the inputs are, as on the
@@ -78,15 +79,32 @@ class Calls:
     def _returned(self, name: str, output) -> tuple:
         return wire.returned(output, self._storages[name])
 
-    def hold(self, name: str, data_list: list) -> int:
+    def hold(self, name: str, data_list: list, private: bool = False) -> int:
+        """Keep the judge's shared inputs as `name` for the calls. `private` (--official): the calls
+        take copies in this process's own memory, as the competition's eval's calls take inputs its
+        own process allocated; what they return then goes back as tensors of their own, and what
+        the judge writes into its shared inputs later reaches them through `refresh`."""
         if UNDER_COMPUTE_SANITIZER:
             _write_back_shared_memory(data_list)
-        self._held[name] = data_list
         self._storages[name] = wire.storage_index(data_list)
+        self._shared[name] = data_list
+        if private:
+            data_list = [wire.map_tensors(data, torch.Tensor.clone) for data in data_list]
+            synchronize(self._device)
+        self._held[name] = data_list
         return len(data_list)
+
+    def refresh(self, name: str) -> None:
+        """The private copies of `name` rewritten in place from the judge's shared inputs: new values
+        at the same addresses, as the judge's own writes reach shared inputs."""
+        for (_, own), (_, shared) in zip(wire.leaves(self._held[name]), wire.leaves(self._shared[name]), strict=True):
+            if own.data_ptr() != shared.data_ptr():
+                own.copy_(shared)
+        synchronize(self._device)
 
     def release(self, name: str) -> None:
         self._held.pop(name, None)
+        self._shared.pop(name, None)
         self._storages.pop(name, None)
 
     def open_events(self, handles: tuple) -> None:

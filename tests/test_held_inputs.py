@@ -1,0 +1,58 @@
+"""What the worker's calls take: the judge's shared inputs, or under --official copies of the
+worker's own, as the competition's eval's calls take inputs its own process allocated."""
+
+import pytest
+import torch
+
+from harness.runner import calls as runner_calls
+from reference import generate_input
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """The bytes of the tensor's storage, whatever its type (fp4 has no comparison of its own)."""
+    return torch.empty(0, dtype=torch.uint8).set_(tensor.untyped_storage())
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_official_calls_take_inputs_of_the_workers_own_and_hand_back_outputs_of_their_own(private):
+    shared = [generate_input(128, 256, 256, 1, seed, device="cpu") for seed in (3, 4)]
+    shared_memory = {tensor.untyped_storage().data_ptr() for data in shared for tensor in data}
+    shared_c = [data[6].clone() for data in shared]
+    taken = []
+
+    def kernel(data):
+        taken.append({tensor.untyped_storage().data_ptr() for tensor in data})
+        return data[6].fill_(1.0)
+
+    worker_side = runner_calls.Calls(".", "cpu", 42, progress=lambda text: None, kernel=kernel)
+    assert worker_side.hold("batch", shared, private) == 2
+    returned, _ = worker_side.run_batch("batch")
+    worker_side.batch_time()
+
+    kinds = [description[0] for description in returned]
+    if private:
+        assert all(not (memory & shared_memory) for memory in taken)
+        assert "view" not in kinds  # the judge copies the worker's own outputs
+        assert all(torch.equal(data[6], before) for data, before in zip(shared, shared_c))
+    else:
+        assert all(memory <= shared_memory for memory in taken)
+        assert kinds == ["view", "view"]
+        assert all(bool((data[6] == 1.0).all()) for data in shared)
+
+
+def test_a_new_draw_written_into_the_shared_inputs_reaches_the_private_copies_at_their_addresses():
+    """--official leaderboard draws every timed round afresh into the same inputs: the worker's
+    copies take the new values where they are, so that a cache keyed on addresses sees the same
+    addresses with new values, as it does on the judge's shared inputs."""
+    shared = [generate_input(128, 256, 256, 1, 3, device="cpu")]
+    worker_side = runner_calls.Calls(".", "cpu", 42, progress=lambda text: None, kernel=lambda data: data[6])
+    worker_side.hold("batch", shared, private=True)
+    (held,) = worker_side._held["batch"]
+    addresses = [tensor.data_ptr() for tensor in held]
+    fresh = generate_input(128, 256, 256, 1, 4, device="cpu")
+    for mine, new in zip(shared[0], fresh):
+        mine.copy_(new)
+    assert not torch.equal(_bytes(held[0]), _bytes(fresh[0]))
+    worker_side.refresh("batch")
+    assert [tensor.data_ptr() for tensor in held] == addresses
+    assert all(torch.equal(_bytes(mine), _bytes(new)) for mine, new in zip(held, fresh))
