@@ -177,6 +177,9 @@ class Executor:
     def run(self, job: Job, label: str) -> CaseResult:
         if self._tampered:
             return CaseResult(NOT_RUN, "not run: a submission wrote the judge's own files in an earlier case")
+        if not self._clock.runs:
+            return CaseResult(NOT_RUN, "not run: the judge's GPU queue no longer runs work after an earlier case whose GPU "
+                                       "work never ended")
         started = time.monotonic()
         timeout_s = min(self._options.timeout_s, self._deadline - started)
         if timeout_s <= 0:

@@ -704,10 +704,6 @@ SPIN_PAST_REPLY_LIMIT_S = 120
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(strict=True, raises=subprocess.TimeoutExpired,
-                   reason="the judge's queue waits on the GPU for the worker's done event, and a launch behind that "
-                          "wait holds the judge's host for as long as the worker's queue never reaches done (its "
-                          "killed recorder releases nothing): not yet closed (docs/judge.md)")
 def test_gpu_work_that_never_ends_behind_a_reply_times_its_case_out(tally, tmp_path):
     """A worker queues a spin of days behind its answer and rebinds its own batch_time to answer at
     once: its case must time out within its limit, and the next case, a fresh worker's, be judged."""

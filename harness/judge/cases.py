@@ -28,7 +28,6 @@ from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves)
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
-from harness.l2_flush import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import claimed_number, leaves
 
@@ -125,7 +124,10 @@ def _hand_over(judging: Judging, data_list: list, device: torch.device) -> list:
     """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH."""
     judging.progress("handing the inputs to the worker")  # the worker's start ends here, if it had not
     shared = judging.pool.copies(data_list)
-    synchronize(device)  # what the judge wrote is in memory before a worker reads it
+    if device.type == "cuda":
+        # What the judge wrote is in memory before a worker reads it: its own queue, not the whole
+        # device, where a queue it gave up with a worker never finishes (harness/judge/rounds.py).
+        torch.cuda.current_stream(device).synchronize()
     for process in (judging.worker, judging.partner):
         if process is not None:
             process.request("hold", BATCH, shared)

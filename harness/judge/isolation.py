@@ -117,6 +117,10 @@ def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
     return ended
 
 
+# How often the judge's host looks whether its own event behind a batch has happened.
+END_POLL_S = 0.0002
+
+
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -323,6 +327,38 @@ class WorkerProcess:
                 raise CaseStopped(self._crashed())
             else:
                 self._on_progress(None)
+
+    def after_gpu(self, launch, end) -> None:
+        """`launch()` run on a thread of the judge's, then `end`, the judge's own event that `launch`
+        records last, waited for from the host within the case's time limit. `launch` queues the
+        judge's work behind the worker's done event: work a worker queues need never end, and a
+        launch behind a wait for it can hold its thread in the driver for good (the recorder's
+        death releases nothing), so no other thread of the judge's makes it. At the deadline the
+        worker is killed and the case times out; the thread is left where it waits. The window is
+        the GPU's events': how soon the host sees `end` bounds only the judge's wall time."""
+        finished, raised = threading.Event(), []
+
+        def run() -> None:
+            try:
+                launch()
+            except BaseException as error:  # noqa: BLE001 - raised where the judge waits
+                raised.append(error)
+            finally:
+                finished.set()
+
+        threading.Thread(target=run, name="judge-behind-a-batch", daemon=True).start()
+        # One wait while the thread launches (this thread takes no turn of the interpreter from it
+        # meanwhile), then a look at `end` every END_POLL_S.
+        launched = finished.wait(max(self._deadline - time.monotonic(), 0.0))
+        while launched and not (raised or end.query()) and time.monotonic() < self._deadline:
+            time.sleep(END_POLL_S)
+        if raised:
+            raise raised[0]
+        if not launched or not end.query():
+            self.kill()
+            raise CaseStopped(CaseResult(
+                TIMEOUT, f"the batch's GPU work did not end within the {self._timeout_s:.0f} s time limit; worker "
+                         "killed (raise it with --timeout)"))
 
     def _receive(self, remaining_s: float):
         """One message, read under a watchdog: a worker that sends part of a message and stalls

@@ -133,15 +133,13 @@ class Judge:
     def device_answers(self) -> bool:
         """Whether the judge's GPU still runs work: after a case that crashed, hung or raised, a
         context the candidate broke must not judge the next one."""
-        import torch
-
         if not self.device.startswith("cuda"):
             return True
-        try:
-            probe = torch.arange(1024, device=self.device, dtype=torch.float32)
-            return float(probe.sum().item()) == 1023 * 1024 / 2 and torch.cuda.synchronize(self.device) is None
-        except Exception:
-            return False
+        import torch
+
+        from harness.judge.rounds import still_runs
+
+        return still_runs(torch.device(self.device))
 
 
 def _secret_seed() -> int | None:
@@ -165,6 +163,8 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     judge = Judge(device, memory_limit_bytes)
+    from harness.judge.rounds import queues_given_up  # torch's import, after the judge's own /dev/shm
+
     print(json.dumps({"ready": True, "device": device, "device_name": judge.device_name, "pid": os.getpid(), "commit": judge.commit,
                       "refused": judge.refused}), file=replies, flush=True)
     try:
@@ -179,6 +179,10 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
             if judge.dev_shm_full:
                 print(f"judge on {device}: {judge.dev_shm_full}; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEV_SHM_FULL
+            if queues_given_up():
+                print(f"judge on {device}: a candidate's GPU work never ended, and a queue of this judge's waits behind it; "
+                      "this judge ends", file=sys.stderr, flush=True)
+                return EXIT_DEVICE_LOST
             if _troubled(reply) and not judge.device_answers():
                 print(f"judge on {device}: the device no longer answers; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEVICE_LOST
@@ -193,7 +197,10 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     arguments = parser.parse_args()
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
-    sys.exit(serve(arguments.device, limit))
+    status = serve(arguments.device, limit)
+    from harness.judge.rounds import end_process
+
+    end_process(status)
 
 
 if __name__ == "__main__":
