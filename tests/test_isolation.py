@@ -350,3 +350,37 @@ def test_a_process_that_gave_up_a_queue_ends_though_a_thread_of_its_waits_for_go
     ended = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                            text=True, timeout=60)
     assert ended.returncode == 3 and ended.stdout == "verdict printed", ended
+
+
+def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_path):
+    """`--timeout inf` (click's FloatRange takes it, as the service's float field takes Infinity):
+    the judge waits for its own event behind a batch as long as it takes, as it waits for a reply."""
+    worker, end = _worker(tmp_path), _JudgesEnd()
+    try:
+        worker.begin_case(float("inf"), lambda text: None)
+        threading.Timer(0.4, end.happens.set).start()
+        worker.after_gpu(lambda: time.sleep(0.2), end)  # launches that take a while, as a thread's do
+        assert end.happens.is_set() and worker.alive
+    finally:
+        worker.close()
+
+
+def test_an_error_of_the_judges_launches_ends_the_worker(tmp_path):
+    """A launch of the judge's that raised (its copy's allocation past the device's memory, say) may
+    have queued the judge's wait for the worker's done event already, behind GPU work the worker
+    may never end: the worker is ended with the case, as at a timeout."""
+    worker = _worker(tmp_path)
+
+    def out_of_memory():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 TiB")
+
+    try:
+        worker.begin_case(30, lambda text: None)
+        with pytest.raises(Exception):
+            worker.after_gpu(out_of_memory, _JudgesEnd())
+        deadline = time.monotonic() + 5
+        while worker.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker.alive
+    finally:
+        worker.close()
