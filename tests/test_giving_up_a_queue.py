@@ -96,6 +96,8 @@ CALLS = {
     "a fresh cudaMalloc": "call = lambda: torch.empty(256 << 20, dtype=torch.uint8, device=device)",
     # isolation._Spawned.close via modes.Executor.run's WorkerProcess.close, on the timed-out case
     "closing the worker's mapping": "call = opened.close",
+    # the end of a run: its JudgeClock's events let go, the done event the given-up queue waits on
+    "destroying the done event": "def call():\n    global done\n    del done",
     # the caching allocator's retry after a failed cudaMalloc (an output the judge clones past the
     # device's free memory: a worker's stride-0 view, or a worker that filled the device)
     "an allocation past free memory": (
@@ -121,7 +123,7 @@ def _probe(name: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("name", ["the judge's own queue", "the judge's own queue synchronized", "a fresh cudaMalloc",
-                                  "closing the worker's mapping"])
+                                  "closing the worker's mapping", "destroying the done event"])
 def test_what_the_judge_calls_after_a_give_up_returns(name):
     """The calls the judge makes after a timeout, on the design's terms: its own queue still runs
     work, and retiring the killed worker (its mappings closed) returns."""
