@@ -21,7 +21,7 @@ from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
-from harness.judge.rounds import end_process
+from harness.judge.given_up import end_process
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run

@@ -15,7 +15,7 @@ TIMEOUT = "timeout"  # the case ran past its time limit and its process was kill
 # The run stopped before the case (docs/judge.md, "Statuses"): leaderboard --official after a failed
 # case; not under --official, a failure every case would repeat; --stop-on-first-failure after a
 # case that did not pass; --wall-limit spent; the judge's own files changed in an earlier case; or
-# the judge's own GPU queue no longer runs work after an earlier case whose GPU work never ended.
+# after an earlier case whose GPU work never ended (a queue of the judge's given up behind it).
 NOT_RUN = "not run"
 
 

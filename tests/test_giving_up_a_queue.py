@@ -1,5 +1,5 @@
 """What the judge's process can still do once it gave up a queue behind a worker's done event
-(harness/judge/rounds.py `_give_up`): the driver calls the judge makes after a timeout, each probed
+(harness/judge/given_up.py): the driver calls the judge makes after a timeout, each probed
 in a process of its own that is first left as such a timeout leaves the judge.
 
 The state: a worker process opens the judge's interprocess done event, queues a spin of days,
@@ -56,12 +56,12 @@ JUDGE = textwrap.dedent("""
     with torch.cuda.use_mem_pool(pool):
         shared = torch.empty(64 << 20, dtype=torch.uint8, device=device)
     del shared  # a run's SharedPool after its cases
-    behind, end, outputs = torch.cuda.Stream(device), torch.cuda.Event(enable_timing=True), []
+    behind, end, copy = torch.cuda.Stream(device), torch.cuda.Event(enable_timing=True), torch.empty_like(mapped)
 
     def launch():
         with torch.cuda.device(device), torch.cuda.stream(behind):
             behind.wait_event(done)
-            outputs.append(mapped.clone())
+            copy.copy_(mapped)
             end.record(behind)
 
     launcher = threading.Thread(target=launch, daemon=True)
@@ -88,7 +88,7 @@ JUDGE = textwrap.dedent("""
 
 # What the judge's main thread calls after a give-up (today, or in a later case), and where.
 CALLS = {
-    # rounds.still_runs, and every later case's work on the judge's own queue
+    # the service's device check, and the work on the judge's own queue of a later case
     "the judge's own queue": "call = lambda: torch.arange(1024, device=device).sum().item()",
     # cases._hand_over of a later case
     "the judge's own queue synchronized": "call = lambda: torch.cuda.current_stream(device).synchronize()",
@@ -140,20 +140,3 @@ def test_a_cudafree_after_a_give_up_holds_its_thread_for_good(name):
     queue, call = _probe(name)
     assert queue != "released", "the driver released the judge's wait when the worker died: nothing to give up"
     assert call == "held"
-
-
-def test_each_worker_gets_a_queue_of_the_judges_own():
-    """JudgeClock.connect takes torch.cuda.Stream(), which hands out a pool of 32 queues per device
-    and priority in turn: a later worker's queue may be one given up with an earlier worker."""
-    from harness.judge.rounds import JudgeClock
-
-    class Connected:
-        def request(self, *arguments):
-            return None
-
-    clock = JudgeClock(torch.device("cuda", torch.cuda.current_device()), 1 << 20)
-    workers = [Connected() for _ in range(40)]
-    for worker in workers:
-        clock.connect(worker)
-    queues = {clock._events[id(worker)][2].cuda_stream for worker in workers}
-    assert len(queues) == len(workers)

@@ -1,6 +1,7 @@
 """The judge's process kept out of its workers' reach: what a worker leaves running is ended, and
 a worker holds no capability that would open the judge's descriptors."""
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -286,14 +287,19 @@ class _JudgesEnd:
         return self.happens.is_set()
 
 
+def _launched(launch) -> concurrent.futures.Future:
+    """`launch` submitted to a launcher thread of its own, as JudgeClock.connect keeps one."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch").submit(launch)
+
+
 def test_the_judge_goes_on_once_its_own_event_behind_a_batch_has_happened(tmp_path):
     worker, end, launched_by = _worker(tmp_path), _JudgesEnd(), []
     try:
         worker.begin_case(30, lambda text: None)
         threading.Timer(0.2, end.happens.set).start()
-        worker.after_gpu(lambda: launched_by.append(threading.current_thread().name), end)
+        worker.after_gpu(_launched(lambda: launched_by.append(threading.current_thread().name)), end)
         assert end.happens.is_set() and worker.alive
-        assert launched_by == ["judge-behind-a-batch"]  # the launches are never the judge's main thread's
+        assert launched_by[0].startswith("judge-behind-a-batch")  # never the judge's main thread
     finally:
         worker.close()
 
@@ -311,7 +317,7 @@ def test_gpu_work_that_never_ends_times_the_case_out_and_kills_the_worker(tmp_pa
         worker.begin_case(1, lambda text: None)
         started = time.monotonic()
         with pytest.raises(CaseStopped) as stopped:
-            worker.after_gpu(launch, end)
+            worker.after_gpu(_launched(launch), end)
         assert stopped.value.result.status == "timeout"
         assert "GPU work did not end within the 1 s time limit" in stopped.value.result.message
         assert 1 <= time.monotonic() - started < 10
@@ -322,7 +328,10 @@ def test_gpu_work_that_never_ends_times_the_case_out_and_kills_the_worker(tmp_pa
         worker.close()
 
 
-def test_an_error_of_the_judges_launches_is_raised_where_it_waits(tmp_path):
+def test_an_error_of_the_judges_launches_ends_the_worker_and_is_raised_where_it_waits(tmp_path):
+    """A launch of the judge's that raised may have queued the judge's wait for the worker's done
+    event already, behind GPU work the worker may never end: the worker is ended with the case, as
+    at a timeout, and the error is the judge's to raise."""
     worker = _worker(tmp_path)
 
     def broken():
@@ -331,25 +340,13 @@ def test_an_error_of_the_judges_launches_is_raised_where_it_waits(tmp_path):
     try:
         worker.begin_case(30, lambda text: None)
         with pytest.raises(RuntimeError, match="the judge's own copy failed"):
-            worker.after_gpu(broken, _JudgesEnd())
+            worker.after_gpu(_launched(broken), _JudgesEnd())
+        deadline = time.monotonic() + 5
+        while worker.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker.alive
     finally:
         worker.close()
-
-
-def test_a_process_that_gave_up_a_queue_ends_though_a_thread_of_its_waits_for_good():
-    """A thread of the judge's held in the driver behind a given-up queue would hold the
-    interpreter's teardown: the process ends at once, its output flushed, with its status."""
-    program = textwrap.dedent("""
-        import threading
-        from harness.judge import rounds
-        threading.Thread(target=threading.Event().wait).start()  # never ends, and is no daemon
-        rounds._give_up(object())
-        print("verdict printed", end="")
-        rounds.end_process(3)
-    """)
-    ended = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                           text=True, timeout=60)
-    assert ended.returncode == 3 and ended.stdout == "verdict printed", ended
 
 
 def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_path):
@@ -359,28 +356,39 @@ def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_
     try:
         worker.begin_case(float("inf"), lambda text: None)
         threading.Timer(0.4, end.happens.set).start()
-        worker.after_gpu(lambda: time.sleep(0.2), end)  # launches that take a while, as a thread's do
+        worker.after_gpu(_launched(lambda: time.sleep(0.2)), end)  # launches that take a while, as a thread's do
         assert end.happens.is_set() and worker.alive
     finally:
         worker.close()
 
 
-def test_an_error_of_the_judges_launches_ends_the_worker(tmp_path):
-    """A launch of the judge's that raised (its copy's allocation past the device's memory, say) may
-    have queued the judge's wait for the worker's done event already, behind GPU work the worker
-    may never end: the worker is ended with the case, as at a timeout."""
-    worker = _worker(tmp_path)
+def test_a_process_that_gave_up_a_queue_ends_though_a_thread_of_its_waits_for_good():
+    """A thread of the judge's held in the driver behind a given-up queue would hold the
+    interpreter's teardown: the process ends at once, its output flushed, with its status."""
+    program = textwrap.dedent("""
+        import threading
+        from harness.judge import given_up
+        threading.Thread(target=threading.Event().wait).start()  # never ends, and is no daemon
+        given_up.give_up(object())
+        print("verdict printed", end="")
+        given_up.end_process(3)
+    """)
+    ended = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                           text=True, timeout=60)
+    assert ended.returncode == 3 and ended.stdout == "verdict printed", ended
 
-    def out_of_memory():
-        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 TiB")
 
-    try:
-        worker.begin_case(30, lambda text: None)
-        with pytest.raises(Exception):
-            worker.after_gpu(out_of_memory, _JudgesEnd())
-        deadline = time.monotonic() + 5
-        while worker.alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not worker.alive
-    finally:
-        worker.close()
+def test_after_a_queue_is_given_up_what_would_be_freed_is_kept():
+    """What a given-up queue may still read (a worker's mapped memory, the run's pool) is never
+    released once a queue was given up, and released as usual before."""
+    program = textwrap.dedent("""
+        from harness.judge import given_up
+        released = []
+        given_up.keep_or("before", lambda: released.append("before"))
+        given_up.give_up(object())
+        given_up.keep_or("after", lambda: released.append("after"))
+        print(released, given_up._kept, given_up.any_given_up())
+    """)
+    ran = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.stdout.strip() == "['before'] ['after'] True", ran

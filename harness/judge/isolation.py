@@ -8,6 +8,7 @@ or cgroup of its own, a process it started and orphaned becomes the judge's chil
 with the case (`end_strays`).
 """
 
+import concurrent.futures
 import contextlib
 import ctypes
 import multiprocessing.connection
@@ -21,9 +22,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from harness import cuda_ipc, wire
-from harness.judge import dev_shm
+from harness.judge import dev_shm, given_up
 from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
@@ -170,7 +172,7 @@ class _Spawned:
         of all. The judge reads the log before (WorkerProcess.output_of_case)."""
         self.kill()
         self.cgroup.remove()
-        self.opened.close()
+        given_up.keep_or(self.opened, self.opened.close)  # a queue given up may still read them
         self.connection.close()
         self.request_socket.close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -328,37 +330,35 @@ class WorkerProcess:
             else:
                 self._on_progress(None)
 
-    def after_gpu(self, launch, end) -> None:
-        """`launch()` run on a thread of the judge's, then `end`, the judge's own event that `launch`
-        records last, waited for from the host within the case's time limit. `launch` queues the
-        judge's work behind the worker's done event: work a worker queues need never end, and a
-        launch behind a wait for it can hold its thread in the driver for good (the recorder's
-        death releases nothing), so no other thread of the judge's makes it. At the deadline the
-        worker is killed and the case times out; the thread is left where it waits. The window is
-        the GPU's events': how soon the host sees `end` bounds only the judge's wall time."""
-        finished, raised = threading.Event(), []
-
-        def run() -> None:
-            try:
-                launch()
-            except BaseException as error:  # noqa: BLE001 - raised where the judge waits
-                raised.append(error)
-            finally:
-                finished.set()
-
-        threading.Thread(target=run, name="judge-behind-a-batch", daemon=True).start()
-        # One wait while the thread launches (this thread takes no turn of the interpreter from it
-        # meanwhile), then a look at `end` every END_POLL_S.
-        launched = finished.wait(max(self._deadline - time.monotonic(), 0.0))
-        while launched and not (raised or end.query()) and time.monotonic() < self._deadline:
-            time.sleep(END_POLL_S)
-        if raised:
-            raise raised[0]
-        if not launched or not end.query():
+    def after_gpu(self, launched: concurrent.futures.Future, end) -> None:
+        """Waits, within the case's time limit, for `launched` (the judge's launches behind the
+        worker's done event, made on a thread of the judge's), then for `end`, the judge's own event
+        they record last. Work a worker queues need never end, and a launch behind a wait for it
+        can hold its thread in the driver for good (the worker's death releases nothing), so no
+        other thread of the judge's makes it. At the deadline the worker is killed and the case
+        times out; where the launches raised, the worker is killed too (its work may never end
+        either) and the error raised here. How soon the host sees `end` bounds only the judge's
+        wall time: the window is the GPU's events'."""
+        try:
+            launched.result(timeout=self._remaining_s())
+        except concurrent.futures.TimeoutError:
+            self._gpu_work_timed_out()
+        except BaseException:
             self.kill()
-            raise CaseStopped(CaseResult(
-                TIMEOUT, f"the batch's GPU work did not end within the {self._timeout_s:.0f} s time limit; worker "
-                         "killed (raise it with --timeout)"))
+            raise
+        while not end.query():
+            if time.monotonic() >= self._deadline:
+                self._gpu_work_timed_out()
+            time.sleep(END_POLL_S)
+
+    def _remaining_s(self) -> float:
+        return min(max(self._deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
+
+    def _gpu_work_timed_out(self) -> NoReturn:
+        self.kill()
+        raise CaseStopped(CaseResult(
+            TIMEOUT, f"the batch's GPU work did not end within the {self._timeout_s:.0f} s time limit; worker killed "
+                     "(raise it with --timeout)"))
 
     def _receive(self, remaining_s: float):
         """One message, read under a watchdog: a worker that sends part of a message and stalls

@@ -7,7 +7,7 @@ competition's way) and records the interprocess done event, replying at once. A 
 judge's for that worker waits for done, copies every output into the judge's own memory and
 records the end event; a thread of the judge's makes those launches, and the judge's host waits
 for the end event within the case's time limit, so that GPU work that never ends times its case
-out and holds nothing else of the judge's. Work
+out (harness/judge/given_up.py says what the judge then gives up). Work
 the batch leaves unfinished when done fires (a lazy tensor, a thread, another queue, another
 process) is then either inside the judge's window or missing from its copy. On the CPU the
 judge's wall clock around the request plays the same part.
@@ -17,19 +17,15 @@ reply, the copies): the same rounds run with the judge's calibration partner
 (harness/runner/echo.py) measure it (`Calibration`), and it is subtracted from each round's.
 """
 
-import contextlib
+import concurrent.futures
 import dataclasses
-import os
 import statistics
-import sys
-import threading
 import time
-from typing import NoReturn
 
 import torch
 
 from harness import wire
-from harness.judge.isolation import CaseStopped
+from harness.judge import given_up
 from harness.judge.verdicts import shared_outputs
 from harness.l2_flush import L2Flush
 
@@ -95,18 +91,20 @@ class JudgeClock:
         self.device = device
         self.flush = L2Flush(device, flush_bytes)
         self.is_cuda = device.type == "cuda"
-        self.runs = True  # False once a queue given up left the judge's own queue not running work
+        self.gpu = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device()) if self.is_cuda else None
         # process -> its (go, done) events and the judge's queue behind its batches
         self._events: dict[int, tuple] = {}
 
     def connect(self, worker) -> None:
         """Hand a new worker process interprocess events of its own to wait on and record: no
         process can record another's done, the calibration partner's least of all. The judge's
-        copies of its outputs wait for its done on a queue of the judge's for this process alone,
-        which is given up with the process if its work never ends (`round`)."""
+        copies of its outputs wait for its done on a queue of the judge's, launched by a thread of
+        the judge's kept for the process (its start stays out of the rounds); both are given up
+        with the process if its work never ends (`round`)."""
         if self.is_cuda:
             events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
-            self._events[id(worker)] = (*events, torch.cuda.Stream(self.device))
+            launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch")
+            self._events[id(worker)] = (*events, torch.cuda.Stream(self.device), launcher)
             worker.request("open_events", tuple(event.ipc_handle() for event in events))
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
@@ -127,7 +125,7 @@ class JudgeClock:
             worker_ns, records = _claims(worker.request("batch_time"))
             return Round(window_ns, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs, _own_share(returned),
                          records, None, shared_outputs(mapped))
-        go, done, behind = self._events[id(worker)]
+        go, done, behind, launcher = self._events[id(worker)]
         flush_start, flushed, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         flush_start.record()
         self.flush()
@@ -139,19 +137,25 @@ class JudgeClock:
         returned, host_ns = worker.request("run_batch", BATCH, record)
         exposed = done.query()
         mapped = _mapped(returned, held, worker)
-        outputs = []
+        on_another_device = [tensor.device for output in mapped for _, tensor in wire.leaves(output) if tensor.device != self.gpu]
+        if on_another_device:
+            raise wire.UntrustedMessageError(f"the worker answered with an output on {on_another_device[0]}, not the judge's {self.gpu}")
+        # Allocated here, before anything waits on the worker: an allocation behind the wait could
+        # need cudaFree, which would wait on the whole device, the wait included.
+        outputs = [wire.map_tensors(output, torch.empty_like) for output in mapped]
 
-        def copy_behind_done() -> None:  # on a thread of the judge's, whose device is named here
+        def copy_behind_done() -> None:  # on the launcher's thread, whose device is named here
             with torch.cuda.device(behind.device), torch.cuda.stream(behind):
                 behind.wait_event(done)
-                outputs.extend(_copy(output) for output in mapped)
+                for copy, output in zip(outputs, mapped):
+                    for (_, into), (_, source) in zip(wire.leaves(copy), wire.leaves(output), strict=True):
+                        into.copy_(source)
                 end.record(behind)
 
         try:
-            worker.after_gpu(copy_behind_done, end)
-        except CaseStopped:
-            _give_up(behind, mapped, outputs)
-            self.runs = still_runs(self.device)
+            worker.after_gpu(launcher.submit(copy_behind_done), end)
+        except BaseException:  # the launches may have queued the wait, behind work that never ends
+            given_up.give_up(behind, launcher, mapped, outputs)
             raise
         torch.cuda.current_stream().wait_stream(behind)
         sharing = shared_outputs(mapped)
@@ -159,53 +163,6 @@ class JudgeClock:
         worker_ns, records = _claims(worker.request("batch_time"))
         return Round(start.elapsed_time(end) * 1e6, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs,
                      _own_share(returned), records, flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
-
-
-# How long the judge waits, after giving up a queue, for its own queue to run a small sum.
-STILL_RUNS_S = 10.0
-
-# The judge's queues given up with a worker whose GPU work never ended, and what their copies
-# would read and write: kept for the life of the process, which a thread of the judge's, held in
-# the driver behind such a queue, shares (`queues_given_up`).
-_GIVEN_UP: list[tuple] = []
-
-
-def _give_up(queue, *held) -> None:
-    _GIVEN_UP.append((queue, *held))
-
-
-def queues_given_up() -> bool:
-    """Whether this process gave up a queue: a thread of the judge's may then wait in the driver for
-    good."""
-    return bool(_GIVEN_UP)
-
-
-def still_runs(device: torch.device, within_s: float = STILL_RUNS_S) -> bool:
-    """Whether the judge's own queue still runs work, asked on a thread of its own (a driver that a
-    given-up queue's thread holds then holds only that thread) and waited for `within_s`."""
-    answered = threading.Event()
-
-    def ask() -> None:
-        with contextlib.suppress(Exception):
-            with torch.cuda.device(device):
-                probe = torch.arange(1024, device=device, dtype=torch.float32)
-                if float(probe.sum().item()) == 1023 * 1024 / 2:
-                    answered.set()
-
-    threading.Thread(target=ask, name="judge-still-runs", daemon=True).start()
-    return answered.wait(within_s)
-
-
-def end_process(status: int) -> NoReturn:
-    """The process's end with `status`. Where a queue was given up, a thread of the judge's may wait
-    in the driver for good, and the interpreter's teardown would wait for it: the output is
-    flushed and the process ends at once."""
-    if queues_given_up():
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(status)
-    sys.exit(status)
 
 
 @dataclasses.dataclass(frozen=True)

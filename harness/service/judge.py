@@ -13,7 +13,8 @@ interpreter and its imports, the drawn inputs and references of cases whose seed
 This process is made non-dumpable and a subreaper (harness/judge/isolation.py), as the one-shot
 judge makes itself: that is why it is a process of its own, never the caller's. After a case that
 crashed, hung or raised it checks its GPU; a device that no longer answers ends the process with
-EXIT_DEVICE_LOST, and whoever started it starts another; so does one whose own /dev/shm stays
+EXIT_DEVICE_LOST, and whoever started it starts another; so does one that gave up a queue behind a
+candidate's GPU work that never ended (harness/judge/given_up.py), and one whose own /dev/shm stays
 full after a candidate (EXIT_DEV_SHM_FULL, harness/judge/dev_shm.py). A candidate that changed the judge's
 own files (harness/judge/integrity.py) ends it with EXIT_FILES_CHANGED: a judge started from
 those files would not be this one, so none is started again.
@@ -31,7 +32,7 @@ import traceback
 from pathlib import Path
 
 from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
-from harness.judge import dev_shm  # the standard library alone: imported before torch
+from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
@@ -133,13 +134,15 @@ class Judge:
     def device_answers(self) -> bool:
         """Whether the judge's GPU still runs work: after a case that crashed, hung or raised, a
         context the candidate broke must not judge the next one."""
-        if not self.device.startswith("cuda"):
-            return True
         import torch
 
-        from harness.judge.rounds import still_runs
-
-        return still_runs(torch.device(self.device))
+        if not self.device.startswith("cuda"):
+            return True
+        try:
+            probe = torch.arange(1024, device=self.device, dtype=torch.float32)
+            return float(probe.sum().item()) == 1023 * 1024 / 2 and torch.cuda.synchronize(self.device) is None
+        except Exception:
+            return False
 
 
 def _secret_seed() -> int | None:
@@ -163,8 +166,6 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     judge = Judge(device, memory_limit_bytes)
-    from harness.judge.rounds import queues_given_up  # torch's import, after the judge's own /dev/shm
-
     print(json.dumps({"ready": True, "device": device, "device_name": judge.device_name, "pid": os.getpid(), "commit": judge.commit,
                       "refused": judge.refused}), file=replies, flush=True)
     try:
@@ -179,7 +180,7 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
             if judge.dev_shm_full:
                 print(f"judge on {device}: {judge.dev_shm_full}; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEV_SHM_FULL
-            if queues_given_up():
+            if given_up.any_given_up():
                 print(f"judge on {device}: a candidate's GPU work never ended, and a queue of this judge's waits behind it; "
                       "this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEVICE_LOST
@@ -197,10 +198,7 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     arguments = parser.parse_args()
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
-    status = serve(arguments.device, limit)
-    from harness.judge.rounds import end_process
-
-    end_process(status)
+    given_up.end_process(serve(arguments.device, limit))
 
 
 if __name__ == "__main__":
