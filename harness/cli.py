@@ -21,6 +21,7 @@ from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
+from harness.judge.given_up import end_process
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
@@ -191,7 +192,7 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
             reporter.console.print(f"[dim]run kept in {os.path.relpath(path)} ({count} row{'' if count == 1 else 's'})[/dim]")
     if as_json:
         document.write(reporter.document.data, status)
-    sys.exit(status)
+    end_process(status)
 
 
 def _cpu_benchmarks_note(reporter: Reporter, problem, cases: list, tests_file, wall_limit_s: float | None) -> None:

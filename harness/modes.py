@@ -14,6 +14,7 @@ import torch
 
 from harness import sol
 from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
+from harness.judge import given_up
 from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, protect_the_judge
@@ -163,6 +164,8 @@ class Executor:
             device = torch.device(options.device)
             clock = JudgeClock(device, options.problem.eval.flush_bytes)
             pool = SharedPool(device)
+            # Where a queue was given up, the pool's memory is never freed: its end would wait on it.
+            stack.callback(given_up.keep_or, pool, lambda: None)
             reuse = reuse or options.official
             files = runner_files(options.problem)
             worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe)
@@ -177,6 +180,9 @@ class Executor:
     def run(self, job: Job, label: str) -> CaseResult:
         if self._tampered:
             return CaseResult(NOT_RUN, "not run: a submission wrote the judge's own files in an earlier case")
+        if given_up.any_given_up():
+            return CaseResult(NOT_RUN, "not run: the judge gave up a queue behind an earlier case's GPU work, which never "
+                                       "ended (the process judges nothing more)")
         started = time.monotonic()
         timeout_s = min(self._options.timeout_s, self._deadline - started)
         if timeout_s <= 0:

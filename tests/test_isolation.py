@@ -1,11 +1,13 @@
 """The judge's process kept out of its workers' reach: what a worker leaves running is ended, and
 a worker holds no capability that would open the judge's descriptors."""
 
+import concurrent.futures
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+import threading
 import time
 
 import pytest
@@ -273,3 +275,120 @@ print("RESULT", dev_shm._OWN_DEV_SHM, dev_shm._ENTERED, len(os.listdir("/proc/se
 """
     printed = _in_own_dev_shm(program)
     assert printed.splitlines()[-1] == "RESULT [None] [True] True"
+
+
+class _JudgesEnd:
+    """The judge's own end event as `after_gpu` reads it: `query` true once `happens` is set."""
+
+    def __init__(self):
+        self.happens = threading.Event()
+
+    def query(self) -> bool:
+        return self.happens.is_set()
+
+
+def _launched(launch) -> concurrent.futures.Future:
+    """`launch` submitted to a launcher thread of its own, as JudgeClock.connect keeps one."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch").submit(launch)
+
+
+def test_the_judge_goes_on_once_its_own_event_behind_a_batch_has_happened(tmp_path):
+    worker, end, launched_by = _worker(tmp_path), _JudgesEnd(), []
+    try:
+        worker.begin_case(30, lambda text: None)
+        threading.Timer(0.2, end.happens.set).start()
+        worker.after_gpu(_launched(lambda: launched_by.append(threading.current_thread().name)), end)
+        assert end.happens.is_set() and worker.alive
+        assert launched_by[0].startswith("judge-behind-a-batch")  # never the judge's main thread
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("held", ["in the launch", "on the GPU"])
+def test_gpu_work_that_never_ends_times_the_case_out_and_kills_the_worker(tmp_path, held):
+    """A worker's queue that never reaches its done event (a spin queued behind its last call) holds
+    a launch behind it in the driver, or the judge's end event on the GPU, for good: the case times
+    out at its limit and the worker is killed."""
+    from harness.judge.isolation import CaseStopped
+
+    worker, end, forever = _worker(tmp_path), _JudgesEnd(), threading.Event()
+    launch = forever.wait if held == "in the launch" else (lambda: None)
+    try:
+        worker.begin_case(1, lambda text: None)
+        started = time.monotonic()
+        with pytest.raises(CaseStopped) as stopped:
+            worker.after_gpu(_launched(launch), end)
+        assert stopped.value.result.status == "timeout"
+        assert "GPU work did not end within the 1 s time limit" in stopped.value.result.message
+        assert 1 <= time.monotonic() - started < 10
+        time.sleep(0.2)
+        assert not worker.alive
+    finally:
+        forever.set()
+        worker.close()
+
+
+def test_an_error_of_the_judges_launches_ends_the_worker_and_is_raised_where_it_waits(tmp_path):
+    """A launch of the judge's that raised may have queued the judge's wait for the worker's done
+    event already, behind GPU work the worker may never end: the worker is ended with the case, as
+    at a timeout, and the error is the judge's to raise."""
+    worker = _worker(tmp_path)
+
+    def broken():
+        raise RuntimeError("the judge's own copy failed")
+
+    try:
+        worker.begin_case(30, lambda text: None)
+        with pytest.raises(RuntimeError, match="the judge's own copy failed"):
+            worker.after_gpu(_launched(broken), _JudgesEnd())
+        deadline = time.monotonic() + 5
+        while worker.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker.alive
+    finally:
+        worker.close()
+
+
+def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_path):
+    """`--timeout inf` (click's FloatRange takes it, as the service's float field takes Infinity):
+    the judge waits for its own event behind a batch as long as it takes, as it waits for a reply."""
+    worker, end = _worker(tmp_path), _JudgesEnd()
+    try:
+        worker.begin_case(float("inf"), lambda text: None)
+        threading.Timer(0.4, end.happens.set).start()
+        worker.after_gpu(_launched(lambda: time.sleep(0.2)), end)  # launches that take a while, as a thread's do
+        assert end.happens.is_set() and worker.alive
+    finally:
+        worker.close()
+
+
+def test_a_process_that_gave_up_a_queue_ends_though_a_thread_of_its_waits_for_good():
+    """A thread of the judge's held in the driver behind a given-up queue would hold the
+    interpreter's teardown: the process ends at once, its output flushed, with its status."""
+    program = textwrap.dedent("""
+        import threading
+        from harness.judge import given_up
+        threading.Thread(target=threading.Event().wait).start()  # never ends, and is no daemon
+        given_up.give_up(object())
+        print("verdict printed", end="")
+        given_up.end_process(3)
+    """)
+    ended = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                           text=True, timeout=60)
+    assert ended.returncode == 3 and ended.stdout == "verdict printed", ended
+
+
+def test_after_a_queue_is_given_up_what_would_be_freed_is_kept():
+    """What a given-up queue may still read (a worker's mapped memory, the run's pool) is never
+    released once a queue was given up, and released as usual before."""
+    program = textwrap.dedent("""
+        from harness.judge import given_up
+        released = []
+        given_up.keep_or("before", lambda: released.append("before"))
+        given_up.give_up(object())
+        given_up.keep_or("after", lambda: released.append("after"))
+        print(released, given_up._kept, given_up.any_given_up())
+    """)
+    ran = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.stdout.strip() == "['before'] ['after'] True", ran

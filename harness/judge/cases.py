@@ -28,7 +28,6 @@ from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
                                     clone_data, figures_problem, first_changed_inputs, input_leaves)
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
-from harness.l2_flush import synchronize
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
 from harness.wire import claimed_number, leaves
 
@@ -121,13 +120,21 @@ def _buffers(data_list: list, job: Job) -> list[list]:
     return [job.problem.outputs(data) for data in data_list]
 
 
+def _written(device: torch.device) -> None:
+    """What the judge wrote is in memory before a worker reads it: the judge's own queue waited for,
+    not the whole device, where a queue it gave up with a worker never finishes
+    (harness/judge/given_up.py)."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
 def _hand_over(judging: Judging, data_list: list, device: torch.device, private: bool) -> list:
     """Copies of the inputs, in shared memory and held by the worker (and the partner) as BATCH;
     with `private` (--official), the worker's calls take copies of its own (harness/runner/calls.py
     `hold`)."""
     judging.progress("handing the inputs to the worker")  # the worker's start ends here, if it had not
     shared = judging.pool.copies(data_list)
-    synchronize(device)  # what the judge wrote is in memory before a worker reads it
+    _written(device)
     judging.worker.request("hold", BATCH, shared, private)
     if judging.partner is not None:
         judging.partner.request("hold", BATCH, shared)
@@ -269,7 +276,7 @@ class BenchmarkCase:
             _write_inputs(self.shared, self.pristine, self.problem)
             self.stale = False
             if not self.strict:  # the worker calls on copies of its own: rewritten from these
-                synchronize(self.device)
+                _written(self.device)
                 self.judging.worker.request("refresh", BATCH)
 
     def renew(self, seed: int) -> None:

@@ -8,6 +8,7 @@ or cgroup of its own, a process it started and orphaned becomes the judge's chil
 with the case (`end_strays`).
 """
 
+import concurrent.futures
 import contextlib
 import ctypes
 import multiprocessing.connection
@@ -21,9 +22,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from harness import cuda_ipc, wire
-from harness.judge import dev_shm
+from harness.judge import dev_shm, given_up
 from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
@@ -117,6 +119,10 @@ def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
     return ended
 
 
+# How often the judge's host looks whether its own event behind a batch has happened.
+END_POLL_S = 0.0002
+
+
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -166,7 +172,7 @@ class _Spawned:
         of all. The judge reads the log before (WorkerProcess.output_of_case)."""
         self.kill()
         self.cgroup.remove()
-        self.opened.close()
+        given_up.keep_or(self.opened, self.opened.close)  # a queue given up may still read them
         self.connection.close()
         self.request_socket.close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -323,6 +329,36 @@ class WorkerProcess:
                 raise CaseStopped(self._crashed())
             else:
                 self._on_progress(None)
+
+    def after_gpu(self, launched: concurrent.futures.Future, end) -> None:
+        """Waits, within the case's time limit, for `launched` (the judge's launches behind the
+        worker's done event, made on a thread of the judge's), then for `end`, the judge's own event
+        they record last. Work a worker queues need never end, and a launch behind a wait for it
+        can hold its thread in the driver for good (the worker's death releases nothing), so no
+        other thread of the judge's makes it. At the deadline the worker is killed and the case
+        times out; where the launches raised, the worker is killed too (its work may never end
+        either) and the error raised here. How soon the host sees `end` bounds only the judge's
+        wall time: the window is the GPU's events'."""
+        try:
+            launched.result(timeout=self._remaining_s())
+        except concurrent.futures.TimeoutError:
+            self._gpu_work_timed_out()
+        except BaseException:
+            self.kill()
+            raise
+        while not end.query():
+            if time.monotonic() >= self._deadline:
+                self._gpu_work_timed_out()
+            time.sleep(END_POLL_S)
+
+    def _remaining_s(self) -> float:
+        return min(max(self._deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
+
+    def _gpu_work_timed_out(self) -> NoReturn:
+        self.kill()
+        raise CaseStopped(CaseResult(
+            TIMEOUT, f"the batch's GPU work did not end within the {self._timeout_s:.0f} s time limit; worker killed "
+                     "(raise it with --timeout)"))
 
     def _receive(self, remaining_s: float):
         """One message, read under a watchdog: a worker that sends part of a message and stalls

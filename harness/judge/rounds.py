@@ -3,8 +3,11 @@ own copy of every output the batch returned, taken inside that window.
 
 On a GPU the judge flushes L2 on its queue, records its start event and the interprocess go
 event; the worker's queue waits for go, runs the batch (timed by the worker's own events, the
-competition's way) and records the interprocess done event, replying at once. The judge's queue
-waits for done, copies every output into the judge's own memory and records the end event. Work
+competition's way) and records the interprocess done event, replying at once. A queue of the
+judge's for that worker waits for done, copies every output into the judge's own memory and
+records the end event; a thread of the judge's makes those launches, and the judge's host waits
+for the end event within the case's time limit, so that GPU work that never ends times its case
+out (harness/judge/given_up.py says what the judge then gives up). Work
 the batch leaves unfinished when done fires (a lazy tensor, a thread, another queue, another
 process) is then either inside the judge's window or missing from its copy. On the CPU the
 judge's wall clock around the request plays the same part.
@@ -14,6 +17,7 @@ reply, the copies): the same rounds run with the judge's calibration partner
 (harness/runner/echo.py) measure it (`Calibration`), and it is subtracted from each round's.
 """
 
+import concurrent.futures
 import dataclasses
 import statistics
 import time
@@ -21,6 +25,7 @@ import time
 import torch
 
 from harness import wire
+from harness.judge import given_up
 from harness.judge.verdicts import shared_outputs
 from harness.l2_flush import L2Flush
 
@@ -86,14 +91,20 @@ class JudgeClock:
         self.device = device
         self.flush = L2Flush(device, flush_bytes)
         self.is_cuda = device.type == "cuda"
-        self._events: dict[int, tuple] = {}  # process -> its (go, done) events
+        self.gpu = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device()) if self.is_cuda else None
+        # process -> its (go, done) events and the judge's queue behind its batches
+        self._events: dict[int, tuple] = {}
 
     def connect(self, worker) -> None:
         """Hand a new worker process interprocess events of its own to wait on and record: no
-        process can record another's done, the calibration partner's least of all."""
+        process can record another's done, the calibration partner's least of all. The judge's
+        copies of its outputs wait for its done on a queue of the judge's, launched by a thread of
+        the judge's kept for the process (its start stays out of the rounds); both are given up
+        with the process if its work never ends (`round`)."""
         if self.is_cuda:
             events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
-            self._events[id(worker)] = events
+            launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch")
+            self._events[id(worker)] = (*events, torch.cuda.Stream(self.device), launcher)
             worker.request("open_events", tuple(event.ipc_handle() for event in events))
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
@@ -114,7 +125,7 @@ class JudgeClock:
             worker_ns, records = _claims(worker.request("batch_time"))
             return Round(window_ns, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs, _own_share(returned),
                          records, None, shared_outputs(mapped))
-        go, done = self._events[id(worker)]
+        go, done, behind, launcher = self._events[id(worker)]
         flush_start, flushed, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         flush_start.record()
         self.flush()
@@ -126,13 +137,30 @@ class JudgeClock:
         returned, host_ns = worker.request("run_batch", BATCH, record)
         exposed = done.query()
         mapped = _mapped(returned, held, worker)
-        torch.cuda.current_stream().wait_event(done)
-        outputs = [_copy(output) for output in mapped]
-        end.record()
+        on_another_device = [tensor.device for output in mapped for _, tensor in wire.leaves(output) if tensor.device != self.gpu]
+        if on_another_device:
+            raise wire.UntrustedMessageError(f"the worker answered with an output on {on_another_device[0]}, not the judge's {self.gpu}")
+        # Allocated here, before anything waits on the worker: an allocation behind the wait could
+        # need cudaFree, which would wait on the whole device, the wait included.
+        outputs = [wire.map_tensors(output, torch.empty_like) for output in mapped]
+
+        def copy_behind_done() -> None:  # on the launcher's thread, whose device is named here
+            with torch.cuda.device(behind.device), torch.cuda.stream(behind):
+                behind.wait_event(done)
+                for copy, output in zip(outputs, mapped):
+                    for (_, into), (_, source) in zip(wire.leaves(copy), wire.leaves(output), strict=True):
+                        into.copy_(source)
+                end.record(behind)
+
+        try:
+            worker.after_gpu(launcher.submit(copy_behind_done), end)
+        except BaseException:  # the launches may have queued the wait, behind work that never ends
+            given_up.give_up(behind, launcher, mapped, outputs)
+            raise
+        torch.cuda.current_stream().wait_stream(behind)
         sharing = shared_outputs(mapped)
         del mapped  # the worker's own memory, mapped here: not kept past the copies
         worker_ns, records = _claims(worker.request("batch_time"))
-        end.synchronize()
         return Round(start.elapsed_time(end) * 1e6, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs,
                      _own_share(returned), records, flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
 

@@ -13,7 +13,8 @@ interpreter and its imports, the drawn inputs and references of cases whose seed
 This process is made non-dumpable and a subreaper (harness/judge/isolation.py), as the one-shot
 judge makes itself: that is why it is a process of its own, never the caller's. After a case that
 crashed, hung or raised it checks its GPU; a device that no longer answers ends the process with
-EXIT_DEVICE_LOST, and whoever started it starts another; so does one whose own /dev/shm stays
+EXIT_DEVICE_LOST, and whoever started it starts another; so does one that gave up a queue behind a
+candidate's GPU work that never ended (harness/judge/given_up.py), and one whose own /dev/shm stays
 full after a candidate (EXIT_DEV_SHM_FULL, harness/judge/dev_shm.py). A candidate that changed the judge's
 own files (harness/judge/integrity.py) ends it with EXIT_FILES_CHANGED: a judge started from
 those files would not be this one, so none is started again.
@@ -31,7 +32,7 @@ import traceback
 from pathlib import Path
 
 from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
-from harness.judge import dev_shm  # the standard library alone: imported before torch
+from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
@@ -179,6 +180,10 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
             if judge.dev_shm_full:
                 print(f"judge on {device}: {judge.dev_shm_full}; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEV_SHM_FULL
+            if given_up.any_given_up():
+                print(f"judge on {device}: a candidate's GPU work never ended, and a queue of this judge's waits behind it; "
+                      "this judge ends", file=sys.stderr, flush=True)
+                return EXIT_DEVICE_LOST
             if _troubled(reply) and not judge.device_answers():
                 print(f"judge on {device}: the device no longer answers; this judge ends", file=sys.stderr, flush=True)
                 return EXIT_DEVICE_LOST
@@ -193,7 +198,7 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     arguments = parser.parse_args()
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
-    sys.exit(serve(arguments.device, limit))
+    given_up.end_process(serve(arguments.device, limit))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,142 @@
+"""What the judge's process can still do once it gave up a queue behind a worker's done event
+(harness/judge/given_up.py): the driver calls the judge makes after a timeout, each probed
+in a process of its own that is first left as such a timeout leaves the judge.
+
+The state: a worker process opens the judge's interprocess done event, queues a spin of days,
+records done behind it and hands the judge a block of its own memory; the judge maps that block,
+holds memory of its own cached free in its caching allocator and in a MemPool (the SharedPool of a
+run), and from a thread of its own queues, on a queue of its own, a wait for done, a copy of the
+worker's block and its end event; then the worker is killed. One call of the judge's main thread
+follows, given PROBE_WAIT_S to return.
+"""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="probes the CUDA driver: needs a CUDA device")]
+
+REPO = Path(__file__).resolve().parents[1]
+PROBE_WAIT_S = 15
+PROCESS_LIMIT_S = 180
+
+WORKER = textwrap.dedent("""
+    import sys, time, torch
+    from harness import cuda_ipc
+    device = torch.device("cuda", torch.cuda.current_device())
+    done = torch.cuda.Event.from_ipc_handle(device, bytes.fromhex(sys.argv[1]))
+    own = torch.randn(1 << 22, device=device)  # 16 MiB the judge maps and copies
+    torch.cuda.synchronize()
+    index, handle, place, nbytes = cuda_ipc.export(own)
+    print(index, handle.hex(), place, nbytes, flush=True)
+    torch.cuda._sleep(1 << 50)  # about a week at Hopper's clocks
+    done.record()
+    print("spinning", flush=True)
+    time.sleep(3600)
+""")
+
+JUDGE = textwrap.dedent("""
+    import os, subprocess, sys, threading, time, torch
+    from harness import cuda_ipc
+    device = torch.device("cuda", torch.cuda.current_device())
+    done = torch.cuda.Event(interprocess=True)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, done.ipc_handle().hex()], stdout=subprocess.PIPE, text=True)
+    index, handle, place, nbytes = worker.stdout.readline().split()
+    assert worker.stdout.readline().strip() == "spinning"
+    opened = cuda_ipc.OpenedBlocks()
+    mapped = opened.storage(int(index), bytes.fromhex(handle), int(place), int(nbytes))
+    cached = torch.empty(64 << 20, dtype=torch.uint8, device=device)
+    del cached  # a free block of the judge's own, as every earlier round leaves some
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        shared = torch.empty(64 << 20, dtype=torch.uint8, device=device)
+    del shared  # a run's SharedPool after its cases
+    behind, end, copy = torch.cuda.Stream(device), torch.cuda.Event(enable_timing=True), torch.empty_like(mapped)
+
+    def launch():
+        with torch.cuda.device(device), torch.cuda.stream(behind):
+            behind.wait_event(done)
+            copy.copy_(mapped)
+            end.record(behind)
+
+    launcher = threading.Thread(target=launch, daemon=True)
+    launcher.start()
+    launcher.join(5)
+    worker.kill()
+    worker.wait()
+    time.sleep(2)
+    print("QUEUE", "held in the launch" if launcher.is_alive() else ("held on the GPU" if not end.query() else "released"),
+          flush=True)
+    CALL
+    answered = threading.Event()
+
+    def run():
+        call()
+        answered.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    started = time.monotonic()
+    returned = answered.wait(PROBE_WAIT_S)
+    print("PROBE", "returned" if returned else "held", f"{time.monotonic() - started:.1f} s", flush=True)
+    os._exit(0)
+""")
+
+# What the judge's main thread calls after a give-up (today, or in a later case), and where.
+CALLS = {
+    # the service's device check, and the work on the judge's own queue of a later case
+    "the judge's own queue": "call = lambda: torch.arange(1024, device=device).sum().item()",
+    # cases._hand_over of a later case
+    "the judge's own queue synchronized": "call = lambda: torch.cuda.current_stream(device).synchronize()",
+    # a later case's first allocation of a size the judge's cache lacks
+    "a fresh cudaMalloc": "call = lambda: torch.empty(256 << 20, dtype=torch.uint8, device=device)",
+    # isolation._Spawned.close via modes.Executor.run's WorkerProcess.close, on the timed-out case
+    "closing the worker's mapping": "call = opened.close",
+    # the end of a run: its JudgeClock's events let go, the done event the given-up queue waits on
+    "destroying the done event": "def call():\n    global done\n    del done",
+    # the caching allocator's retry after a failed cudaMalloc (an output the judge clones past the
+    # device's free memory: a worker's stride-0 view, or a worker that filled the device)
+    "an allocation past free memory": (
+        "def call():\n"
+        "    try:\n"
+        "        torch.empty(1 << 50, dtype=torch.uint8, device=device)\n"
+        "    except torch.OutOfMemoryError:\n"
+        "        pass"),
+    # the end of a run: its SharedPool's MemPool let go (modes.Executor.open's pool)
+    "a MemPool's end": "def call():\n    global pool\n    del pool",
+    "torch.cuda.empty_cache": "call = torch.cuda.empty_cache",
+}
+
+
+def _probe(name: str) -> tuple[str, str]:
+    program = (f"WORKER = {WORKER!r}\nPROBE_WAIT_S = {PROBE_WAIT_S}\n"
+               + JUDGE.replace("CALL\n", CALLS[name] + "\n"))
+    ended = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=PROCESS_LIMIT_S)
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in ended.stdout.splitlines() if " " in line}
+    assert "QUEUE" in lines and "PROBE" in lines, ended.stdout + ended.stderr
+    print(f"{name}: queue {lines['QUEUE']}, call {lines['PROBE']}")
+    return lines["QUEUE"], lines["PROBE"].split()[0]
+
+
+@pytest.mark.parametrize("name", ["the judge's own queue", "the judge's own queue synchronized", "a fresh cudaMalloc",
+                                  "closing the worker's mapping", "destroying the done event"])
+def test_what_the_judge_calls_after_a_give_up_returns(name):
+    """The calls the judge makes after a timeout, on the design's terms: its own queue still runs
+    work, and retiring the killed worker (its mappings closed) returns."""
+    queue, call = _probe(name)
+    assert queue != "released", "the driver released the judge's wait when the worker died: nothing to give up"
+    assert call == "returned"
+
+
+@pytest.mark.parametrize("name", ["an allocation past free memory", "a MemPool's end", "torch.cuda.empty_cache"])
+def test_a_cudafree_after_a_give_up_holds_its_thread_for_good(name):
+    """A cudaFree synchronizes the whole device, the given-up queue included: the judge must make
+    none after a give-up, on any thread (an out-of-memory retry holds the caching allocator's lock
+    meanwhile, which every later allocation and free of the process then waits for)."""
+    queue, call = _probe(name)
+    assert queue != "released", "the driver released the judge's wait when the worker died: nothing to give up"
+    assert call == "held"
