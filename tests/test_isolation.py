@@ -392,3 +392,28 @@ def test_after_a_queue_is_given_up_what_would_be_freed_is_kept():
     ran = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, timeout=60)
     assert ran.stdout.strip() == "['before'] ['after'] True", ran
+
+
+def test_a_run_interrupted_after_a_give_up_still_ends():
+    """Ctrl-C while the judge waits behind a batch gives the queue up (JudgeClock.round) and reaches
+    the command line as click's Abort: the process must end there too, not wait at the
+    interpreter's exit for the launcher thread held in the driver."""
+    program = textwrap.dedent("""
+        import concurrent.futures, threading
+        import click
+        from harness import cli
+        from harness.judge import given_up
+        launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch")
+        launcher.submit(threading.Event().wait)  # a launch held for good
+        given_up.give_up(object(), launcher)
+
+        def interrupted(*arguments, **keywords):
+            raise click.Abort()
+
+        cli.cli.main = interrupted
+        cli.main()
+    """)
+    ended = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                           text=True, timeout=60)
+    from harness.exits import EXIT_ABORTED
+    assert ended.returncode == EXIT_ABORTED, ended
