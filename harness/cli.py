@@ -388,7 +388,7 @@ def _end_early(status: int, shown: str, error: str) -> None:
     if "--json" in arguments:
         command = next((cli.commands[argument].name for argument in arguments if argument in cli.commands), None)
         document.write({"schema": document.SCHEMA, "command": command, "passed": False, "error": error}, status)
-    sys.exit(status)
+    end_process(status)
 
 
 def main():
@@ -402,6 +402,6 @@ def main():
         _end_early(stopped.status, stopped.message, stopped.message)
     except click.ClickException as error:
         _end_early(error.exit_code, f"Error: {error.format_message()}", error.format_message())
-    except click.Abort:
-        sys.exit(EXIT_ABORTED)
-    sys.exit(status or EXIT_PASS)
+    except click.Abort:  # Ctrl-C, perhaps while a queue of the judge's was given up
+        end_process(EXIT_ABORTED)
+    end_process(status or EXIT_PASS)

@@ -155,7 +155,7 @@ class JudgeClock:
         try:
             worker.after_gpu(launcher.submit(copy_behind_done), end)
         except BaseException:  # the launches may have queued the wait, behind work that never ends
-            given_up.give_up(behind, launcher, mapped, outputs)
+            given_up.give_up(behind, launcher, mapped, outputs, end)
             raise
         torch.cuda.current_stream().wait_stream(behind)
         sharing = shared_outputs(mapped)
