@@ -140,3 +140,37 @@ def test_a_candidate_that_removes_the_judges_driver_files_leaves_the_next_candid
             assert honest["exit_status"] == 0 and statuses == ["pass"], (cheat["report"], honest["report"])
     finally:
         judge.close()
+
+
+# A judge that replies to its first candidate and then ends, as one that gave up a queue behind a
+# candidate's GPU work (or lost its device, or found its /dev/shm full) ends after that reply,
+# taking a while to close its waiting workers first.
+ENDS_AFTER_ITS_REPLY = """
+import json, sys, time
+from harness.exits import EXIT_DEVICE_LOST
+print(json.dumps({"ready": True}), flush=True)
+request = json.loads(sys.stdin.readline())
+print(json.dumps({"id": request["id"], "exit_status": 0, "document": {"cases": []}}), flush=True)
+time.sleep(1)
+sys.exit(EXIT_DEVICE_LOST)
+"""
+
+
+def test_the_candidate_after_one_that_ended_its_judge_is_judged_by_a_fresh_judge(monkeypatch):
+    """The front hands the next candidate to its judge as soon as the last reply is in: a judge that
+    ends after that reply must not take the next candidate down with it (docs/service.md)."""
+    import subprocess
+    import sys
+
+    from harness.service import judges
+
+    popen = subprocess.Popen
+    monkeypatch.setattr(judges.subprocess, "Popen",
+                        lambda command, **options: popen([sys.executable, "-c", ENDS_AFTER_ITS_REPLY], **options))
+    judge = judges.LocalJudge("cpu")
+    try:
+        assert judge.judge({"id": "ends its judge", "options": {}})["id"] == "ends its judge"
+        assert judge.judge({"id": "next", "options": {}})["id"] == "next"
+        assert judge.starts == 2
+    finally:
+        judge.close()
