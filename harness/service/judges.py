@@ -14,11 +14,14 @@ import threading
 import time
 
 from harness.runner.files import REPO_ROOT
-from harness.exits import EXIT_FILES_CHANGED
+from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
 
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
 REPLY_GRACE_S = 120.0
 UNLIMITED_RUN_S = 3600.0
+# How a judge ends right after a reply, never while it judges (harness/service/judge.py `serve`): a
+# request written while it was ending was never read, and goes to the judge started next.
+ENDS_AFTER_A_REPLY = (EXIT_DEVICE_LOST, EXIT_DEV_SHM_FULL)
 
 
 class JudgeEnded(Exception):
@@ -67,18 +70,28 @@ class LocalJudge:
     def judge(self, request: dict) -> dict:
         """The judge's reply to `request`; the judge is started (again) where it is not running."""
         with self._lock:
-            if not self.alive:
-                if self._process is not None:
-                    self.last_exit = self._process.returncode
-                if self.last_exit == EXIT_FILES_CHANGED:
-                    raise JudgeEnded(f"the judge on {self.name} ended: a candidate changed the judge's files; "
-                                     "check the checkout (git status) and start the service again")
-                self.start()
+            self._running()
             self.busy_with = request.get("id")
             try:
-                return self._exchange(request)
+                try:
+                    return self._exchange(request)
+                except JudgeEnded:
+                    if self.last_exit not in ENDS_AFTER_A_REPLY:
+                        raise
+                    self._running()
+                    return self._exchange(request)
             finally:
                 self.busy_with = None
+
+    def _running(self) -> None:
+        """The judge started (again) where it is not running."""
+        if not self.alive:
+            if self._process is not None:
+                self.last_exit = self._process.returncode
+            if self.last_exit == EXIT_FILES_CHANGED:
+                raise JudgeEnded(f"the judge on {self.name} ended: a candidate changed the judge's files; "
+                                 "check the checkout (git status) and start the service again")
+            self.start()
 
     def _exchange(self, request: dict) -> dict:
         options = request.get("options", {})
