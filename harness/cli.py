@@ -10,6 +10,7 @@ reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command 
 import os
 import re
 import sys
+import traceback
 from pathlib import Path
 
 import click
@@ -21,7 +22,7 @@ from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
-from harness.judge.given_up import end_process
+from harness.judge.given_up import any_given_up, end_process
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
@@ -404,4 +405,9 @@ def main():
         _end_early(error.exit_code, f"Error: {error.format_message()}", error.format_message())
     except click.Abort:  # Ctrl-C, perhaps while a queue of the judge's was given up
         end_process(EXIT_ABORTED)
+    except Exception:
+        if any_given_up():  # the judge's own error after a give-up: shown, and the process ends at once
+            traceback.print_exc()
+            end_process(1)
+        raise
     end_process(status or EXIT_PASS)

@@ -394,11 +394,13 @@ def test_after_a_queue_is_given_up_what_would_be_freed_is_kept():
     assert ran.stdout.strip() == "['before'] ['after'] True", ran
 
 
-def test_a_run_interrupted_after_a_give_up_still_ends():
+@pytest.mark.parametrize("ending", ["Ctrl-C", "the judge's own error"])
+def test_a_run_ended_otherwise_after_a_give_up_still_ends(ending):
     """Ctrl-C while the judge waits behind a batch gives the queue up (JudgeClock.round) and reaches
-    the command line as click's Abort: the process must end there too, not wait at the
-    interpreter's exit for the launcher thread held in the driver."""
-    program = textwrap.dedent("""
+    the command line as click's Abort; an error of the judge's own may follow a give-up too. The
+    process must end there, not wait at the interpreter's exit for the launcher thread held in the
+    driver; the error is shown."""
+    program = textwrap.dedent(f"""
         import concurrent.futures, threading
         import click
         from harness import cli
@@ -407,13 +409,16 @@ def test_a_run_interrupted_after_a_give_up_still_ends():
         launcher.submit(threading.Event().wait)  # a launch held for good
         given_up.give_up(object(), launcher)
 
-        def interrupted(*arguments, **keywords):
-            raise click.Abort()
+        def ended(*arguments, **keywords):
+            raise click.Abort() if {ending == "Ctrl-C"!r} else RuntimeError("the judge's own error")
 
-        cli.cli.main = interrupted
+        cli.cli.main = ended
         cli.main()
     """)
-    ended = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                           text=True, timeout=60)
+    ran = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=60)
     from harness.exits import EXIT_ABORTED
-    assert ended.returncode == EXIT_ABORTED, ended
+    if ending == "Ctrl-C":
+        assert ran.returncode == EXIT_ABORTED, ran
+    else:
+        assert ran.returncode == 1 and "RuntimeError: the judge's own error" in ran.stderr, ran

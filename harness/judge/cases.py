@@ -539,7 +539,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
 
 def run_profile(job: Job, judging: Judging) -> CaseResult:
     data = _generate(job, job.case.args["seed"])
-    _hand_over(judging, [data], torch.device(job.device), private=False)
+    _hand_over(judging, [data], torch.device(job.device), private=not job.rules.strict)
     return CaseResult(PASS, report=str(judging.worker.request("profile", BATCH, job.ncu)))
 
 

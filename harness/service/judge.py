@@ -198,7 +198,14 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     arguments = parser.parse_args()
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
-    given_up.end_process(serve(arguments.device, limit))
+    try:
+        status = serve(arguments.device, limit)
+    except Exception:
+        if given_up.any_given_up():  # the judge's own error after a give-up: shown, and the process ends at once
+            traceback.print_exc()
+            given_up.end_process(1)
+        raise
+    given_up.end_process(status)
 
 
 if __name__ == "__main__":
