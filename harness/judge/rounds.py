@@ -104,6 +104,9 @@ class JudgeClock:
         if self.is_cuda:
             events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
             launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch")
+            replaced = self._events.get(id(worker))
+            if replaced is not None:  # the process before, ended with its case; its launcher is idle
+                replaced[3].shutdown(wait=False)
             self._events[id(worker)] = (*events, torch.cuda.Stream(self.device), launcher)
             worker.request("open_events", tuple(event.ipc_handle() for event in events))
 
