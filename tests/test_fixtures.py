@@ -72,7 +72,6 @@ THREATS = {
     "cheat_forges_history": "7 writing the judge's output",
     "cheat_sends_a_descriptor": "8 hanging or crashing the judge",
     "cheat_spins_past_its_reply": "8 hanging or crashing the judge",
-    "cheat_spins_past_its_reply": "8 hanging or crashing the judge",
     "cheat_truncates_its_inputs": "8 hanging or crashing the judge",
     "cheat_steers_the_calibration": "2 rewriting the clock",
     "cheat_wakes_during_calibration": "2 rewriting the clock",
@@ -380,6 +379,14 @@ def skip_reason(device: str, expected: Expected | None = None) -> str | None:
     return None
 
 
+def skip_without(device: str, tally, label: str) -> None:
+    """The test skipped, and tallied as such, where `device` is not judged here."""
+    reason = skip_reason(device)
+    if reason:
+        tally.record_skip("fixture verdicts", label)
+        pytest.skip(reason)
+
+
 def flatten(report: str) -> str:
     """The report without panel borders and line wrapping, so messages match as one line."""
     return " ".join(re.sub(r"[│╭╮╰╯─┃━┏┓┗┛┡┩└┘┌┐]", " ", report).split())
@@ -497,10 +504,7 @@ def test_run_verdict(expected, device, tally, tmp_path):
 def _one_test_case(fixture: str, device: str, tally, tmp_path: Path) -> Path:
     """A tests file of TEST_CASE alone for `fixture` on `device`, or the test skipped (and
     tallied) where the device is missing."""
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
+    skip_without(device, tally, f"{fixture} on {device}")
     cases = tmp_path / "cases.txt"
     cases.write_text(TEST_CASE + "\n")
     return cases
@@ -565,10 +569,7 @@ def test_nothing_the_worker_writes_to_dev_shm_outlives_it(device, tally, tmp_pat
     candidate would find it: never written (the CPU's worker has a /dev of its own), or written
     to its judge's own /dev/shm, gone with the judge (a GPU's)."""
     fixture = "cheat_leaves_a_file_in_dev_shm"
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
+    skip_without(device, tally, f"{fixture} on {device}")
     left = Path("/dev/shm/nvfp4-left-by-a-candidate")
     left.unlink(missing_ok=True)
     cases = tmp_path / "cases.txt"
@@ -644,10 +645,7 @@ def test_a_second_queue_shown_in_the_recorded_round_buys_one_flush_at_most(tally
     (docs/judge.md); `cheat_works_before_go`, showing one queue, meets the one-queue limit."""
     fixture = "cheat_works_before_go_beside_a_joined_queue"
     label = f"{fixture}-benchmark on cuda"
-    reason = skip_reason("cuda")
-    if reason:
-        tally.record_skip("fixture verdicts", label)
-        pytest.skip(reason)
+    skip_without("cuda", tally, label)
     result, document = _benchmark_json(fixture, "cuda", BENCHMARK_CASE + "\n", tmp_path)
     (case,) = document["cases"]
     if case["status"] == "pass":
@@ -677,10 +675,7 @@ def test_a_kept_worker_cannot_spin_the_gpu_through_the_next_calibration(device, 
     half again the first case's (what the spin would lengthen). On the CPU, where there is nothing
     to spin, both cases pass."""
     fixture = "cheat_spins_the_gpu_through_the_calibration"
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
+    skip_without(device, tally, f"{fixture} on {device}")
     result, document = _benchmark_json(fixture, device, f"{BENCHMARK_CASE}\n{SECOND_BENCHMARK_CASE}\n", tmp_path)
     first, second = document["cases"]
     assert first["status"] == "pass", first  # the first case computes honestly
@@ -709,10 +704,7 @@ def test_gpu_work_that_never_ends_behind_a_reply_times_its_case_out(tally, tmp_p
     once: its case times out within its limit, the later cases are not run (the judge gave up a
     queue behind that work), and the run ends with its verdict, well within the test's limit."""
     fixture, device = "cheat_spins_past_its_reply", "cuda"
-    reason = skip_reason(device)
-    if reason:
-        tally.record_skip("fixture verdicts", f"{fixture} on {device}")
-        pytest.skip(reason)
+    skip_without(device, tally, f"{fixture} on {device}")
     tests_file = tmp_path / "cases.txt"
     tests_file.write_text(f"{TEST_CASE}\n{SECOND_TEST_CASE}\n{TEST_CASE}\n")
     result = harness("test", "--submission", str(submission_path(fixture)), "--timeout", str(HANG_TIMEOUT_S), "--json",
