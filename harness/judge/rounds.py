@@ -83,6 +83,18 @@ def _own_share(returned: list) -> float:
     return sum(own(spec) for spec in returned) / len(returned) if returned else 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class _Connection:
+    """What the judge keeps for one worker process: the interprocess events it hands the process
+    to wait on (go) and record (done), and its own queue behind the process's batches with the
+    thread that launches on it."""
+
+    go: torch.cuda.Event
+    done: torch.cuda.Event
+    behind: torch.cuda.Stream
+    launcher: concurrent.futures.ThreadPoolExecutor
+
+
 class JudgeClock:
     """The judge's events, flush and copies for the rounds of one run on one device; `flush_bytes`
     is the problem's eval's L2 flush."""
@@ -92,8 +104,7 @@ class JudgeClock:
         self.flush = L2Flush(device, flush_bytes)
         self.is_cuda = device.type == "cuda"
         self.gpu = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device()) if self.is_cuda else None
-        # process -> its (go, done) events and the judge's queue behind its batches
-        self._events: dict[int, tuple] = {}
+        self._connections: dict[int, _Connection] = {}  # a worker -> its current process's connection
 
     def connect(self, worker) -> None:
         """Hand a new worker process interprocess events of its own to wait on and record: no
@@ -102,13 +113,14 @@ class JudgeClock:
         the judge's kept for the process (its start stays out of the rounds); both are given up
         with the process if its work never ends (`round`)."""
         if self.is_cuda:
-            events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
-            launcher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch")
-            replaced = self._events.get(id(worker))
+            connection = _Connection(torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True),
+                                     torch.cuda.Stream(self.device),
+                                     concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch"))
+            replaced = self._connections.get(id(worker))
             if replaced is not None:  # the process before, ended with its case; its launcher is idle
-                replaced[3].shutdown(wait=False)
-            self._events[id(worker)] = (*events, torch.cuda.Stream(self.device), launcher)
-            worker.request("open_events", tuple(event.ipc_handle() for event in events))
+                replaced.launcher.shutdown(wait=False)
+            self._connections[id(worker)] = connection
+            worker.request("open_events", (connection.go.ipc_handle(), connection.done.ipc_handle()))
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
         """One batch of `held` (the tensors the worker holds as BATCH) through the worker.
@@ -128,7 +140,8 @@ class JudgeClock:
             worker_ns, records = _claims(worker.request("batch_time"))
             return Round(window_ns, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs, _own_share(returned),
                          records, None, shared_outputs(mapped))
-        go, done, behind, launcher = self._events[id(worker)]
+        connection = self._connections[id(worker)]
+        go, done, behind = connection.go, connection.done, connection.behind
         flush_start, flushed, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         flush_start.record()
         self.flush()
@@ -156,9 +169,9 @@ class JudgeClock:
                 end.record(behind)
 
         try:
-            worker.after_gpu(launcher.submit(copy_behind_done), end)
+            worker.after_gpu(connection.launcher.submit(copy_behind_done), end)
         except BaseException:  # the launches may have queued the wait, behind work that never ends
-            given_up.give_up(behind, launcher, mapped, outputs, end)
+            given_up.give_up(behind, connection.launcher, mapped, outputs, end)
             raise
         torch.cuda.current_stream().wait_stream(behind)
         sharing = shared_outputs(mapped)
