@@ -422,7 +422,7 @@ def tally(request):
 
 
 def test_every_broken_fixture_has_a_verdict():
-    judged = {expected.fixture for expected in VERDICTS} | {"broken_uses_side_stream"}
+    judged = {expected.fixture for expected in VERDICTS} | {"broken_uses_side_stream", "broken_faults_on_one_shape"}
     assert {path.stem for path in BROKEN} <= judged
     assert len(BROKEN) >= 8
 
@@ -717,3 +717,32 @@ def test_gpu_work_that_never_ends_behind_a_reply_times_its_case_out(tally, tmp_p
     tally.record("broken submissions", fixture)
     tally.record("fixture verdicts", f"{fixture} on {device}")
     tally.record_verdict(THREATS[fixture], fixture, "test, three cases", device, "pass, timeout, not run")
+
+
+FAULT_TIMEOUT_S = 300  # far longer than a fault takes to show: the verdict must not wait for it
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+@pytest.mark.e2e
+def test_a_kernel_that_faults_after_its_call_returned_is_an_error_at_once(device, tally, tmp_path):
+    """An honest file whose kernel faults on one shape, the fault showing only after the call
+    returned: that case is an error naming the fault, long before its time limit; on a GPU the
+    later cases are not run (the faulted context never records the done event the judge's queue
+    waits on), on the CPU, where the fault is an exception in the call, they run."""
+    fixture = "broken_faults_on_one_shape"
+    skip_without(device, tally, f"{fixture} on {device}")
+    tests_file = tmp_path / "cases.txt"
+    tests_file.write_text(f"{TEST_CASE}\n{SECOND_TEST_CASE}\n{TEST_CASE}\n")
+    started = time.monotonic()
+    result = harness("test", "--submission", str(submission_path(fixture)), "--device", device,
+                     "--timeout", str(FAULT_TIMEOUT_S), "--json", str(tests_file))
+    elapsed_s = time.monotonic() - started
+    document = json.loads(result.stdout)
+    assert result.returncode == EXIT_CASE_FAIL, document
+    later = "not run" if device == "cuda" else "pass"
+    assert [case["status"] for case in document["cases"]] == ["pass", "error", later], document
+    assert re.search(r"CUDA error|device-side assert" if device == "cuda" else r"IndexError|out of bounds",
+                     document["cases"][1]["message"]), document
+    assert elapsed_s < FAULT_TIMEOUT_S / 2, f"the run took {elapsed_s:.0f} s: the fault waited for the time limit"
+    tally.record("broken submissions", fixture)
+    tally.record("fixture verdicts", f"{fixture} on {device}")

@@ -278,7 +278,7 @@ print("RESULT", dev_shm._OWN_DEV_SHM, dev_shm._ENTERED, len(os.listdir("/proc/se
 
 
 class _JudgesEnd:
-    """The judge's own end event as `after_gpu` reads it: `query` true once `happens` is set."""
+    """The judge's own end event as `request_behind` reads it: `query` true once `happens` is set."""
 
     def __init__(self):
         self.happens = threading.Event()
@@ -297,7 +297,7 @@ def test_the_judge_goes_on_once_its_own_event_behind_a_batch_has_happened(tmp_pa
     try:
         worker.begin_case(30, lambda text: None)
         threading.Timer(0.2, end.happens.set).start()
-        worker.after_gpu(_launched(lambda: launched_by.append(threading.current_thread().name)), end)
+        assert worker.request_behind("load", _launched(lambda: launched_by.append(threading.current_thread().name)), end) is None
         assert end.happens.is_set() and worker.alive
         assert launched_by[0].startswith("judge-behind-a-batch")  # never the judge's main thread
     finally:
@@ -317,7 +317,7 @@ def test_gpu_work_that_never_ends_times_the_case_out_and_kills_the_worker(tmp_pa
         worker.begin_case(1, lambda text: None)
         started = time.monotonic()
         with pytest.raises(CaseStopped) as stopped:
-            worker.after_gpu(_launched(launch), end)
+            worker.request_behind("load", _launched(launch), end)
         assert stopped.value.result.status == "timeout"
         assert "GPU work did not end within the 1 s time limit" in stopped.value.result.message
         assert 1 <= time.monotonic() - started < 10
@@ -340,13 +340,60 @@ def test_an_error_of_the_judges_launches_ends_the_worker_and_is_raised_where_it_
     try:
         worker.begin_case(30, lambda text: None)
         with pytest.raises(RuntimeError, match="the judge's own copy failed"):
-            worker.after_gpu(_launched(broken), _JudgesEnd())
+            worker.request_behind("load", _launched(broken), _JudgesEnd())
         deadline = time.monotonic() + 5
         while worker.alive and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not worker.alive
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("queue", ["never runs through", "runs through meanwhile"])
+def test_a_workers_error_while_its_gpu_work_runs_stops_the_case_at_once(tmp_path, queue):
+    """A worker whose queued work faulted raises when it waits on that work (its context never
+    records done, so the judge's end never happens): the case stops with the worker's error long
+    before its time limit, the worker killed, and the judge's queue is reported as not run through,
+    for the caller to give up; where the queue does run through meanwhile, nothing is to give up."""
+    from harness.judge.isolation import BEHIND_GRACE_S, CaseStopped, ran_through
+
+    worker, end, forever = _worker(tmp_path), _JudgesEnd(), threading.Event()
+    try:
+        worker.begin_case(60, lambda text: None)
+        worker.request("load")  # started, so that its error comes before the judge's end
+        if queue == "runs through meanwhile":
+            threading.Timer(0.5, end.happens.set).start()
+        launched = _launched(lambda: None)
+        started = time.monotonic()
+        with pytest.raises(CaseStopped) as stopped:
+            worker.request_behind("no_such_request", launched, end)  # the worker raises, as a faulted sync does
+        assert stopped.value.result.status == "error"
+        assert "no_such_request" in stopped.value.result.message
+        assert time.monotonic() - started < BEHIND_GRACE_S + 5
+        assert ran_through(launched, end) == (queue == "runs through meanwhile")
+        deadline = time.monotonic() + 5
+        while worker.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker.alive
+    finally:
+        forever.set()
+        worker.close()
+
+
+def test_a_queue_whose_launches_raised_never_ran_through():
+    """An end event never recorded reads as happened: the launches' error, not the event, decides."""
+    from harness.judge.isolation import ran_through
+
+    end = _JudgesEnd()
+    end.happens.set()
+    failed = _launched(lambda: 1 / 0)
+    concurrent.futures.wait([failed])
+    assert not ran_through(failed, end)
+    made = _launched(lambda: None)
+    concurrent.futures.wait([made])
+    assert ran_through(made, end)
+    end.happens.clear()
+    assert not ran_through(made, end)
 
 
 def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_path):
@@ -356,7 +403,7 @@ def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_
     try:
         worker.begin_case(float("inf"), lambda text: None)
         threading.Timer(0.4, end.happens.set).start()
-        worker.after_gpu(_launched(lambda: time.sleep(0.2)), end)  # launches that take a while, as a thread's do
+        worker.request_behind("load", _launched(lambda: time.sleep(0.2)), end)  # launches that take a while, as a thread's do
         assert end.happens.is_set() and worker.alive
     finally:
         worker.close()

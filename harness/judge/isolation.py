@@ -121,6 +121,22 @@ def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
 
 # How often the judge's host looks whether its own event behind a batch has happened.
 END_POLL_S = 0.0002
+# How long the judge's launches behind a batch get to run through once its worker failed or
+# ended: where the worker's done event was recorded, they take at most the copies' time.
+BEHIND_GRACE_S = 2.0
+
+
+def ran_through(launched: concurrent.futures.Future, end) -> bool:
+    """Whether the judge's launches behind a batch were made without an error and their end event
+    has happened (an event never recorded reads as happened, hence the launches first): then
+    nothing of the judge's queue behind the batch need be given up."""
+    return launched.done() and launched.exception() is None and end.query()
+
+
+def _await(launched: concurrent.futures.Future, end, seconds: float) -> None:
+    until = time.monotonic() + seconds
+    while not ran_through(launched, end) and time.monotonic() < until:
+        time.sleep(END_POLL_S)
 
 
 class CaseStopped(Exception):
@@ -330,26 +346,38 @@ class WorkerProcess:
             else:
                 self._on_progress(None)
 
-    def after_gpu(self, launched: concurrent.futures.Future, end) -> None:
-        """Waits, within the case's time limit, for `launched` (the judge's launches behind the
-        worker's done event, made on a thread of the judge's), then for `end`, the judge's own event
-        they record last. Work a worker queues need never end, and a launch behind a wait for it
-        can hold its thread in the driver for good (the worker's death releases nothing), so no
-        other thread of the judge's makes it. At the deadline the worker is killed and the case
-        times out; where the launches raised, the worker is killed too (its work may never end
-        either) and the error raised here. How soon the host sees `end` bounds only the judge's
-        wall time: the window is the GPU's events'."""
+    def request_behind(self, operation: str, launched: concurrent.futures.Future, end):
+        """The reply to `operation`, asked at once and collected, within the case's time limit,
+        once `launched` (the judge's launches behind the worker's done event, made on a thread of
+        the judge's) has run and `end`, the judge's own event they record last, has happened.
+        Work a worker queues need never end, and a launch behind a wait for it can hold its thread
+        in the driver for good (the worker's death releases nothing), so no other thread of the
+        judge's makes it. At the deadline the worker is killed and the case times out; where the
+        launches raised, the worker is killed too (its work may never end either) and the error
+        raised here. A worker whose queued work failed (a fault ends its context, which then
+        never records done) says so in its reply to `operation` as soon as it waits on that work:
+        the case stops with the worker's error then, not at its time limit. How soon the host sees
+        `end` bounds only the judge's wall time: the window is the GPU's events'."""
+        self.ask(operation)
+        reply, replied = None, False
         try:
-            launched.result(timeout=self._remaining_s())
-        except concurrent.futures.TimeoutError:
-            self._gpu_work_timed_out()
+            while not ran_through(launched, end):
+                if launched.done():
+                    launched.result()  # raises what the launches raised
+                if not replied and self._current.connection.poll(0):
+                    reply, replied = self.reply(), True
+                if time.monotonic() >= self._deadline:
+                    self._gpu_work_timed_out()
+                time.sleep(END_POLL_S)
+        except CaseStopped as stopped:
+            if stopped.result.status != TIMEOUT:  # the worker's error or end: its work may have ended all the same
+                self.kill()
+                _await(launched, end, min(BEHIND_GRACE_S, self._remaining_s()))
+            raise
         except BaseException:
             self.kill()
             raise
-        while not end.query():
-            if time.monotonic() >= self._deadline:
-                self._gpu_work_timed_out()
-            time.sleep(END_POLL_S)
+        return reply if replied else self.reply()
 
     def _remaining_s(self) -> float:
         return min(max(self._deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)

@@ -7,7 +7,9 @@ competition's way) and records the interprocess done event, replying at once. A 
 judge's for that worker waits for done, copies every output into the judge's own memory and
 records the end event; a thread of the judge's makes those launches, and the judge's host waits
 for the end event within the case's time limit, so that GPU work that never ends times its case
-out (harness/judge/given_up.py says what the judge then gives up). Work
+out (harness/judge/given_up.py says what the judge then gives up). Meanwhile the worker is asked
+its own figure, which it reads once its work ends: work that faulted (its context then never
+records done) stops the case with the worker's error at once. Work
 the batch leaves unfinished when done fires (a lazy tensor, a thread, another queue, another
 process) is then either inside the judge's window or missing from its copy. On the CPU the
 judge's wall clock around the request plays the same part.
@@ -26,6 +28,7 @@ import torch
 
 from harness import wire
 from harness.judge import given_up
+from harness.judge.isolation import ran_through
 from harness.judge.verdicts import shared_outputs
 from harness.l2_flush import L2Flush
 
@@ -168,15 +171,19 @@ class JudgeClock:
                         into.copy_(source)
                 end.record(behind)
 
+        launched = connection.launcher.submit(copy_behind_done)
         try:
-            worker.after_gpu(connection.launcher.submit(copy_behind_done), end)
-        except BaseException:  # the launches may have queued the wait, behind work that never ends
-            given_up.give_up(behind, connection.launcher, mapped, outputs, end)
+            # The worker's own figure asked for at once: its wait for its own events is where a
+            # fault of its queued work shows, long before the judge's time limit.
+            claims = worker.request_behind("batch_time", launched, end)
+        except BaseException:
+            if not ran_through(launched, end):  # the launches may have queued the wait, behind work that never ends
+                given_up.give_up(behind, connection.launcher, mapped, outputs, end)
             raise
         torch.cuda.current_stream().wait_stream(behind)
         sharing = shared_outputs(mapped)
         del mapped  # the worker's own memory, mapped here: not kept past the copies
-        worker_ns, records = _claims(worker.request("batch_time"))
+        worker_ns, records = _claims(claims)
         return Round(start.elapsed_time(end) * 1e6, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs,
                      _own_share(returned), records, flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
 
