@@ -89,8 +89,8 @@ JUDGE = textwrap.dedent("""
 
 # What the judge's main thread calls after a give-up (today, or in a later case), and where.
 CALLS = {
-    # work on the judge's own queue with kernels it launched before (the state's own copy, and
-    # torch's fill): a later case's refills and copies
+    # work on the judge's own queue with kernels it launched before (torch's fill and sum, which
+    # the state's setup launched): a later case's refills and copies
     "a kernel launched before": "call = lambda: torch.ones(1024, device=device).sum().item()",
     # a kernel the process never launched before: the service's device check
     "a kernel's first launch": "call = lambda: torch.arange(1024, device=device).cumsum(0)[-1].item()",
@@ -110,9 +110,6 @@ CALLS = {
         "        torch.empty(1 << 50, dtype=torch.uint8, device=device)\n"
         "    except torch.OutOfMemoryError:\n"
         "        pass"),
-    # the end of a run: its SharedPool's MemPool let go (modes.Executor.open's pool)
-    "a MemPool's end": "def call():\n    global pool\n    del pool",
-    "torch.cuda.empty_cache": "call = torch.cuda.empty_cache",
 }
 
 
@@ -126,19 +123,17 @@ def _probe(name: str) -> tuple[str, str]:
     return lines["QUEUE"], lines["PROBE"].split()[0]
 
 
-# What each call did, measured on an H200 (2026-11-27): "returned", or "held" its thread for
-# PROBE_WAIT_S. What holds, the judge must not call once it gave a queue up: given_up.py keeps
-# instead of freeing, and the process launches nothing more before it ends.
+# What each call did on an H200 (2026-11-27; the allocation past free memory in two runs): "returned", or "held" its thread for
+# PROBE_WAIT_S. What can hold, the judge must not call once it gave a queue up: given_up.py keeps
+# memory instead of freeing it, and the process launches nothing more before it ends.
 OUTCOMES = {
-    "a kernel launched before": "returned",
-    "a kernel's first launch": "held",  # loading the kernel's module waits for the device
-    "the judge's own queue synchronized": "returned",
-    "a fresh cudaMalloc": "returned",
-    "closing the worker's mapping": "returned",
-    "destroying the done event": "returned",
-    "an allocation past free memory": "returned",
-    "a MemPool's end": "returned",
-    "torch.cuda.empty_cache": "returned",
+    "a kernel launched before": {"returned"},
+    "a kernel's first launch": {"held"},  # loading the kernel's module waits for the device
+    "the judge's own queue synchronized": {"returned"},
+    "a fresh cudaMalloc": {"returned"},
+    "closing the worker's mapping": {"returned"},
+    "destroying the done event": {"returned"},
+    "an allocation past free memory": {"returned", "held"},  # its retry's cudaFree held in one run of two
 }
 
 
@@ -147,4 +142,4 @@ def test_what_a_call_does_once_a_queue_was_given_up(name):
     """Each call the judge could make after giving a queue up, and whether it returns."""
     queue, call = _probe(name)
     assert queue != "released", "the driver released the judge's wait when the worker died: nothing to give up"
-    assert call == OUTCOMES[name]
+    assert call in OUTCOMES[name]
