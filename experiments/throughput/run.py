@@ -9,7 +9,10 @@ Three phases, on the same machine in one run:
 2. the service on one GPU: its judge started first and its waiting workers given --settle-s to
    start (not counted), then the set judged;
 3. the service on every GPU: the set once per GPU, judged by a judge per GPU.
-Today's rate is set against phase 3's, per GPU: both keep every GPU busy at once.
+Today's rate is set against phase 3's, per GPU: both keep every GPU busy at once. Each side is
+charged the GPU-seconds it was busy (`Phase`): a command its wall time, a judge the time from the
+set's start to its last candidate's end; the ratio of the phases' wall times, which also counts
+the judges idle while the last candidates of a finite set end, is printed beside it.
 The front is used in this process (harness/service/front.py), without HTTP, so that the figures
 need neither the `service` extra nor Ray: the judges are the service's own processes.
 
@@ -19,6 +22,7 @@ need neither the `service` extra nor Ray: the judges are the service's own proce
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import os
 import queue
@@ -93,14 +97,46 @@ def means_ns(document: dict) -> list:
     return [(case.get("stats") or {}).get("mean_ns") for case in document.get("cases") or []]
 
 
-def judged(service: Service, entries, copies: int, tests: Path | None) -> tuple[float, list[dict]]:
-    """The wall time of judging `copies` times the set, and each candidate's view."""
+@dataclasses.dataclass
+class Phase:
+    """A service phase: its wall time, each candidate's view, and the GPU-seconds its judges were
+    busy, each judge from the phase's start to the end of its last candidate. A finite set leaves
+    the judges that finish first idle while the others end their last candidates; a loop that
+    keeps the service fed never sees that tail, and today's GPU-seconds (each command's own wall
+    time) count no idle either, so the rates per GPU-hour are taken on the busy GPU-seconds."""
+
+    wall_s: float
+    views: list
+    busy_gpu_s: float
+
+    def schedule(self, entries, started_at: float) -> list[dict]:
+        return [{"candidate": f"{entries[index % len(entries)][0]} {entries[index % len(entries)][2]}", "judge": view["judge"],
+                 "start_s": view["started_at"] - started_at,
+                 "end_s": view["finished_at"] - started_at}
+                for index, view in enumerate(self.views)]
+
+
+def judged(service: Service, entries, copies: int, judges: int, tests: Path | None) -> tuple[Phase, float]:
+    """`copies` times the set judged by `judges` judges (its Phase), and when it started (epoch s)."""
     tests_text = tests.read_text() if tests is not None else None
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     ids = [service.submit(path=str(ROOT / path), mode=mode, tests=tests_text if mode == "test" else None, rerun=True, **options)
            for _ in range(copies) for _, path, mode, options in entries]
     views = [service.get(candidate, wait_s=3600) for candidate in ids]
-    return time.monotonic() - started, views
+    wall_s = time.monotonic() - started
+    return Phase(wall_s, views, sum(end - started_at for end in _last_ends(views, judges, started_at))), started_at
+
+
+def _last_ends(views: list, judges: int, started_at: float) -> list[float]:
+    """When each judge ended its last candidate. A judge takes the next candidate as it ends one,
+    so each start is matched to the judge that had just become free (judges on one kind of
+    device may share a name)."""
+    free_at = [started_at] * judges
+    for view in sorted(views, key=lambda view: view["started_at"]):
+        free = [index for index in range(judges) if free_at[index] <= view["started_at"]]
+        judge = max(free, key=free_at.__getitem__) if free else min(range(judges), key=free_at.__getitem__)
+        free_at[judge] = view["finished_at"]
+    return free_at
 
 
 def start_service(visible: list[str | None], device: str, settle_s: float) -> tuple[Service, float]:
@@ -163,17 +199,19 @@ def main() -> None:
     # 2. the service on one GPU.
     service, one_start_s = start_service(visible[:1], arguments.device, arguments.settle_s)
     try:
-        one_wall, one_views = judged(service, entries, 1, arguments.tests)
+        one, _ = judged(service, entries, 1, 1, arguments.tests)
     finally:
         service.close()
+    one_wall, one_views = one.wall_s, one.views
     print(f"the service on one GPU: {one_wall:.1f} s (its judge started in {one_start_s:.1f} s and settled {arguments.settle_s:g} s before, not counted)", flush=True)
     # 3. the service on every GPU, a set per GPU.
     service, all_start_s = start_service(visible, arguments.device, arguments.settle_s)
     try:
-        all_wall, all_views = judged(service, entries, slots, arguments.tests)
+        every, every_started_at = judged(service, entries, slots, slots, arguments.tests)
     finally:
         service.close()
-    print(f"the service on {slots}: {all_wall:.1f} s (its judges started in {all_start_s:.1f} s and settled {arguments.settle_s:g} s before, not counted)", flush=True)
+    all_wall, all_views = every.wall_s, every.views
+    print(f"the service on {slots}: {all_wall:.1f} s, its judges busy {every.busy_gpu_s / slots:.1f} s each on average (its judges started in {all_start_s:.1f} s and settled {arguments.settle_s:g} s before, not counted)", flush=True)
 
     rows, mismatches = [], []
     for index, ((label, path, mode, _), run) in enumerate(zip(entries, today)):
@@ -199,21 +237,25 @@ def main() -> None:
                      for side, means in row["means_ns"].items()}
             print(f"{row['candidate']} benchmark, judged means (us): one-shot {shown['one_shot']}; service {shown['service']}")
     per_hour_today = len(entries) / today_gpu_s * 3600
-    per_hour_one = len(entries) / one_wall * 3600
-    per_hour_all = len(entries) * slots / all_wall * 3600
+    per_hour_one = len(entries) / one.busy_gpu_s * 3600
+    per_hour_all = len(entries) * slots / every.busy_gpu_s * 3600 * slots  # every GPU's rate together
     scaling = per_hour_all / per_hour_one
+    scaling_to_the_end = len(entries) * slots / all_wall / (len(entries) / one_wall)
     kit = [row["service_s"] for row in rows if row["file"] == "submission.py"]
     figures = {
         "device": device_name, "devices": slots, "commit": commit, "date": date, "tests": str(arguments.tests or "official"),
         "candidates": rows, "today_gpu_s": today_gpu_s, "today_wall_s": today_wall,
         "service_start_s": {"one": one_start_s, "all": all_start_s}, "settle_s": arguments.settle_s, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
+        "busy_gpu_s": {"one": one.busy_gpu_s, "all": every.busy_gpu_s}, "all_gpus_schedule": every.schedule(entries, every_started_at),
         "per_gpu_hour": {"today": per_hour_today, "service_one_gpu": per_hour_one, "service_all_gpus_per_gpu": per_hour_all / slots},
         "per_gpu_hour_vs_today": per_hour_all / slots / per_hour_today, "all_gpus_vs_one": scaling,
+        "all_gpus_vs_one_to_the_sets_end": scaling_to_the_end,
         "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches,
     }
-    print(f"candidates per GPU-hour, every GPU busy: today {per_hour_today:.0f}, the service {per_hour_all / slots:.0f} "
+    print(f"candidates per GPU-hour, every GPU busy (a judge from the set's start to its last candidate's end): today {per_hour_today:.0f}, the service {per_hour_all / slots:.0f} "
           f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x); the service on one alone {per_hour_one:.0f}")
-    print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4)")
+    print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4); "
+          f"to the set's end, the idle tail included, {scaling_to_the_end:.2f}x")
     if kit:
         print(f"kit's file, test and benchmark through the service: {sum(kit):.1f} s (the competition's eval: {COMPETITION_EVAL_S:.0f} s on an H200)")
     print("every verdict is the one-shot command's" if not mismatches
