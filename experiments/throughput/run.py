@@ -158,6 +158,8 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=2, help="--device cpu: judges at once")
     parser.add_argument("--tests", type=Path, default=None, help="a tests file for the test-mode candidates [the official tests]")
     parser.add_argument("--out", type=Path, default=None, help="JSON of the figures [results/throughput/DATE-DEVICE.json]")
+    parser.add_argument("--sets", type=int, default=1,
+                        help="sets each judge gets in each service phase: more make the finite set's idle tail a smaller share [1]")
     parser.add_argument("--settle-s", type=float, default=15.0,
                         help="seconds for the judges' waiting workers to start before each service phase, not counted [15]")
     arguments = parser.parse_args()
@@ -199,7 +201,7 @@ def main() -> None:
     # 2. the service on one GPU.
     service, one_start_s = start_service(visible[:1], arguments.device, arguments.settle_s)
     try:
-        one, _ = judged(service, entries, 1, 1, arguments.tests)
+        one, _ = judged(service, entries, arguments.sets, 1, arguments.tests)
     finally:
         service.close()
     one_wall, one_views = one.wall_s, one.views
@@ -207,7 +209,7 @@ def main() -> None:
     # 3. the service on every GPU, a set per GPU.
     service, all_start_s = start_service(visible, arguments.device, arguments.settle_s)
     try:
-        every, every_started_at = judged(service, entries, slots, slots, arguments.tests)
+        every, every_started_at = judged(service, entries, arguments.sets * slots, slots, arguments.tests)
     finally:
         service.close()
     all_wall, all_views = every.wall_s, every.views
@@ -215,7 +217,8 @@ def main() -> None:
 
     rows, mismatches = [], []
     for index, ((label, path, mode, _), run) in enumerate(zip(entries, today)):
-        served = [one_views[index]] + [all_views[copy * len(entries) + index] for copy in range(slots)]
+        served = ([one_views[copy * len(entries) + index] for copy in range(arguments.sets)]
+                  + [all_views[copy * len(entries) + index] for copy in range(arguments.sets * slots)])
         expected = verdict(run["document"], mode)
         same = all(verdict(view["document"] or {}, mode) == expected and view["exit_status"] == run["exit_status"] for view in served)
         if not same:
@@ -237,23 +240,27 @@ def main() -> None:
                      for side, means in row["means_ns"].items()}
             print(f"{row['candidate']} benchmark, judged means (us): one-shot {shown['one_shot']}; service {shown['service']}")
     per_hour_today = len(entries) / today_gpu_s * 3600
-    per_hour_one = len(entries) / one.busy_gpu_s * 3600
-    per_hour_all = len(entries) * slots / every.busy_gpu_s * 3600 * slots  # every GPU's rate together
+    per_hour_one = len(one_views) / one.busy_gpu_s * 3600
+    per_hour_all = len(all_views) / every.busy_gpu_s * 3600 * slots  # every GPU's rate together
     scaling = per_hour_all / per_hour_one
-    scaling_to_the_end = len(entries) * slots / all_wall / (len(entries) / one_wall)
+    # The same on the phases' wall times, the idle tail of a finite set counted.
+    per_hour_all_to_the_end = len(all_views) / all_wall * 3600
+    scaling_to_the_end = per_hour_all_to_the_end / (len(one_views) / one_wall * 3600)
     kit = [row["service_s"] for row in rows if row["file"] == "submission.py"]
     figures = {
         "device": device_name, "devices": slots, "commit": commit, "date": date, "tests": str(arguments.tests or "official"),
         "candidates": rows, "today_gpu_s": today_gpu_s, "today_wall_s": today_wall,
-        "service_start_s": {"one": one_start_s, "all": all_start_s}, "settle_s": arguments.settle_s, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
+        "service_start_s": {"one": one_start_s, "all": all_start_s}, "settle_s": arguments.settle_s, "sets_per_judge": arguments.sets, "one_gpu_wall_s": one_wall, "all_gpus_wall_s": all_wall,
         "busy_gpu_s": {"one": one.busy_gpu_s, "all": every.busy_gpu_s}, "all_gpus_schedule": every.schedule(entries, every_started_at),
         "per_gpu_hour": {"today": per_hour_today, "service_one_gpu": per_hour_one, "service_all_gpus_per_gpu": per_hour_all / slots},
         "per_gpu_hour_vs_today": per_hour_all / slots / per_hour_today, "all_gpus_vs_one": scaling,
+        "per_gpu_hour_vs_today_to_the_sets_end": per_hour_all_to_the_end / slots / per_hour_today,
         "all_gpus_vs_one_to_the_sets_end": scaling_to_the_end,
         "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches,
     }
     print(f"candidates per GPU-hour, every GPU busy (a judge from the set's start to its last candidate's end): today {per_hour_today:.0f}, the service {per_hour_all / slots:.0f} "
-          f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x); the service on one alone {per_hour_one:.0f}")
+          f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x; to the set's end, the idle tail included, "
+          f"{figures['per_gpu_hour_vs_today_to_the_sets_end']:.2f}x); the service on one alone {per_hour_one:.0f}")
     print(f"service on {slots}: {per_hour_all:.0f} candidates per hour, {scaling:.2f}x one's (goal {GOALS['all_gpus_vs_one']}x for 4); "
           f"to the set's end, the idle tail included, {scaling_to_the_end:.2f}x")
     if kit:
