@@ -287,6 +287,13 @@ class _JudgesEnd:
         return self.happens.is_set()
 
 
+def _ended_soon(worker, within_s: float = 5) -> bool:
+    deadline = time.monotonic() + within_s
+    while worker.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not worker.alive
+
+
 def _launched(launch) -> concurrent.futures.Future:
     """`launch` submitted to a launcher thread of its own, as JudgeClock.connect keeps one."""
     return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-behind-a-batch").submit(launch)
@@ -341,10 +348,7 @@ def test_an_error_of_the_judges_launches_ends_the_worker_and_is_raised_where_it_
         worker.begin_case(30, lambda text: None)
         with pytest.raises(RuntimeError, match="the judge's own copy failed"):
             worker.request_behind("load", _launched(broken), _JudgesEnd())
-        deadline = time.monotonic() + 5
-        while worker.alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not worker.alive
+        assert _ended_soon(worker)
     finally:
         worker.close()
 
@@ -357,7 +361,7 @@ def test_a_workers_error_while_its_gpu_work_runs_stops_the_case_at_once(tmp_path
     for the caller to give up; where the queue does run through meanwhile, nothing is to give up."""
     from harness.judge.isolation import BEHIND_GRACE_S, CaseStopped, ran_through
 
-    worker, end, forever = _worker(tmp_path), _JudgesEnd(), threading.Event()
+    worker, end = _worker(tmp_path), _JudgesEnd()
     try:
         worker.begin_case(60, lambda text: None)
         worker.request("load")  # started, so that its error comes before the judge's end
@@ -371,12 +375,8 @@ def test_a_workers_error_while_its_gpu_work_runs_stops_the_case_at_once(tmp_path
         assert "no_such_request" in stopped.value.result.message
         assert time.monotonic() - started < BEHIND_GRACE_S + 5
         assert ran_through(launched, end) == (queue == "runs through meanwhile")
-        deadline = time.monotonic() + 5
-        while worker.alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not worker.alive
+        assert _ended_soon(worker)
     finally:
-        forever.set()
         worker.close()
 
 
