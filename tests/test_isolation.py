@@ -137,8 +137,8 @@ def test_a_worker_is_killed_when_done_unless_asked_to_exit_for_a_profiler(tmp_pa
         worker.close()
 
 
-def _worker(tmp_path, echo: bool = False, cgroups: bool = True):
-    """A sandboxed worker of the torch fixture on the CPU (without cgroups: paused by signals)."""
+def _worker(tmp_path, echo: bool = False, cgroups: bool = True, submission: Path | None = None):
+    """A sandboxed worker of the torch fixture (or `submission`) on the CPU (without cgroups: paused by signals)."""
     import torch
 
     from harness.judge.isolation import WorkerProcess
@@ -153,7 +153,8 @@ def _worker(tmp_path, echo: bool = False, cgroups: bool = True):
     finally:
         if not cgroups:
             del os.environ[LAYERS_OFF_ENV]
-    files = runner_files() if echo else {**runner_files(), "submission.py": Path(__file__).parent / "fixtures" / "torch_submission.py"}
+    submission = submission or Path(__file__).parent / "fixtures" / "torch_submission.py"
+    files = runner_files() if echo else {**runner_files(), "submission.py": submission}
     return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, echo=echo)
 
 
@@ -394,6 +395,109 @@ def test_a_queue_whose_launches_raised_never_ran_through():
     assert ran_through(made, end)
     end.happens.clear()
     assert not ran_through(made, end)
+
+
+def test_the_judge_neither_asks_nor_reads_its_worker_while_its_launches_behind_a_batch_are_made(tmp_path):
+    """As one who read the judge would: a host-bound worker's GPU has finished its batch when it
+    replies, so the judge's launches behind it (fifty copies, a few µs each) lie in the judge's
+    window, and a message read beside them (a watchdog thread started, an unpickling) holds the
+    interpreter's lock they take between calls. The calibration partner answers at once and pays
+    that in its exposed rounds, which are subtracted from every worker's; a worker that rebinds its
+    batch_time to answer late would not, and be judged faster than it is. The judge sends and reads
+    nothing until its launches are made."""
+    worker, end, made = _worker(tmp_path), _JudgesEnd(), threading.Event()
+    handled = []  # (what, whether the launches were still being made)
+    try:
+        worker.begin_case(30, lambda text: None)
+        worker.request("load")  # started and imported: its next answer comes at once
+        for name in ("ask", "_receive"):
+            def spied(*arguments, original=getattr(worker, name), name=name):
+                handled.append((name, not made.is_set()))
+                return original(*arguments)
+            setattr(worker, name, spied)
+
+        def launch():  # launches that take a while
+            time.sleep(0.5)
+            made.set()
+            end.happens.set()
+
+        assert worker.request_behind("load", _launched(launch), end) is None
+        assert [name for name, _ in handled] == ["ask", "_receive"]
+        assert not any(during for _, during in handled), handled
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_ends_right_after_its_reply_leaves_the_judges_queue_its_grace(tmp_path):
+    """A worker that ends the moment its batch's reply is out (an os._exit behind it, or a crash)
+    makes the judge's request for its figure fail while the launches behind the batch may still be
+    being made. They get the grace any worker's end gives them, and run through: nothing is given
+    up, so the run's later cases run, where a case stopped at the request would have left the queue
+    to be given up and every later case not run."""
+    from harness.judge.isolation import CaseStopped, ran_through
+
+    worker, end = _worker(tmp_path), _JudgesEnd()
+    try:
+        worker.begin_case(30, lambda text: None)
+        worker.request("load")
+        worker.kill()
+        assert worker._current.connection.poll(10)  # its end of the socket closed: the request cannot go out
+
+        def launch():
+            time.sleep(1)
+            end.happens.set()
+
+        launched = _launched(launch)
+        with pytest.raises(CaseStopped) as stopped:
+            worker.request_behind("batch_time", launched, end)
+        assert stopped.value.result.status == "crash"
+        assert ran_through(launched, end)
+    finally:
+        worker.close()
+
+
+def test_a_progress_line_behind_a_batch_holds_up_nothing_of_the_judges(tmp_path):
+    """A worker that sends a progress line and then nothing: the judge shows the line and goes on
+    watching its own launches, whose error is raised as it comes, not after the case's time limit
+    spent waiting for the worker's next message."""
+    hangs = tmp_path / "hangs_once_imported.py"
+    hangs.write_text("import time\n\ntime.sleep(1e9)\n")
+    worker, lines, shown = _worker(tmp_path, submission=hangs), [], threading.Event()
+
+    def broken():
+        shown.wait(60)
+        raise RuntimeError("the judge's own copy failed")
+
+    def on_progress(text):
+        if text:
+            lines.append(text)
+            shown.set()
+
+    try:
+        worker.begin_case(40, on_progress)
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="the judge's own copy failed"):
+            worker.request_behind("load", _launched(broken), _JudgesEnd())  # "importing submission", then nothing
+        assert lines == ["importing submission"]
+        assert time.monotonic() - started < 30
+    finally:
+        worker.close()
+
+
+def test_without_a_time_limit_every_message_is_read_under_a_watchdog_that_runs(tmp_path):
+    """`--timeout inf`: a watchdog's timer for an infinite wait raised in its thread (no platform's
+    clock holds it), printing a traceback into the judge's output for every message it read."""
+    raised, hook = [], threading.excepthook
+    threading.excepthook = lambda failed: raised.append(failed.exc_type)
+    worker = _worker(tmp_path)
+    try:
+        worker.begin_case(float("inf"), lambda text: None)
+        worker.request("load")
+        time.sleep(0.2)
+        assert raised == []
+    finally:
+        threading.excepthook = hook
+        worker.close()
 
 
 def test_a_time_limit_without_end_waits_for_the_judges_event_behind_a_batch(tmp_path):

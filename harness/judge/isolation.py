@@ -328,28 +328,38 @@ class WorkerProcess:
                 raise CaseStopped(CaseResult(
                     TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker killed (raise it with --timeout)"))
             if connection.poll(min(remaining, POLL_S)):
-                message = self._receive(remaining)
-                kind = message[0] if isinstance(message, tuple) and message else None
-                if kind == wire.REPLY and len(message) == 2:
-                    return message[1]
-                if kind == wire.RAISED and len(message) == 5:
-                    _, description, exception, caught_officially, origin = message
-                    raise CaseStopped(CaseResult(ERROR, _text(description, OUTPUT_TAIL_CHARS), exception=_text(exception, OUTPUT_TAIL_CHARS),
-                                                 uncaught_officially=not caught_officially, origin=_origin(origin)))
-                if kind == wire.PROGRESS and len(message) == 2:
-                    self._on_progress(_line(message[1], 200))
-                    continue
-                self.kill()
-                raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
+                replied, reply = self._message()
+                if replied:
+                    return reply
             elif not self._current.alive:
                 raise CaseStopped(self._crashed())
             else:
                 self._on_progress(None)
 
+    def _message(self) -> tuple[bool, object]:
+        """The worker's next message, read within the case's time limit: (True, its reply), or
+        (False, None) for a progress line, shown; its error, its end, or anything else stops the case."""
+        try:
+            message = self._receive(self._remaining_s())
+        except (BrokenPipeError, EOFError, ConnectionResetError, OSError):
+            raise CaseStopped(self._crashed()) from None
+        kind = message[0] if isinstance(message, tuple) and message else None
+        if kind == wire.REPLY and len(message) == 2:
+            return True, message[1]
+        if kind == wire.RAISED and len(message) == 5:
+            _, description, exception, caught_officially, origin = message
+            raise CaseStopped(CaseResult(ERROR, _text(description, OUTPUT_TAIL_CHARS), exception=_text(exception, OUTPUT_TAIL_CHARS),
+                                         uncaught_officially=not caught_officially, origin=_origin(origin)))
+        if kind == wire.PROGRESS and len(message) == 2:
+            self._on_progress(_line(message[1], 200))
+            return False, None
+        self.kill()
+        raise CaseStopped(CaseResult(ERROR, "the worker sent a message that is no reply: the submission wrote to the judge's pipe"))
+
     def request_behind(self, operation: str, launched: concurrent.futures.Future, end):
-        """The reply to `operation`, asked at once and collected, within the case's time limit,
-        once `launched` (the judge's launches behind the worker's done event, made on a thread of
-        the judge's) has run and `end`, the judge's own event they record last, has happened.
+        """The reply to `operation`, asked once `launched` (the judge's launches behind the worker's
+        done event, made on a thread of the judge's) has run, and collected, within the case's time
+        limit, once `end`, the judge's own event they record last, has happened.
         Work a worker queues need never end, and a launch behind a wait for it can hold its thread
         in the driver for good (the worker's death releases nothing), so no other thread of the
         judge's makes it. At the deadline the worker is killed and the case times out; where the
@@ -357,15 +367,23 @@ class WorkerProcess:
         raised here. A worker whose queued work failed (a fault ends its context, which then
         never records done) says so in its reply to `operation` as soon as it waits on that work:
         the case stops with the worker's error then, not at its time limit. How soon the host sees
-        `end` bounds only the judge's wall time: the window is the GPU's events'."""
-        self.ask(operation)
+        `end` bounds only the judge's wall time: the window is the GPU's events'.
+
+        Nothing is asked or read while the launches are made: where the GPU has already finished
+        the batch (a host-bound worker's round) they lie in the judge's window, and this thread's
+        host work beside them (a message read starts a watchdog and unpickles) would hold the
+        interpreter's lock they take between calls, for as long as the worker chose by when it
+        answered. A launch held in the driver for good lets the worker be asked after
+        BEHIND_GRACE_S all the same."""
         reply, replied = None, False
         try:
+            concurrent.futures.wait([launched], timeout=min(BEHIND_GRACE_S, self._remaining_s()))
+            self.ask(operation)
             while not ran_through(launched, end):
                 if launched.done():
                     launched.result()  # raises what the launches raised
                 if not replied and self._current.connection.poll(0):
-                    reply, replied = self.reply(), True
+                    replied, reply = self._message()  # one at a time: a progress line holds nothing up
                 if time.monotonic() >= self._deadline:
                     self._gpu_work_timed_out()
                 time.sleep(END_POLL_S)

@@ -7,9 +7,10 @@ competition's way) and records the interprocess done event, replying at once. A 
 judge's for that worker waits for done, copies every output into the judge's own memory and
 records the end event; a thread of the judge's makes those launches, and the judge's host waits
 for the end event within the case's time limit, so that GPU work that never ends times its case
-out (harness/judge/given_up.py says what the judge then gives up). Meanwhile the worker is asked
-its own figure, which it reads once its work ends: work that faulted (its context then never
-records done) stops the case with the worker's error at once. Work
+out (harness/judge/given_up.py says what the judge then gives up). Once those launches are made
+(nothing of the worker's is read beside them, which would lengthen them in the window), the worker
+is asked its own figure, which it reads once its work ends: work that faulted (its context then
+never records done) stops the case with the worker's error at once. Work
 the batch leaves unfinished when done fires (a lazy tensor, a thread, another queue, another
 process) is then either inside the judge's window or missing from its copy. On the CPU the
 judge's wall clock around the request plays the same part.
@@ -173,8 +174,8 @@ class JudgeClock:
 
         launched = connection.launcher.submit(copy_behind_done)
         try:
-            # The worker's own figure asked for at once: its wait for its own events is where a
-            # fault of its queued work shows, long before the judge's time limit.
+            # The worker's own figure asked for once the launches are made: its wait for its own
+            # events is where a fault of its queued work shows, long before the judge's time limit.
             claims = worker.request_behind("batch_time", launched, end)
         except BaseException:
             if not ran_through(launched, end):  # the launches may have queued the wait, behind work that never ends

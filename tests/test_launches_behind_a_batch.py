@@ -1,0 +1,92 @@
+"""The judge's launches behind a batch, timed on a GPU: where a host-bound worker's GPU has finished
+its batch when it replies, they lie in the judge's window, and no worker may move them by when it
+answers the judge's next request (harness/judge/isolation.py `request_behind`).
+
+Each check runs in a fresh interpreter that enters its own /dev/shm first, as `python -m harness`
+does, and prints its figures.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="times the judge's window on a GPU: needs a CUDA device")]
+
+REPO = Path(__file__).resolve().parents[1]
+ANSWERS_LATE = REPO / "tests" / "fixtures" / "cheat_answers_its_figure_late.py"
+ROUNDS = 400
+# What a worker's late answer may move the median of the window beyond its own events by: the
+# noise of a median over ROUNDS / 2 rounds; a reply read beside the launches moves it by more.
+ALLOWED_NS = 10_000
+LATE_NS = 20e6  # the fixture's LATE_S: a round it answered late takes the judge that much longer
+
+JUDGE = textwrap.dedent("""
+    import json, statistics, sys, tempfile, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[3])  # the kit, by an absolute path: the worker's imports take the judge's
+    from harness.judge.dev_shm import own_dev_shm
+    own_dev_shm()
+    import torch
+    from harness.judge.isolation import WorkerProcess, protect_the_judge
+    from harness.judge.memory import SharedPool
+    from harness.judge.rounds import BATCH, JudgeClock
+    from harness.judge.sandbox import Sandbox
+    from harness.problems import PROBLEMS
+    from harness.runner.files import runner_files
+
+    submission, rounds, late_ns = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[4])
+    problem = PROBLEMS["nvfp4_gemm"]
+    device = torch.device("cuda", torch.cuda.current_device())
+    protect_the_judge()
+    sandbox, pool, logs = Sandbox("cuda"), SharedPool(device), tempfile.mkdtemp()
+    clock = JudgeClock(device, 256 << 20)
+    worker = WorkerProcess(sandbox, logs, {**runner_files(problem), "submission.py": submission}, "cuda", 42, pool.describe)
+    worker.begin_case(600, lambda text: None)
+    clock.connect(worker)
+    spec = {"m": 128, "n": 256, "k": 256, "l": 1}
+    shared = pool.copies([problem.generate(spec, 1111 + 42 * call, "cuda") for call in range(problem.eval.calls_per_batch)])
+    torch.cuda.synchronize()
+    worker.request("hold", BATCH, shared, False)
+    worker.request("load")
+    timed = []
+    for _ in range(rounds):
+        started = time.perf_counter_ns()
+        round_ = clock.round(worker, shared)
+        timed.append((round_, time.perf_counter_ns() - started))
+    worker.close()
+    sandbox.close()
+    timed = timed[4:]  # the first rounds warm up
+    # Answered late: the judge's round took the lateness longer than the quickest round.
+    quickest_ns = min(wall_ns for _, wall_ns in timed)
+    # The window beyond the batch as the worker's events time it: the hand-over and the copies.
+    beyond = [(round_.window_ns - round_.worker_ns, wall_ns > quickest_ns + late_ns / 2) for round_, wall_ns in timed
+              if round_.exposed]
+    print(json.dumps({"device": torch.cuda.get_device_name(device), "rounds": len(timed), "exposed": len(beyond),
+                      "late": sum(late for _, late in beyond),
+                      "late_ns": statistics.median(ns for ns, late in beyond if late),
+                      "prompt_ns": statistics.median(ns for ns, late in beyond if not late)}))
+""")
+
+
+def test_a_worker_answering_late_moves_nothing_of_the_judges_window():
+    """cheat_answers_its_figure_late answers the judge's request for its figure 20 ms late in a
+    random half of its rounds: its host-bound rounds' windows beyond its own events are the same
+    whether it answered at once or late."""
+    ended = subprocess.run([sys.executable, "-c", JUDGE, str(ANSWERS_LATE), str(ROUNDS), str(REPO), str(LATE_NS)], cwd=REPO, capture_output=True,
+                           text=True, timeout=600)
+    assert ended.returncode == 0, ended.stdout + ended.stderr
+    figures = json.loads(ended.stdout.splitlines()[-1])
+    gain_ns = figures["prompt_ns"] - figures["late_ns"]
+    print(f"{figures['device']}: the window beyond the worker's events, median over exposed rounds "
+          f"({figures['exposed']} of {figures['rounds']}, {figures['late']} answered late): answered at once "
+          f"{figures['prompt_ns'] / 1e3:.1f} us, late {figures['late_ns'] / 1e3:.1f} us; answering late gains "
+          f"{gain_ns / 1e3:.1f} us a round")
+    assert figures["exposed"] >= figures["rounds"] // 2, figures  # host-bound: the reply comes once the GPU is idle
+    assert figures["exposed"] // 4 <= figures["late"] <= figures["exposed"] * 3 // 4, figures
+    assert abs(gain_ns) < ALLOWED_NS, figures
