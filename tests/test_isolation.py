@@ -373,6 +373,7 @@ def test_a_workers_error_while_its_gpu_work_runs_stops_the_case_at_once(tmp_path
         with pytest.raises(CaseStopped) as stopped:
             worker.request_behind("no_such_request", launched, end)  # the worker raises, as a faulted sync does
         assert stopped.value.result.status == "error"
+        assert stopped.value.result.message.startswith("after the calls returned, waiting for the GPU work they queued: ")
         assert "no_such_request" in stopped.value.result.message
         assert time.monotonic() - started < BEHIND_GRACE_S + 5
         assert ran_through(launched, end) == (queue == "runs through meanwhile")

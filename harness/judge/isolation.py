@@ -121,6 +121,9 @@ def end_strays(keep: set[int], rounds: int = 5) -> list[int]:
 
 # How often the judge's host looks whether its own event behind a batch has happened.
 END_POLL_S = 0.0002
+# Where an error the worker raised while the judge waited behind its batch came from: a kernel that
+# faults shows it only there, in the worker's wait for its own events, after its calls returned.
+AFTER_THE_CALLS = "after the calls returned, waiting for the GPU work they queued: "
 # How long the judge's launches behind a batch get to run through once its worker failed or
 # ended: where the worker's done event was recorded, they take at most the copies' time.
 BEHIND_GRACE_S = 2.0
@@ -388,6 +391,8 @@ class WorkerProcess:
                     self._gpu_work_timed_out()
                 time.sleep(END_POLL_S)
         except CaseStopped as stopped:
+            if stopped.result.status == ERROR and stopped.result.exception:  # what the worker raised: where it came from
+                stopped.result.message = f"{AFTER_THE_CALLS}{stopped.result.message}"
             if stopped.result.status != TIMEOUT:  # the worker's error or end: its work may have ended all the same
                 self.kill()
                 _await(launched, end, min(BEHIND_GRACE_S, self._remaining_s()))
