@@ -19,6 +19,7 @@ that goes first alternating from turn to turn:
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import re
@@ -89,6 +90,28 @@ def run_eval(folder: Path) -> list[float]:
     return means
 
 
+# A process that holds a CUDA context on the device and does nothing, as the judge's calibration
+# partner does while a worker's rounds are timed.
+IDLE_CONTEXT = ("import sys, torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
+                "print('ready', flush=True); sys.stdin.read()")
+
+
+@contextlib.contextmanager
+def idle_contexts(count: int):
+    """`count` processes holding an idle CUDA context each while the block runs."""
+    processes = [subprocess.Popen([sys.executable, "-c", IDLE_CONTEXT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for _ in range(count)]
+    try:
+        for process in processes:
+            if process.stdout.readline().strip() != "ready":
+                sys.exit("a process meant to hold an idle CUDA context did not start")
+        yield
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
 def run_official(problem, submission: Path, cases_file: Path) -> list[float]:
     """`benchmark --official`'s mean per benchmark shape (ns), from its --json document."""
     command = [sys.executable, "-m", "harness", "benchmark", "--official", "--no-record", "--json",
@@ -108,6 +131,9 @@ def main() -> None:
     parser.add_argument("--submission", type=Path, default=ROOT / "submission.py")
     parser.add_argument("--turns", type=int, default=2, help="runs of each side, alternating [2]")
     parser.add_argument("--out", type=Path, default=None, help="JSON of the figures")
+    parser.add_argument("--eval-beside-idle-contexts", type=int, default=0, metavar="N",
+                        help="run the eval while N other processes hold an idle CUDA context on the device, "
+                             "as the judge's processes do beside a worker [0]")
     arguments = parser.parse_args()
 
     import torch
@@ -118,9 +144,15 @@ def main() -> None:
     submission = arguments.submission.resolve()
     folder = eval_folder(arguments.eval_dir, problem, submission, problem.benchmarks_file.read_text())
     device, commit = torch.cuda.get_device_name(0), git_commit()
-    print(f"--official against the competition's eval on {device} at {commit}, {problem.name}, {submission.name}", flush=True)
+    beside = arguments.eval_beside_idle_contexts
+    print(f"--official against the competition's eval on {device} at {commit}, {problem.name}, {submission.name}"
+          + (f"; the eval beside {beside} idle CUDA contexts" if beside else ""), flush=True)
     sides: dict[str, list[list[float]]] = {"eval": [], "official": []}
-    runs = {"eval": lambda: run_eval(folder), "official": lambda: run_official(problem, submission, folder / "benchmarks.txt")}
+    def eval_run() -> list[float]:
+        with idle_contexts(arguments.eval_beside_idle_contexts):
+            return run_eval(folder)
+
+    runs = {"eval": eval_run, "official": lambda: run_official(problem, submission, folder / "benchmarks.txt")}
     try:
         for turn in range(arguments.turns):
             for side in (("eval", "official") if turn % 2 == 0 else ("official", "eval")):
@@ -139,7 +171,7 @@ def main() -> None:
     if arguments.out:
         arguments.out.parent.mkdir(parents=True, exist_ok=True)
         arguments.out.write_text(json.dumps({"device": device, "commit": commit, "date": time.strftime("%Y-%m-%d"),
-                                             "problem": problem.name, "submission": submission.name,
+                                             "problem": problem.name, "submission": submission.name, "eval_beside_idle_contexts": beside,
                                              "turns": sides, "shapes": rows}, indent=1) + "\n")
 
 
