@@ -123,9 +123,10 @@ def _probe(name: str) -> tuple[str, str]:
     return lines["QUEUE"], lines["PROBE"].split()[0]
 
 
-# What each call did on an H200 (2026-11-27; the allocation past free memory in two runs): "returned", or "held" its thread for
-# PROBE_WAIT_S. What can hold, the judge must not call once it gave a queue up: given_up.py keeps
-# memory instead of freeing it, and the process launches nothing more before it ends.
+# What each call does, as measured on an H200 (docs/figures.md): "returned", or "held" its thread
+# for PROBE_WAIT_S; either, where the driver did both. What can hold, the judge must not call once
+# it gave a queue up: given_up.py keeps memory instead of freeing it, and the process launches
+# nothing more before it ends.
 OUTCOMES = {
     "a kernel launched before": {"returned"},
     "a kernel's first launch": {"held"},  # loading the kernel's module waits for the device
@@ -133,7 +134,7 @@ OUTCOMES = {
     "a fresh cudaMalloc": {"returned"},
     "closing the worker's mapping": {"returned"},
     "destroying the done event": {"returned"},
-    "an allocation past free memory": {"returned", "held"},  # its retry's cudaFree held in one run of two
+    "an allocation past free memory": {"returned", "held"},  # its retry's cudaFree of cached blocks
 }
 
 

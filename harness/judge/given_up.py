@@ -3,9 +3,9 @@ of the judge's process.
 
 A queue of the judge's waiting on such a worker's done event never runs again, and a launch behind
 that wait can hold its thread in the driver for good: the worker's death releases nothing. Calls
-that wait on the whole device can then wait with it: on an H200 (tests/test_giving_up_a_queue.py)
-a kernel's first launch (loading its module) held its thread, and so did, in one run of two, an
-allocation's out-of-memory retry (its cudaFree of cached blocks). So once a queue is given up,
+that wait on the whole device can then wait with it (tests/test_giving_up_a_queue.py probes which):
+a kernel's first launch (loading its module) holds its thread, and an allocation's out-of-memory
+retry (its cudaFree of cached blocks) can. So once a queue is given up,
 what it reads and writes, the run's memory pool and every worker mapping are kept here instead of
 freed; no later case runs in the process (harness/modes.py); and the process ends without the
 interpreter's teardown (`end_process`).
