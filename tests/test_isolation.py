@@ -382,6 +382,28 @@ def test_a_workers_error_while_its_gpu_work_runs_stops_the_case_at_once(tmp_path
         worker.close()
 
 
+def test_a_worker_that_answers_then_ends_while_its_gpu_work_runs_is_a_crash_at_once(tmp_path):
+    """A worker that answers the judge's request behind its batch and then ends (its queued work,
+    which the death releases nothing of, may never end): a crash within the grace, not a timeout
+    at the case's limit."""
+    from harness.judge.isolation import BEHIND_GRACE_S, CaseStopped, ran_through
+
+    worker, end = _worker(tmp_path), _JudgesEnd()
+    try:
+        worker.begin_case(60, lambda text: None)
+        worker.request("load")
+        launched = _launched(lambda: None)
+        threading.Timer(0.5, worker.kill).start()  # after its answer to "load" below
+        started = time.monotonic()
+        with pytest.raises(CaseStopped) as stopped:
+            worker.request_behind("load", launched, end)
+        assert stopped.value.result.status == "crash", stopped.value.result
+        assert time.monotonic() - started < BEHIND_GRACE_S + 5
+        assert not ran_through(launched, end)
+    finally:
+        worker.close()
+
+
 def test_a_queue_whose_launches_raised_never_ran_through():
     """An end event never recorded reads as happened: the launches' error, not the event, decides."""
     from harness.judge.isolation import ran_through

@@ -387,6 +387,8 @@ class WorkerProcess:
                     launched.result()  # raises what the launches raised
                 if not replied and self._current.connection.poll(0):
                     replied, reply = self._message()  # one at a time: a progress line holds nothing up
+                elif replied and not self._current.alive:  # answered, then ended: its work may never end
+                    raise CaseStopped(self._crashed())
                 if time.monotonic() >= self._deadline:
                     self._gpu_work_timed_out()
                 time.sleep(END_POLL_S)
