@@ -10,7 +10,6 @@ reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command 
 import os
 import re
 import sys
-import traceback
 from pathlib import Path
 
 import click
@@ -22,7 +21,7 @@ from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
-from harness.judge.given_up import any_given_up, end_process
+from harness.judge.given_up import end_on_own_error, end_process
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
@@ -406,8 +405,6 @@ def main():
     except click.Abort:  # Ctrl-C, perhaps while a queue of the judge's was given up
         end_process(EXIT_ABORTED)
     except Exception:
-        if any_given_up():  # the judge's own error after a give-up: shown, and the process ends at once
-            traceback.print_exc()
-            end_process(1)
+        end_on_own_error()
         raise
     end_process(status or EXIT_PASS)

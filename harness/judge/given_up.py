@@ -14,6 +14,7 @@ interpreter's teardown (`end_process`).
 import contextlib
 import os
 import sys
+import traceback
 from typing import NoReturn
 
 _queues: list[tuple] = []  # each given-up queue with what it reads and writes
@@ -45,3 +46,11 @@ def end_process(status: int) -> NoReturn:
                 stream.flush()
         os._exit(status)
     sys.exit(status)
+
+
+def end_on_own_error() -> None:
+    """Called while the judge's own error is handled: where a queue was given up, the error shown
+    and the process ended at once (status 1); otherwise nothing, for the caller to raise it."""
+    if _queues:
+        traceback.print_exc()
+        end_process(1)

@@ -201,9 +201,7 @@ def main() -> None:
     try:
         status = serve(arguments.device, limit)
     except Exception:
-        if given_up.any_given_up():  # the judge's own error after a give-up: shown, and the process ends at once
-            traceback.print_exc()
-            given_up.end_process(1)
+        given_up.end_on_own_error()
         raise
     given_up.end_process(status)
 
