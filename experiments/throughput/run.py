@@ -23,6 +23,7 @@ need neither the `service` extra nor Ray: the judges are the service's own proce
 import argparse
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import os
 import queue
@@ -110,10 +111,9 @@ class Phase:
     busy_gpu_s: float
 
     def schedule(self, entries, started_at: float) -> list[dict]:
-        return [{"candidate": f"{entries[index % len(entries)][0]} {entries[index % len(entries)][2]}", "judge": view["judge"],
-                 "start_s": view["started_at"] - started_at,
+        return [{"candidate": f"{label} {mode}", "judge": view["judge"], "start_s": view["started_at"] - started_at,
                  "end_s": view["finished_at"] - started_at}
-                for index, view in enumerate(self.views)]
+                for (label, _, mode, _), view in zip(itertools.cycle(entries), self.views)]
 
 
 def judged(service: Service, entries, copies: int, judges: int, tests: Path | None) -> tuple[Phase, float]:
