@@ -51,6 +51,37 @@ def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
         pool.close()
 
 
+def _frozen(spawned) -> bool:
+    """Whether a process is held: its cgroup frozen, or stopped by a signal."""
+    if spawned.cgroup.path is not None and "frozen 1" in (spawned.cgroup.path / "cgroup.events").read_text():
+        return True
+    return Path(f"/proc/{spawned.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_the_workers_waiting_for_the_next_candidate_are_frozen_while_a_case_is_measured(tmp_path):
+    """A waiting worker still starting (torch's import, its device's context) would share the
+    cores and the GPU with the rounds a timed case measures: it is held for that part of the
+    case (harness/judge/cases.py run_benchmark), and let go after it."""
+    from types import SimpleNamespace
+
+    from harness.service.pool import WorkerPool
+
+    pool = WorkerPool("cpu", 42, depth=2)
+    try:
+        pool.prime()
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", global_seed=42), None)
+        worker.begin_case(60.0, lambda text: None)
+        waiting = pool.waiting()
+        assert len(waiting) == 2 and worker._current not in waiting
+        with worker.neighbours_frozen():
+            assert all(_frozen(spawned) for spawned in waiting)
+            assert not _frozen(worker._current)
+        assert not any(_frozen(spawned) for spawned in waiting)
+        worker.close()
+    finally:
+        pool.close()
+
+
 @pytest.mark.e2e
 def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory_limit(tmp_path):
     """A candidate's log (64 MiB of it) is gone with its worker, so that candidates cannot fill the

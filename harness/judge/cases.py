@@ -481,6 +481,15 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
     if problem:
         return CaseResult(FAIL, problem)
+    with judging.worker.neighbours_frozen():
+        return _measured(case, first)
+
+
+def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
+    """A benchmark case after its first batch checked: warm-up, calibration, timed rounds, the
+    recorded round, the recheck and the baselines."""
+    job, judging = case.job, case.judging
+    progress = judging.progress
     last = first
     if job.warmup:
         progress("warm-up")

@@ -151,6 +151,30 @@ class CaseStopped(Exception):
         self.result = result
 
 
+@contextlib.contextmanager
+def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
+    """`processes` and everything they started frozen for the block: each by its cgroup where the
+    system has one, else (`before_signals` called first) by SIGSTOP to its tree."""
+    frozen = [spawned for spawned in processes if spawned.cgroup.freeze(True)]
+    stopped = []
+    if len(frozen) < len(processes):
+        before_signals()
+        parents = _parents()
+        stopped = [member for spawned in processes if spawned not in frozen
+                   for member in (spawned.process.pid, *_descendants(spawned.process.pid, parents))]
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for spawned in frozen:
+            spawned.cgroup.freeze(False)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGCONT)
+
+
 class _Spawned:
     """One started process: its sandbox launch, its socket, its folder and its log."""
 
@@ -248,29 +272,28 @@ class WorkerProcess:
     def _processes(self) -> list[_Spawned]:
         return [self._current] if self._current is not None else []
 
+    def _neighbours(self) -> list[_Spawned]:
+        """The judge's other processes beside this worker that a timed case shares the machine
+        with: none here; a service's waiting workers (harness/service/pool.py)."""
+        return []
+
     @contextlib.contextmanager
     def paused(self, keep: set[int]):
         """The worker and every process it started frozen for the block: by their
         cgroups where the system has them (at once, and nothing inside can wake them), else by
         SIGSTOP to each after whatever else the judge's children left behind (not in `keep`) is
         ended. None of them can then stop, slow or signal what the judge measures meanwhile."""
-        frozen = [spawned for spawned in self._processes() if spawned.cgroup.freeze(True)]
-        stopped = []
-        if len(frozen) < len(self._processes()):
-            end_strays(keep | self.pids)
-            parents = _parents()
-            stopped = [descendant for pid in self.pids for descendant in (pid, *_descendants(pid, parents))]
-            for pid in stopped:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGSTOP)
-        try:
+        neighbours = {spawned.process.pid for spawned in self._neighbours()}
+        with _frozen(self._processes(), before_signals=lambda: end_strays(keep | self.pids | neighbours)):
             yield
-        finally:
-            for spawned in frozen:
-                spawned.cgroup.freeze(False)
-            for pid in stopped:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGCONT)
+
+    @contextlib.contextmanager
+    def neighbours_frozen(self):
+        """The judge's other processes frozen for the block (a timed case's measured part): a
+        waiting worker that is still starting imports torch and makes its device's context, work
+        on the cores and the GPU that the judge's clock would count as the case's."""
+        with _frozen(self._neighbours()):
+            yield
 
     @property
     def alive(self) -> bool:

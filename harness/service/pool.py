@@ -8,7 +8,8 @@ pool starts the next one at once, so that its start overlaps the run. A worker s
 most: the run closes it, and it is never handed out again.
 
 The pool's waiting processes are the judge's children like the run's: a run keeps them from its
-stray-process sweeps and freezes them with its own while it times (`PooledWorker._processes`).
+stray-process sweeps and freezes them while a timed case measures (`PooledWorker._neighbours`):
+one still starting would share the cores and the GPU with the rounds the judge times.
 
 With a memory limit, a watchdog kills a handed-out worker whose resident memory (its
 descendants' included) goes over it; the case then ends as a crash that names the limit. The
@@ -156,10 +157,10 @@ class PooledWorker(WorkerProcess):
     def _spawn(self) -> _Spawned:
         return self._worker_pool.take(self._echo)
 
-    def _processes(self) -> list[_Spawned]:
-        """The run's processes and the pool's waiting ones: kept from the run's sweeps of strays
-        and frozen with the run's while it times."""
-        return super()._processes() + self._worker_pool.waiting()
+    def _neighbours(self) -> list[_Spawned]:
+        """The pool's waiting workers: kept from the run's sweeps of strays, and frozen while a
+        timed case measures."""
+        return self._worker_pool.waiting()
 
     def _retire(self) -> None:
         retired = self._current
