@@ -38,10 +38,10 @@ FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
 # Submission workers kept waiting. On a GPU a candidate that fails every case takes a fresh one
 # per case, its cases far shorter than a worker's start with its device's context
-# (docs/service.md): six start side by side, each holding a context (device memory a one-shot
-# run leaves free) while it waits. On the CPU, where a start takes the cores a timed call runs
-# on, one.
-WAITING_WORKERS = {"cuda": 6, "cpu": 1}
+# (docs/service.md): as many wait as a problem's test set has cases (ten), so that such a
+# candidate waits for no start, each holding a context (device memory a one-shot run leaves
+# free) while it waits. On the CPU, where a start takes the cores a timed call runs on, one.
+WAITING_WORKERS = {"cuda": 10, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
 
