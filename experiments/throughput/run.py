@@ -93,6 +93,13 @@ def verdict(document: dict, mode: str) -> list:
     return [(case.get("status"), re.sub(r"\d+\.\d+ s|\S*/", "", case.get("message") or "")) for case in cases]
 
 
+def why_not_passed(document: dict) -> list:
+    """Each case's status and, where it did not pass, the judge's message: a differing verdict's
+    reason, kept whole (a timed mode's verdict compares statuses alone)."""
+    return [[case.get("status"), case.get("message") if case.get("status") != "pass" else None]
+            for case in document.get("cases") or []]
+
+
 def means_ns(document: dict) -> list:
     """A timed run's judged mean per case (None for a case without one)."""
     return [(case.get("stats") or {}).get("mean_ns") for case in document.get("cases") or []]
@@ -223,7 +230,10 @@ def main() -> None:
         same = all(verdict(view["document"] or {}, mode) == expected and view["exit_status"] == run["exit_status"] for view in served)
         if not same:
             mismatches.append({"candidate": f"{label} {mode}", "one_shot": [run["exit_status"], expected],
-                               "service": [[view["exit_status"], verdict(view["document"] or {}, mode)] for view in served]})
+                               "service": [[view["exit_status"], verdict(view["document"] or {}, mode)] for view in served],
+                               "messages": [why_not_passed(view["document"] or {}) for view in served
+                                            if verdict(view["document"] or {}, mode) != expected
+                                            or view["exit_status"] != run["exit_status"]]})
         service_s = one_views[index]["finished_at"] - one_views[index]["started_at"]
         rows.append({"candidate": label, "file": path, "mode": mode, "one_shot_s": run["wall_s"], "service_s": service_s,
                      "exit_status": run["exit_status"], "statuses": [case.get("status") for case in run["document"].get("cases") or []],
