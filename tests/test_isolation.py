@@ -78,6 +78,50 @@ def test_calibration_stops_the_worker_and_leaves_the_partner_running(tmp_path):
             process.close()
 
 
+class _SlowCgroup:
+    """A cgroup stub whose stop completes after `polls` looks at it (never, with None)."""
+
+    def __init__(self, polls, takes_requests=True):
+        self.polls, self.takes_requests, self.asked = polls, takes_requests, []
+
+    def freeze(self, frozen):
+        self.asked.append(frozen)
+        return self.takes_requests
+
+    @property
+    def frozen(self):
+        if self.polls is None or not self.asked or not self.asked[-1]:
+            return False
+        self.polls -= 1
+        return self.polls < 0
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
+def test_a_stop_that_does_not_complete_in_time_falls_back_to_signals_and_every_asked_cgroup_is_let_go(monkeypatch):
+    """Stops are asked of every cgroup at once and awaited together; one that does not complete
+    within FREEZE_WAIT_S (a process inside a long system call) is stopped by a signal instead, and
+    after the block every cgroup asked to stop is asked to let go, so that none stays stopped once
+    the kernel completes its stop late."""
+    from types import SimpleNamespace
+
+    from harness.judge import isolation
+
+    monkeypatch.setattr(isolation, "FREEZE_WAIT_S", 0.2)
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    prompt, late, without = _SlowCgroup(polls=3), _SlowCgroup(polls=None), _SlowCgroup(polls=None, takes_requests=False)
+    spawned = [SimpleNamespace(process=sleeper, cgroup=cgroup) for sleeper, cgroup in zip(sleepers, (prompt, late, without))]
+    try:
+        with isolation._frozen(spawned):
+            assert _state(sleepers[0].pid) != "T"  # its cgroup stopped it (a stub here): no signal
+            assert _state(sleepers[1].pid, "T") == "T" and _state(sleepers[2].pid, "T") == "T"
+        assert prompt.asked == [True, False] and late.asked == [True, False] and without.asked == [True]
+        assert all(_state(sleeper.pid) != "T" for sleeper in sleepers)
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
+
+
 def test_a_partner_that_was_ended_is_not_started_again(tmp_path):
     from harness.judge.isolation import CaseStopped
 

@@ -32,6 +32,9 @@ from harness.runner.calls import UNDER_COMPUTE_SANITIZER
 
 POLL_S = 0.2
 OUTPUT_TAIL_CHARS = 4000
+# How long the judge waits for cgroups asked to stop (harness/judge/sandbox.py WorkerCgroup.freeze)
+# before it stops what is left by signals.
+FREEZE_WAIT_S = 2.0
 
 
 def _exit_description(exitcode: int | None) -> str:
@@ -154,8 +157,14 @@ class CaseStopped(Exception):
 @contextlib.contextmanager
 def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
     """`processes` and everything they started frozen for the block: each by its cgroup where the
-    system has one, else (`before_signals` called first) by SIGSTOP to its tree."""
-    frozen = [spawned for spawned in processes if spawned.cgroup.freeze(True)]
+    system has one and its stop completes within FREEZE_WAIT_S (the stops asked of all at once,
+    then awaited together), else (`before_signals` called first) by SIGSTOP to its tree. Every
+    cgroup asked to stop is let go after the block, its stop completed in time or not."""
+    asked = [spawned for spawned in processes if spawned.cgroup.freeze(True)]
+    deadline = time.monotonic() + FREEZE_WAIT_S
+    while not all(spawned.cgroup.frozen for spawned in asked) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    frozen = [spawned for spawned in asked if spawned.cgroup.frozen]
     stopped = []
     if len(frozen) < len(processes):
         before_signals()
@@ -168,7 +177,7 @@ def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
     try:
         yield
     finally:
-        for spawned in frozen:
+        for spawned in asked:
             spawned.cgroup.freeze(False)
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError, PermissionError):

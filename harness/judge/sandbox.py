@@ -104,18 +104,19 @@ class WorkerCgroup:
             return False
 
     def freeze(self, frozen: bool) -> bool:
-        """Every process in it stopped (or let go) at once; True where the kernel did so."""
-        if not self._write("cgroup.freeze", "1" if frozen else "0"):
+        """Asks the kernel to stop (or let go) every process in it at once; True where it took the
+        request. A stop completes asynchronously (a process inside a system call stops when it
+        returns): `frozen` says when it has."""
+        return self._write("cgroup.freeze", "1" if frozen else "0")
+
+    @property
+    def frozen(self) -> bool:
+        if self.path is None:
             return False
-        if frozen:  # the freeze completes asynchronously: wait until the kernel says so
-            deadline = time.monotonic() + 2
-            while time.monotonic() < deadline:
-                with contextlib.suppress(OSError):
-                    if "frozen 1" in (self.path / "cgroup.events").read_text():
-                        return True
-                time.sleep(0.001)
+        try:
+            return "frozen 1" in (self.path / "cgroup.events").read_text()
+        except OSError:
             return False
-        return True
 
     def kill(self) -> None:
         self._write("cgroup.kill", "1")
