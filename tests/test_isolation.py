@@ -181,6 +181,16 @@ def test_a_worker_is_killed_when_done_unless_asked_to_exit_for_a_profiler(tmp_pa
         worker.close()
 
 
+_SANDBOXES = []  # the sandboxes `_worker` made in a test: closed after it, their cgroups removed
+
+
+@pytest.fixture(autouse=True)
+def _close_sandboxes():
+    yield
+    while _SANDBOXES:
+        _SANDBOXES.pop().close()
+
+
 def _worker(tmp_path, echo: bool = False, cgroups: bool = True, submission: Path | None = None):
     """A sandboxed worker of the torch fixture (or `submission`) on the CPU (without cgroups: paused by signals)."""
     import torch
@@ -197,6 +207,7 @@ def _worker(tmp_path, echo: bool = False, cgroups: bool = True, submission: Path
     finally:
         if not cgroups:
             del os.environ[LAYERS_OFF_ENV]
+    _SANDBOXES.append(sandbox)
     submission = submission or Path(__file__).parent / "fixtures" / "torch_submission.py"
     files = runner_files() if echo else {**runner_files(), "submission.py": submission}
     return WorkerProcess(sandbox, str(tmp_path), files, "cpu", 42, SharedPool(torch.device("cpu")).describe, echo=echo)

@@ -82,6 +82,37 @@ def test_the_workers_waiting_for_the_next_candidate_are_frozen_while_a_case_is_m
         pool.close()
 
 
+def test_a_benchmark_case_is_measured_inside_the_scope_that_freezes_them(monkeypatch):
+    """run_benchmark checks the first batch (the candidate's import and compile, beside which
+    the waiting workers may start), then measures the rest with the judge's other processes frozen."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from harness.judge import cases
+
+    class Worker:
+        frozen = False
+
+        @contextlib.contextmanager
+        def neighbours_frozen(self):
+            self.frozen = True
+            try:
+                yield
+            finally:
+                self.frozen = False
+
+    worker, seen = Worker(), []
+    judging = SimpleNamespace(worker=worker, progress=lambda text: None)
+    monkeypatch.setattr(cases, "BenchmarkCase", lambda job, judging: SimpleNamespace(
+        round=lambda: seen.append(("first batch", worker.frozen)), pristine=None, shared=None, expected=None))
+    monkeypatch.setattr(cases, "_load", lambda process: None)
+    monkeypatch.setattr(cases, "_inputs_problem", lambda *arguments: None)
+    monkeypatch.setattr(cases, "_value_problem", lambda *arguments: None)
+    monkeypatch.setattr(cases, "_measured", lambda case, first: seen.append(("measured", worker.frozen)) or "measured")
+    assert cases.run_benchmark(SimpleNamespace(), judging) == "measured"
+    assert seen == [("first batch", False), ("measured", True)] and not worker.frozen
+
+
 @pytest.mark.e2e
 def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory_limit(tmp_path):
     """A candidate's log (64 MiB of it) is gone with its worker, so that candidates cannot fill the
