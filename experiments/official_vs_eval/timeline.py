@@ -10,7 +10,9 @@ kernel's end), or in the kernels themselves.
   event, makes the calls and records its end event (eval_better_bench.py's loop);
 - the kit's way: a judge process and a sandboxed worker (harness/judge/rounds.py), the worker's
   calls on private copies of the inputs as under --official, each round a recorded one (the
-  worker's CUPTI around its batch, the marker kernels left out of the figures).
+  worker's CUPTI around its batch, the marker kernels left out of the figures);
+- with --eval-on-copies, the eval's way once more, its calls on copies of its inputs made as the
+  worker makes its private ones: whether the inputs' memory moves the kernels.
 
 Both record with the same CUPTI client (harness/runner/gpu_activity.py), which costs each kernel
 a little on both sides alike. Per way, the medians over the rounds: the batch by its events (E),
@@ -57,11 +59,13 @@ EVAL_WAY = FIGURES + textwrap.dedent("""
     from reference import generate_input
     from submission import custom_kernel
 
-    args, rounds, flush_bytes = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    args, rounds, flush_bytes, on_copies = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[5] == "copies"
     data = []
     for _ in range(50):
         args["seed"] += 42
         data.append(generate_input(**args))
+    if on_copies:  # the calls take copies made as the kit's worker makes its private ones
+        data = [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in each) for each in data]
     for each in data:
         custom_kernel(tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in each))
     torch.cuda.synchronize()
@@ -140,6 +144,8 @@ def main() -> None:
     parser.add_argument("--shape", type=int, default=2, help="index of the benchmark shape [2: the smallest]")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--turns", type=int, default=2, help="runs of each way, alternating [2]")
+    parser.add_argument("--eval-on-copies", action="store_true",
+                        help="a third way: the eval's, its calls on copies of its inputs as the kit's worker takes them")
     arguments = parser.parse_args()
 
     import torch
@@ -153,8 +159,10 @@ def main() -> None:
     spec, flush_bytes = json.dumps(case.args), str(problem.eval.flush_bytes)
     print(f"where a batch's time goes on {torch.cuda.get_device_name(0)} at {git_commit()}: {case.spec}, "
           f"{submission.name}, {arguments.rounds} rounds a run", flush=True)
-    ways = {"eval's way": lambda: run(EVAL_WAY, folder, spec, str(arguments.rounds), flush_bytes, str(ROOT)),
+    ways = {"eval's way": lambda: run(EVAL_WAY, folder, spec, str(arguments.rounds), flush_bytes, str(ROOT), "own"),
             "kit's way": lambda: run(KIT_WAY, ROOT, spec, str(arguments.rounds), flush_bytes, str(ROOT), str(submission))}
+    if arguments.eval_on_copies:
+        ways["eval on copies"] = lambda: run(EVAL_WAY, folder, spec, str(arguments.rounds), flush_bytes, str(ROOT), "copies")
     figures = {way: [] for way in ways}
     try:
         for turn in range(arguments.turns):
