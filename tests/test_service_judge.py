@@ -4,6 +4,7 @@ memory, its files or its judge's driver files never reaches the next candidate's
 none of the extras (the API's tests, in test_service.py, need the `service` extra)."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -51,11 +52,19 @@ def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
         pool.close()
 
 
-def _frozen(spawned) -> bool:
-    """Whether a process is held: its cgroup frozen, or stopped by a signal."""
+def _held(spawned) -> bool:
     if spawned.cgroup.path is not None and "frozen 1" in (spawned.cgroup.path / "cgroup.events").read_text():
         return True
     return Path(f"/proc/{spawned.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _frozen(spawned, expected: bool = True) -> bool:
+    """Whether a process is held (its cgroup frozen, or stopped by a signal), once it is as
+    `expected` or a second has passed: a signal takes effect as the process is next scheduled."""
+    deadline = time.monotonic() + 1
+    while _held(spawned) != expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _held(spawned)
 
 
 def test_the_workers_waiting_for_the_next_candidate_are_frozen_while_a_case_is_measured(tmp_path):
@@ -75,8 +84,8 @@ def test_the_workers_waiting_for_the_next_candidate_are_frozen_while_a_case_is_m
         assert len(waiting) == 2 and worker._current not in waiting
         with worker.neighbours_frozen():
             assert all(_frozen(spawned) for spawned in waiting)
-            assert not _frozen(worker._current)
-        assert not any(_frozen(spawned) for spawned in waiting)
+            assert not _frozen(worker._current, expected=False)
+        assert not any(_frozen(spawned, expected=False) for spawned in waiting)
         worker.close()
     finally:
         pool.close()
