@@ -59,15 +59,18 @@ EVAL_WAY = FIGURES + textwrap.dedent("""
     from reference import generate_input
     from submission import custom_kernel
 
+    def copied(each):
+        return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in each)
+
     args, rounds, flush_bytes, on_copies = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[5] == "copies"
     data = []
     for _ in range(50):
         args["seed"] += 42
         data.append(generate_input(**args))
     if on_copies:  # the calls take copies made as the kit's worker makes its private ones
-        data = [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in each) for each in data]
+        data = [copied(each) for each in data]
     for each in data:
-        custom_kernel(tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in each))
+        custom_kernel(copied(each))
     torch.cuda.synchronize()
     flush, cupti, out = L2Flush(torch.device("cuda"), flush_bytes), gpu_activity.client(), []
     # The flush's own kernels, known by name: a randn this large runs as many launches, not one.

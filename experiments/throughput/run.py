@@ -227,13 +227,13 @@ def main() -> None:
         served = ([one_views[copy * len(entries) + index] for copy in range(arguments.sets)]
                   + [all_views[copy * len(entries) + index] for copy in range(arguments.sets * slots)])
         expected = verdict(run["document"], mode)
-        same = all(verdict(view["document"] or {}, mode) == expected and view["exit_status"] == run["exit_status"] for view in served)
-        if not same:
+        seen = [(view["exit_status"], verdict(view["document"] or {}, mode)) for view in served]
+        differing = [view for view, (status, found) in zip(served, seen) if (status, found) != (run["exit_status"], expected)]
+        same = not differing
+        if differing:
             mismatches.append({"candidate": f"{label} {mode}", "one_shot": [run["exit_status"], expected],
-                               "service": [[view["exit_status"], verdict(view["document"] or {}, mode)] for view in served],
-                               "messages": [why_not_passed(view["document"] or {}) for view in served
-                                            if verdict(view["document"] or {}, mode) != expected
-                                            or view["exit_status"] != run["exit_status"]]})
+                               "service": [list(each) for each in seen],
+                               "messages": [why_not_passed(view["document"] or {}) for view in differing]})
         service_s = one_views[index]["finished_at"] - one_views[index]["started_at"]
         rows.append({"candidate": label, "file": path, "mode": mode, "one_shot_s": run["wall_s"], "service_s": service_s,
                      "exit_status": run["exit_status"], "statuses": [case.get("status") for case in run["document"].get("cases") or []],
