@@ -56,3 +56,71 @@ def test_a_new_draw_written_into_the_shared_inputs_reaches_the_private_copies_at
     worker_side.refresh("batch")
     assert [tensor.data_ptr() for tensor in held] == addresses
     assert all(torch.equal(_bytes(mine), _bytes(new)) for mine, new in zip(held, fresh))
+
+
+
+needs_a_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
+                                 reason="the batch's own L2 overwrite (--official) runs on a CUDA queue: needs a CUDA device")
+
+
+@pytest.mark.gpu
+@needs_a_gpu
+@pytest.mark.parametrize("own_flush_bytes", [0, 1 << 20])
+def test_under_official_the_batch_overwrites_l2_on_its_own_queue_before_its_calls(monkeypatch, own_flush_bytes):
+    happened = []
+
+    class Overwrite:
+        def __init__(self, device, nbytes):
+            happened.append(("made", torch.device(device).type, nbytes))
+
+        def __call__(self):
+            happened.append(("overwrote", torch.cuda.current_stream().cuda_stream))
+
+    def kernel(data):
+        happened.append(("called", torch.cuda.current_stream().cuda_stream))
+        return data[6]
+
+    monkeypatch.setattr(runner_calls, "L2Flush", Overwrite)
+    worker_side = runner_calls.Calls(".", "cuda", 42, progress=lambda text: None, kernel=kernel)
+    worker_side.hold("batch", [generate_input(128, 256, 256, 1, 3, device="cuda")], private=True)
+    worker_side._judge_events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
+    worker_side.run_batch("batch", False, own_flush_bytes)
+    worker_side.batch_time()
+    queue = torch.cuda.current_stream().cuda_stream
+    if own_flush_bytes:
+        assert happened == [("made", "cuda", own_flush_bytes), ("overwrote", queue), ("called", queue)]
+    else:
+        assert happened == [("called", queue)]
+
+
+class _AnsweringWorker:
+    """Answers the clock's requests for an empty batch, keeping what run_batch was asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    def request(self, name, *arguments):
+        if name == "run_batch":
+            self.asked.append(arguments)
+            return [], 0.0
+        return None
+
+    def request_behind(self, name, launched, end):
+        launched.result()
+        end.synchronize()
+        return 1.0, None
+
+
+@pytest.mark.gpu
+@needs_a_gpu
+@pytest.mark.parametrize("official", [False, True])
+def test_the_clock_asks_the_own_overwrite_under_official_only_and_never_in_the_recorded_round(official):
+    from harness.judge.rounds import BATCH, OWN_FLUSH_L2S, JudgeClock
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    clock, worker = JudgeClock(device, 1 << 20, own_flush=official), _AnsweringWorker()
+    clock.connect(worker)
+    clock.round(worker, [])
+    clock.round(worker, [], record=True)
+    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
+    assert worker.asked == [(BATCH, False, OWN_FLUSH_L2S * l2_bytes if official else 0), (BATCH, True, 0)]

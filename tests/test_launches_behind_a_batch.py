@@ -6,6 +6,7 @@ Each check runs in a fresh interpreter that enters its own /dev/shm first, as `p
 does, and prints its figures.
 """
 
+import ast
 import json
 import subprocess
 import sys
@@ -26,10 +27,9 @@ ROUNDS = 400
 # A late answer may lengthen it (a GPU idle through the lateness starts the next round slower):
 # that gains a worker nothing.
 ALLOWED_NS = 10_000
-LATE_NS = 20e6  # the fixture's LATE_S: a round it answered late takes the judge that much longer
 
 JUDGE = textwrap.dedent("""
-    import json, statistics, sys, tempfile, time
+    import json, random, statistics, sys, tempfile, time
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])  # the kit, by an absolute path: the worker's imports take the judge's
     from harness.judge.dev_shm import own_dev_shm
@@ -42,7 +42,7 @@ JUDGE = textwrap.dedent("""
     from harness.problems import PROBLEMS
     from harness.runner.files import runner_files
 
-    submission, rounds, late_ns = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[4])
+    submission, rounds, (late_seed, late_share) = Path(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[4])
     problem = PROBLEMS["nvfp4_gemm"]
     device = torch.device("cuda", torch.cuda.current_device())
     protect_the_judge()
@@ -63,25 +63,38 @@ JUDGE = textwrap.dedent("""
         timed.append((round_, time.perf_counter_ns() - started))
     worker.close()
     sandbox.close()
-    timed = timed[4:]  # the first rounds warm up
-    # Answered late: the judge's round took the lateness longer than the quickest round.
-    quickest_ns = min(wall_ns for _, wall_ns in timed)
+    # The fixture's draws replayed, one a round: which rounds it answered late.
+    chance = random.Random(late_seed)
+    answered_late = [chance.random() < late_share for _ in timed]
+    rounds_ = list(zip(timed, answered_late))[4:]  # the first rounds warm up
     # The window beyond the batch as the worker's events time it: the hand-over and the copies.
-    beyond = [(round_.window_ns - round_.worker_ns, wall_ns > quickest_ns + late_ns / 2) for round_, wall_ns in timed
-              if round_.exposed]
-    print(json.dumps({"device": torch.cuda.get_device_name(device), "rounds": len(timed), "exposed": len(beyond),
+    beyond = [(round_.window_ns - round_.worker_ns, late) for (round_, _), late in rounds_ if round_.exposed]
+    print(json.dumps({"device": torch.cuda.get_device_name(device), "rounds": len(rounds_), "exposed": len(beyond),
                       "late": sum(late for _, late in beyond),
                       "late_ns": statistics.median(ns for ns, late in beyond if late),
-                      "prompt_ns": statistics.median(ns for ns, late in beyond if not late)}))
+                      "prompt_ns": statistics.median(ns for ns, late in beyond if not late),
+                      "late_wall_ns": statistics.median(wall for (_, wall), late in rounds_ if late),
+                      "prompt_wall_ns": statistics.median(wall for (_, wall), late in rounds_ if not late)}))
 """)
+
+
+def _constants(path: Path, *names: str) -> dict:
+    """The named module-level constants of a fixture, read from its source (it runs only in a worker)."""
+    tree = ast.parse(path.read_text())
+    found = {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             for target in node.targets if isinstance(target, ast.Name) and target.id in names}
+    assert set(found) == set(names), f"{path.name} lacks {set(names) - set(found)}"
+    return found
 
 
 def test_a_worker_answering_late_moves_nothing_of_the_judges_window():
     """cheat_answers_its_figure_late answers the judge's request for its figure 20 ms late in a
     random half of its rounds: its host-bound rounds' windows beyond its own events are no shorter
     where it answered late than where it answered at once."""
-    ended = subprocess.run([sys.executable, "-c", JUDGE, str(ANSWERS_LATE), str(ROUNDS), str(REPO), str(LATE_NS)], cwd=REPO, capture_output=True,
-                           text=True, timeout=600)
+    constants = _constants(ANSWERS_LATE, "LATE_S", "LATE_SEED", "LATE_SHARE")
+    ended = subprocess.run([sys.executable, "-c", JUDGE, str(ANSWERS_LATE), str(ROUNDS), str(REPO),
+                            json.dumps([constants["LATE_SEED"], constants["LATE_SHARE"]])],
+                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert ended.returncode == 0, ended.stdout + ended.stderr
     figures = json.loads(ended.stdout.splitlines()[-1])
     gain_ns = figures["prompt_ns"] - figures["late_ns"]
@@ -91,4 +104,6 @@ def test_a_worker_answering_late_moves_nothing_of_the_judges_window():
           f"{gain_ns / 1e3:.1f} us a round")
     assert figures["exposed"] >= figures["rounds"] // 2, figures  # host-bound: the reply comes once the GPU is idle
     assert figures["exposed"] // 4 <= figures["late"] <= figures["exposed"] * 3 // 4, figures
+    # The replayed draws are the fixture's: its late rounds took the judge the lateness longer.
+    assert figures["late_wall_ns"] - figures["prompt_wall_ns"] > constants["LATE_S"] * 1e9 / 2, figures
     assert gain_ns < ALLOWED_NS, figures

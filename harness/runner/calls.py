@@ -114,14 +114,16 @@ class Calls:
         device = torch.device("cuda", torch.cuda.current_device() if self._device.index is None else self._device.index)
         self._judge_events = tuple(torch.cuda.Event.from_ipc_handle(device, handle) for handle in handles)
 
-    def run_batch(self, name: str, record_activity: bool = False) -> tuple:
+    def run_batch(self, name: str, record_activity: bool = False, own_flush_bytes: int = 0) -> tuple:
         """Every held input once, back to back: (what each call returned, host ns of the loop).
 
         The one way the judge reaches custom_kernel. On a GPU the batch waits for the judge's go
-        event, is timed by this process's events the competition's way, and records the judge's
-        done event; the reply goes out at once, while the GPU still works, so that the judge can
-        queue its copies of the outputs right behind the batch. `batch_time` gives this process's
-        figure afterwards.
+        event, overwrites `own_flush_bytes` of L2 on this process's queue (--official: the calls
+        start after a flush of their own process, as in the competition's eval;
+        harness/judge/rounds.py), is timed by this process's events the competition's way, and
+        records the judge's done event; the reply goes out at once, while the GPU still works, so
+        that the judge can queue its copies of the outputs right behind the batch. `batch_time`
+        gives this process's figure afterwards.
         """
         kernel, data_list = self.kernel, self._held[name]
         self._recording_block = self._recording(record_activity)
@@ -129,6 +131,8 @@ class Calls:
         if self._device.type == "cuda":
             go, done = self._judge_events
             torch.cuda.current_stream().wait_event(go)
+            if own_flush_bytes:
+                L2Flush(self._device, int(own_flush_bytes))()
             if record_activity:
                 torch.cuda._sleep(MARKER_CYCLES)
             start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
