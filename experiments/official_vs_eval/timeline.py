@@ -10,7 +10,9 @@ kernel's end), or in the kernels themselves.
   event, makes the calls and records its end event (eval_better_bench.py's loop);
 - the kit's way: a judge process and a sandboxed worker (harness/judge/rounds.py), the worker's
   calls on private copies of the inputs as under --official, each round a recorded one (the
-  worker's CUPTI around its batch, the marker kernels left out of the figures);
+  worker's CUPTI around its batch, the marker kernels left out of the figures), so that its
+  batch follows the judge's flush alone: a recorded round leaves out --official's overwrite of
+  L2 by the batch's own process;
 - with --eval-on-copies, the eval's way once more, its calls on copies of its inputs made as the
   worker makes its private ones: whether the inputs' memory moves the kernels.
 
