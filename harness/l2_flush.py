@@ -1,5 +1,6 @@
 """The L2 flush both processes run: the judge's before each timed round's window
-(harness/judge/rounds.py), a worker's before each round of the baselines (harness/runner/timing.py)."""
+(harness/judge/rounds.py), a worker's before each round of the baselines (harness/runner/timing.py),
+and under --official a batch's own overwrite of L2 after the judge's go (harness/runner/calls.py)."""
 
 import torch
 

@@ -65,8 +65,11 @@ needs_a_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
 
 @pytest.mark.gpu
 @needs_a_gpu
-@pytest.mark.parametrize("own_flush_bytes", [0, 1 << 20])
-def test_under_official_the_batch_overwrites_l2_on_its_own_queue_before_its_calls(monkeypatch, own_flush_bytes):
+@pytest.mark.parametrize("own_flush_bytes, recorded", [(0, False), (1 << 20, False), (1 << 20, True)])
+def test_under_official_the_batch_overwrites_l2_on_its_own_queue_between_go_and_its_start(monkeypatch, own_flush_bytes,
+                                                                                         recorded):
+    """The overwrite lies after the wait for the judge's go and before the batch's start event, on
+    the calls' queue; the recorded batch leaves it out."""
     happened = []
 
     class Overwrite:
@@ -76,34 +79,49 @@ def test_under_official_the_batch_overwrites_l2_on_its_own_queue_before_its_call
         def __call__(self):
             happened.append(("overwrote", torch.cuda.current_stream().cuda_stream))
 
+    class JudgeEvent(torch.cuda.Event):
+        def wait(self, stream=None):
+            happened.append(("waited for", self.role))
+            return super().wait(stream)
+
+    go, done = JudgeEvent(interprocess=True), JudgeEvent(interprocess=True)
+    go.role, done.role = "go", "done"
+    record = torch.cuda.Event.record
+
+    def logged_record(event, stream=None):
+        happened.append(("recorded", getattr(event, "role", "its own event")))
+        return record(event, stream)
+
     def kernel(data):
         happened.append(("called", torch.cuda.current_stream().cuda_stream))
         return data[6]
 
     monkeypatch.setattr(runner_calls, "L2Flush", Overwrite)
+    monkeypatch.setattr(torch.cuda.Event, "from_ipc_handle", staticmethod(lambda device, handle: handle))
+    monkeypatch.setattr(torch.cuda.Event, "record", logged_record)
     worker_side = runner_calls.Calls(".", "cuda", 42, progress=lambda text: None, kernel=kernel)
     worker_side.hold("batch", [generate_input(128, 256, 256, 1, 3, device="cuda")], private=True)
-    worker_side._judge_events = (torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
-    worker_side.run_batch("batch", False, own_flush_bytes)
+    worker_side.open_events((go, done), own_flush_bytes)
+    worker_side.run_batch("batch", recorded)
     worker_side.batch_time()
     queue = torch.cuda.current_stream().cuda_stream
-    if own_flush_bytes:
-        assert happened == [("made", "cuda", own_flush_bytes), ("overwrote", queue), ("called", queue)]
-    else:
-        assert happened == [("called", queue)]
+    made = [("made", "cuda", own_flush_bytes)] if own_flush_bytes else []
+    overwrote = [("overwrote", queue)] if own_flush_bytes and not recorded else []
+    assert happened[:happened.index(("called", queue)) + 1] == [
+        *made, ("waited for", "go"), *overwrote, ("recorded", "its own event"), ("called", queue)]
+    assert happened[-1] == ("recorded", "done")
 
 
 class _AnsweringWorker:
-    """Answers the clock's requests for an empty batch, keeping what run_batch was asked."""
+    """Answers the clock's requests for an empty batch, keeping what it was asked."""
 
     def __init__(self):
         self.asked = []
 
     def request(self, name, *arguments):
-        if name == "run_batch":
-            self.asked.append(arguments)
-            return [], 0.0
-        return None
+        kept = arguments[1:] if name == "open_events" else arguments  # not the events' handles
+        self.asked.append((name, *kept))
+        return ([], 0.0) if name == "run_batch" else None
 
     def request_behind(self, name, launched, end):
         launched.result()
@@ -114,13 +132,13 @@ class _AnsweringWorker:
 @pytest.mark.gpu
 @needs_a_gpu
 @pytest.mark.parametrize("official", [False, True])
-def test_the_clock_asks_the_own_overwrite_under_official_only_and_never_in_the_recorded_round(official):
-    from harness.judge.rounds import BATCH, OWN_FLUSH_L2S, JudgeClock
+def test_the_clock_hands_the_overwrites_size_over_under_official_only(official):
+    from harness.judge.rounds import BATCH, JudgeClock, own_flush_bytes
 
     device = torch.device("cuda", torch.cuda.current_device())
     clock, worker = JudgeClock(device, 1 << 20, own_flush=official), _AnsweringWorker()
     clock.connect(worker)
     clock.round(worker, [])
     clock.round(worker, [], record=True)
-    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
-    assert worker.asked == [(BATCH, False, OWN_FLUSH_L2S * l2_bytes if official else 0), (BATCH, True, 0)]
+    assert worker.asked == [("open_events", own_flush_bytes(device) if official else 0),
+                            ("run_batch", BATCH, False), ("run_batch", BATCH, True)]

@@ -10,8 +10,10 @@ several ways, in turn, round by round, each after the problem's L2 flush:
 - two contexts, settled: the same with a short kernel between the wait and the start event, so
   that the GPU has switched to the second process's context before its start event;
 - two contexts, own overwrite: the same with the second process overwriting L2 on its own queue
-  between the wait and the start event, as a worker does under --official (OWN_FLUSH_L2S times
-  the L2's size);
+  between the wait and the start event, as a worker does under --official (harness/judge/rounds.py
+  `own_flush_bytes`);
+- two contexts, first reads after its flush: the same with this process reading as many bytes,
+  none of them in L2, after its flush: L2 then holds its clean lines rather than its writes;
 - second process, own flush: the second process flushes L2 on its own queue and times its batch
   right behind it, as the eval does, but in the process that the other ways time across contexts;
 - two contexts, shared inputs: the second process's calls read inputs this process allocated,
@@ -43,7 +45,7 @@ import torch.multiprocessing as multiprocessing
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from harness.judge.rounds import OWN_FLUSH_L2S  # noqa: E402
+from harness.judge.rounds import own_flush_bytes  # noqa: E402
 from harness.l2_flush import L2Flush  # noqa: E402
 from harness.problems import load_problem  # noqa: E402
 from harness.runner.files import make_runner_folder  # noqa: E402
@@ -108,7 +110,7 @@ def second_process(connection, handles: tuple, kind: str, shapes: list, folder: 
     go, done = (torch.cuda.Event.from_ipc_handle(device, handle) for handle in handles)
     own_batches = batches(kind, shapes, folder, device)
     own_flush = L2Flush(device, flush_bytes)
-    overwrite = L2Flush(device, OWN_FLUSH_L2S * torch.cuda.get_device_properties(device).L2_cache_size)
+    overwrite = L2Flush(device, own_flush_bytes(device))
     while True:
         request = connection.recv()
         if request is None:
@@ -167,6 +169,7 @@ def main() -> None:
     own = batches(arguments.calls, shapes, folder, device)
     shared = [operands(*shape, device) for shape in shapes] if arguments.calls == "bf16" else None
     sink = torch.zeros(1 << 20, device=device)
+    sweep = torch.ones(own_flush_bytes(device) // 4, device=device)
     go, done = torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True)
     context = multiprocessing.get_context("spawn")
     here, there = context.Pipe()
@@ -178,6 +181,7 @@ def main() -> None:
     ways = {"one queue": None, "two contexts": (False, False, None, None),
             "two contexts, settled": (True, False, None, None),
             "two contexts, own overwrite": (False, False, "overwrite", None),
+            "two contexts, first reads after its flush": (False, False, "first reads", None),
             "second process, own flush": (False, False, "flush", None),
             "two contexts, shared inputs": (False, True, None, None),
             "first queue waits for done": (False, False, None, "queue"),
@@ -203,6 +207,8 @@ def main() -> None:
                     settle, use_shared, own_work, waits = request
                     if own_work != "flush":
                         flush()
+                        if own_work == "first reads":
+                            sweep.sum()
                         go.record()
                     here.send((index, settle, shared[index] if use_shared else None, own_work))
                     here.recv()

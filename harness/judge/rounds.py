@@ -20,12 +20,11 @@ reply, the copies): the same rounds run with the judge's calibration partner
 (harness/runner/echo.py) measure it (`Calibration`), and it is subtracted from each round's.
 
 Under --official the batch's process also overwrites L2 on its own queue right after go, before
-its start event (`own_flush`): the competition's eval flushes in the process that makes the calls,
-and a batch whose L2 holds another context's writes runs slower (a chain of programmatic dependent
-kernels, by a fixed time a call: docs/timing.md). The judge's flush before it still
-evicts the inputs whatever the worker does; the partner runs the same overwrite, so that the
-judge's figure does not count it. The recorded round leaves it out: its activity is judged
-against the window as in every mode.
+its start event (`own_flush`, its size handed over with the events, harness/runner/calls.py):
+the competition's eval flushes in the process that makes the calls, and a batch whose L2 holds
+another context's writes runs slower (a chain of programmatic dependent kernels, by a fixed time
+a call: docs/timing.md). The judge's flush before it still evicts the inputs whatever the worker
+does; the partner runs the same overwrite, so that the judge's figure does not count it.
 """
 
 import concurrent.futures
@@ -45,6 +44,11 @@ BATCH = "batch"  # the name under which a worker holds the case's inputs
 # The batch's own overwrite of L2 under --official, in multiples of the L2's size: enough that none
 # of the judge's flush's lines is left (docs/timing.md has the sizes measured).
 OWN_FLUSH_L2S = 8
+
+
+def own_flush_bytes(gpu: torch.device) -> int:
+    """What a batch's process overwrites of L2 on its own queue under --official, on `gpu`."""
+    return OWN_FLUSH_L2S * torch.cuda.get_device_properties(gpu).L2_cache_size
 
 
 @dataclasses.dataclass
@@ -120,8 +124,7 @@ class JudgeClock:
         self.is_cuda = device.type == "cuda"
         self.gpu = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device()) if self.is_cuda else None
         # Bytes each batch's process overwrites on its own queue after go (--official), or 0.
-        self.own_flush_bytes = (OWN_FLUSH_L2S * torch.cuda.get_device_properties(self.gpu).L2_cache_size
-                                if own_flush and self.is_cuda else 0)
+        self.own_flush_bytes = own_flush_bytes(self.gpu) if own_flush and self.is_cuda else 0
         self._connections: dict[int, _Connection] = {}  # a worker -> its current process's connection
 
     def connect(self, worker) -> None:
@@ -138,7 +141,7 @@ class JudgeClock:
             if replaced is not None:  # the process before, ended with its case; its launcher is idle
                 replaced.launcher.shutdown(wait=False)
             self._connections[id(worker)] = connection
-            worker.request("open_events", (connection.go.ipc_handle(), connection.done.ipc_handle()))
+            worker.request("open_events", (connection.go.ipc_handle(), connection.done.ipc_handle()), self.own_flush_bytes)
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
         """One batch of `held` (the tensors the worker holds as BATCH) through the worker.
@@ -168,7 +171,7 @@ class JudgeClock:
             before_window()
         start.record()
         go.record()
-        returned, host_ns = worker.request("run_batch", BATCH, record, 0 if record else self.own_flush_bytes)
+        returned, host_ns = worker.request("run_batch", BATCH, record)
         exposed = done.query()
         mapped = _mapped(returned, held, worker)
         on_another_device = [tensor.device for output in mapped for _, tensor in wire.leaves(output) if tensor.device != self.gpu]

@@ -45,8 +45,8 @@ class EchoCalls(Calls):
         self.kernel.as_list = bool(as_list)
         self._reply_when_idle = bool(reply_when_idle)
 
-    def run_batch(self, name: str, record_activity: bool = False, own_flush_bytes: int = 0) -> tuple:
-        reply = super().run_batch(name, record_activity, own_flush_bytes)
+    def run_batch(self, name: str, record_activity: bool = False) -> tuple:
+        reply = super().run_batch(name, record_activity)
         if self._reply_when_idle and self._device.type == "cuda":
             self._judge_events[1].synchronize()
         return reply
