@@ -66,17 +66,14 @@ def products(a, b):
 
 
 def submission_calls(args: dict, folder: str):
-    """A batch of the submission's calls on the eval's CALLS inputs of one benchmark shape (its
-    seed stepped before each draw, as eval_better_bench.py draws them), from the runner folder."""
+    """A batch of the submission's calls on the eval's inputs of one benchmark shape, from the
+    runner folder."""
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    from reference import generate_input
     from submission import custom_kernel
 
-    args, data = dict(args), []
-    for _ in range(CALLS):
-        args["seed"] += 42
-        data.append(generate_input(**args))
+    problem = load_problem("nvfp4_gemm")
+    data = [problem.generate(args, seed) for seed in problem.eval.batch_seeds(args["seed"])]
     return lambda: [custom_kernel(each) for each in data][-1]
 
 

@@ -119,8 +119,7 @@ KIT_WAY = FIGURES + textwrap.dedent("""
                            pool.describe)
     worker.begin_case(LIMIT_S, lambda text: None)
     clock.connect(worker)
-    seeds = [args["seed"] + 42 * (call + 1) for call in range(50)]
-    shared = pool.copies([problem.generate(args, seed, "cuda") for seed in seeds])
+    shared = pool.copies([problem.generate(args, seed, "cuda") for seed in problem.eval.batch_seeds(args["seed"])])
     torch.cuda.synchronize()
     worker.request("hold", BATCH, shared, True)  # private copies, as under --official
     worker.request("load")

@@ -109,12 +109,6 @@ def _drawn(job: Job, seeds: list[int]) -> tuple[list, list]:
                                             f"reference refused it ({type(error).__name__}: {error})")) from None
 
 
-def _seeds_after(start: int, count: int, step: int) -> list[int]:
-    """The seeds of a batch's inputs: `step` added before each draw, as the competition's eval
-    does (a step of 0: the case's own seed)."""
-    return [start + step * (i + 1) for i in range(count)]
-
-
 def _buffers(data_list: list, job: Job) -> list[list]:
     """Each input's output buffers."""
     return [job.problem.outputs(data) for data in data_list]
@@ -241,7 +235,7 @@ class BenchmarkCase:
         self.strict = job.rules.strict
         self.refills = Refills()
         eval_parameters = job.problem.eval
-        seeds = _seeds_after(job.case.args["seed"], eval_parameters.calls_per_batch, eval_parameters.seed_step)
+        seeds = eval_parameters.batch_seeds(job.case.args["seed"])
         judging.progress("generating inputs")
         self.pristine, self.expected = _drawn(job, seeds)
         judging.restart_time_limit(judging.worker, judging.partner)

@@ -45,6 +45,11 @@ class EvalParameters:
     recheck_fresh_seed_step: int  # > 0: every timed round draws a new input, its seed this much on
     recheck_judges_last_output_only: bool  # the eval's recheck loop keeps only the last call's verdict
 
+    def batch_seeds(self, seed: int) -> list[int]:
+        """The seeds of a batch's inputs for a case of `seed`: seed_step added before each draw, as
+        the competition's eval does (a step of 0: the case's own seed)."""
+        return [seed + self.seed_step * (call + 1) for call in range(self.calls_per_batch)]
+
 
 # eval_better_bench.py: 50 inputs per batch, each seed 42 past the one before; the 64 GB flush;
 # its recheck loop checks every output but returns on the last one's verdict only.
