@@ -58,7 +58,6 @@ def test_a_new_draw_written_into_the_shared_inputs_reaches_the_private_copies_at
     assert all(torch.equal(_bytes(mine), _bytes(new)) for mine, new in zip(held, fresh))
 
 
-
 needs_a_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
                                  reason="the batch's own L2 overwrite (--official) runs on a CUDA queue: needs a CUDA device")
 

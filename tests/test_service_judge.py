@@ -53,7 +53,7 @@ def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
 
 
 def _held(spawned) -> bool:
-    if spawned.cgroup.path is not None and "frozen 1" in (spawned.cgroup.path / "cgroup.events").read_text():
+    if spawned.cgroup.frozen:
         return True
     return Path(f"/proc/{spawned.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 

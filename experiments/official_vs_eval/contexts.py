@@ -101,8 +101,9 @@ def ns_per_call(events: tuple) -> float:
 
 
 def second_process(connection, handles: tuple, kind: str, shapes: list, folder: str, flush_bytes: int) -> None:
-    """Each request: (shape index, settle, shared inputs or None, own: None, "overwrite" or
-    "flush"). Replies "queued" once its batch is queued, then the batch's ns a call once it ran."""
+    """Each request: (shape index, settle, shared inputs or None, own: None, "overwrite", "flush"
+    or "first reads", the last the first process's work, nothing here). Replies "queued" once its
+    batch is queued, then the batch's ns a call once it ran."""
     device = torch.device("cuda", 0)
     go, done = (torch.cuda.Event.from_ipc_handle(device, handle) for handle in handles)
     own_batches = batches(kind, shapes, folder, device)
