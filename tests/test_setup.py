@@ -12,45 +12,71 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKE = shutil.which("make")
-CPU_BUILD = ["torch", "--index-url", "https://download.pytorch.org/whl/cpu"]
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+CPU_BUILD = ["torch", "--index-url", CPU_INDEX]
+FIRST_INDEX_OPTIONS = ["--timeout", "10", "--retries", "1"]
 PROJECT = ["-e", ".[test]"]
 
 pytestmark = pytest.mark.skipif(MAKE is None, reason="no make on this machine")
 
 
-def pip_installs(tmp_path: Path, nvidia_smi: str | None, torch_installed: bool = False, *make_args: str) -> list[list[str]]:
-    """The argument lists of each `pip install` that `make setup` runs, as the shell split them.
+def run_setup(tmp_path: Path, nvidia_smi: str | None, torch_installed: bool = False, *make_args: str,
+              cpu_index_answers: bool = True) -> tuple[list[list[str]], subprocess.CompletedProcess]:
+    """The argument lists of each `pip install` that `make setup` runs, as the shell split them,
+    and make's own run.
 
-    PYTHON is a script that logs its arguments; PATH holds nothing but the `nvidia-smi` given
-    (a shell script body), so the machine's own GPU, if any, plays no part."""
+    PYTHON is a script that logs its arguments, and fails a pip install from an `--index-url`
+    where `cpu_index_answers` is false; PATH holds nothing but the `nvidia-smi` given (a shell
+    script body) and a `bwrap`, so the machine's own GPU, if any, plays no part."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    if nvidia_smi is not None:
-        (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\n{nvidia_smi}\n")
-        (bin_dir / "nvidia-smi").chmod(0o755)
+    tools = {"bwrap": "exit 0"} | ({} if nvidia_smi is None else {"nvidia-smi": nvidia_smi})
+    for name, body in tools.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
     log = tmp_path / "pip.log"
     python = tmp_path / "python"
+    unreachable = "" if cpu_index_answers else 'for arg in "$@"; do [ "$arg" = --index-url ] && exit 1; done; exit 0\n'
     python.write_text("#!/bin/sh\n"
                       f'[ "$1" = -c ] && exit {0 if torch_installed else 1}\n'
-                      f"""printf '%s\\n' "$@" ---- >> '{log}'\n""")
+                      f"""printf '%s\\n' "$@" ---- >> '{log}'\n""" + unreachable)
     python.chmod(0o755)
-    subprocess.run([MAKE, "-s", "setup", f"PYTHON={python}", *make_args], cwd=ROOT, env={"PATH": str(bin_dir)},
-                   check=True, capture_output=True, text=True)
+    run = subprocess.run([MAKE, "setup", f"PYTHON={python}", *make_args], cwd=ROOT, env={"PATH": str(bin_dir)},
+                         check=True, capture_output=True, text=True)
     commands = log.read_text().split("----\n")[:-1]
     installs = [command.splitlines() for command in commands]
     assert all(install[:3] == ["-m", "pip", "install"] for install in installs), installs
-    return [install[3:] for install in installs]
+    return [install[3:] for install in installs], run
+
+
+def pip_installs(tmp_path: Path, nvidia_smi: str | None, torch_installed: bool = False, *make_args: str) -> list[list[str]]:
+    return run_setup(tmp_path, nvidia_smi, torch_installed, *make_args)[0]
 
 
 @pytest.mark.parametrize("nvidia_smi", [None, "echo 'No devices were found'; exit 6"],
                          ids=["no-nvidia-smi", "nvidia-smi-failing"])
 def test_without_a_working_nvidia_smi_setup_installs_the_cpu_build(tmp_path, nvidia_smi):
-    assert pip_installs(tmp_path, nvidia_smi) == [CPU_BUILD, PROJECT]
+    installs, run = run_setup(tmp_path, nvidia_smi)
+    assert installs == [FIRST_INDEX_OPTIONS + CPU_BUILD, PROJECT]
+    assert run.stdout.splitlines() == [f"torch: the CPU build from {CPU_INDEX}"]
+
+
+def test_an_unreachable_cpu_index_is_left_after_one_short_retry_for_the_package_index(tmp_path):
+    """pip's own timeout and retries (15 s, five) spend minutes on an index it cannot reach."""
+    installs, run = run_setup(tmp_path, None, cpu_index_answers=False)
+    timeout = installs[0][installs[0].index("--timeout") + 1]
+    retries = installs[0][installs[0].index("--retries") + 1]
+    assert float(timeout) <= 10 and int(retries) <= 1
+    assert installs == [FIRST_INDEX_OPTIONS + CPU_BUILD, ["torch"], PROJECT]
+    assert run.stdout.splitlines() == ["torch: the package index's default build"]
+    assert f"{CPU_INDEX} did not answer" in run.stderr
 
 
 def test_with_an_nvidia_gpu_setup_installs_the_index_default(tmp_path):
     gpu = "echo 'GPU 0: NVIDIA B200 (UUID: GPU-0)'"
-    assert pip_installs(tmp_path, gpu) == [["torch"], PROJECT]
+    installs, run = run_setup(tmp_path, gpu)
+    assert installs == [["torch"], PROJECT]
+    assert run.stdout.splitlines() == ["torch: the package index's default build"]
 
 
 def test_an_installed_torch_is_kept(tmp_path):
