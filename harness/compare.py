@@ -21,12 +21,13 @@ import tempfile
 from pathlib import Path
 
 import click
+import numpy
 import pandas
 from rich.console import Group
 from rich.table import Table
 
 from harness.exits import EXIT_NO_RUNS
-from harness.results import REFERENCE_CSV, append_rows
+from harness.results import REFERENCE_CSV, append_rows, short_commit
 from harness.store import DEFAULT_PATH as STORE_PATH, Store
 from harness.shapes import GEMM_KEYS, Case
 from harness.sol import Ceilings, gemm_work
@@ -37,7 +38,11 @@ RUN_KEYS = ["source", "time", "commit", "submission_sha256", "mode", "problem", 
 GEMM = "nvfp4_gemm"
 YOURS, REFERENCE = "yours", "reference"
 DEFAULT_LAST_RUNS = 6
-# A change within this fraction is shown without colour: run-to-run noise of event timing.
+# A change is read as noise (shown without colour) within its band: NOISE_SIGMAS standard errors
+# of the difference of the two means, from the two runs' own errors (each mean's err_ns), so that a
+# device whose timing scatters (a CPU) gets a band as wide as its scatter; never narrower than
+# NOISE_FRACTION, the run-to-run noise of event timing on a GPU.
+NOISE_SIGMAS = 2.0
 NOISE_FRACTION = 0.01
 
 
@@ -120,13 +125,21 @@ def _run_ids(table: pandas.DataFrame) -> pandas.Series:
     return table[RUN_KEYS[1:]].astype(str).agg("|".join, axis=1)
 
 
-def _passed_mean(rows: pandas.DataFrame) -> pandas.Series:
-    return rows["mean_ns"].where(rows["status"] == "pass")
+def _passed(rows: pandas.DataFrame, column: str) -> pandas.Series:
+    return rows[column].where(rows["status"] == "pass") if column in rows else pandas.Series(math.nan, index=rows.index)
+
+
+def noise_band(relative_error, other_relative_error):
+    """The fraction within which a change between two figures is noise: NOISE_SIGMAS standard
+    errors of their difference, from each figure's relative standard error; NOISE_FRACTION at least
+    (and where an error is unknown). Numbers or tables of them alike."""
+    return numpy.fmax(NOISE_SIGMAS * numpy.hypot(relative_error, other_relative_error), NOISE_FRACTION)
 
 
 class DeviceHistory:
     """One problem's runs on one device: mean and % SOL per (shape, run), and each mean's change
-    against the same shape's mean in the previous run there of the same file that measured it."""
+    against the same shape's mean in the previous run there of the same file that measured it,
+    with the band within which that change is noise (`noise_band` of the two means' errors)."""
 
     def __init__(self, rows: pandas.DataFrame, last: int | None = None):
         self.device = rows["device"].iloc[0]
@@ -134,23 +147,26 @@ class DeviceHistory:
         self.rows = rows
         all_runs = sorted(rows["run"].unique())
         self.shapes = list(dict.fromkeys(rows["shape"]))  # the order the runs measured them in
-        indexed = rows.assign(passed_mean=_passed_mean(rows)).set_index(["shape", "run"])
+        indexed = rows.assign(passed_mean=_passed(rows, "mean_ns"), passed_err=_passed(rows, "err_ns")).set_index(["shape", "run"])
 
         def grid(column):
             return indexed[column].unstack("run").reindex(index=self.shapes, columns=all_runs)
 
         self.mean, self.pct_sol, self.status = grid("passed_mean"), grid("pct_sol"), grid("status")
+        self.relative_error = grid("passed_err") / self.mean
         self.file = {run: file_of(self.run_info(run)) for run in all_runs}
         # Changes over the whole history, so the oldest run shown still has its predecessor.
-        self.change = pandas.concat([self._changes(self.mean[runs]) for runs in self._runs_per_file(all_runs)],
-                                    axis=1).reindex(columns=all_runs)
+        per_file = self._runs_per_file(all_runs)
+        self.change = pandas.concat([self._changes(self.mean[runs]) for runs in per_file], axis=1).reindex(columns=all_runs)
+        self.band = pandas.concat([self._bands(self.mean[runs], self.relative_error[runs]) for runs in per_file],
+                                  axis=1).reindex(columns=all_runs)
         self.runs = all_runs
-        self.score, self.score_change = self._scores()
+        self.score, self.score_change, self.score_band = self._scores()
         if last is not None:
             self.runs = all_runs[-last:]
             self.shapes = [shape for shape in self.shapes if self.status.loc[shape, self.runs].notna().any()]
-            self.mean, self.pct_sol, self.status, self.change = (
-                frame.loc[self.shapes, self.runs] for frame in (self.mean, self.pct_sol, self.status, self.change)
+            self.mean, self.pct_sol, self.status, self.change, self.band = (
+                frame.loc[self.shapes, self.runs] for frame in (self.mean, self.pct_sol, self.status, self.change, self.band)
             )
 
     def _runs_per_file(self, runs) -> list[list]:
@@ -164,10 +180,20 @@ class DeviceHistory:
         """Each mean against the same shape's in the previous run (column) that measured it."""
         return mean / mean.ffill(axis=1).shift(1, axis=1) - 1
 
-    def _scores(self) -> tuple[dict, dict]:
+    @staticmethod
+    def _bands(mean: pandas.DataFrame, relative_error: pandas.DataFrame) -> pandas.DataFrame:
+        """Each change's noise band, from the relative errors of the two means `_changes` sets
+        against each other (NaN where there is no change)."""
+        previous = relative_error.where(mean.notna()).ffill(axis=1).shift(1, axis=1)
+        had_one = mean.ffill(axis=1).shift(1, axis=1).notna() & mean.notna()
+        return noise_band(relative_error, previous).where(had_one)
+
+    def _scores(self) -> tuple[dict, dict, dict]:
         """Geomean of the means for runs where every shape passed; its change only against the
-        same file's previous scored run over the very same shapes (other sets are not comparable)."""
-        score, change, previous = {}, {}, {}
+        same file's previous scored run over the very same shapes (other sets are not comparable),
+        and that change's noise band (a geomean's relative error: its shapes' in quadrature over
+        their count)."""
+        score, change, band, previous = {}, {}, {}, {}
         for run in self.runs:
             measured = self.mean[run].dropna()
             ran = self.status[run].dropna()
@@ -175,11 +201,13 @@ class DeviceHistory:
                 continue
             score[run] = geomean(measured.tolist())
             shapes = tuple(measured.index)
+            error = math.sqrt((self.relative_error[run].loc[list(shapes)] ** 2).sum(skipna=False)) / len(shapes)
             before = previous.get(self.file[run])
             if before is not None and before[0] == shapes:
                 change[run] = score[run] / before[1] - 1
-            previous[self.file[run]] = (shapes, score[run])
-        return score, change
+                band[run] = float(noise_band(error, before[2]))
+            previous[self.file[run]] = (shapes, score[run], error)
+        return score, change, band
 
     def run_info(self, run) -> pandas.Series:
         return self.rows[self.rows["run"] == run].iloc[0]
@@ -187,7 +215,7 @@ class DeviceHistory:
     def run_label(self, run, separator: str = "\n") -> str:
         info = self.run_info(run)
         when = pandas.Timestamp(info["when"]).strftime("%m-%d %H:%M")
-        parts = [f"#{run} {info['source']}", when, str(info["commit"])[:12], info["mode"],
+        parts = [f"#{run} {info['source']}", when, short_commit(info["commit"]), info["mode"],
                  f"{self.file[run]} {str(info['submission_sha256'])[:8]}"]
         return separator.join(parts)
 
@@ -203,12 +231,13 @@ def histories(table: pandas.DataFrame, last: int | None = None) -> list[DeviceHi
     return sorted(found, key=lambda history: (history.device != latest["device"], history.problem != latest["problem"]))
 
 
-def _change_text(change: float) -> str:
+def _change_text(change: float, band: float) -> str:
+    """A change in per cent: dim with its band (`±`) where it is within it, green or red beyond it."""
     if change is None or math.isnan(change):
         return ""
     text = f"{100 * change:+.1f}%"
-    if abs(change) < NOISE_FRACTION:
-        return f"[dim]{text}[/dim]"
+    if abs(change) <= band:
+        return f"[dim]{text} ±{100 * band:.0f}%[/dim]" if band > NOISE_FRACTION else f"[dim]{text}[/dim]"
     return f"[green]{text}[/green]" if change < 0 else f"[red]{text}[/red]"
 
 
@@ -221,7 +250,7 @@ def _cell(history: DeviceHistory, pct_sol: pandas.DataFrame, shape: str, run) ->
     mean = history.mean.at[shape, run]
     pct = pct_sol.at[shape, run]
     lines = [f"{mean / 1e3:.3f} µs", f"{pct:.1f}% SOL" if not math.isnan(pct) else "[dim]no SOL[/dim]"]
-    change = _change_text(history.change.at[shape, run])
+    change = _change_text(history.change.at[shape, run], history.band.at[shape, run])
     return "\n".join(lines + ([change] if change else []))
 
 
@@ -243,7 +272,7 @@ def history_table(history: DeviceHistory) -> Group:
         if run not in history.score:
             scores.append("[dim]-[/dim]")
             continue
-        change = _change_text(history.score_change.get(run, math.nan))
+        change = _change_text(history.score_change.get(run, math.nan), history.score_band.get(run, NOISE_FRACTION))
         scores.append(f"{history.score[run] / 1e3:.3f} µs" + (f"\n{change}" if change else ""))
     table.add_row("geomean", *scores)
     # Left out first: the reference runs, then yours, each oldest first.
@@ -296,10 +325,15 @@ def time_label(mean_ns: float) -> str:
     return f"{microseconds:,.{decimals}f} µs"
 
 
+def not_plotted_note(skipped: list[str]) -> str:
+    """The panels a plot leaves out and why, in the picture and on the terminal alike."""
+    return f"not plotted (no speed-of-light ceilings recorded, as on a CPU): {', '.join(skipped)}"
+
+
 def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
     """% of SOL per shape, one bar per run, one panel per problem and device, every bar of a panel
     against the same ceilings (its latest run's) and labelled with its mean. Returns the panels
-    left out (no ceilings: a CPU)."""
+    left out (no ceilings: a CPU), which a line under the panels names too."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -335,6 +369,9 @@ def plot_histories(shown: list[DeviceHistory], path: Path) -> list[str]:
         axis.grid(axis="y", alpha=0.3)
         axis.set_axisbelow(True)
         axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="run  time (UTC)  commit  mode submission", title_fontsize=7)
+    if skipped:
+        figure.text(0.01, 0.0, f"{not_plotted_note(skipped)}; `make compare` lists their times", ha="left", va="top",
+                    fontsize=9, color="dimgray")
     figure.tight_layout()
     figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
@@ -394,12 +431,13 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
     console.print(
         f"[dim]runs headed `yours` are from {yours_from}, `reference` from {reference_path}; "
         "each cell: mean per call, % of SOL, change of the mean against the previous run of the same file "
-        "on the same device (green faster, red slower, dim within 1%); % SOL: against the ceilings named under "
+        "on the same device (green faster, red slower, dim within noise: two standard errors of the difference from the two runs' own errors, "
+        "at least 1%, shown as ±band where wider); % SOL: against the ceilings named under "
         "each table; geomean: the ranking score, over runs where every shape passed[/dim]"
     )
     if plot_path:
         skipped = plot_histories(shown, plot_path)
         if skipped:
-            console.print(f"not plotted (no ceilings recorded): {', '.join(skipped)}")
+            console.print(not_plotted_note(skipped))
         if len(skipped) < len(shown):
             console.print(f"plot written to {plot_path}")

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from harness.compare import compare_command, histories, load_history, runs_table, stored_runs
+from harness.compare import NOISE_FRACTION, NOISE_SIGMAS, compare_command, histories, load_history, noise_band, runs_table, stored_runs
 from harness.jobs import CaseResult
 from harness.problems import PROBLEMS
 from harness.results import append_rows, rows_for_run
@@ -29,11 +29,12 @@ BIG, SMALL = "128x7168x16384", "128x4096x7168"
 H100, B200 = "NVIDIA H100 80GB HBM3", "NVIDIA B200"
 
 
-def run_rows(device: str, means_ns, time: str, mode="benchmark", failed: dict | None = None) -> list[dict]:
+def run_rows(device: str, means_ns, time: str, mode="benchmark", failed: dict | None = None,
+             relative_error: float = 1e-3) -> list[dict]:
     results = []
     for index, mean in enumerate(means_ns):
         status = (failed or {}).get(index, "pass")
-        stats = Stats(runs=100, mean=mean, std=mean / 100, err=mean / 1000, best=mean * 0.98, worst=mean * 1.1)
+        stats = Stats(runs=100, mean=mean, std=mean / 100, err=mean * relative_error, best=mean * 0.98, worst=mean * 1.1)
         result = CaseResult(status, stats=stats if status == "pass" else None, host_ns=2000.0)
         result.device_name = device
         results.append(result)
@@ -167,6 +168,24 @@ def test_plot_writes_a_png_with_a_panel_per_device(history_store, tmp_path):
     assert f"plot written to {png}" in result.output
     height, width, _ = matplotlib.image.imread(png).shape
     assert height > 800 and width > 1000  # two panels stacked
+
+
+def test_the_plot_says_in_the_picture_which_runs_it_leaves_out(history_store, tmp_path, monkeypatch):
+    """A CPU run records no ceilings, so it has no % SOL to plot: the picture names its panel
+    under the others, as the terminal does."""
+    pytest.importorskip("matplotlib", reason="matplotlib draws --plot (pip install '.[plot]')")
+    from matplotlib.figure import Figure
+
+    cpu_rows = [{**row, "device": "cpu", "ceilings": "", "peak_flops": None, "bandwidth": None, "pct_sol": None, "sol_ns": None}
+                for row in run_rows(H100, [9e6, 4e6], "2026-11-23T10:00:00+00:00")]
+    store_rows(history_store, cpu_rows)
+    texts = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: texts.extend(text.get_text() for text in figure.texts))
+    result = run_compare("--store", str(history_store), "--plot", str(tmp_path / "plot.png"))
+    assert result.exit_code == 0, result.output
+    (note,) = texts
+    assert "not plotted" in note and "nvfp4_gemm on cpu" in note and H100 not in note
+    assert note.split(";")[0] in " ".join(result.output.split())
 
 
 def test_missing_results_say_how_to_make_them(tmp_path):
@@ -335,6 +354,42 @@ def test_change_is_against_the_previous_run_of_the_same_file(tmp_path):
     assert h100.run_label(mine_second).splitlines()[-1] == "mine.py aaaaaaaa"
     assert h100.run_label(first).splitlines()[-1] == "torch_submission.py ffffffff"
     assert "-16.7%" in run_compare("--store", str(path)).output and "+393" not in run_compare("--store", str(path)).output
+
+
+def test_a_change_within_the_runs_own_errors_reads_as_noise_and_one_beyond_them_as_a_change(tmp_path):
+    """A CPU's runs scatter by several per cent (their err_ns says so): a 15 % difference between
+    two of them, each 6 % uncertain, is within two standard errors of the difference (17 %); the
+    same difference between two runs 0.1 % uncertain is a speed-up. Each device gets its own band."""
+    path = tmp_path / "verdicts.sqlite"
+    for device, error in ((H100, 1e-3), (B200, 0.06)):
+        for means, time in (([100e3, 60e3], "2026-11-20T10:00:00+00:00"), ([85e3, 51e3], "2026-11-20T11:00:00+00:00")):
+            store_rows(path, run_rows(device, means, time, relative_error=error))
+    devices = by_device(path)
+    noisy, steady = devices[B200], devices[H100]
+    assert noisy.band.loc[BIG].iloc[1] == pytest.approx(2 * math.hypot(0.06, 0.06))
+    assert steady.band.loc[BIG].iloc[1] == pytest.approx(NOISE_FRACTION)
+    geomean_error = math.hypot(0.06, 0.06) / 2  # two shapes' errors in quadrature over their count
+    assert noisy.score_band[noisy.runs[1]] == pytest.approx(2 * math.hypot(geomean_error, geomean_error))
+    output = run_compare("--store", str(path)).output
+    output = output[:output.index("runs headed")]  # the tables, without the legend under them
+    starts = sorted((output.index(f"nvfp4_gemm on {device}"), device) for device in (H100, B200))
+    tables = {device: output[start:end] for (start, device), (end, _) in zip(starts, starts[1:] + [(len(output), None)])}
+    assert "-15.0% ±17%" in tables[B200]
+    assert "-15.0%" in tables[H100] and "±" not in tables[H100]
+
+
+def test_runs_recorded_with_long_and_short_hashes_show_them_at_one_length(tmp_path):
+    path = tmp_path / "verdicts.sqlite"
+    for commit, time in (("0123456789ab-dirty", "2026-11-20T10:00:00+00:00"), ("fedcba9", "2026-11-20T11:00:00+00:00")):
+        store_rows(path, [{**row, "commit": commit} for row in run_rows(H100, [100e3, 60e3], time)])
+    h100 = by_device(path)[H100]
+    assert [h100.run_label(run).splitlines()[2] for run in h100.runs] == ["0123456-dirty", "fedcba9"]
+
+
+def test_a_band_is_never_narrower_than_event_timings_noise_and_an_unknown_error_gets_that_floor():
+    assert noise_band(0.0, 0.0) == NOISE_FRACTION
+    assert noise_band(math.nan, 0.2) == NOISE_FRACTION
+    assert noise_band(0.03, 0.04) == pytest.approx(NOISE_SIGMAS * 0.05)
 
 
 def test_the_device_of_your_latest_run_is_shown_first(tmp_path):

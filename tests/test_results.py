@@ -84,3 +84,28 @@ def test_rows_appended_to_an_empty_file_start_it_with_its_header(tmp_path):
     path.write_text("")
     append_rows([{"a": 1, "b": "x"}], path)
     assert path.read_text().splitlines() == ["a,b", "1,x"]
+
+
+def test_a_commit_is_recorded_at_the_length_every_output_prints(tmp_path, monkeypatch):
+    """git_commit of a repository (clean, then with a tracked file changed): the hash's first
+    seven characters, with `-dirty` after them; `compare` prints older rows' longer hashes at the
+    same length."""
+    import subprocess
+
+    from harness.results import COMMIT_CHARACTERS, git_commit, short_commit
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    monkeypatch.delenv("HARNESS_COMMIT", raising=False)
+    git("init", "-q")
+    (tmp_path / "file").write_text("one")
+    git("add", "file")
+    git("commit", "-q", "-m", "one")
+    full = git("rev-parse", "HEAD")
+    assert git_commit(tmp_path) == full[:COMMIT_CHARACTERS] == full[:7]
+    (tmp_path / "file").write_text("two")
+    assert git_commit(tmp_path) == f"{full[:7]}-dirty"
+    assert short_commit(f"{full[:12]}-dirty") == f"{full[:7]}-dirty"
+    assert short_commit(full[:12]) == short_commit(full[:7]) == full[:7]
