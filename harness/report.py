@@ -98,13 +98,21 @@ BASELINE_COLUMNS = Columns(
 )
 
 
+def _measured(header: str, rows: list[tuple[dict, str | None]]) -> bool:
+    """Whether a column holds a figure: not one where every row says `-`, nothing measured (the
+    speed-of-light's columns on a CPU), which would take the room of measured ones."""
+    cells = [cells.get(header, "") for cells, _ in rows]
+    return "-" not in cells or any(cell not in ("", "-") for cell in cells)
+
+
 def _table(title: str, columns: Columns, rows: list[tuple[dict, str | None]]) -> Fitted:
     # No cell wraps: a number or a shape is read whole or not shown (tables.Fitted).
     table = Table(title=title, title_justify="left")
-    for header in columns.headers:
+    headers = [header for header in columns.headers if _measured(header, rows)]
+    for header in headers:
         table.add_column(header, justify="left" if header in columns.left else "right", no_wrap=True, overflow="fold")
     for cells, style in rows:
-        table.add_row(*(cells.get(header, "") for header in columns.headers), style=style)
+        table.add_row(*(cells.get(header, "") for header in headers), style=style)
     return Fitted(table, columns.left_out_first, shown_by="a wider terminal, a pipe or --json")
 
 

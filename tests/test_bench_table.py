@@ -97,6 +97,21 @@ def test_a_grouped_shape_and_a_failed_case_read_whole_at_80_columns():
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
 
 
+def test_on_the_cpu_the_columns_nothing_measured_give_their_room_to_measured_ones():
+    """Without ceilings (a CPU) SOL µs, % SOL and bound would be `-` on every row: they are left
+    out, and at 80 columns every measured column of the CPU's benchmark (nvfp4_gemm's test of
+    least work) stays, worst and host time included."""
+    cases = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 128; n: 512; k: 256; l: 1; seed: 1111\n")
+    results = [passed(1_234.567), CaseResult("timeout", device_name="cpu")]
+    text = render(80, GEMM, cases, results, None)
+    headers, rows = table_cells(text, "benchmark on")
+    assert headers == ["shape", "runs", "mean µs", "± err", "best", "worst", "host µs/call"]
+    assert "left out" not in text and max(map(len, text.splitlines())) <= 80
+    first = dict(zip(headers, rows[0]))
+    assert first["worst"] == us(results[0].stats.worst) and first["host µs/call"] == us(results[0].host_ns)
+    assert rows[1][:2] == [cases[1].label, "timeout"]
+
+
 def test_the_baselines_table_keeps_its_figures_whole_at_80_columns():
     results = [passed(mean, baselines=True) for mean in (1_234_567.891, 98_765.4321, 45_678.9)]
     floor = DEVICES["H100"]
