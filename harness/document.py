@@ -8,6 +8,7 @@ changes meaning.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import sys
@@ -60,11 +61,32 @@ def ceilings_fields(ceilings, note: str) -> dict | None:
 MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
 
 
+# The grouped problem's check names the group that failed by its bare index, then its reasons as
+# a Python list: `mismatch found! ...: 1 ['Number of mismatched elements: 3', 'ERROR AT ...']`.
+GROUP_MISMATCH = re.compile(r"(mismatch found![^:]*: )(\d+) (\[.*\])", re.DOTALL)
+
+
+def _group_named(message: str) -> str:
+    """A grouped check's message with its group named and its reasons as the other problems'
+    checks give theirs (joined by spaces); any other message as it is."""
+    found = GROUP_MISMATCH.fullmatch(message)
+    if found is None:
+        return message
+    try:
+        reasons = ast.literal_eval(found[3])
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return message
+    if not isinstance(reasons, list) or not all(isinstance(reason, str) for reason in reasons):
+        return message
+    return f"{found[1]}group {found[2]}: " + " ".join(reasons)
+
+
 def labelled_mismatches(message: str) -> str:
-    """The check's mismatch lines with their two numbers named, one a line: what the judge shows
-    and the --json document's `message` (its `competition_message`, POPCORN_FD's lines and
-    everything under --official keep the competition's text)."""
-    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", message)
+    """The check's mismatch lines with their two numbers named, one a line, and a grouped check's
+    group named: what the judge shows and the --json document's `message` (its
+    `competition_message`, POPCORN_FD's lines and everything under --official keep the
+    competition's text)."""
+    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", _group_named(message))
 
 
 class RunDocument:

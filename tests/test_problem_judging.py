@@ -91,7 +91,7 @@ def test_the_torch_fixture_passes_and_the_wrong_one_fails_with_the_problems_mess
     assert (status, entry["status"]) == (modes.EXIT_PASS, PASS), entry
     status, (entry,) = run_tests(name, FIXTURES / f"{name}_wrong.py")
     assert status != modes.EXIT_PASS and entry["status"] == FAIL, entry
-    assert entry["message"].startswith(MISMATCH + ("0 ['Number of mismatched elements: " if name == "nvfp4_group_gemm"
+    assert entry["message"].startswith(MISMATCH + ("group 0: Number of mismatched elements: " if name == "nvfp4_group_gemm"
                                                    else "Number of mismatched elements: ")), entry
 
 
@@ -155,7 +155,8 @@ def test_a_kernel_that_writes_only_the_first_groups_output_fails_on_the_refill(t
         """))
     status, (entry,) = run_tests("nvfp4_group_gemm", submission)
     assert entry["status"] == FAIL, entry
-    assert entry["message"].startswith(MISMATCH + "1 ['Number of mismatched elements: 16384'"), entry
+    assert entry["message"].startswith(MISMATCH + "group 1: Number of mismatched elements: 16384\n"), entry
+    assert entry["competition_message"].startswith(MISMATCH + "1 ['Number of mismatched elements: 16384'"), entry
     assert "-32768" in entry["message"]  # group 1's c as the judge filled it
 
 

@@ -3,6 +3,8 @@ user's own path; and a run that stops at an error two cases in a row raised."""
 
 from pathlib import Path
 
+from hypothesis import assume, given, settings, strategies as st
+
 import harness
 from harness.jobs import ERROR, FAIL, NOT_RUN, CaseResult
 from harness.modes import RepeatedError, RunOptions
@@ -145,6 +147,34 @@ def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
     shown = labelled_mismatches(message).splitlines()
     assert shown[1:] == ["ERROR AT (0, 0, 0): got -897.5, expected -949.5", "ERROR AT (3, 1, 0): got nan, expected 2.0"]
     assert labelled_mismatches("custom_kernel modified its input(s): b") == "custom_kernel modified its input(s): b"
+
+
+def test_the_grouped_checks_group_is_named_and_its_reasons_read_as_the_others():
+    from harness.report import labelled_mismatches
+
+    message = ("mismatch found! custom implementation doesn't match reference: 1 ['Number of mismatched elements: 7', "
+               "'ERROR AT (0, 3, 0): -32768.0 15.5', 'ERROR AT (5, 7, 0): 1.0 2.0', '... and 5 more mismatched elements.']")
+    assert labelled_mismatches(message).splitlines() == [
+        "mismatch found! custom implementation doesn't match reference: group 1: Number of mismatched elements: 7",
+        "ERROR AT (0, 3, 0): got -32768.0, expected 15.5",
+        "ERROR AT (5, 7, 0): got 1.0, expected 2.0 ... and 5 more mismatched elements."]
+
+
+@settings(max_examples=200, deadline=None)
+@given(group=st.integers(min_value=0, max_value=10**6), reasons=st.lists(st.text(max_size=40), max_size=6),
+       tail=st.text(min_size=1, max_size=20))
+def test_a_grouped_message_of_any_reasons_is_named_or_left_as_it_is(group, reasons, tail):
+    """Whatever text the reasons hold (their numbers come from a submission's output), the group
+    is named and the reasons follow it whole; a message not of that form (text after the list) is
+    shown as it was. Nothing raises."""
+    from harness.report import labelled_mismatches
+
+    assume(not any("ERROR AT" in text for text in (*reasons, tail)))
+    prefix = "mismatch found! custom implementation doesn't match reference: "
+    message = f"{prefix}{group} {reasons!r}"
+    assert labelled_mismatches(message) == f"{prefix}group {group}: " + " ".join(reasons)
+    untouched = f"{message} {tail}!"
+    assert labelled_mismatches(untouched) == untouched
 
 
 def test_a_copy_of_the_file_is_reported_under_the_name_it_was_given(tmp_path):
