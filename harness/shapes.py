@@ -140,12 +140,18 @@ def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
 
 def parse_cases(text: str, source: str = "<text>", case_format: CaseFormat = GEMM_FORMAT) -> list[Case]:
     """Every case of `text`, checked before any of them runs: a mistake in the file is the
-    file's (exit 113), never a submission's failed case."""
-    cases = []
+    file's (exit 113), never a submission's failed case. Every line is read, and the error names
+    each line's mistake, a line each, so that one fix of the file mends them all."""
+    cases, mistakes = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        cases.append(Case(spec=line, args=_case_args(line, f"{source}:{number}", case_format)))
+        try:
+            cases.append(Case(spec=line, args=_case_args(line, f"{source}:{number}", case_format)))
+        except ShapeFileError as mistake:
+            mistakes.append(str(mistake))
+    if mistakes:
+        raise ShapeFileError("\n".join(mistakes))
     if not cases:
         raise ShapeFileError(f"{source}: no cases")
     return cases

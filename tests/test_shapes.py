@@ -2,6 +2,7 @@ import dataclasses
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from harness import taskfile
 from harness.problems import PROBLEMS
@@ -54,6 +55,31 @@ def test_a_line_without_exactly_the_problems_integer_keys_is_named_with_its_file
         parse_cases(f"# sweep\n{GOOD_LINE}\n{line}\n", source="sweep.txt")
     assert str(error.value).startswith("sweep.txt:3: ")
     assert said in str(error.value)
+
+
+BAD_LINES = ["m: 128; n: 256; k: 256; l: 1; sed: 1", "m: 128; n: 256; k: 256; l: 1", "m: 128; n: abc; k: 256; l: 1; seed: 1",
+             "m: 128, n: 256, k: 256, l: 1, seed: 1", "m: 128; n: 256; k: 256; l: 1; seed: 1; m: 64"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([GOOD_LINE, "# a comment", "", *BAD_LINES]), min_size=1, max_size=12))
+def test_every_mistake_of_a_file_is_named_at_once_a_line_each(lines):
+    """However many lines are wrong and wherever they are, one error names each, in the file's
+    order, with its line number; a file without one parses."""
+    wrong = [number for number, line in enumerate(lines, start=1) if line in BAD_LINES]
+    text = "\n".join(lines) + "\n"
+    if not wrong and GOOD_LINE in lines:
+        assert len(parse_cases(text, source="many.txt")) == lines.count(GOOD_LINE)
+        return
+    if not wrong:
+        with pytest.raises(ShapeFileError, match="many.txt: no cases"):
+            parse_cases(text, source="many.txt")
+        return
+    with pytest.raises(ShapeFileError) as error:
+        parse_cases(text, source="many.txt")
+    said = str(error.value).splitlines()
+    assert [int(line.split(":")[1]) for line in said] == wrong
+    assert all(line.startswith(f"many.txt:{number}: ") for line, number in zip(said, wrong))
 
 
 def test_another_problem_passes_its_own_keys():
