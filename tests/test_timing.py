@@ -60,6 +60,9 @@ class ScriptedWorker:
     def paused(self, keep):
         return contextlib.nullcontext()
 
+    def add_time(self, seconds):
+        self.events.append(("time added", seconds))
+
     def request(self, operation, *arguments):
         self.events.append(operation)
         if operation == "hold":
@@ -322,6 +325,36 @@ def test_the_time_limit_starts_once_the_judge_has_drawn_and_the_partner_gets_its
     partner.events.clear()
     case.calibrate(own_kinds=False)
     assert partner.events[0] == ("time limit", partner_limit) and "echo" in partner.events
+
+
+def test_the_judges_own_work_inside_a_case_moves_the_workers_time_limit_on():
+    """The calibration (the partner's rounds) and a recheck's draws and references are the
+    judge's time, not the submission's: the worker's limit is moved on by at least what each took,
+    and the worker's own rounds move it on by nothing."""
+    worker, partner = ScriptedWorker(lambda index, data: None), ScriptedWorker(lambda index, data: None, sleep_s=0.01)
+    judging = cases.Judging(worker, partner, JudgeClock(CPU, COMPETITION_FLUSH_BYTES), SharedPool(CPU),
+                            progress=lambda text: None, time_limit_s=42.0)
+    job = Job("benchmark", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 5")[0], device="cpu", problem=gemm_with_batches_of(2))
+    case = cases.BenchmarkCase(job, judging)
+    worker.kernel = _answering(case)
+
+    def added():
+        moved = [seconds for event, *seconds in worker.events if event == "time added" for seconds in seconds]
+        worker.events.clear()
+        return moved
+
+    added()
+    case.calibrate(own_kinds=False)
+    (calibration,) = added()
+    assert calibration >= cases.CALIBRATION_ROUNDS * partner.sleep_s
+    real_generate = cases._generate
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cases, "_generate", lambda *args: (time.sleep(0.05), real_generate(*args))[1])
+        case.recheck_inputs()
+    (recheck,) = added()
+    assert recheck >= 2 * 0.05  # a draw for each of the batch's two calls
+    case.plain_round()
+    assert added() == []
 
 
 def _flush_round(flush_ms: float, queues: tuple = ("stream 7 of cuda:0",)) -> Round:

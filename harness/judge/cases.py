@@ -12,9 +12,11 @@ inside that window, and checks every round's copies. What the worker says (its o
 GPU activity) is a claim, set against what the judge measured.
 """
 
+import contextlib
 import dataclasses
 import random
 import statistics
+import time
 
 import torch
 
@@ -87,6 +89,19 @@ class Judging:
             if process is not None and process.alive:
                 limit = max(self.time_limit_s, PARTNER_TIME_LIMIT_S) if process is self.partner else self.time_limit_s
                 process.begin_case(limit, self.progress)
+
+    @contextlib.contextmanager
+    def judges_own_time(self):
+        """The judge's own work inside a case, while the worker waits for its next request (the
+        calibration, the draws and references of rechecks and probes, a leaderboard's fresh
+        draws): the worker's time limit is moved on by what it took, so that the limit counts
+        the submission's calls. On a CPU that work can take longer than the calls themselves."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            if self.worker.alive:
+                self.worker.add_time(time.monotonic() - started)
 
 
 def _generate(job: Job, seed: int):
@@ -255,7 +270,8 @@ class BenchmarkCase:
         # then carry the same work, so that its rounds measure the same fixed cost.
         self.editing = self.strict and self.edits.possible
         if self.editing:
-            self.edits.draw_next()
+            with judging.judges_own_time():
+                self.edits.draw_next()
 
     def round(self, process=None, record: bool = False, before_window=None) -> Round:
         return self.judging.clock.round(process or self.judging.worker, self.shared, before_flush=self._before_flush,
@@ -276,8 +292,9 @@ class BenchmarkCase:
     def renew(self, seed: int) -> None:
         """The next round's inputs drawn afresh from `seed` (every input of the batch the same
         draw), its references computed; written into the shared inputs before its flush."""
-        data = _generate(self.job, seed)
-        reference = self.problem.expected(clone_data(data))
+        with self.judging.judges_own_time():
+            data = _generate(self.job, seed)
+            reference = self.problem.expected(clone_data(data))
         self.pristine, self.expected = [data] * self.calls, [reference] * self.calls
         self.stale = True
 
@@ -289,7 +306,8 @@ class BenchmarkCase:
         recheck to the next."""
         turn = self.rechecks if self.calls == 1 else 0
         self.rechecks += 1
-        pairs = [self._recheck_input(index, fresh=(index + turn) % 2 == 0) for index in range(self.calls)]
+        with self.judging.judges_own_time():
+            pairs = [self._recheck_input(index, fresh=(index + turn) % 2 == 0) for index in range(self.calls)]
         return [data for data, _ in pairs], [reference for _, reference in pairs]
 
     def _recheck_input(self, index: int, fresh: bool) -> tuple:
@@ -315,7 +333,7 @@ class BenchmarkCase:
         output_paths = [paths[id(buffer)] for buffer in self.buffers[0]]
         as_list = isinstance(self.expected[0], (list, tuple))
         self.judging.restart_time_limit(partner)
-        with self.judging.worker.paused(keep=partner.pids):
+        with self.judging.judges_own_time(), self.judging.worker.paused(keep=partner.pids):
             for own in (False, True) if own_kinds else (False,):
                 for reply_when_idle in (False, True):
                     partner.request("echo", own, reply_when_idle, output_paths, as_list)
@@ -402,7 +420,8 @@ def _probe(case: BenchmarkCase) -> str | None:
     problem = _value_problem(round_, case.edits.references, case.shared, case.job)
     if problem:
         return f"probe on edited inputs among the timed rounds: {problem}"
-    case.edits.draw_next()
+    with case.judging.judges_own_time():
+        case.edits.draw_next()
     return None
 
 

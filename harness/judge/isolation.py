@@ -331,6 +331,11 @@ class WorkerProcess:
             self._log_start = 0
         return started
 
+    def add_time(self, seconds: float) -> None:
+        """The case's time limit moved `seconds` later: time the judge spent on work of its own
+        while this process waited for a request (cases.Judging.judges_own_time)."""
+        self._deadline += seconds
+
     def request(self, operation: str, *arguments):
         """The worker's reply to one request (harness/runner/calls.py), or CaseStopped."""
         self.ask(operation, *arguments)
