@@ -78,3 +78,16 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
         "```\n[inside a code block](ignored.md)\n```\n"
     )
     assert broken_links(page) == ["missing.md (no such file)", "other.md#nowhere (no such heading in other.md)"]
+
+
+MAKE_TEST_ROW = re.compile(r"^\| `make test` \(two processes\), the machine otherwise idle \| (\d{4}-\d\d-\d\d), ([0-9a-f]{7}) \| "
+                           r"(\d+ min )?\d+ s, (\d+) passed, (\d+) skipped \|$", re.MULTILINE)
+
+
+def test_the_make_test_figure_is_one_row_of_figures_md_which_the_readme_cites():
+    """Refreshing `make test`'s figure is editing one row: the README repeats none of its numbers."""
+    figures = (ROOT / "docs" / "figures.md").read_text()
+    assert len(MAKE_TEST_ROW.findall(figures)) == 1
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/figures.md#the-kit-on-a-2-core-machine-without-gpu" in readme
+    assert not re.search(r"\d+ passed", readme)
