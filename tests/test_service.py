@@ -50,10 +50,25 @@ class RecordingJudge:
         # A timed run's reply carries its rows (results/runs.csv's columns), as the judge's does.
         rows = ([{"time": "2026-11-27T01:00:00+00:00", "device": "recording device", "shape": f"case {case['index']}",
                   "status": case["status"]} for case in cases] if request["mode"] == "benchmark" else [])
-        return {"exit_status": 0 if passed else 112, "report": "", "document": {"passed": passed, "cases": cases}, "rows": rows}
+        return {"exit_status": 0 if passed else 112, "report": "", "document": {"passed": passed, "cases": cases, "submission": request["name"]},
+                "rows": rows}
+
+    alive = True
+
+    def heartbeat(self):
+        return self.alive
+
+    def revive(self):
+        self.alive = True
+
+    def cancel(self, candidate_id):
+        return False
 
     def status(self):
         return {"judge": self.name, "judged": len(self.requests)}
+
+    def end(self):
+        self.release.set()
 
     def close(self):
         pass
@@ -92,7 +107,7 @@ def test_a_candidate_judged_once_is_answered_from_the_store_unless_rerun(recorde
     # Another option is another key: judged, not answered from the store.
     other = client.post("/candidates", json={"source": "right", "tests": TWO_CASES, "stop_on_first_failure": True}).json()["id"]
     assert client.get(f"/candidates/{other}", params={"wait": 30}).json()["cached"] is False
-    assert judge.requests[-1]["options"] == {"stop_on_first_failure": True}
+    assert judge.requests[-1]["options"] == {"stop_on_first_failure": True, "wall_limit_s": 300.0}
     assert [row["passed"] for row in service.store.rows()] == [1, 1, 1]
 
 
@@ -117,7 +132,7 @@ def test_a_batch_queues_in_order_and_status_counts_it(recorded):
     results = [client.get(f"/candidates/{candidate}", params={"wait": 30}).json() for candidate in ids]
     assert [result["passed"] for result in results] == [False] * 3 and [result["exit_status"] for result in results] == [112] * 3
     assert [request["name"] for request in judge.requests] == ["c0.py", "c1.py", "c2.py"]
-    assert client.get("/health").json() == {"ok": True, "judges": 1}
+    assert client.get("/health").json() == {"ok": True, "judges": 1, "alive": 1}
 
 
 def test_requests_no_judge_could_run_are_refused(recorded):

@@ -1,9 +1,12 @@
 """`python -m harness serve`: the front's process. Starts the judges (a process per local GPU,
-or Ray actors), then the HTTP API on uvicorn until interrupted."""
+or Ray actors), then the HTTP API on uvicorn until interrupted (SIGINT or SIGTERM), then ends the
+judges and puts the candidates they were running back in the queue (harness/service/front.py)."""
 
 import os
+import signal
 
-from harness.service.front import Service
+from harness.service.candidates import Candidates
+from harness.service.front import MAX_SOURCE_BYTES, Service
 from harness.service.judges import LocalJudge
 from harness.store import DEFAULT_PATH, Store
 
@@ -12,11 +15,16 @@ class NoJudge(Exception):
     pass
 
 
+class Interrupted(Exception):
+    """SIGTERM, once uvicorn has stopped serving: raised where the signal would end the process
+    before the front's cleanup ran."""
+
+
 def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_mib: int | None) -> list[LocalJudge]:
     """A judge per GPU of `gpus` (every GPU by default), each seeing its own alone; or `count`
     CPU judges."""
     if device == "cpu":
-        return [LocalJudge("cpu", memory_limit_mib=memory_limit_mib) for _ in range(count)]
+        return [LocalJudge("cpu", memory_limit_mib=memory_limit_mib, slot=slot) for slot in range(count)]
     import torch
 
     available = torch.cuda.device_count()
@@ -32,7 +40,8 @@ def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_m
 
 
 def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None, store_path=DEFAULT_PATH,
-                  memory_limit_mib=None) -> Service:
+                  memory_limit_mib=None, max_source_bytes=MAX_SOURCE_BYTES) -> Service:
+    """`store_path` None: no store, every candidate judged, and the queue in memory alone."""
     if ray_address:
         try:
             import ray
@@ -46,28 +55,49 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
         judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret)
     else:
         judges = local_judges(gpus, device, judges_per_node, memory_limit_mib)
-    return Service(judges, Store(store_path) if store_path else None)
+    return Service(judges, Store(store_path) if store_path else None,
+                   candidates=Candidates(store_path) if store_path else None, max_source_bytes=max_source_bytes)
 
 
-def run_service(gpus, device, judges_per_node, ray_address, host, port, store_path, memory_limit_mib) -> None:
+def serve_until_stopped(service: Service, host: str, port: int, max_request_bytes: int | None = None,
+                        announce=print) -> None:
+    """Start the judges, serve the API until SIGINT or SIGTERM, then close the service: uvicorn
+    handles both signals itself and raises the one it got again once it has stopped serving;
+    SIGTERM's handler here turns that into an exception, so that the cleanup runs."""
+    import uvicorn
+
+    from harness.service.app import MAX_REQUEST_BYTES, create_app
+
+    def interrupted(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    announce(f"starting {len(service.judges)} judge(s): {', '.join(judge.name for judge in service.judges)}")
+    try:
+        service.start()
+        announce(f"judges ready on {', '.join(service.device_names)}; http://{host}:{port} (docs at /docs)")
+        uvicorn.run(create_app(service, max_request_bytes or MAX_REQUEST_BYTES), host=host, port=port, log_level="warning")
+    except (Interrupted, KeyboardInterrupt):
+        pass
+    finally:
+        service.close()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_service(gpus, device, judges_per_node, ray_address, host, port, store_path, memory_limit_mib,
+                max_source_bytes=MAX_SOURCE_BYTES) -> None:
     """`store_path` None: no store, every candidate judged."""
     import click
 
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
 
-        from harness.service.app import create_app
+        import harness.service.app  # noqa: F401
     except ImportError as error:
         raise click.ClickException(f"the service needs its extra: pip install \".[service]\" ({error})") from None
 
     try:
-        service = build_service(gpus, device, judges_per_node, ray_address, store_path, memory_limit_mib)
+        service = build_service(gpus, device, judges_per_node, ray_address, store_path, memory_limit_mib, max_source_bytes)
     except NoJudge as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"starting {len(service.judges)} judge(s): {', '.join(judge.name for judge in service.judges)}", err=True)
-    service.start()
-    click.echo(f"judges ready on {', '.join(service.device_names)}; http://{host}:{port} (docs at /docs)", err=True)
-    try:
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
-    finally:
-        service.close()
+    serve_until_stopped(service, host, port, announce=lambda text: click.echo(text, err=True))
