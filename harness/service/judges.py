@@ -47,6 +47,7 @@ class LocalJudge:
             self._environment["CUDA_VISIBLE_DEVICES"] = visible_devices
         self._process: subprocess.Popen | None = None
         self._front_end: int | None = None  # the write end of the pipe the judge ends with
+        self._ready = False
         self._lock = threading.Lock()
         self.host = socket.gethostname()
         self.starts = 0
@@ -63,6 +64,7 @@ class LocalJudge:
     def start(self) -> dict:
         """Start the process and wait for its `ready` line (its imports and first workers)."""
         self._end()
+        self._ready = False
         watched, self._front_end = os.pipe()
         command = [*self.program, "--device", self.device, "--front-fd", str(watched)]
         if self.memory_limit_mib:
@@ -78,11 +80,13 @@ class LocalJudge:
             self._process.wait()
             self.last_exit = self._process.returncode
             raise JudgeEnded(f"the judge on {self.name} ended before it was ready (exit status {self._process.returncode})")
+        self._ready = True
         return json.loads(line)
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        """Started, ready, and still running."""
+        return self._ready and self._process is not None and self._process.poll() is None
 
     def heartbeat(self) -> bool:
         return self.alive
