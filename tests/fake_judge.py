@@ -5,7 +5,7 @@ candidate.
 
 A candidate passes unless its source says `wrong`; `sleep S` in it holds the judge S seconds;
 `no worker` makes its first case end in the worker's start (an environment fault, not the
-file's). Each judged id is appended, with this process's id, to the file FAKE_JUDGE_LOG names.
+file's). Each judged id is appended, with this process's id, to the file FAKE_JUDGE_LOG names, with its mode and when its run began and ended.
 """
 
 import argparse
@@ -46,10 +46,11 @@ def main() -> None:
     print(json.dumps({"ready": True, "device": arguments.device, "device_name": "fake device", "pid": os.getpid()}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
+        started = time.time()
         reply = reply_to(request)
         if log:
             with open(log, "a") as out:
-                out.write(f"{request.get('id')} {os.getpid()}\n")
+                out.write(f"{request.get('id')} {os.getpid()} {request.get('mode')} {started} {time.time()}\n")
         print(json.dumps({"id": request.get("id"), **reply}), flush=True)
 
 

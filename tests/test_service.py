@@ -32,7 +32,8 @@ class RecordingJudge:
     """Answers every candidate as a judge would, a case per tests-file line passing unless the
     source says `wrong`; records what it was asked."""
 
-    name = device = "recording"
+    name = device = shares = "recording"
+    modes = None
 
     def __init__(self):
         self.requests = []

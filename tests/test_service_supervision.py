@@ -135,3 +135,29 @@ def test_a_ray_actor_killed_mid_candidate_is_made_again_and_its_candidate_judged
             service.close()
     finally:
         ray.shutdown()
+
+
+def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_path):
+    log = tmp_path / "judged.log"
+    lanes = [LocalJudge("cpu", slot=0, lane=lane, program=FAKE_JUDGE, environment={**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log)})
+             for lane in range(3)]
+    service = Service(lanes, None, commit="fake")
+    service.start()
+    try:
+        requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
+                    + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
+                    + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
+        ids = service.submit_batch(requests)
+        assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+    finally:
+        service.close()
+    runs = {identifier: (mode, float(start), float(end))
+            for identifier, _, mode, start, end in (line.split() for line in log.read_text().splitlines())}
+    timed = [run for run in runs.values() if run[0] == "benchmark"]
+    tests = [run for run in runs.values() if run[0] == "test"]
+    assert len(timed) == 1 and len(tests) == 6
+    # The first three ran side by side; none overlapped the timed run.
+    first = [runs[identifier] for identifier in ids[:3]]
+    assert max(start for _, start, _ in first) < min(end for _, _, end in first)
+    assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
+    assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]

@@ -27,6 +27,7 @@ from harness.document import SCHEMA
 from harness.results import git_commit
 from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
+from harness.service.lanes import DeviceGate
 from harness.store import Store, verdict_key
 
 # The options a request may set; everything else is the judge's.
@@ -56,8 +57,10 @@ class Service:
                  candidates: Candidates | None = None, attempts: int = ATTEMPTS, max_source_bytes: int = MAX_SOURCE_BYTES,
                  default_wall_limit_s: dict | None = None):
         """`judges`: objects with start(), judge(request), cancel(id), status(), close(), end(),
-        `alive` and `name` (harness/service/judges.py LocalJudge). `candidates`: the table
-        (kept in memory without one: nothing outlives the front)."""
+        heartbeat(), revive(), `alive`, `name`, `modes` (those it takes, None for all) and
+        `shares` (the device its lanes share: harness/service/lanes.py), as
+        harness/service/judges.py LocalJudge. `candidates`: the table (kept in memory without
+        one: nothing outlives the front)."""
         if not judges:
             raise ValueError("a service needs at least one judge")
         self.judges = judges
@@ -71,6 +74,7 @@ class Service:
         self._stopping = threading.Event()
         self._cancelled: set[str] = set()
         self._busy_s = {id(judge): 0.0 for judge in judges}  # a Ray judge takes its name once started
+        self._gates = {judge.shares: DeviceGate() for judge in judges}
         self.retried = 0
         self._threads: list[threading.Thread] = []
         self.device_names: list[str] = []
@@ -227,7 +231,8 @@ class Service:
         counts = self.candidates.counts()
         return {"commit": self.commit, "seed_policy": self.seed_policy, "devices": self.device_names, **counts,
                 "recovered": self.recovered, "up_s": time.time() - self.started_at,
-                "judges": [{**judge.status(), "judge": judge.name, "alive": bool(judge.alive)} for judge in self.judges]}
+                "judges": [{**judge.status(), "judge": judge.name, "alive": bool(judge.alive)} for judge in self.judges],
+                "devices_held": {shares: gate.state() for shares, gate in self._gates.items()}}
 
     def metrics(self) -> dict:
         """What /metrics shows (harness/service/app.py writes it in Prometheus' text format)."""
@@ -251,19 +256,22 @@ class Service:
                     traceback.print_exc()
                     continue
             with self._work:
-                candidate = None if self._stopping.is_set() else self.candidates.take(judge.name)
+                candidate = None if self._stopping.is_set() else self.candidates.take(judge.name, judge.modes)
                 if candidate is None:
                     self._work.wait(HEARTBEAT_S)
             if candidate is None:
                 judge.heartbeat()
                 continue
-            self._judge_one(judge, candidate)
+            with self._gates[judge.shares].held(candidate["mode"]):
+                self._judge_one(judge, candidate)
 
     def _judge_one(self, judge, candidate: dict) -> None:
         identifier = candidate["id"]
         request = {**candidate["request"], "id": identifier}
         started = time.monotonic()
         try:
+            if self._stopping.is_set():
+                raise RuntimeError("the front is stopping")
             reply = judge.judge(request)
             error_class, why = classify(reply)
         except Exception as error:  # a judge that ended, stopped answering or could not start

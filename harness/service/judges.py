@@ -36,12 +36,15 @@ JUDGE_PROGRAM = (sys.executable, "-m", "harness.service.judge")
 class LocalJudge:
     """A judge process on `device`; `visible_devices`, where given, is its CUDA_VISIBLE_DEVICES
     (a judge per GPU sees its GPU alone, as `cuda`); `slot` tells CPU judges of one host apart.
-    `program` is the judge's command line before its options."""
+    `program` is the judge's command line before its options. `lane` 0 judges every mode; a
+    judge of another lane takes test-mode candidates only, beside lane 0 of its GPU (or CPU slot),
+    which the front gives a timed candidate alone (harness/service/front.py)."""
 
     def __init__(self, device: str, visible_devices: str | None = None, memory_limit_mib: int | None = None,
-                 environment: dict | None = None, slot: int = 0, program: tuple[str, ...] = JUDGE_PROGRAM):
+                 environment: dict | None = None, slot: int = 0, program: tuple[str, ...] = JUDGE_PROGRAM, lane: int = 0):
         self.device, self.visible_devices, self.memory_limit_mib = device, visible_devices, memory_limit_mib
-        self.slot, self.program = slot, tuple(program)
+        self.slot, self.program, self.lane = slot, tuple(program), lane
+        self.modes = None if lane == 0 else ("test",)
         self._environment = dict(environment if environment is not None else os.environ)
         if visible_devices is not None:
             self._environment["CUDA_VISIBLE_DEVICES"] = visible_devices
@@ -56,10 +59,13 @@ class LocalJudge:
         self.last_exit: int | None = None
 
     @property
+    def shares(self) -> str:
+        """What this judge's lanes share: its GPU, or its CPU slot."""
+        return f"{self.host} GPU {self.visible_devices}" if self.visible_devices is not None else f"{self.host} {self.device} #{self.slot}"
+
+    @property
     def name(self) -> str:
-        if self.visible_devices is not None:
-            return f"{self.host} GPU {self.visible_devices}"
-        return f"{self.host} {self.device} #{self.slot}"
+        return self.shares if self.lane == 0 else f"{self.shares} lane {self.lane}"
 
     def start(self) -> dict:
         """Start the process and wait for its `ready` line (its imports and first workers)."""
@@ -174,6 +180,6 @@ class LocalJudge:
         self._end()
 
     def status(self) -> dict:
-        return {"judge": self.name, "host": self.host, "device": self.device, "gpu": self.visible_devices,
+        return {"judge": self.name, "host": self.host, "device": self.device, "gpu": self.visible_devices, "modes": self.modes,
                 "alive": self.alive, "busy_with": self.busy_with, "judged": self.judged, "starts": self.starts,
                 "last_exit": self.last_exit, "pid": self._process.pid if self.alive else None}

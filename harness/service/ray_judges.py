@@ -62,7 +62,8 @@ class RayJudge:
     def __init__(self, make_actor, node_id: str, slot: int, device: str):
         self._make_actor, self.device = make_actor, device
         self._actor = make_actor()
-        self.name = f"{device} #{slot} on node {node_id[:8]}"
+        self.name = self.shares = f"{device} #{slot} on node {node_id[:8]}"
+        self.modes = None  # every mode: one actor a GPU
         self._alive = False
         self._lock = threading.Lock()
         self.recreated = 0

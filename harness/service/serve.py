@@ -20,11 +20,13 @@ class Interrupted(Exception):
     before the front's cleanup ran."""
 
 
-def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_mib: int | None) -> list[LocalJudge]:
+def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_mib: int | None,
+                 lanes: int = 1) -> list[LocalJudge]:
     """A judge per GPU of `gpus` (every GPU by default), each seeing its own alone; or `count`
-    CPU judges."""
+    CPU judges. Each with `lanes` - 1 more that judge test-mode candidates beside it."""
     if device == "cpu":
-        return [LocalJudge("cpu", memory_limit_mib=memory_limit_mib, slot=slot) for slot in range(count)]
+        return [LocalJudge("cpu", memory_limit_mib=memory_limit_mib, slot=slot, lane=lane)
+                for slot in range(count) for lane in range(lanes)]
     import torch
 
     available = torch.cuda.device_count()
@@ -36,11 +38,12 @@ def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_m
         raise NoJudge(f"no GPU {missing[0]}: this machine has {available}")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     names = visible.split(",") if visible else [str(index) for index in range(available)]
-    return [LocalJudge("cuda", visible_devices=names[index], memory_limit_mib=memory_limit_mib) for index in chosen]
+    return [LocalJudge("cuda", visible_devices=names[index], memory_limit_mib=memory_limit_mib, lane=lane)
+            for index in chosen for lane in range(lanes)]
 
 
 def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None, store_path=DEFAULT_PATH,
-                  memory_limit_mib=None, max_source_bytes=MAX_SOURCE_BYTES) -> Service:
+                  memory_limit_mib=None, max_source_bytes=MAX_SOURCE_BYTES, test_lanes=1) -> Service:
     """`store_path` None: no store, every candidate judged, and the queue in memory alone."""
     if ray_address:
         try:
@@ -54,7 +57,7 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
         secret = {"POPCORN_SEED": os.environ["POPCORN_SEED"]} if os.environ.get("POPCORN_SEED") else {}
         judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret)
     else:
-        judges = local_judges(gpus, device, judges_per_node, memory_limit_mib)
+        judges = local_judges(gpus, device, judges_per_node, memory_limit_mib, test_lanes)
     return Service(judges, Store(store_path) if store_path else None,
                    candidates=Candidates(store_path) if store_path else None, max_source_bytes=max_source_bytes)
 
@@ -85,7 +88,7 @@ def serve_until_stopped(service: Service, host: str, port: int, max_request_byte
 
 
 def run_service(gpus, device, judges_per_node, ray_address, host, port, store_path, memory_limit_mib,
-                max_source_bytes=MAX_SOURCE_BYTES) -> None:
+                max_source_bytes=MAX_SOURCE_BYTES, test_lanes=1) -> None:
     """`store_path` None: no store, every candidate judged."""
     import click
 
@@ -97,7 +100,8 @@ def run_service(gpus, device, judges_per_node, ray_address, host, port, store_pa
         raise click.ClickException(f"the service needs its extra: pip install \".[service]\" ({error})") from None
 
     try:
-        service = build_service(gpus, device, judges_per_node, ray_address, store_path, memory_limit_mib, max_source_bytes)
+        service = build_service(gpus, device, judges_per_node, ray_address, store_path, memory_limit_mib, max_source_bytes,
+                                test_lanes)
     except NoJudge as error:
         raise click.ClickException(str(error)) from None
     serve_until_stopped(service, host, port, announce=lambda text: click.echo(text, err=True))
