@@ -111,6 +111,8 @@ def test_a_candidate_judged_once_is_answered_from_the_store_unless_rerun(recorde
     assert client.get(f"/candidates/{other}", params={"wait": 30}).json()["cached"] is False
     assert judge.requests[-1]["options"] == {"stop_on_first_failure": True, "wall_limit_s": 300.0}
     assert [row["passed"] for row in service.store.rows()] == [1, 1, 1]
+    # An ended candidate's source is let go; its hash stays.
+    assert service.candidates.get(first)["request"] is None and service.candidates.get(first)["sha256"] == sha256("right")
 
 
 def test_a_timed_verdict_keeps_its_rows_for_compare(recorded):

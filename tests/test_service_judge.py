@@ -245,3 +245,21 @@ def test_the_candidate_after_one_that_ended_its_judge_is_judged_by_a_fresh_judge
         assert judge.starts == 2
     finally:
         judge.close()
+
+
+@pytest.mark.e2e
+def test_names_no_file_can_take_leave_the_judge_answering(tmp_path):
+    """A caller other than the front (which refuses them) may hand the judge any name: the copy
+    takes a name it can write, and the judge answers each, and the next."""
+    from harness.service.judges import LocalJudge
+
+    source = (FIXTURES / "torch_submission.py").read_text()
+    judge = LocalJudge("cpu")
+    judge.start()
+    try:
+        for name in (".", "..", "../../escape.py", "\ud800.py", "x" * 300, "a\0b.py", "", "ok.py"):
+            reply = judge.judge({"id": "n", "source": source, "name": name, "mode": "test", "tests": ONE_CASE, "options": {}})
+            assert reply["exit_status"] == 0 and reply["document"]["cases"][0]["status"] == "pass", (name, reply["document"])
+        assert judge.starts == 1
+    finally:
+        judge.close()

@@ -206,7 +206,7 @@ class Service:
     def cancel(self, candidate_id: str) -> dict | None:
         """A queued candidate ended as `cancelled`; a running one's judge told to end its run
         (its worker killed), then the same."""
-        with self._work:
+        with self._work:  # a dispatching thread takes a queued candidate under the same lock
             row = self.candidates.get(candidate_id)
             if row is None:
                 return None
@@ -215,9 +215,10 @@ class Service:
                 self._work.notify_all()
             elif row["state"] == RUNNING:
                 self._cancelled.add(candidate_id)
-                for judge in self.judges:
-                    if judge.name == row["judge"]:
-                        judge.cancel(candidate_id)
+        if row["state"] == RUNNING:
+            for judge in self.judges:
+                if judge.name == row["judge"]:
+                    judge.cancel(candidate_id)
         return self.get(candidate_id, wait_s=30.0 if row["state"] == RUNNING else 0.0)
 
     def alive_judges(self) -> int:
