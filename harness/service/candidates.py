@@ -142,6 +142,11 @@ class Candidates:
                 raise
         return None if row is None else self.get(candidate_id(row[0]))
 
+    def began(self, identifier: str) -> None:
+        """A running candidate's run began on its judge now (it may wait for its device after
+        it is taken: harness/service/lanes.py)."""
+        self._write("UPDATE candidates SET started_at = ? WHERE number = ? AND state = 'running'", (time.time(), number_of(identifier)))
+
     def finish(self, identifier: str, state: str, reply: dict, error_class: str) -> bool:
         """The candidate ended (`done` or `cancelled`) with `reply`; its source let go. False
         where it had ended already (cancelled while it ran, say)."""

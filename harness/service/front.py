@@ -269,10 +269,11 @@ class Service:
     def _judge_one(self, judge, candidate: dict) -> None:
         identifier = candidate["id"]
         request = {**candidate["request"], "id": identifier}
+        self.candidates.began(identifier)
         started = time.monotonic()
         try:
-            if self._stopping.is_set():
-                raise RuntimeError("the front is stopping")
+            if self._stopping.is_set() or identifier in self._cancelled:  # before its judge had it
+                raise RuntimeError("the front is stopping" if self._stopping.is_set() else "cancelled")
             reply = judge.judge(request)
             error_class, why = classify(reply)
         except Exception as error:  # a judge that ended, stopped answering or could not start
