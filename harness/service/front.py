@@ -292,10 +292,12 @@ class Service:
                 self.retried += 1
                 self.candidates.requeue(identifier, f"attempt {candidate['attempts']} on {judge.name}: {why}")
             else:
-                if error_class == VERDICT and self.store is not None and self.seed_policy != "secret":
+                # The candidate ends before its verdict is stored: a front killed between the two
+                # leaves the store one answer short, never a candidate judged again and stored twice.
+                ended = self.candidates.finish(identifier, DONE, {**reply, "error": why}, error_class)
+                if ended and error_class == VERDICT and self.store is not None and self.seed_policy != "secret":
                     self.store.add(candidate["fields"], request["name"], reply["document"], reply["exit_status"],
                                    reply.get("rows") or ())
-                self.candidates.finish(identifier, DONE, {**reply, "error": why}, error_class)
             self._work.notify_all()
 
 
