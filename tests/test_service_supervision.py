@@ -161,3 +161,12 @@ def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_pa
     assert max(start for _, start, _ in first) < min(end for _, _, end in first)
     assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
     assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
+
+
+def test_judges_are_named_by_host_and_gpu():
+    import socket
+
+    host = socket.gethostname()
+    assert LocalJudge("cuda", visible_devices="3").name == f"{host} GPU 3"
+    assert LocalJudge("cuda", visible_devices="3", lane=2).name == f"{host} GPU 3 lane 2"
+    assert len({LocalJudge("cpu", slot=slot).name for slot in range(3)}) == 3
