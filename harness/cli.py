@@ -366,11 +366,16 @@ def _gpus(ctx, param, value: str | None) -> list[int] | None:
               show_default="results/verdicts.sqlite", help="SQLite file of every verdict.")
 @click.option("--no-store", is_flag=True, help="Keep no verdicts: every candidate is judged.")
 @click.option("--memory-limit-mib", type=click.IntRange(min=1), default=None, help="A worker over this resident memory is killed (a crash).")
-def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib):
+@click.option("--max-source-bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="A candidate's source over this is refused (422).")
+@click.option("--test-lanes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Judges per GPU (or CPU judge): test-mode candidates run side by side; a timed one has the GPU alone.")
+def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib, max_source_bytes, test_lanes):
     """Keep a judge per GPU alive and judge candidates sent over HTTP (docs/service.md)."""
     from harness.service.serve import run_service
     run_service(gpus=gpus, device=device, judges_per_node=judges, ray_address=ray_address, host=host, port=port,
-                store_path=None if no_store else store_path or STORE_PATH, memory_limit_mib=memory_limit_mib)
+                store_path=None if no_store else store_path or STORE_PATH, memory_limit_mib=memory_limit_mib,
+                max_source_bytes=max_source_bytes, test_lanes=test_lanes)
 
 
 cli.add_command(benchmark, name="bench")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import Store, verdict_key
+from harness.store import Store, sha256, verdict_key
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -32,10 +32,12 @@ class RecordingJudge:
     """Answers every candidate as a judge would, a case per tests-file line passing unless the
     source says `wrong`; records what it was asked."""
 
-    name = device = "recording"
+    name = device = shares = "recording"
+    modes = None
 
     def __init__(self):
         self.requests = []
+        self.report = ""
         self.release = threading.Event()
         self.release.set()
 
@@ -50,10 +52,25 @@ class RecordingJudge:
         # A timed run's reply carries its rows (results/runs.csv's columns), as the judge's does.
         rows = ([{"time": "2026-11-27T01:00:00+00:00", "device": "recording device", "shape": f"case {case['index']}",
                   "status": case["status"]} for case in cases] if request["mode"] == "benchmark" else [])
-        return {"exit_status": 0 if passed else 112, "report": "", "document": {"passed": passed, "cases": cases}, "rows": rows}
+        return {"exit_status": 0 if passed else 112, "report": self.report, "document": {"passed": passed, "cases": cases, "submission": request["name"]},
+                "rows": rows}
+
+    alive = True
+
+    def heartbeat(self):
+        return self.alive
+
+    def revive(self):
+        self.alive = True
+
+    def cancel(self, candidate_id):
+        return False
 
     def status(self):
         return {"judge": self.name, "judged": len(self.requests)}
+
+    def end(self):
+        self.release.set()
 
     def close(self):
         pass
@@ -92,8 +109,10 @@ def test_a_candidate_judged_once_is_answered_from_the_store_unless_rerun(recorde
     # Another option is another key: judged, not answered from the store.
     other = client.post("/candidates", json={"source": "right", "tests": TWO_CASES, "stop_on_first_failure": True}).json()["id"]
     assert client.get(f"/candidates/{other}", params={"wait": 30}).json()["cached"] is False
-    assert judge.requests[-1]["options"] == {"stop_on_first_failure": True}
+    assert judge.requests[-1]["options"] == {"stop_on_first_failure": True, "wall_limit_s": 300.0}
     assert [row["passed"] for row in service.store.rows()] == [1, 1, 1]
+    # An ended candidate's source is let go; its hash stays.
+    assert service.candidates.get(first)["request"] is None and service.candidates.get(first)["sha256"] == sha256("right")
 
 
 def test_a_timed_verdict_keeps_its_rows_for_compare(recorded):
@@ -117,7 +136,7 @@ def test_a_batch_queues_in_order_and_status_counts_it(recorded):
     results = [client.get(f"/candidates/{candidate}", params={"wait": 30}).json() for candidate in ids]
     assert [result["passed"] for result in results] == [False] * 3 and [result["exit_status"] for result in results] == [112] * 3
     assert [request["name"] for request in judge.requests] == ["c0.py", "c1.py", "c2.py"]
-    assert client.get("/health").json() == {"ok": True, "judges": 1}
+    assert client.get("/health").json() == {"ok": True, "judges": 1, "alive": 1}
 
 
 def test_requests_no_judge_could_run_are_refused(recorded):
@@ -227,3 +246,145 @@ def test_judges_as_ray_actors_one_per_node_of_a_simulated_cluster(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+# -- the API a loop leans on -------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from harness.service.app import CandidateIn, checked_name  # noqa: E402
+from harness.service.judge import copy_name  # noqa: E402
+
+HOSTILE_NAMES = st.one_of(st.sampled_from([".", "..", "", "/", "a/b.py", "../x.py", "x\0.py", "\ud800.py", "a" * 256, "é" * 128]),
+                          st.text(min_size=0, max_size=300))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=HOSTILE_NAMES)
+def test_a_name_is_refused_or_judged_and_the_judge_answers_after_each(recorded, name):
+    judge, service, client = recorded
+    # A lone surrogate cannot be sent as UTF-8: sent as JSON's \ud800 escape, as a client may.
+    body = json.dumps({"source": "right", "tests": ONE_CASE, "name": name})
+    response = client.post("/candidates", content=body, headers={"content-type": "application/json"})
+    try:
+        plain = checked_name(name) == name
+    except ValueError:
+        plain = False
+    if plain:
+        found = client.get(f"/candidates/{response.json()['id']}", params={"wait": 30})
+        assert found.status_code == 200 and found.json()["name"] == name
+    else:
+        assert response.status_code == 422 and response.json()["detail"]["error_class"] == "rejected", response.text
+    after = client.post("/candidates", json={"source": "right", "tests": ONE_CASE, "rerun": True}).json()["id"]
+    assert client.get(f"/candidates/{after}", params={"wait": 30}).json()["passed"] is True
+
+
+@given(name=HOSTILE_NAMES)
+def test_the_judge_copies_a_candidate_under_a_name_it_can_write(tmp_path_factory, name):
+    folder = tmp_path_factory.mktemp("copy")
+    target = folder / copy_name(name)
+    target.write_text("x")
+    assert target.parent == folder and target.read_text() == "x"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.text(min_size=1, max_size=12).filter(lambda field: field not in CandidateIn.model_fields))
+def test_unknown_fields_are_refused(recorded, field):
+    judge, service, client = recorded
+    for body in ({"source": "right", field: True}, {"candidates": [{"source": "right", field: 1}]}):
+        response = client.post("/candidates" if "source" in body else "/batches", json=body)
+        assert response.status_code == 422 and response.json()["detail"]["error_class"] == "rejected", (field, response.text)
+    assert service.candidates.counts()["queued"] == 0
+
+
+def test_a_batch_is_queued_whole_or_refused_whole_with_each_items_error(recorded):
+    judge, service, client = recorded
+    refused = client.post("/batches", json={"candidates": [{"source": "a", "tests": ONE_CASE}, {"source": "b", "tests": ONE_CASE},
+                                                           {"source": "c", "path": "/etc/hostname"}]})
+    detail = refused.json()["detail"]
+    assert refused.status_code == 422 and detail["errors"][:2] == [None, None] and "one of the two" in detail["errors"][2]
+    assert service.candidates.counts()["queued"] == 0 and client.get("/candidates").json()["candidates"] == []
+
+
+def test_an_idempotency_key_gives_the_first_requests_id(recorded):
+    judge, service, client = recorded
+    first = client.post("/candidates", json={"source": "right", "tests": ONE_CASE, "idempotency_key": "loop-7"}).json()["id"]
+    again = client.post("/candidates", json={"source": "right", "tests": ONE_CASE, "idempotency_key": "loop-7"}).json()["id"]
+    assert again == first
+    other = client.post("/candidates", json={"source": "other", "tests": ONE_CASE, "idempotency_key": "loop-7"})
+    assert other.status_code == 422 and first in other.json()["detail"]["detail"]
+
+
+def test_candidates_are_listed_by_state_file_and_page(recorded):
+    judge, service, client = recorded
+    ids = client.post("/batches", json={"candidates": [{"source": f"wrong {index}", "tests": ONE_CASE} for index in range(5)]}).json()["ids"]
+    for identifier in ids:
+        client.get(f"/candidates/{identifier}", params={"wait": 30})
+    first = client.get("/candidates", params={"limit": 2}).json()
+    assert [found["id"] for found in first["candidates"]] == ids[:2] and first["next"] == ids[1]
+    rest = client.get("/candidates", params={"since": first["next"], "limit": 10}).json()
+    assert [found["id"] for found in rest["candidates"]] == ids[2:] and rest["next"] is None
+    by_file = client.get("/candidates", params={"sha256": sha256("wrong 3")}).json()["candidates"]
+    assert [found["id"] for found in by_file] == [ids[3]]
+    assert len(client.get("/candidates", params={"state": "done"}).json()["candidates"]) == 5
+    assert client.get("/candidates", params={"state": "queued"}).json()["candidates"] == []
+    assert client.get("/candidates", params={"state": "sleeping"}).status_code == 422
+
+
+def test_a_cached_reply_names_its_own_candidate_and_carries_the_judged_report(recorded):
+    judge, service, client = recorded
+    judge.report = "the judged report"
+    first = client.post("/candidates", json={"source": "right", "tests": ONE_CASE, "name": "first.py"}).json()["id"]
+    client.get(f"/candidates/{first}", params={"wait": 30})
+    second = client.get(f"/candidates/{client.post('/candidates', json={'source': 'right', 'tests': ONE_CASE, 'name': 'second.py'}).json()['id']}",
+                        params={"wait": 30}).json()
+    assert second["cached"] is True and second["name"] == "second.py" and second["document"]["submission"] == "second.py"
+    assert "the judged report" in second["report"] and "first.py" in second["report"]
+
+
+def test_sizes_over_the_limits_are_refused(tmp_path):
+    judge = RecordingJudge()
+    service = Service([judge], None, commit="abc123", max_source_bytes=1000)
+    service.start()
+    try:
+        client = TestClient(create_app(service, max_request_bytes=5000))
+        assert client.post("/candidates", json={"source": "x" * 1001, "tests": ONE_CASE}).status_code == 422
+        too_big = client.post("/candidates", json={"source": "x" * 6000, "tests": ONE_CASE})
+        assert too_big.status_code == 413 and too_big.json()["detail"]["error_class"] == "rejected"
+        assert client.post("/candidates", json={"source": "x" * 999, "tests": ONE_CASE}).status_code == 200
+    finally:
+        service.close()
+
+
+def test_metrics_are_prometheus_text(recorded):
+    judge, service, client = recorded
+    identifier = client.post("/candidates", json={"source": "wrong", "tests": ONE_CASE}).json()["id"]
+    client.get(f"/candidates/{identifier}", params={"wait": 30})
+    text = client.get("/metrics").text
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if not line.startswith("#")}
+    assert samples['judge_replies_total{class="verdict"}'] == 1 and samples["judge_queue_depth"] == 0
+    assert samples['judge_candidates{state="done"}'] == 1
+    assert 0 < samples['judge_busy_share{judge="recording"}'] <= 1
+    assert all(line.startswith(("# HELP ", "# TYPE ")) or re.fullmatch(r'[a-z_]+(\{[a-z]+="[^"]*"\})? [0-9.e+-]+', line)
+               for line in text.splitlines()), text
+
+
+def test_the_asyncio_client_submits_and_reads(recorded):
+    import asyncio
+
+    import httpx
+
+    from harness.service.client import AsyncJudgeClient, Refused
+
+    judge, service, client = recorded
+
+    async def loop():
+        async with AsyncJudgeClient("http://service", transport=httpx.ASGITransport(app=client.app)) as judge_client:
+            ids = await judge_client.submit_batch([{"source": "right", "tests": ONE_CASE}, {"source": "wrong", "tests": ONE_CASE}])
+            results = await asyncio.gather(*(judge_client.result(identifier, timeout_s=30) for identifier in ids))
+            with pytest.raises(Refused):
+                await judge_client.submit("x", mode="sing")
+            return [result["passed"] for result in results], await judge_client.list()
+
+    passed, listed = asyncio.run(loop())
+    assert passed == [True, False] and len(listed["candidates"]) == 2

@@ -245,3 +245,51 @@ def test_the_candidate_after_one_that_ended_its_judge_is_judged_by_a_fresh_judge
         assert judge.starts == 2
     finally:
         judge.close()
+
+
+@pytest.mark.e2e
+def test_names_no_file_can_take_leave_the_judge_answering(tmp_path):
+    """A caller other than the front (which refuses them) may hand the judge any name: the copy
+    takes a name it can write, and the judge answers each, and the next."""
+    from harness.service.judges import LocalJudge
+
+    source = (FIXTURES / "torch_submission.py").read_text()
+    judge = LocalJudge("cpu")
+    judge.start()
+    try:
+        for name in (".", "..", "../../escape.py", "\ud800.py", "x" * 300, "a\0b.py", "", "ok.py"):
+            reply = judge.judge({"id": "n", "source": source, "name": name, "mode": "test", "tests": ONE_CASE, "options": {}})
+            assert reply["exit_status"] == 0 and reply["document"]["cases"][0]["status"] == "pass", (name, reply["document"])
+        assert judge.starts == 1
+    finally:
+        judge.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+def test_test_mode_lanes_share_a_gpu_and_a_benchmark_has_it_alone(tmp_path):
+    """Three judges on one GPU (harness/service/lanes.py): the test-mode candidates pass side by
+    side, and the benchmark candidate among them runs while no test-mode candidate does."""
+    import torch
+
+    from harness.service.front import Service
+    from harness.service.judges import LocalJudge
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: lanes share a GPU")
+    service = Service([LocalJudge("cuda", visible_devices="0", lane=lane) for lane in range(3)], None)
+    service.start()
+    try:
+        source = (FIXTURES / "torch_submission.py").read_text()
+        requests = ([{"source": f"# {index}\n{source}", "tests": TWO_CASES} for index in range(6)]
+                    + [{"source": source, "mode": "benchmark", "max_repeats": 3}]
+                    + [{"source": f"# after {index}\n{source}", "tests": TWO_CASES} for index in range(3)])
+        views = [service.get(identifier, wait_s=600) for identifier in service.submit_batch(requests)]
+    finally:
+        service.close()
+    assert all(view["passed"] and view["error_class"] == "verdict" for view in views), [view["document"] for view in views]
+    timed = views[6]
+    tests = views[:6] + views[7:]
+    assert not [view for view in tests if view["started_at"] < timed["finished_at"] and timed["started_at"] < view["finished_at"]]
+    first = views[:3]
+    assert max(view["started_at"] for view in first) < min(view["finished_at"] for view in first), "no two ran side by side"

@@ -8,7 +8,11 @@ Three phases, on the same machine in one run:
    GPU-seconds are its command's wall time;
 2. the service on one GPU: its judge started first and its waiting workers given --settle-s to
    start (not counted), then the set judged;
-3. the service on every GPU: the set once per GPU, judged by a judge per GPU.
+3. the service on every GPU: the set once per GPU, judged by a judge per GPU;
+4. test mode on one GPU: `--test-copies` of the fast torch file's test, judged by one judge, then
+   by `--test-lanes` judges on that GPU side by side (harness/service/lanes.py): candidates per
+   GPU-hour on the phases' wall times, each verdict checked against the one-shot command's.
+   `--test-mode-only` runs this phase alone (after the fast torch file's one-shot command).
 Today's rate is set against phase 3's, per GPU: both keep every GPU busy at once. Each side is
 charged the GPU-seconds it was busy (`Phase`): a command its wall time, a judge the time from the
 set's start to its last candidate's end; the ratio of the phases' wall times, which also counts
@@ -18,6 +22,7 @@ need neither the `service` extra nor Ray: the judges are the service's own proce
 
     python experiments/throughput/run.py --gpus 0,1,2,3
     python experiments/throughput/run.py --device cpu --judges 2 --tests shapes/small.txt
+    python experiments/throughput/run.py --test-mode-only --test-lanes 4
 """
 
 import argparse
@@ -56,7 +61,8 @@ GPU_SET = [
 ]
 CPU_SET = [entry for entry in GPU_SET if entry[1] != "submission.py"]
 COMPETITION_EVAL_S = 50.0  # the competition's eval on the kit's file, test and benchmark, on an H200
-GOALS = {"per_gpu_hour_vs_today": 3.0, "all_gpus_vs_one": 3.6}
+GOALS = {"per_gpu_hour_vs_today": 3.0, "all_gpus_vs_one": 3.6, "test_lanes_vs_one": 2.0}
+FAST_TORCH = next(entry for entry in GPU_SET if entry[0] == "fast torch")
 
 
 def one_shot(entry, device: str, visible: str | None, tests: Path | None) -> dict:
@@ -158,6 +164,40 @@ def start_service(visible: list[str | None], device: str, settle_s: float) -> tu
     return service, start_s
 
 
+def test_mode_rates(device: str, visible: str | None, lanes: int, copies: int, settle_s: float, tests: Path | None,
+                    expected: dict) -> dict:
+    """The fast torch file's test, `copies` times, by one judge and by `lanes` judges of one GPU:
+    each's wall time, candidates per GPU-hour, and the candidates whose verdict is not
+    `expected`'s (the one-shot command's run)."""
+    _, path, mode, options = FAST_TORCH
+    tests_text = tests.read_text() if tests is not None else None
+    wanted = (expected["exit_status"], verdict(expected["document"], mode))
+    figures = {}
+    for count in (1, lanes):
+        service = Service([LocalJudge(device, visible_devices=visible, lane=lane) for lane in range(count)])
+        service.start()
+        try:
+            time.sleep(settle_s)
+            started = time.monotonic()
+            ids = [service.submit(path=str(ROOT / path), mode=mode, tests=tests_text, rerun=True, **options) for _ in range(copies)]
+            views = [service.get(candidate, wait_s=3600) for candidate in ids]
+            wall_s = time.monotonic() - started
+        finally:
+            service.close()
+        differing = [why_not_passed(view["document"] or {}) for view in views
+                     if (view["exit_status"], verdict(view["document"] or {}, mode)) != wanted]
+        figures[f"lanes_{count}"] = {"lanes": count, "wall_s": wall_s, "per_gpu_hour": copies / wall_s * 3600,
+                                     "differing": differing}
+        print(f"test mode, {copies} x fast torch, {count} lane(s) on one GPU: {wall_s:.1f} s, "
+              f"{copies / wall_s * 3600:.0f} per GPU-hour, {len(differing)} verdict(s) not the one-shot command's", flush=True)
+    one, many = figures["lanes_1"], figures[f"lanes_{lanes}"]
+    figures["lanes_vs_one"] = many["per_gpu_hour"] / one["per_gpu_hour"]
+    figures["copies"] = copies
+    figures["differing"] = len(one["differing"]) + len(many["differing"])
+    print(f"test mode: {lanes} lanes {figures['lanes_vs_one']:.2f}x one (goal {GOALS['test_lanes_vs_one']}x)", flush=True)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", default="all", help="GPU indices, e.g. 0,1,2,3 [all]")
@@ -169,6 +209,9 @@ def main() -> None:
                         help="sets each judge gets in each service phase: more make the finite set's idle tail a smaller share [1]")
     parser.add_argument("--settle-s", type=float, default=15.0,
                         help="seconds for the judges' waiting workers to start before each service phase, not counted [15]")
+    parser.add_argument("--test-lanes", type=int, default=4, help="judges on one GPU for the test-mode phase [4]")
+    parser.add_argument("--test-copies", type=int, default=24, help="the fast torch file's tests in the test-mode phase [24]")
+    parser.add_argument("--test-mode-only", action="store_true", help="the test-mode phase alone")
     arguments = parser.parse_args()
 
     if arguments.device == "cuda":
@@ -184,6 +227,17 @@ def main() -> None:
         visible, device_name, entries = [None] * arguments.judges, "cpu", CPU_SET
     slots = len(visible)
     commit, date = git_commit(), time.strftime("%Y-%m-%d")
+    out = arguments.out or ROOT / "results" / "throughput" / f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', device_name).strip('-')}-x{slots}.json"
+    if arguments.test_mode_only:
+        expected = one_shot(FAST_TORCH, arguments.device, visible[0], arguments.tests)
+        lanes = test_mode_rates(arguments.device, visible[0], arguments.test_lanes, arguments.test_copies, arguments.settle_s,
+                                arguments.tests, expected)
+        figures = {"device": device_name, "commit": commit, "date": date, "tests": str(arguments.tests or "official"),
+                   "one_shot_fast_torch_s": expected["wall_s"], "test_mode": lanes}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(figures, indent=1, default=str) + "\n")
+        print(f"figures written to {os.path.relpath(out, ROOT)}")
+        sys.exit(1 if lanes["differing"] else 0)
     print(f"throughput on {slots} x {device_name} at {commit} ({date}); {len(entries)} candidates a set", flush=True)
 
     # 1. today: one-shot commands, each on a GPU no other command holds meanwhile.
@@ -221,6 +275,10 @@ def main() -> None:
         service.close()
     all_wall, all_views = every.wall_s, every.views
     print(f"the service on {slots}: {all_wall:.1f} s, its judges busy {every.busy_gpu_s / slots:.1f} s each on average (its judges started in {all_start_s:.1f} s and settled {arguments.settle_s:g} s before, not counted)", flush=True)
+
+    # 4. test mode, side by side on one GPU.
+    test_mode = test_mode_rates(arguments.device, visible[0], arguments.test_lanes, arguments.test_copies, arguments.settle_s,
+                                arguments.tests, today[entries.index(FAST_TORCH)])
 
     rows, mismatches = [], []
     for index, ((label, path, mode, _), run) in enumerate(zip(entries, today)):
@@ -266,8 +324,11 @@ def main() -> None:
         "per_gpu_hour_vs_today": per_hour_all / slots / per_hour_today, "all_gpus_vs_one": scaling,
         "per_gpu_hour_vs_today_to_the_sets_end": per_hour_all_to_the_end / slots / per_hour_today,
         "all_gpus_vs_one_to_the_sets_end": scaling_to_the_end,
-        "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches,
+        "kit_test_and_benchmark_s": sum(kit) if kit else None, "mismatches": mismatches, "test_mode": test_mode,
     }
+    for count in (1, arguments.test_lanes):
+        if test_mode[f"lanes_{count}"]["differing"]:
+            mismatches.append({"candidate": f"fast torch test, {count} lane(s)", "messages": test_mode[f"lanes_{count}"]["differing"]})
     print(f"candidates per GPU-hour, every GPU busy (a judge from the set's start to its last candidate's end): today {per_hour_today:.0f}, the service {per_hour_all / slots:.0f} "
           f"({figures['per_gpu_hour_vs_today']:.2f}x, goal {GOALS['per_gpu_hour_vs_today']}x; to the set's end, the idle tail included, "
           f"{figures['per_gpu_hour_vs_today_to_the_sets_end']:.2f}x); the service on one alone {per_hour_one:.0f}")
@@ -277,7 +338,6 @@ def main() -> None:
         print(f"kit's file, test and benchmark through the service: {sum(kit):.1f} s (the competition's eval: {COMPETITION_EVAL_S:.0f} s on an H200)")
     print("every verdict is the one-shot command's" if not mismatches
           else f"VERDICTS DIFFER: {', '.join(mismatch['candidate'] for mismatch in mismatches)} (the JSON has both)")
-    out = arguments.out or ROOT / "results" / "throughput" / f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', device_name).strip('-')}-x{slots}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=1, default=str) + "\n")
     print(f"figures written to {os.path.relpath(out, ROOT)}")

@@ -1,17 +1,23 @@
-"""The service's front: a queue of candidates, one dispatching thread per judge, the verdicts.
+"""The service's front: the candidates in SQLite, one dispatching thread per judge, the verdicts.
 
 The front never judges: it hands each candidate to the next free judge (a process per local
 GPU, harness/service/judges.py, or a Ray actor per GPU of a cluster, harness/service/ray_judges.py),
-keeps each candidate's state for the HTTP API (harness/service/app.py), and stores every verdict
-(harness/store.py), answering a candidate already judged under the same key from the
-store unless a re-run is asked for. No scheduling beyond that: each judge takes the next
-candidate when it is free.
+keeps each candidate in the candidates table (harness/service/candidates.py) from the moment it
+accepts it, and stores every verdict (harness/store.py), answering a candidate already judged
+under the same key from the store unless a re-run is asked for.
+
+Every reply names its class (harness/service/faults.py). Only a verdict is stored as the file's;
+a candidate whose reply is the machinery's fault goes back to the queue, for another judge or the
+same one started afresh, `attempts` times at most, then ends with that reply.
+
+Each dispatching thread is its judge's supervisor too: between candidates it checks its judge
+every HEARTBEAT_S (a process that ended, an actor that stopped answering) and starts it again; a
+judge that ends during a candidate ends the call at once, and the candidate goes back to the
+queue. A front that stops (SIGTERM, SIGINT) ends its judges and puts their candidates back in the
+queue, which a front started again on the same file takes first.
 """
 
-import dataclasses
-import itertools
 import os
-import queue
 import threading
 import time
 import traceback
@@ -19,87 +25,127 @@ from pathlib import Path
 
 from harness.document import SCHEMA
 from harness.results import git_commit
+from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates
+from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
+from harness.service.lanes import DeviceGate
 from harness.store import Store, verdict_key
 
-QUEUED, RUNNING, DONE = "queued", "running", "done"
 # The options a request may set; everything else is the judge's.
 OPTION_NAMES = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s", "max_repeats", "baselines")
 MODES = ("test", "benchmark", "leaderboard")
+ATTEMPTS = 3  # runs of a candidate whose reply is the machinery's fault, before it is returned as such
+HEARTBEAT_S = 0.5
+RESTART_AFTER_S = 5.0  # between attempts to start a judge that would not start
+MAX_SOURCE_BYTES = 1_000_000  # the competition's limit on a submission
+# A candidate that names no wall-time limit runs under these: a hanging file holds a judge for
+# minutes, not for ten cases of their own limit each.
+DEFAULT_WALL_LIMIT_S = {"test": 300.0, "benchmark": 900.0, "leaderboard": 900.0}
+NOTE_RESTARTED = "running when the front ended; queued again by the front started next"
+NOTE_STOPPED = "running when the front was stopped; queued again"
 
 
-@dataclasses.dataclass
-class Candidate:
-    id: str
-    request: dict
-    fields: dict  # the store's key fields
-    state: str = QUEUED
-    submitted_at: float = dataclasses.field(default_factory=time.time)
-    started_at: float | None = None
-    finished_at: float | None = None
-    judge: str | None = None
-    cached: bool = False
-    reply: dict | None = None
+class Refused(ValueError):
+    """Requests no judge could run: `errors`, one per request (None for those that could)."""
 
-    def view(self) -> dict:
-        reply = self.reply or {}
-        return {"id": self.id, "state": self.state, "name": self.request.get("name"), "problem": self.request.get("problem"),
-                "mode": self.request.get("mode"), "cached": self.cached, "judge": self.judge,
-                "submitted_at": self.submitted_at, "started_at": self.started_at, "finished_at": self.finished_at,
-                "exit_status": reply.get("exit_status"), "passed": (reply.get("document") or {}).get("passed"),
-                "document": reply.get("document"), "report": reply.get("report")}
+    def __init__(self, errors: list[str | None]):
+        self.errors = errors
+        super().__init__("; ".join(f"candidate {index}: {error}" for index, error in enumerate(errors) if error))
 
 
 class Service:
-    def __init__(self, judges: list, store: Store | None = None, commit: str | None = None):
-        """`judges`: objects with start(), judge(request), status(), close() and `name`."""
+    def __init__(self, judges: list, store: Store | None = None, commit: str | None = None,
+                 candidates: Candidates | None = None, attempts: int = ATTEMPTS, max_source_bytes: int = MAX_SOURCE_BYTES,
+                 default_wall_limit_s: dict | None = None):
+        """`judges`: objects with start(), judge(request), cancel(id), status(), close(), end(),
+        heartbeat(), revive(), `alive`, `name`, `modes` (those it takes, None for all) and
+        `shares` (the device its lanes share: harness/service/lanes.py), as
+        harness/service/judges.py LocalJudge. `candidates`: the table (kept in memory without
+        one: nothing outlives the front)."""
         if not judges:
             raise ValueError("a service needs at least one judge")
         self.judges = judges
         self.store = store
+        self.candidates = candidates or Candidates(":memory:")
         self.commit = commit or git_commit()
+        self.attempts, self.max_source_bytes = attempts, max_source_bytes
+        self.default_wall_limit_s = DEFAULT_WALL_LIMIT_S if default_wall_limit_s is None else default_wall_limit_s
         self.seed_policy = "secret" if os.environ.get("POPCORN_SEED") else "fixed"
-        self._queue: queue.Queue = queue.Queue()
-        self._candidates: dict[str, Candidate] = {}
-        self._changed = threading.Condition()
-        self._numbers = itertools.count(1)
+        self._work = threading.Condition()  # a candidate queued, or one that ended
+        self._stopping = threading.Event()
+        self._cancelled: set[str] = set()
+        self._busy_s = {id(judge): 0.0 for judge in judges}  # a Ray judge takes its name once started
+        self._gates = {judge.shares: DeviceGate() for judge in judges}
+        self.retried = 0
         self._threads: list[threading.Thread] = []
         self.device_names: list[str] = []
         self.started_at = time.time()
+        self.recovered = 0
 
     def start(self) -> None:
-        """Every judge started (in parallel: each imports torch and starts its workers), then a
-        dispatching thread each."""
+        """The candidates a front before this one left running queued again, every judge started
+        (in parallel: each imports torch and starts its workers), then a dispatching thread each."""
+        self.recovered = self.candidates.recover(NOTE_RESTARTED)
         ready = [None] * len(self.judges)
 
         def start_one(index):
-            ready[index] = self.judges[index].start()
+            try:
+                ready[index] = self.judges[index].start()
+            except Exception:  # its dispatching thread starts it again
+                traceback.print_exc()
 
         starters = [threading.Thread(target=start_one, args=(index,)) for index in range(len(self.judges))]
         for thread in starters:
             thread.start()
         for thread in starters:
             thread.join()
-        self.device_names = sorted({(line or {}).get("device_name") or judge.device for line, judge in zip(ready, self.judges)})
+        if not any(ready):
+            raise RuntimeError("no judge started")
+        self.device_names = sorted({(line or {}).get("device_name") or judge.device for line, judge in zip(ready, self.judges) if line})
         for judge in self.judges:
             thread = threading.Thread(target=self._dispatch, args=(judge,), name=f"dispatch {judge.name}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
     def close(self) -> None:
-        for _ in self._threads:
-            self._queue.put(None)
+        """Stop taking candidates; end the judges (a candidate running goes back to the queue)."""
+        self._stopping.set()
+        with self._work:
+            self._work.notify_all()
+        for judge in self.judges:
+            judge.end()
         for thread in self._threads:
             thread.join(timeout=60)
         for judge in self.judges:
             judge.close()
+        self.candidates.recover(NOTE_STOPPED)
+        self.candidates.close()
         if self.store is not None:
             self.store.close()
 
     # -- candidates in ---------------------------------------------------------------------
-    def submit(self, source: str | None = None, path: str | None = None, name: str | None = None, problem: str = "nvfp4_gemm",
-               mode: str = "test", tests: str | None = None, rerun: bool = False, **options) -> str:
-        """Queue one candidate (its source, or a path on this machine); its id. Raises ValueError
-        for a request no judge could run."""
+    def submit(self, source: str | None = None, **fields) -> str:
+        """Queue one candidate; its id. Raises Refused for a request no judge could run."""
+        return self.submit_batch([{"source": source, **fields}])[0]
+
+    def submit_batch(self, requests: list[dict]) -> list[str]:
+        """Queue every request, or none: their ids in order; Refused names each refused one."""
+        entries, errors = [], []
+        for fields in requests:
+            try:
+                entries.append(self._entry(**fields))
+                errors.append(None)
+            except (ValueError, OSError) as error:
+                errors.append(str(error))
+        if any(errors):
+            raise Refused(errors)
+        ids = self.candidates.add(entries)
+        with self._work:
+            self._work.notify_all()
+        return ids
+
+    def _entry(self, source: str | None = None, path: str | None = None, name: str | None = None, problem: str = "nvfp4_gemm",
+               mode: str = "test", tests: str | None = None, rerun: bool = False, idempotency_key: str | None = None,
+               **options) -> dict:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if (source is None) == (path is None):
@@ -108,67 +154,162 @@ class Service:
         if unknown:
             raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
         if path is not None:
+            if Path(path).stat().st_size > self.max_source_bytes:
+                raise ValueError(f"the file is over {self.max_source_bytes} bytes")
             source, name = Path(path).read_text(), name or Path(path).name
+        if len(source.encode("utf-8", errors="surrogatepass")) > self.max_source_bytes:
+            raise ValueError(f"the source is over {self.max_source_bytes} bytes")
         options = {key: value for key, value in options.items() if value is not None and value is not False}
+        if "wall_limit_s" not in options and self.default_wall_limit_s.get(mode):
+            options["wall_limit_s"] = self.default_wall_limit_s[mode]
         request = {"source": source, "name": name or "submission.py", "problem": problem, "mode": mode, "tests": tests,
                    "options": options}
         fields = verdict_key(source, problem, mode, tests, options, self.seed_policy, self.commit, "+".join(self.device_names))
-        candidate = Candidate(id=f"c{next(self._numbers)}", request=request, fields=fields)
-        request["id"] = candidate.id
+        if idempotency_key is not None:
+            earlier = self.candidates.by_idempotency_key(idempotency_key)
+            if earlier is not None and earlier["verdict_key"] != fields["key"]:
+                raise ValueError(f"idempotency key {idempotency_key!r} names {earlier['id']}, another request")
+        entry = {"request": request, "fields": fields, "idempotency_key": idempotency_key}
         stored = None if rerun or self.store is None or self.seed_policy == "secret" else self.store.find(fields["key"])
-        with self._changed:
-            self._candidates[candidate.id] = candidate
-            if stored is not None:
-                candidate.state, candidate.cached, candidate.finished_at = DONE, True, time.time()
-                candidate.reply = {"exit_status": stored["exit_status"], "document": stored["document"], "report": ""}
-                self._changed.notify_all()
-                return candidate.id
-        self._queue.put(candidate)
-        return candidate.id
+        if stored is not None:
+            entry.update(state=DONE, cached=True, error_class=VERDICT, reply=self._from_the_store(stored, request["name"], fields))
+        return entry
+
+    def _from_the_store(self, stored: dict, name: str, fields: dict) -> dict:
+        """A stored verdict as this candidate's reply: its document naming this candidate, and the
+        report of the run that judged the file, under a line that says so."""
+        judged = self.candidates.latest_reply(fields["key"])
+        earlier = (judged or {}).get("reply") or {}
+        header = (f"{name}: answered from the store (the verdict of this file under the same key, judged "
+                  f"{stored['stored_at']}{' as ' + judged['name'] if judged else ''})\n")
+        return {"exit_status": stored["exit_status"], "document": {**stored["document"], "submission": name},
+                "report": header + (earlier.get("report") or "")}
 
     # -- candidates out --------------------------------------------------------------------
     def get(self, candidate_id: str, wait_s: float = 0.0) -> dict | None:
-        """The candidate's state (its verdict once done), waiting up to `wait_s` for it."""
+        """The candidate's state (its verdict once ended), waiting up to `wait_s` for it."""
         deadline = time.monotonic() + wait_s
-        with self._changed:
+        with self._work:
             while True:
-                candidate = self._candidates.get(candidate_id)
-                if candidate is None:
+                row = self.candidates.get(candidate_id)
+                if row is None:
                     return None
                 remaining = deadline - time.monotonic()
-                if candidate.state == DONE or remaining <= 0:
-                    return candidate.view()
-                self._changed.wait(remaining)
+                if row["state"] in ENDED or remaining <= 0:
+                    return view(row)
+                self._work.wait(min(remaining, HEARTBEAT_S))
 
-    def status(self) -> dict:
-        with self._changed:
-            states = [candidate.state for candidate in self._candidates.values()]
-        return {"commit": self.commit, "seed_policy": self.seed_policy, "devices": self.device_names,
-                "queued": states.count(QUEUED), "running": states.count(RUNNING), "done": states.count(DONE),
-                "up_s": time.time() - self.started_at, "judges": [judge.status() for judge in self.judges]}
+    def list(self, state: str | None = None, since: str | None = None, sha256: str | None = None, limit: int = 100) -> dict:
+        rows = self.candidates.page(state, since, sha256, limit)
+        return {"candidates": [view(row, full=False) for row in rows], "next": rows[-1]["id"] if len(rows) == limit else None}
+
+    def cancel(self, candidate_id: str) -> dict | None:
+        """A queued candidate ended as `cancelled`; a running one's judge told to end its run
+        (its worker killed), then the same."""
+        with self._work:  # a dispatching thread takes a queued candidate under the same lock
+            row = self.candidates.get(candidate_id)
+            if row is None:
+                return None
+            if row["state"] == QUEUED:
+                self.candidates.finish(candidate_id, CANCELLED, {"exit_status": None, "document": None, "report": ""}, None)
+                self._work.notify_all()
+            elif row["state"] == RUNNING:
+                self._cancelled.add(candidate_id)
+        if row["state"] == RUNNING:
+            for judge in self.judges:
+                if judge.name == row["judge"]:
+                    judge.cancel(candidate_id)
+        return self.get(candidate_id, wait_s=30.0 if row["state"] == RUNNING else 0.0)
+
+    def alive_judges(self) -> int:
+        return sum(bool(judge.alive) for judge in self.judges)
 
     def healthy(self) -> bool:
-        return any(thread.is_alive() for thread in self._threads)
+        """Every judge configured is alive and fed."""
+        return self.alive_judges() == len(self.judges) and all(thread.is_alive() for thread in self._threads)
+
+    def status(self) -> dict:
+        counts = self.candidates.counts()
+        return {"commit": self.commit, "seed_policy": self.seed_policy, "devices": self.device_names, **counts,
+                "recovered": self.recovered, "up_s": time.time() - self.started_at,
+                "judges": [{**judge.status(), "judge": judge.name, "alive": bool(judge.alive)} for judge in self.judges],
+                "devices_held": {shares: gate.state() for shares, gate in self._gates.items()}}
+
+    def metrics(self) -> dict:
+        """What /metrics shows (harness/service/app.py writes it in Prometheus' text format)."""
+        up_s = max(time.time() - self.started_at, 1e-9)
+        return {"counts": self.candidates.counts(), "classes": self.candidates.counts_by_class(), "retried": self.retried,
+                "alive": {judge.name: bool(judge.alive) for judge in self.judges},
+                "busy_share": {judge.name: self._busy_s[id(judge)] / up_s for judge in self.judges}}
 
     # -- judging ---------------------------------------------------------------------------
     def _dispatch(self, judge) -> None:
-        while True:
-            candidate = self._queue.get()
+        last_start = 0.0
+        while not self._stopping.is_set():
+            if not judge.alive:
+                if time.monotonic() - last_start < RESTART_AFTER_S:
+                    self._stopping.wait(HEARTBEAT_S)
+                    continue
+                last_start = time.monotonic()
+                try:
+                    judge.revive()
+                except Exception:
+                    traceback.print_exc()
+                    continue
+            with self._work:
+                candidate = None if self._stopping.is_set() else self.candidates.take(judge.name, judge.modes)
+                if candidate is None:
+                    self._work.wait(HEARTBEAT_S)
             if candidate is None:
-                return
-            with self._changed:
-                candidate.state, candidate.started_at, candidate.judge = RUNNING, time.time(), judge.name
-            try:
-                reply = judge.judge(candidate.request)
-                reached = bool(reply["document"].get("cases"))
-            except Exception as error:  # a judge that ended or cannot start: the candidate's reply says so
-                reply = {"exit_status": 2, "report": traceback.format_exc(),
-                         "document": {"schema": SCHEMA, "command": candidate.request["mode"], "passed": False,
-                                      "error": f"{type(error).__name__}: {error}"}}
-                reached = False
-            if reached and self.store is not None and self.seed_policy != "secret":
-                self.store.add(candidate.fields, candidate.request["name"], reply["document"], reply["exit_status"],
-                               reply.get("rows") or ())
-            with self._changed:
-                candidate.reply, candidate.state, candidate.finished_at = reply, DONE, time.time()
-                self._changed.notify_all()
+                judge.heartbeat()
+                continue
+            with self._gates[judge.shares].held(candidate["mode"]):
+                self._judge_one(judge, candidate)
+
+    def _judge_one(self, judge, candidate: dict) -> None:
+        identifier = candidate["id"]
+        request = {**candidate["request"], "id": identifier}
+        self.candidates.began(identifier)
+        started = time.monotonic()
+        try:
+            if self._stopping.is_set() or identifier in self._cancelled:  # before its judge had it
+                raise RuntimeError("the front is stopping" if self._stopping.is_set() else "cancelled")
+            reply = judge.judge(request)
+            error_class, why = classify(reply)
+        except Exception as error:  # a judge that ended, stopped answering or could not start
+            error_class, why = INFRASTRUCTURE, f"{type(error).__name__}: {error}"
+            reply = {"exit_status": 2, "report": traceback.format_exc(),
+                     "document": {"schema": SCHEMA, "command": request["mode"], "passed": False, "error": why}}
+        finally:
+            self._busy_s[id(judge)] += time.monotonic() - started
+        with self._work:
+            if identifier in self._cancelled:
+                self._cancelled.discard(identifier)
+                self.candidates.finish(identifier, CANCELLED, {**reply, "error": "cancelled while it ran"}, None)
+            elif error_class == INFRASTRUCTURE and self._stopping.is_set():
+                self.candidates.requeue(identifier, NOTE_STOPPED)
+            elif error_class == INFRASTRUCTURE and candidate["attempts"] < self.attempts:
+                self.retried += 1
+                self.candidates.requeue(identifier, f"attempt {candidate['attempts']} on {judge.name}: {why}")
+            else:
+                # The candidate ends before its verdict is stored: a front killed between the two
+                # leaves the store one answer short, never a candidate judged again and stored twice.
+                ended = self.candidates.finish(identifier, DONE, {**reply, "error": why}, error_class)
+                if ended and error_class == VERDICT and self.store is not None and self.seed_policy != "secret":
+                    self.store.add(candidate["fields"], request["name"], reply["document"], reply["exit_status"],
+                                   reply.get("rows") or ())
+            self._work.notify_all()
+
+
+def view(row: dict, full: bool = True) -> dict:
+    """A candidate as the API answers it: with its verdict's document and report where `full`."""
+    reply = row.get("reply") or {}
+    document = reply.get("document") or {}
+    found = {"id": row["id"], "state": row["state"], "name": row["name"], "problem": row["problem"], "mode": row["mode"],
+             "sha256": row["sha256"], "idempotency_key": row["idempotency_key"], "cached": row["cached"], "judge": row["judge"],
+             "submitted_at": row["submitted_at"], "started_at": row["started_at"], "finished_at": row["finished_at"],
+             "attempts": row["attempts"], "notes": row["notes"], "error_class": row["error_class"], "error": reply.get("error"),
+             "exit_status": reply.get("exit_status"), "passed": document.get("passed")}
+    if full:
+        found.update(document=reply.get("document"), report=reply.get("report"))
+    return found

@@ -22,11 +22,14 @@ those files would not be this one, so none is started again.
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -44,6 +47,11 @@ REFERENCES_MAX_BYTES = 8 * 2**30
 WAITING_WORKERS = {"cuda": 10, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
+REJECTED = "rejected"  # harness/service/faults.py: a request no judge could run
+NAME_MAX_BYTES = 255  # a file name's longest on Linux file systems
+# What is left of a wall limit that the static check spent: the run still starts, and stops at
+# its first case (modes.py: the limit is checked before each case).
+MINIMUM_RUN_S = 0.001
 
 
 class Judge:
@@ -93,7 +101,7 @@ class Judge:
         mode = request.get("mode", "test")
         folder = Path(tempfile.mkdtemp(dir=self._scratch.name))
         name = request.get("name") or "submission.py"  # how the report names the candidate, not its copy here
-        submission = folder / Path(name).name
+        submission = folder / copy_name(name)
         submission.write_text(request["source"])
         tests_file = None
         if request.get("tests"):
@@ -105,17 +113,27 @@ class Judge:
             extra.update({key: options[key] for key in TIMED_OPTIONS if options.get(key) is not None})
         report = io.StringIO()
         reporter = Reporter(PopcornLog(None), console=Console(file=report, highlight=False, width=132), json_document=True)
+        error_class = None
         try:
-            problem = self._load_problem(request.get("problem", "nvfp4_gemm"))
+            try:
+                problem = self._load_problem(request.get("problem", "nvfp4_gemm"))
+            except ValueError:
+                error_class = REJECTED
+                raise
             cases, run_options = self._cli.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret,
                                                    shown_as=name, **extra)
+            if run_options.wall_limit_s:  # the static check's time is the candidate's too
+                spent = time.monotonic() - started
+                run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
             status, record = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
             document = reporter.document.data
             if record is not None and mode in ("benchmark", "leaderboard"):
                 rows = [{**row, "submission": submission.name} for row in self._run_rows(record, run_options)]
         except self._cli.Stopped as stopped:
             status, document = stopped.status, {"schema": SCHEMA, "command": mode, "passed": False, "error": stopped.message}
-        except Exception as error:  # a request the judge cannot run (an unknown problem, a bad option)
+        except Exception as error:  # a request the judge cannot run (an unknown problem, a bad option), or the judge's fault
+            if isinstance(error, self._cli.click.UsageError):
+                error_class = REJECTED
             status = 2
             document = {"schema": SCHEMA, "command": mode, "passed": False, "error": f"{type(error).__name__}: {error}",
                         "traceback": traceback.format_exc()}
@@ -128,6 +146,7 @@ class Judge:
             self.dev_shm_full = dev_shm.full_after_sweep()
         document = {**document, "exit_status": status, "submission": name}
         return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
+                **({"error_class": error_class} if error_class else {}),
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
                           "references_kept": self.references.hits, "workers_started": self.pool.started}}
 
@@ -143,6 +162,39 @@ class Judge:
             return float(probe.sum().item()) == 1023 * 1024 / 2 and torch.cuda.synchronize(self.device) is None
         except Exception:
             return False
+
+
+def copy_name(name: str) -> str:
+    """The name the candidate's copy takes in its folder: the request's own where it is a plain
+    file name (tracebacks then name the file as the one-shot command's do), `submission.py`
+    otherwise (the front refuses other names; a judge fed by another caller stays up)."""
+    base = name.rsplit("/", 1)[-1]
+    try:
+        size = len(base.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate
+        return "submission.py"
+    if base in ("", ".", "..") or "\0" in base or size > NAME_MAX_BYTES:
+        return "submission.py"
+    return base
+
+
+def watch_the_front(descriptor: int) -> None:
+    """End this process once the front that started it has ended, whatever it is doing: the
+    front holds the write end of this pipe open and never writes, so a read returns only at its
+    end. The workers end with the judge (the sandbox's --die-with-parent)."""
+
+    def watch():
+        while True:
+            try:
+                if not os.read(descriptor, 1):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="judge-front-watch", daemon=True).start()
 
 
 def _secret_seed() -> int | None:
@@ -196,7 +248,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--memory-limit-mib", type=int, default=None)
+    parser.add_argument("--front-fd", type=int, default=None, help="a pipe whose end is the front's: this judge ends with it")
     arguments = parser.parse_args()
+    if arguments.front_fd is not None:
+        watch_the_front(arguments.front_fd)
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
     try:
         status = serve(arguments.device, limit)

@@ -3,11 +3,13 @@ started as `python -m harness.service.judge`, one request at a time, started aga
 ended (a device a candidate broke, a crash of the judge itself) or stopped answering.
 
 The judge runs in a process of its own because it makes itself a subreaper and non-dumpable,
-which its caller must never become.
+which its caller must never become. It ends with whoever started it: it holds the read end of a
+pipe whose write end only its starter holds (harness/service/judge.py `watch_the_front`).
 """
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -28,44 +30,85 @@ class JudgeEnded(Exception):
     pass
 
 
+JUDGE_PROGRAM = (sys.executable, "-m", "harness.service.judge")
+
+
 class LocalJudge:
     """A judge process on `device`; `visible_devices`, where given, is its CUDA_VISIBLE_DEVICES
-    (a judge per GPU sees its GPU alone, as `cuda`)."""
+    (a judge per GPU sees its GPU alone, as `cuda`); `slot` tells CPU judges of one host apart.
+    `program` is the judge's command line before its options. `lane` 0 judges every mode; a
+    judge of another lane takes test-mode candidates only, beside lane 0 of its GPU (or CPU slot),
+    which the front gives a timed candidate alone (harness/service/front.py)."""
 
     def __init__(self, device: str, visible_devices: str | None = None, memory_limit_mib: int | None = None,
-                 environment: dict | None = None):
+                 environment: dict | None = None, slot: int = 0, program: tuple[str, ...] = JUDGE_PROGRAM, lane: int = 0):
         self.device, self.visible_devices, self.memory_limit_mib = device, visible_devices, memory_limit_mib
+        self.slot, self.program, self.lane = slot, tuple(program), lane
+        self.modes = None if lane == 0 else ("test",)
         self._environment = dict(environment if environment is not None else os.environ)
         if visible_devices is not None:
             self._environment["CUDA_VISIBLE_DEVICES"] = visible_devices
         self._process: subprocess.Popen | None = None
+        self._front_end: int | None = None  # the write end of the pipe the judge ends with
+        self._ready = False
         self._lock = threading.Lock()
+        self.host = socket.gethostname()
         self.starts = 0
         self.judged = 0
         self.busy_with: str | None = None
         self.last_exit: int | None = None
 
     @property
+    def shares(self) -> str:
+        """What this judge's lanes share: its GPU, or its CPU slot."""
+        return f"{self.host} GPU {self.visible_devices}" if self.visible_devices is not None else f"{self.host} {self.device} #{self.slot}"
+
+    @property
     def name(self) -> str:
-        return self.device if self.visible_devices is None else f"{self.device} (GPU {self.visible_devices})"
+        return self.shares if self.lane == 0 else f"{self.shares} lane {self.lane}"
 
     def start(self) -> dict:
         """Start the process and wait for its `ready` line (its imports and first workers)."""
-        command = [sys.executable, "-m", "harness.service.judge", "--device", self.device]
+        self._end()
+        self._ready = False
+        watched, self._front_end = os.pipe()
+        command = [*self.program, "--device", self.device, "--front-fd", str(watched)]
         if self.memory_limit_mib:
             command += ["--memory-limit-mib", str(self.memory_limit_mib)]
-        self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=self._environment, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True, bufsize=1)
+        try:
+            self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=self._environment, stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, text=True, bufsize=1, pass_fds=(watched,))
+        finally:
+            os.close(watched)
         self.starts += 1
         line = self._process.stdout.readline()
         if not line:
             self._process.wait()
+            self.last_exit = self._process.returncode
             raise JudgeEnded(f"the judge on {self.name} ended before it was ready (exit status {self._process.returncode})")
+        self._ready = True
         return json.loads(line)
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        """Started, ready, and still running."""
+        return self._ready and self._process is not None and self._process.poll() is None
+
+    def heartbeat(self) -> bool:
+        return self.alive
+
+    def revive(self) -> None:
+        """Started again where it ended between candidates (what `judge` would do before its next)."""
+        with self._lock:
+            self._running()
+
+    def cancel(self, candidate_id: str) -> bool:
+        """End the run of `candidate_id` where it is this judge's: the judge process is ended
+        (its workers with it) and started again for the next candidate."""
+        if self.busy_with != candidate_id or self._process is None:
+            return False
+        self._process.kill()
+        return True
 
     def judge(self, request: dict) -> dict:
         """The judge's reply to `request`; the judge is started (again) where it is not running."""
@@ -118,6 +161,14 @@ class LocalJudge:
         if self._process is not None:
             self._process.wait()
             self.last_exit = self._process.returncode
+        if self._front_end is not None:
+            os.close(self._front_end)
+            self._front_end = None
+
+    def end(self) -> None:
+        """The process ended now, whatever it is doing (the front is stopping)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
 
     def close(self) -> None:
         if self.alive:
@@ -125,8 +176,10 @@ class LocalJudge:
             try:
                 self._process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self._end()
+                pass
+        self._end()
 
     def status(self) -> dict:
-        return {"judge": self.name, "device": self.device, "alive": self.alive, "busy_with": self.busy_with,
-                "judged": self.judged, "starts": self.starts, "last_exit": self.last_exit}
+        return {"judge": self.name, "host": self.host, "device": self.device, "gpu": self.visible_devices, "modes": self.modes,
+                "alive": self.alive, "busy_with": self.busy_with, "judged": self.judged, "starts": self.starts,
+                "last_exit": self.last_exit, "pid": self._process.pid if self.alive else None}

@@ -1,0 +1,58 @@
+"""A stand-in for harness/service/judge.py that speaks its protocol (a ready line, then a request
+a line in and a reply a line out, and the end of the front's pipe) without torch or workers:
+what the service's supervision, queue and restarts are tested with, in a fraction of a second a
+candidate.
+
+A candidate passes unless its source says `wrong`; `sleep S` in it holds the judge S seconds;
+`no worker` makes its first case end in the worker's start (an environment fault, not the
+file's). Each judged id is appended, with this process's id, to the file FAKE_JUDGE_LOG names, with its mode and when its run began and ended.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+from harness.service.judge import watch_the_front
+
+
+def reply_to(request: dict) -> dict:
+    source = request["source"]
+    sleep = re.search(r"sleep ([0-9.]+)", source)
+    if sleep:
+        time.sleep(float(sleep.group(1)))
+    lines = (request.get("tests") or "one case\n").splitlines()
+    if "no worker" in source:
+        cases = [{"index": 0, "status": "crash", "message": "worker process died without a result", "phases_s": {"start": 0.1}}]
+        return {"exit_status": 112, "report": "", "document": {"passed": False, "cases": cases}}
+    passed = "wrong" not in source
+    cases = [{"index": index, "status": "pass" if passed else "fail", "message": None, "phases_s": {"start": 0.1, "import": 0.1}}
+             for index, _ in enumerate(lines)]
+    return {"exit_status": 0 if passed else 112, "report": f"judged {request.get('name')}\n",
+            "document": {"passed": passed, "cases": cases, "submission": request.get("name")}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--memory-limit-mib", type=int, default=None)
+    parser.add_argument("--front-fd", type=int, default=None)
+    arguments = parser.parse_args()
+    if arguments.front_fd is not None:
+        watch_the_front(arguments.front_fd)
+    log = os.environ.get("FAKE_JUDGE_LOG")
+    print(json.dumps({"ready": True, "device": arguments.device, "device_name": "fake device", "pid": os.getpid()}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        started = time.time()
+        reply = reply_to(request)
+        if log:
+            with open(log, "a") as out:
+                out.write(f"{request.get('id')} {os.getpid()} {request.get('mode')} {started} {time.time()}\n")
+        print(json.dumps({"id": request.get("id"), **reply}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The service's supervision and error classes, with the front's own code over judge processes
+of tests/fake_judge.py (fast): a judge process or a Ray actor killed mid-candidate is replaced and
+its candidate judged again; a fault of the machinery is retried, returned as such and never
+answered from the store; a cancelled candidate's run ends."""
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.service.candidates import Candidates
+from harness.service.front import Service
+from harness.service.judges import LocalJudge
+from harness.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_JUDGE = (sys.executable, str(ROOT / "tests" / "fake_judge.py"))
+ENVIRONMENT = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def fake_judges(count: int) -> list[LocalJudge]:
+    return [LocalJudge("cpu", slot=slot, program=FAKE_JUDGE, environment=ENVIRONMENT) for slot in range(count)]
+
+
+@pytest.fixture
+def service(tmp_path):
+    running = Service(fake_judges(2), Store(tmp_path / "verdicts.sqlite"), commit="fake",
+                      candidates=Candidates(tmp_path / "verdicts.sqlite"))
+    running.start()
+    yield running
+    running.close()
+
+
+def running_on(service: Service, candidate_id: str, timeout_s: float = 30.0):
+    """The judge running `candidate_id`, once it runs it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = service.get(candidate_id)
+        if found["state"] == "running":
+            return next(judge for judge in service.judges if judge.name == found["judge"])
+        time.sleep(0.02)
+    raise AssertionError(f"{candidate_id} never ran")
+
+
+def twenty_true_verdicts(service: Service) -> None:
+    sources = [f"# {index}\n" + ("wrong\n" if index % 3 == 0 else "") for index in range(20)]
+    ids = service.submit_batch([{"source": source, "name": f"n{index}.py"} for index, source in enumerate(sources)])
+    for source, identifier in zip(sources, ids):
+        found = service.get(identifier, wait_s=60)
+        assert found["state"] == "done" and found["error_class"] == "verdict", found
+        assert found["passed"] is ("wrong" not in source), found
+
+
+def test_a_judge_process_killed_mid_candidate_is_replaced_and_its_candidate_judged_again(service):
+    victim = service.submit("# sleep 4\n", name="victim.py")
+    judge = running_on(service, victim)
+    pid = judge.status()["pid"]
+    os.kill(pid, signal.SIGKILL)
+    found = service.get(victim, wait_s=30)
+    assert found["state"] == "done" and found["error_class"] == "verdict" and found["passed"] is True
+    assert found["attempts"] == 2 and "attempt 1" in found["notes"][0], found
+    twenty_true_verdicts(service)
+    assert service.healthy() and judge.status()["pid"] != pid
+
+
+def test_health_is_503_while_a_judge_is_down_and_status_says_which(tmp_path):
+    fastapi = pytest.importorskip("fastapi", reason="the service's API needs the `service` extra")
+    from fastapi.testclient import TestClient
+
+    from harness.service.app import create_app
+
+    broken = LocalJudge("cpu", slot=9, program=(sys.executable, "-c", "raise SystemExit(3)"))
+    service = Service([*fake_judges(1), broken], None, commit="fake")
+    service.start()
+    try:
+        client = TestClient(create_app(service))
+        health = client.get("/health")
+        assert health.status_code == 503 and health.json()["alive"] == 1, health.text
+        judges = {judge["judge"]: judge for judge in client.get("/status").json()["judges"]}
+        assert judges[broken.name]["alive"] is False and judges[broken.name]["last_exit"] == 3
+        identifier = client.post("/candidates", json={"source": "# fine\n"}).json()["id"]
+        assert client.get(f"/candidates/{identifier}", params={"wait": 30}).json()["passed"] is True
+        assert f'judge_alive{{judge="{broken.name}"}} 0' in client.get("/metrics").text
+    finally:
+        service.close()
+
+
+def test_an_environment_fault_is_retried_returned_as_such_and_never_served_from_the_store(service):
+    first = service.get(service.submit("# no worker\n"), wait_s=30)
+    assert first["error_class"] == "infrastructure" and first["attempts"] == service.attempts, first
+    assert "before the file was imported" in first["error"]
+    assert service.store.rows() == []
+    again = service.get(service.submit("# no worker\n"), wait_s=30)
+    assert again["cached"] is False and again["attempts"] == service.attempts
+    assert service.metrics()["classes"]["infrastructure"] == 2
+
+
+def test_a_cancelled_candidate_ends_and_its_judge_judges_the_next(service):
+    long = service.submit("# sleep 30\n")
+    queued = service.submit_batch([{"source": "# sleep 30\n# b\n"}, {"source": "# sleep 30\n# c\n"}])
+    running_on(service, long)
+    started = time.monotonic()
+    assert service.cancel(queued[1])["state"] == "cancelled"
+    cancelled = service.cancel(long)
+    assert cancelled["state"] == "cancelled" and time.monotonic() - started < 20
+    service.cancel(queued[0])
+    assert service.get(service.submit("# after\n"), wait_s=30)["passed"] is True
+
+
+def test_a_ray_actor_killed_mid_candidate_is_made_again_and_its_candidate_judged_again(tmp_path):
+    ray = pytest.importorskip("ray", reason="the Ray mode needs the `cluster` extra (pip install '.[cluster]')")
+    from harness.service.ray_judges import cluster_judges
+
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        judges = cluster_judges("cpu", per_node=2, program=FAKE_JUDGE)
+        service = Service(judges, Store(tmp_path / "verdicts.sqlite"), commit="fake")
+        service.start()
+        try:
+            victim = service.submit("# sleep 3\n", name="victim.py")
+            judge = running_on(service, victim)
+            ray.kill(judge._actor)
+            found = service.get(victim, wait_s=60)
+            assert found["state"] == "done" and found["error_class"] == "verdict" and found["passed"] is True, found
+            twenty_true_verdicts(service)
+            deadline = time.monotonic() + 60
+            while not service.healthy():
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert judge.recreated == 1
+        finally:
+            service.close()
+    finally:
+        ray.shutdown()
+
+
+def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_path):
+    log = tmp_path / "judged.log"
+    lanes = [LocalJudge("cpu", slot=0, lane=lane, program=FAKE_JUDGE, environment={**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log)})
+             for lane in range(3)]
+    service = Service(lanes, None, commit="fake")
+    service.start()
+    try:
+        requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
+                    + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
+                    + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
+        ids = service.submit_batch(requests)
+        assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+    finally:
+        service.close()
+    runs = {identifier: (mode, float(start), float(end))
+            for identifier, _, mode, start, end in (line.split() for line in log.read_text().splitlines())}
+    timed = [run for run in runs.values() if run[0] == "benchmark"]
+    tests = [run for run in runs.values() if run[0] == "test"]
+    assert len(timed) == 1 and len(tests) == 6
+    # The first three ran side by side; none overlapped the timed run.
+    first = [runs[identifier] for identifier in ids[:3]]
+    assert max(start for _, start, _ in first) < min(end for _, _, end in first)
+    assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
+    assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
+
+
+def test_judges_are_named_by_host_and_gpu():
+    import socket
+
+    host = socket.gethostname()
+    assert LocalJudge("cuda", visible_devices="3").name == f"{host} GPU 3"
+    assert LocalJudge("cuda", visible_devices="3", lane=2).name == f"{host} GPU 3 lane 2"
+    assert len({LocalJudge("cpu", slot=slot).name for slot in range(3)}) == 3
