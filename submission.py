@@ -131,9 +131,8 @@ class Sm100Config:
     # call's CTA starts beside this call's on every SM. With 2: shared memory (static, dynamic
     # and the system's reserved 1 KB) within half the SM's, tensor memory within half its 512
     # columns (both refused here otherwise), registers within half its 65,536 (a compile test
-    # reads them from the cubin). The launch asks for nothing more: the driver sizes each
-    # launch's shared-memory carveout for as many CTAs as these resources allow, and a launch
-    # bound (`min_blocks_per_mp`) would only cap the registers, which already fit.
+    # reads them from the cubin). The launch declares them (`Sm100BlockScaledGemm`'s
+    # `launch_bound`), which sets the shared-memory carveout that holds them.
     ctas_per_sm: int = 1
 
     def __post_init__(self):
@@ -276,8 +275,16 @@ class Sm100BlockScaledGemm:
     POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
                      cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
-    def __init__(self, config: Sm100Config):
+    def __init__(self, config: Sm100Config, launch_bound: int = 1):
         self.config = config
+        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets
+        # the kernel's preferred shared-memory carveout to what that many CTAs take (4.5 as a
+        # function attribute, 4.8 in its shared-memory pass), so that the second CTA's shared
+        # memory is not left to the driver's choice. It reads the device's shared memory as it
+        # compiles: the launch plans compile with `config.ctas_per_sm`, the compile check,
+        # without a GPU, with 1 (the registers, which the bound also caps, fit two either way:
+        # tests/test_compile.py).
+        self.launch_bound = launch_bound
         self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
         # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one
         # (see the TMEM offset in the MMA warp).
@@ -378,8 +385,8 @@ class Sm100BlockScaledGemm:
         self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
                     tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
                     self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
-            use_pdl=cfg.pdl)
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=self.launch_bound,
+            smem=self.launch_smem_bytes, use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
@@ -851,10 +858,11 @@ class Sm100Gemm:
 
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
-                tvm_ffi: bool = HAVE_TVM_FFI):
+                tvm_ffi: bool = HAVE_TVM_FFI, launch_bound: int = 1):
         """Compile `config` for any problem size (sizes are runtime arguments); returns the
-        compiled function and the kernel object that traced it."""
-        kernel = Sm100BlockScaledGemm(config)
+        compiled function and the kernel object that traced it. `launch_bound`: see
+        `Sm100BlockScaledGemm`."""
+        kernel = Sm100BlockScaledGemm(config, launch_bound)
         pointers = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES]
         sizes = [cutlass.Int32(1)] * 5
         compiled = cute.compile(kernel, *pointers, *sizes,
@@ -882,7 +890,8 @@ class Sm100Gemm:
             config = sm100_config(problem, num_sms, conservative=True if conservative else None)
         config.check_problem(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, tvm_ffi),
-                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi)[0], tvm_ffi=tvm_ffi)
+                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi, launch_bound=config.ctas_per_sm)[0],
+                                   tvm_ffi=tvm_ffi)
         # Arrivals are counted per epilogue warp and tile (see the epilogue).
         workspace_args, workspace = split_k_workspace(problem, config.split_k,
                                                       len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem), device,
@@ -1344,13 +1353,16 @@ class ThreeCalls:
             tuple(data),
         )
 
-    def fault(self, plan) -> str | None:
+    def fault(self, plan, watch: Callable[[], str | None] | None = None) -> str | None:
         """None where every call of `plan` wrote the right answer; otherwise its first wrong
-        element."""
+        element, or what `watch` (called once the calls are queued) says of their time."""
         for inputs in self.inputs:
             inputs[6].fill_(float("nan"))
         for inputs in self.inputs:
             plan.launch(operand_addresses(inputs))
+        late = watch() if watch is not None else None
+        if late is not None:
+            return late
         for number, inputs in enumerate(self.inputs, 1):
             sign = -1 if number == 2 else 1
             fault = self._wrong(sign * inputs[6], sign, f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}")
@@ -1748,16 +1760,72 @@ def _fall_back(shape: str, what: str, fault: str, instead: str) -> None:
     print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
 
 
-def _check_here(rung: Rung, trial: ThreeCalls) -> tuple[object, Failure | None]:
-    """`rung` built in this process and tried by `trial`: its plan, or how it failed."""
+HANG_PREFIX = "nvfp4 self-check HANG:"
+
+
+class CallerWatch:
+    """The guard on a rung's three calls in this process, after they passed in the trial
+    process: there they ran behind nothing, here behind the caller's own work (PDL waits on
+    the previous grid of the caller's stream). Calls that answer within `RUN_DEADLINE_S` are
+    checked as ever. Calls that answer later are a fallback like a hang in the trial process:
+    a line says so at the deadline, and the rung is passed over with what it keeps. Calls that
+    have not answered by `GIVE_UP_S` hold the GPU with a kernel that never ends, and nothing
+    in this process can run again: a second line says so and the process exits, well before
+    the competition's 180 s for the run end it with no word."""
+
+    RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
+    GIVE_UP_S = 60.0
+    POLL_S = 1e-3
+
+    def __init__(self, shape: str, what: str, mark: Callable[[], Callable[[], bool]]):
+        # `mark()`, called once the calls are queued: whether what was queued until then is done.
+        self.shape, self.what, self.mark = shape, what, mark
+        self.late = False
+
+    @classmethod
+    def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
+        """The watch of the calls queued on `device`'s current stream (None off a GPU)."""
+        return cls(shape, what, _queued_work_done) if device.type == "cuda" else None
+
+    def __call__(self) -> str | None:
+        done, began = self.mark(), time.monotonic()
+        while not done():
+            waited = time.monotonic() - began
+            if waited > self.GIVE_UP_S:
+                self._say(f"still no answer after {self.GIVE_UP_S:g} s: a kernel holds the GPU and this process "
+                          f"cannot run again; it exits now")
+                os._exit(1)
+            if waited > self.RUN_DEADLINE_S and not self.late:
+                self._say(f"no answer within {self.RUN_DEADLINE_S:g} s in this process after its trial passed; "
+                          f"waiting up to {self.GIVE_UP_S:g} s")
+                self.late = True
+            time.sleep(self.POLL_S)
+        return f"answered only after {time.monotonic() - began:.1f} s in this process" if self.late else None
+
+    def _say(self, message: str) -> None:
+        print(f"{HANG_PREFIX} M x N x K x L = {self.shape}, {self.what}: {message}", file=sys.stderr, flush=True)
+
+
+def _queued_work_done() -> Callable[[], bool]:
+    event = torch.cuda.Event()
+    event.record()
+    return event.query
+
+
+def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str) -> tuple[object, Failure | None]:
+    """`rung` built in this process and tried by `trial` under a `CallerWatch`: its plan, or
+    how it failed."""
     what = f"{rung.name} (not built)"
     try:
         plan = rung.build()
         what = describe_plan(plan)
-        fault = trial.fault(plan)
+        watch = CallerWatch.on(device, shape, what)
+        fault = trial.fault(plan, watch)
     except Exception as error:  # a plan that cannot be built or run falls back too
         return None, Failure(what, one_line(error), RAISED)
-    return (plan, None) if fault is None else (None, Failure(what, fault, WRONG))
+    if fault is None:
+        return plan, None
+    return None, Failure(what, fault, HUNG if watch is not None and watch.late else WRONG)
 
 
 def first_call(kernel: type, call: Call, data):
@@ -1793,7 +1861,7 @@ def first_call(kernel: type, call: Call, data):
         rung = rungs[number]
         failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
         if failure is None:
-            plan, failure = _check_here(rung, trial)
+            plan, failure = _check_here(rung, trial, device, shape)
             if failure is None:
                 return plan
         blamed = failure.blamed(rung.traits)
