@@ -8,7 +8,9 @@ configuration planned for two CTAs an SM and records the shared-memory carveout 
 and how many CTAs an SM its shared memory and registers allow. It writes the fastest
 configuration of each shape into `submission.py` as one generated literal
 (`SM100_BENCHMARK_CONFIGS`) and prints measured beside modelled for every configuration, with
-the model's constants refitted to the measured times.
+the model's constants refitted to the measured times. With `--eval-dir` (the competition's
+problems/nvidia folder, which the kit does not copy) the competition's own eval then times the
+chosen table beside the kit's reading of it (experiments/official_vs_eval/run.py).
 
 With `--stand-in` the same flow runs on a Hopper GPU with the Hopper stand-in's configurations
 (`HopperNvfp4Gemm.ranked_configs`, its model's best first) in the kernel's place, its own
@@ -225,7 +227,7 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def run(stand_in: bool, output: Path) -> int:
+def run(stand_in: bool, output: Path, eval_dir: Path | None = None) -> int:
     import torch
 
     import reference
@@ -285,6 +287,10 @@ def run(stand_in: bool, output: Path) -> int:
     from rich.console import Console
 
     Console(width=200).print(report(rows, refitted, chosen))
+    if eval_dir is not None:  # the competition's own eval on the chosen table, beside the kit's reading
+        passed &= _step("the competition's eval beside ours", [
+            sys.executable, str(ROOT / "experiments" / "official_vs_eval" / "run.py"), "--eval-dir", str(eval_dir),
+            "--submission", str(target), "--turns", "1"])
     return 0 if passed and len(chosen) == len(model.BENCHMARK_SHAPES) else 1
 
 
@@ -327,12 +333,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="the Hopper stand-in's configurations in the kernel's place, on an H100 or H200")
     parser.add_argument("--output", type=Path, default=ROOT / "results" / "first-run",
                         help="where the stand-in's copy of submission.py goes")
+    parser.add_argument("--eval-dir", type=Path, default=None,
+                        help="the competition's problems/nvidia folder: its eval then times the chosen table "
+                             "beside the kit (experiments/official_vs_eval/run.py)")
     parser.add_argument("--launch-once", metavar="REQUEST", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.launch_once:
         _launch_once(args.launch_once)
         return 0
-    return run(args.stand_in, args.output)
+    return run(args.stand_in, args.output, args.eval_dir)
 
 
 if __name__ == "__main__":
