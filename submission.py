@@ -1766,7 +1766,7 @@ HANG_PREFIX = "nvfp4 self-check HANG:"
 class CallerWatch:
     """The guard on a rung's three calls in this process, after they passed in the trial
     process: there they ran behind nothing, here behind the caller's own work (PDL waits on
-    the previous grid of the caller's stream). Calls that answer within `RUN_DEADLINE_S` are
+    the caller's previous grid). Calls that answer within `RUN_DEADLINE_S` are
     checked as ever. Calls that answer later are a fallback like a hang in the trial process:
     a line says so at the deadline, and the rung is passed over with what it keeps. Calls that
     have not answered by `GIVE_UP_S` hold the GPU with a kernel that never ends, and nothing
@@ -1784,7 +1784,7 @@ class CallerWatch:
 
     @classmethod
     def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
-        """The watch of the calls queued on `device`'s current stream (None off a GPU)."""
+        """The watch of the calls queued on `device` from this thread (None off a GPU)."""
         return cls(shape, what, _queued_work_done) if device.type == "cuda" else None
 
     def __call__(self) -> str | None:

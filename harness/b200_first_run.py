@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import io
 import itertools
 import json
@@ -37,9 +38,12 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
+import torch
 
+import submission as sub
 from harness import b200_calibration as calibration
 from harness import b200_model as model
+from hopper_stand_in import HopperNvfp4Gemm
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -66,7 +70,7 @@ class Measured(NamedTuple):
 
 # ----- what is timed -----
 
-def sm100_candidates(sub, shape: tuple) -> list:
+def sm100_candidates(shape: tuple) -> list:
     """The sm_100a configurations for `shape`: every one the cost model compares
     (`b200_model.candidates`, with and without PDL) that the kernel has (no share-K, two splits at
     most, as its schedule takes), then every rung of the shape's ladder, each once and each the
@@ -90,6 +94,41 @@ def sm100_candidates(sub, shape: tuple) -> list:
 
 def sm100_modelled_us(config, shape: tuple, constants: model.Constants = model.FITTED) -> float:
     return model.call_seconds(model.kernel_for(config), shape, constants) * 1e6
+
+
+class _Screened:
+    """A kernel class whose rungs are the configurations the first run times on a shape
+    (`candidates`), so that the self-check's trial process screens each before this process
+    builds it: one that hangs or faults ends that process, never the first run's."""
+
+    TRIAL_IN_CHILD = True
+
+    @classmethod
+    def rungs(cls, problem, device) -> list:
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return [sub.Rung(config.describe(), functools.partial(cls.launch_plan, problem, device, config),
+                         frozenset({config.describe()})) for config, _ in cls.candidates(tuple(problem), num_sms)]
+
+
+class Sm100Candidates(_Screened, sub.Sm100Gemm):
+    @classmethod
+    def candidates(cls, shape: tuple, num_sms: int) -> list[tuple[object, float]]:
+        """(configuration, modelled us) of each configuration timed on `shape`."""
+        return [(config, sm100_modelled_us(config, shape)) for config in sm100_candidates(shape)]
+
+
+class StandInCandidates(_Screened, HopperNvfp4Gemm):
+    @classmethod
+    def candidates(cls, shape: tuple, num_sms: int) -> list[tuple[object, float]]:
+        """The stand-in's STAND_IN_CANDIDATES best configurations for `shape` by its own model,
+        with that model's us a call."""
+        problem = sub.Problem(*shape)
+        k_tiles, result = problem.k // cls.TILE_K, []
+        for config in cls.ranked_configs(problem, num_sms)[:STAND_IN_CANDIDATES]:
+            slots = cls.slots(config, num_sms, lambda size: num_sms // size)
+            result.append((config, cls.per_call_us(config, k_tiles, cls.output_tiles(problem, config.tile_n), slots,
+                                                   num_sms)))
+        return result
 
 
 def batch(reference, shape: tuple, seed: int, device) -> list:
@@ -228,10 +267,7 @@ def _commit() -> str:
 
 
 def run(stand_in: bool, output: Path, eval_dir: Path | None = None) -> int:
-    import torch
-
     import reference
-    import submission as sub
     from harness.l2_flush import L2Flush
 
     device = torch.device("cuda")
@@ -242,27 +278,34 @@ def run(stand_in: bool, output: Path, eval_dir: Path | None = None) -> int:
     passed = _step("compile", [sys.executable, "-m", "harness", "compile", "--arch", arch])
     passed &= _step("the official tests", [sys.executable, "-m", "harness", "test", "--problem", "nvfp4_gemm"])
 
-    kernel = sub.kernel_for_arch(arch)
+    kernel = StandInCandidates if stand_in else Sm100Candidates
+    num_sms = torch.cuda.get_device_properties(device).multi_processor_count
     flush = L2Flush(device, FLUSH_BYTES)
     print(f"\n== timing: {CALLS} calls a batch after the L2 flush ({flush.description}), "
-          f"median of {ROUNDS} batches", flush=True)
+          f"median of {ROUNDS} batches; each configuration screened first in the trial process", flush=True)
     rows = []
     for shape in model.BENCHMARK_SHAPES:
         problem = sub.Problem(*shape)
         inputs = batch(reference, shape, seed=1111, device=device)
-        for config, modelled in _candidates(sub, kernel, shape, stand_in):
-            try:
-                plan = kernel.launch_plan(problem, device, config)
-                launch = (lambda data, plan=plan: plan.launch(sub.operand_addresses(data)))
-                launch(inputs[0])
-                torch.cuda.synchronize()
-                rows.append(Measured(shape, config, time_per_call_us(launch, inputs, flush, torch), modelled))
-            except Exception as error:  # a configuration that cannot run is reported, not fatal
-                rows.append(Measured(shape, config, None, modelled, note=sub.one_line(error)))
+        for number, (config, modelled) in enumerate(kernel.candidates(shape, num_sms)):
+            failure = sub._TRIAL.screen(kernel, problem, device, number, config.describe())
+            if failure is not None:
+                rows.append(Measured(shape, config, None, modelled, note=f"{failure.kind}: {failure.fault}"))
+            else:
+                try:
+                    plan = kernel.launch_plan(problem, device, config)
+                    launch = (lambda data, plan=plan: plan.launch(sub.operand_addresses(data)))
+                    launch(inputs[0])
+                    torch.cuda.synchronize()
+                    rows.append(Measured(shape, config, time_per_call_us(launch, inputs, flush, torch), modelled))
+                except Exception as error:  # a configuration that cannot run is reported, not fatal
+                    rows.append(Measured(shape, config, None, modelled, note=sub.one_line(error)))
+            row = rows[-1]
             print(f"  {'x'.join(map(str, shape))}  {config.describe()}: "
-                  f"{'-' if rows[-1].measured_us is None else f'{rows[-1].measured_us:.2f} us'}", flush=True)
+                  f"{row.note or '-' if row.measured_us is None else f'{row.measured_us:.2f} us'}", flush=True)
         del inputs
         torch.cuda.empty_cache()
+    sub._TRIAL.close()
 
     print("\n== occupancy (ncu) of the configurations planned for two CTAs an SM", flush=True)
     for row in rows:
@@ -294,28 +337,9 @@ def run(stand_in: bool, output: Path, eval_dir: Path | None = None) -> int:
     return 0 if passed and len(chosen) == len(model.BENCHMARK_SHAPES) else 1
 
 
-def _candidates(sub, kernel, shape: tuple, stand_in: bool) -> list[tuple[object, float]]:
-    """(configuration, modelled us) of every configuration timed on `shape`."""
-    if not stand_in:
-        return [(config, sm100_modelled_us(config, shape)) for config in sm100_candidates(sub, shape)]
-    import torch
-
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    problem = sub.Problem(*shape)
-    k_tiles, result = problem.k // kernel.TILE_K, []
-    for config in kernel.ranked_configs(problem, num_sms)[:STAND_IN_CANDIDATES]:
-        tiles = kernel.output_tiles(problem, config.tile_n)
-        slots = kernel.slots(config, num_sms, lambda size: num_sms // size)
-        result.append((config, kernel.per_call_us(config, k_tiles, tiles, slots, num_sms)))
-    return result
-
-
 def _launch_once(request: str) -> None:
     """The probe's process: one launch of a configuration on a shape (`probe_command`), for ncu."""
-    import torch
-
     import reference
-    import submission as sub
     from hopper_stand_in import Sm90Config
 
     shape, class_name, fields = json.loads(request)

@@ -37,7 +37,7 @@ def _load(path, name: str):
 def test_every_configuration_a_benchmark_can_run_is_timed(shape):
     """The chosen configuration and every rung of its ladder among the candidates, each once;
     nothing the kernel lacks (share-K, more than two splits)."""
-    configs = first_run.sm100_candidates(sub, shape)
+    configs = first_run.sm100_candidates(shape)
     assert len(set(configs)) == len(configs)
     problem = sub.Problem(*shape)
     assert {config for _, config in sub.sm100_ladder(problem)} <= set(configs)
@@ -82,7 +82,7 @@ def test_a_file_without_the_literal_is_refused(tmp_path):
 
 
 def test_the_fastest_measured_configuration_of_each_shape_is_chosen():
-    a, b = first_run.sm100_candidates(sub, SHAPES[0])[:2]
+    a, b = first_run.sm100_candidates(SHAPES[0])[:2]
     rows = [first_run.Measured(SHAPES[0], a, 20.0, 14.0), first_run.Measured(SHAPES[0], b, 18.5, 15.0),
             first_run.Measured(SHAPES[1], a, None, 5.0, note="RuntimeError: no"),
             first_run.Measured(SHAPES[1], b, 9.0, 6.0)]
@@ -91,7 +91,7 @@ def test_the_fastest_measured_configuration_of_each_shape_is_chosen():
 
 def _rows(constants: model.Constants) -> list:
     return [first_run.Measured(shape, config, first_run.sm100_modelled_us(config, shape, constants), 0.0)
-            for shape in SHAPES for config in first_run.sm100_candidates(sub, shape)]
+            for shape in SHAPES for config in first_run.sm100_candidates(shape)]
 
 
 def _measured_error(rows, constants) -> float:

@@ -368,12 +368,14 @@ class _RecordingKernel:
         self.calls.append(args)
 
 
-def _cpu_rungs(monkeypatch, have_tvm_ffi: bool):
+def _cpu_rungs(monkeypatch, have_tvm_ffi: bool, problem):
     """Sm100Gemm's rungs for a benchmark shape on the CPU: the device's SM count and the
     compiler stand in, the plans' workspaces are CPU tensors."""
     compiled = []
 
-    def compile_stub(config, arch=None, extra_options="", tvm_ffi=sub.HAVE_TVM_FFI):
+    def compile_stub(config, arch=None, extra_options="", tvm_ffi=sub.HAVE_TVM_FFI, launch_bound=1):
+        # The plans declare as many CTAs an SM as the configuration plans (its carveout).
+        assert launch_bound == config.ctas_per_sm
         compiled.append((config, tvm_ffi))
         return _RecordingKernel(), None
 
@@ -382,15 +384,15 @@ def _cpu_rungs(monkeypatch, have_tvm_ffi: bool):
     monkeypatch.setattr(sub.Sm100Gemm, "compile", compile_stub)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device: type("Properties", (), {"multi_processor_count": sub.SM100_NUM_SMS}))
-    problem = BENCHMARKS[0]
     return problem, sub.Sm100Gemm.rungs(problem, torch.device("cpu")), compiled
 
 
-def test_with_tvm_ffi_every_configuration_has_a_twin_called_through_cute_pointers(monkeypatch):
+@pytest.mark.parametrize("shape", BENCHMARKS, ids=lambda p: "x".join(map(str, p)))
+def test_with_tvm_ffi_every_configuration_has_a_twin_called_through_cute_pointers(shape, monkeypatch):
     """Where apache-tvm-ffi is installed each configuration of the ladder is compiled for it
     and called with bare addresses, then compiled without it and called with CuTe pointers and
     Int32s: a TVM-FFI that fails leaves the same configuration, the chosen one first."""
-    problem, rungs, compiled = _cpu_rungs(monkeypatch, have_tvm_ffi=True)
+    problem, rungs, compiled = _cpu_rungs(monkeypatch, True, shape)
     ladder = sub.sm100_ladder(problem)
     assert [rung.name for rung in rungs] == [name + suffix for name, _ in ladder for suffix in ("", " without TVM-FFI")]
     addresses = tuple(4096 * (i + 1) for i in range(5))
@@ -414,8 +416,9 @@ def test_with_tvm_ffi_every_configuration_has_a_twin_called_through_cute_pointer
             assert "without TVM-FFI" in sub.describe_plan(plan)
 
 
-def test_without_tvm_ffi_the_ladder_is_called_through_cute_pointers_from_the_chosen_configuration(monkeypatch):
-    problem, rungs, _ = _cpu_rungs(monkeypatch, have_tvm_ffi=False)
+@pytest.mark.parametrize("shape", BENCHMARKS, ids=lambda p: "x".join(map(str, p)))
+def test_without_tvm_ffi_the_ladder_is_called_through_cute_pointers_from_the_chosen_configuration(shape, monkeypatch):
+    problem, rungs, _ = _cpu_rungs(monkeypatch, False, shape)
     assert [rung.name for rung in rungs] == [name for name, _ in sub.sm100_ladder(problem)]
     assert [rung.build().config for rung in rungs] == [config for _, config in sub.sm100_ladder(problem)]
     assert all(sub.TVM_FFI not in rung.traits for rung in rungs)
