@@ -141,3 +141,22 @@ def test_ncu_csv_is_read_from_its_last_launch():
         "launch__occupancy_limit_registers": "2", "launch__occupancy_limit_shared_mem": "2",
         "launch__shared_mem_config_size": "200.70", "launch__occupancy_limit_warps": "10"}
     assert first_run.parse_ncu_csv("==ERR== no kernels were profiled\n") == {}
+
+
+def test_the_screened_rungs_are_the_timed_configurations_in_order(monkeypatch):
+    """The trial process screens rung `number` as the configuration the first run then times
+    as number `number`: both lists come from `candidates`."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: type("Properties", (), {"multi_processor_count": sub.SM100_NUM_SMS}))
+    built = []
+    monkeypatch.setattr(first_run.Sm100Candidates, "launch_plan",
+                        classmethod(lambda cls, problem, device, config: built.append(config) or config))
+    for shape in SHAPES:
+        timed = [config for config, _ in first_run.Sm100Candidates.candidates(shape, sub.SM100_NUM_SMS)]
+        rungs = first_run.Sm100Candidates.rungs(sub.Problem(*shape), torch.device("cpu"))
+        assert [rung.name for rung in rungs] == [config.describe() for config in timed]
+        assert [rung.build() for rung in rungs] == timed and built[-len(timed):] == timed
+        assert len({rung.traits for rung in rungs}) == len(rungs)  # a failure passes over no other
+    assert first_run.Sm100Candidates.TRIAL_IN_CHILD and first_run.StandInCandidates.TRIAL_IN_CHILD
