@@ -790,8 +790,8 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
     SM (and the stages that leaves room for); over the whole of K (`sm100_config`'s conservative
     one); with 128-row tiles (`sm100_plain_config`, what most official tests run). One equal to
     an earlier one is left out: a benchmark's split-K without PDL is then the rung after its
-    chosen one."""
-    chosen = sm100_config(problem, num_sms, conservative=False)
+    chosen one, and with NVFP4_SM100_CONSERVATIVE=1 the ladder starts at whole K."""
+    chosen = sm100_config(problem, num_sms)
     without_pdl = dataclasses.replace(chosen, pdl=False)
     one_cta = Sm100Config(chosen.mma_n, chosen.split_k, Sm100Config.max_stages(chosen.mma_n), pdl=False)
     rungs = []

@@ -351,6 +351,10 @@ def test_each_rung_of_the_ladder_drops_one_feature_of_the_one_before(problem, mo
         if config.ctas_per_sm == 1:  # as deep as one CTA's shared memory allows
             assert config.stages == sub.Sm100Config.max_stages(config.mma_n)
 
+    monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")  # whole K chosen: the ladder starts there
+    conservative = sub.sm100_config(problem, conservative=True)
+    assert [config for _, config in sub.sm100_ladder(problem)] == configs[configs.index(conservative):]
+
 
 def test_the_first_benchmarks_split_k_falls_to_split_k_without_pdl():
     """128 x 7168 x 16384: split-K without PDL comes before whole K."""
