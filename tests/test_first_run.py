@@ -160,3 +160,19 @@ def test_the_screened_rungs_are_the_timed_configurations_in_order(monkeypatch):
         assert [rung.build() for rung in rungs] == timed and built[-len(timed):] == timed
         assert len({rung.traits for rung in rungs}) == len(rungs)  # a failure passes over no other
     assert first_run.Sm100Candidates.TRIAL_IN_CHILD and first_run.StandInCandidates.TRIAL_IN_CHILD
+
+
+def test_the_candidate_classes_are_importable_by_name_when_the_flow_runs_as_a_script():
+    """`python -m harness.b200_first_run` runs `main` from the module imported by its own name,
+    so that the trial process finds the candidate classes there."""
+    import subprocess
+
+    program = ("import runpy, sys; sys.argv = ['b200_first_run', '--help']\n"
+               "try:\n    runpy.run_module('harness.b200_first_run', run_name='__main__')\n"
+               "except SystemExit:\n    pass\n"
+               "module = sys.modules['harness.b200_first_run']\n"
+               "print(module.Sm100Candidates.__module__, module.StandInCandidates.__qualname__)")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=first_run.ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "harness.b200_first_run StandInCandidates"
