@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
+.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress b200-first-run
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -76,6 +76,15 @@ sol:
 # The B200 cost model: its calibration on published times and its times for our sm_100a configurations.
 model:
 	@$(PYTHON) -m harness model $(ARGS)
+
+# The first run on a B200 in one command (docs/b200-first-run.md): compile, the official tests,
+# every configuration timed in the eval's loop, the occupancy of two CTAs an SM (ncu), the
+# fastest written into submission.py, measured beside modelled with the model refitted. Its log
+# goes to results/logs/. STAND_IN=1 runs the same flow with the Hopper stand-in on an H100/H200.
+b200-first-run:
+	mkdir -p results/logs
+	bash -c 'set -o pipefail; $(PYTHON) -m harness.b200_first_run $(if $(STAND_IN),--stand-in) $(ARGS) 2>&1 | \
+	  tee results/logs/$$(date +%Y-%m-%d)-$$(git rev-parse --short HEAD)-b200-first-run$(if $(STAND_IN),-stand-in).log'
 
 task-yml:
 	@for problem in $(PROBLEMS); do $(PYTHON) -m harness task-yml --problem $$problem $(ARGS) || exit 1; done

@@ -15,9 +15,9 @@ Self-check: the first call of each problem runs the chosen plan three times back
 checks every output against the exact product (decoded operands multiplied in float64 with torch
 on the GPU) as the competition's check would, rtol = atol = 1e-3; where an element is wrong it
 prints a line starting "nvfp4 self-check FALLBACK:" on stderr and tries the kernel's next rung
-(on the B200: the conservative configuration, then 128-row tiles over the whole of K, then those
-again without TVM-FFI), then the exact product itself, and later calls run what passed
-(`first_call`; NVFP4_SELF_CHECK=0 turns it off). Each rung is tried first in a second process
+(on the B200 each drops one feature: PDL, the second CTA an SM, split-K, 64-row tiles; a
+TVM-FFI that raises leaves the same configuration called without it), then the exact product
+itself, and later calls run what passed (`first_call`; NVFP4_SELF_CHECK=0 turns it off). Each rung is tried first in a second process
 (`TrialProcess`), so that a rung that hangs or faults the device falls back like a wrong one
 instead of taking this process's CUDA context with it (NVFP4_TRIAL_IN_CHILD=0 tries them here
 alone).
@@ -51,6 +51,7 @@ for sm_100a and checked in its SASS (`python -m harness compile`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -130,9 +131,8 @@ class Sm100Config:
     # call's CTA starts beside this call's on every SM. With 2: shared memory (static, dynamic
     # and the system's reserved 1 KB) within half the SM's, tensor memory within half its 512
     # columns (both refused here otherwise), registers within half its 65,536 (a compile test
-    # reads them from the cubin). The launch asks for nothing more: the driver sizes each
-    # launch's shared-memory carveout for as many CTAs as these resources allow, and a launch
-    # bound (`min_blocks_per_mp`) would only cap the registers, which already fit.
+    # reads them from the cubin). The launch declares them (`Sm100BlockScaledGemm`'s
+    # `launch_bound`), which sets the shared-memory carveout that holds them.
     ctas_per_sm: int = 1
 
     def __post_init__(self):
@@ -275,8 +275,16 @@ class Sm100BlockScaledGemm:
     POINTER_TYPES = (cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, cutlass.Float8E4M3FN,
                      cutlass.Float8E4M3FN, cutlass.Float16, cutlass.Float32, cutlass.Int32)
 
-    def __init__(self, config: Sm100Config):
+    def __init__(self, config: Sm100Config, launch_bound: int = 1):
         self.config = config
+        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets
+        # the kernel's preferred shared-memory carveout to what that many CTAs take (4.5 as a
+        # function attribute, 4.8 in its shared-memory pass), so that the second CTA's shared
+        # memory is not left to the driver's choice. It reads the device's shared memory as it
+        # compiles: the launch plans compile with `config.ctas_per_sm`, the compile check,
+        # without a GPU, with 1 (the registers, which the bound also caps, fit two either way:
+        # tests/test_compile.py).
+        self.launch_bound = launch_bound
         self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
         # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one
         # (see the TMEM offset in the MMA warp).
@@ -377,8 +385,8 @@ class Sm100BlockScaledGemm:
         self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
                     tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
                     self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
-            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1,
-            use_pdl=cfg.pdl)
+            grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=self.launch_bound,
+            smem=self.launch_smem_bytes, use_pdl=cfg.pdl)
 
     def _tiled_mma(self, tiler):
         return sm100_utils.make_blockscaled_trivial_tiled_mma(
@@ -765,16 +773,33 @@ SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials sta
 SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
 
 
-def sm100_rungs(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
-    """The configurations the self-check tries in turn, each named for its fallback line: the
-    chosen one; the conservative one (no split-K, no PDL, one CTA an SM); the plain one, which
-    also leaves the chosen tiles and stages for 128-row tiles over the whole of K with the
-    deepest pipeline (the configuration most official tests run). One equal to an earlier one
-    is left out."""
+# The self-check's ladder drops one of these at a time, in this order (`sm100_ladder`); a rung's
+# traits are those it keeps, and "TVM-FFI" where it is called through TVM-FFI (`Rung`).
+PDL, TWO_CTAS, SPLIT_K, HALF_TILES, TVM_FFI = "PDL", "two CTAs an SM", "split-K", "64-row tiles", "TVM-FFI"
+
+
+def sm100_traits(config: Sm100Config) -> frozenset:
+    """The features of `config` a fallback can drop."""
+    return frozenset(trait for trait, kept in ((PDL, config.pdl), (TWO_CTAS, config.ctas_per_sm > 1),
+                                               (SPLIT_K, config.split_k > 1), (HALF_TILES, config.mma_n == 64)) if kept)
+
+
+def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
+    """The configurations the self-check tries in turn, each named for its fallback line and each
+    without one more feature than the one before: the chosen one; without PDL; with one CTA an
+    SM (and the stages that leaves room for); over the whole of K (`sm100_config`'s conservative
+    one); with 128-row tiles (`sm100_plain_config`, what most official tests run). One equal to
+    an earlier one is left out: a benchmark's split-K without PDL is then the rung after its
+    chosen one, and with NVFP4_SM100_CONSERVATIVE=1 the ladder starts at whole K."""
+    chosen = sm100_config(problem, num_sms)
+    without_pdl = dataclasses.replace(chosen, pdl=False)
+    one_cta = Sm100Config(chosen.mma_n, chosen.split_k, Sm100Config.max_stages(chosen.mma_n), pdl=False)
     rungs = []
-    for name, config in (("the chosen configuration", sm100_config(problem, num_sms)),
-                         ("the conservative configuration", sm100_config(problem, num_sms, conservative=True)),
-                         ("the plain configuration", sm100_plain_config())):
+    for name, config in (("the chosen configuration", chosen),
+                         ("the chosen configuration without PDL", without_pdl),
+                         ("one CTA an SM without PDL", one_cta),
+                         ("whole K without PDL", sm100_config(problem, num_sms, conservative=True)),
+                         ("128-row tiles over whole K", sm100_plain_config())):
         if all(config != earlier for _, earlier in rungs):
             rungs.append((name, config))
     return rungs
@@ -833,10 +858,11 @@ class Sm100Gemm:
 
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
-                tvm_ffi: bool = HAVE_TVM_FFI):
+                tvm_ffi: bool = HAVE_TVM_FFI, launch_bound: int = 1):
         """Compile `config` for any problem size (sizes are runtime arguments); returns the
-        compiled function and the kernel object that traced it."""
-        kernel = Sm100BlockScaledGemm(config)
+        compiled function and the kernel object that traced it. `launch_bound`: see
+        `Sm100BlockScaledGemm`."""
+        kernel = Sm100BlockScaledGemm(config, launch_bound)
         pointers = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES]
         sizes = [cutlass.Int32(1)] * 5
         compiled = cute.compile(kernel, *pointers, *sizes,
@@ -864,7 +890,8 @@ class Sm100Gemm:
             config = sm100_config(problem, num_sms, conservative=True if conservative else None)
         config.check_problem(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, tvm_ffi),
-                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi)[0], tvm_ffi=tvm_ffi)
+                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi, launch_bound=config.ctas_per_sm)[0],
+                                   tvm_ffi=tvm_ffi)
         # Arrivals are counted per epilogue warp and tile (see the epilogue).
         workspace_args, workspace = split_k_workspace(problem, config.split_k,
                                                       len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem), device,
@@ -875,18 +902,19 @@ class Sm100Gemm:
                           tvm_ffi=tvm_ffi)
 
     @classmethod
-    def rungs(cls, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
-        """What the self-check (`first_call`) tries in turn, each as (what it is, how to build
-        its plan): `sm100_rungs`' configurations, called as the plans call them (through
-        TVM-FFI where apache-tvm-ffi is installed); then, where it is, the plain configuration
-        compiled and called without it, through CuTe pointers, so that a TVM-FFI that fails
-        with this CuTeDSL leaves a kernel, not the exact product."""
+    def rungs(cls, problem: Problem, device: torch.device) -> list[Rung]:
+        """What the self-check (`first_call`) tries in turn: `sm100_ladder`'s configurations,
+        each called as the plans call it (through TVM-FFI where apache-tvm-ffi is installed) and,
+        where it is, then through CuTe pointers, a rung the ladder takes only where the TVM-FFI
+        one raised (`Rung.blamed`): a TVM-FFI that fails with this CuTeDSL leaves the same
+        configuration, not a slower one."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        rungs = [(name, functools.partial(cls.launch_plan, problem, device, config))
-                 for name, config in sm100_rungs(problem, num_sms)]
-        if HAVE_TVM_FFI:
-            rungs.append(("the plain configuration without TVM-FFI",
-                          functools.partial(cls.launch_plan, problem, device, sm100_plain_config(), tvm_ffi=False)))
+        rungs = []
+        for name, config in sm100_ladder(problem, num_sms):
+            for tvm_ffi in ((True, False) if HAVE_TVM_FFI else (False,)):
+                rungs.append(Rung(name + ("" if tvm_ffi == HAVE_TVM_FFI else " without TVM-FFI"),
+                                  functools.partial(cls.launch_plan, problem, device, config, tvm_ffi=tvm_ffi),
+                                  sm100_traits(config) | ({TVM_FFI} if tvm_ffi else set())))
         return rungs
 
 
@@ -1325,13 +1353,16 @@ class ThreeCalls:
             tuple(data),
         )
 
-    def fault(self, plan) -> str | None:
+    def fault(self, plan, watch: Callable[[], str | None] | None = None) -> str | None:
         """None where every call of `plan` wrote the right answer; otherwise its first wrong
-        element."""
+        element, or what `watch` (called once the calls are queued) says of their time."""
         for inputs in self.inputs:
             inputs[6].fill_(float("nan"))
         for inputs in self.inputs:
             plan.launch(operand_addresses(inputs))
+        late = watch() if watch is not None else None
+        if late is not None:
+            return late
         for number, inputs in enumerate(self.inputs, 1):
             sign = -1 if number == 2 else 1
             fault = self._wrong(sign * inputs[6], sign, f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}")
@@ -1348,14 +1379,60 @@ class ThreeCalls:
                 f"({count} of {c.numel()} elements wrong)")
 
 
-def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[tuple[str, Callable]]:
-    """The kernel's own rungs (`rungs(problem, device)`: (what it is, how to build its plan)),
-    or, for a kernel without them, its chosen plan and its conservative one."""
+class Rung(NamedTuple):
+    """One step of the self-check's ladder: what it is (its fallback line names it), how to build
+    its plan, and its traits, what it keeps that a later rung may drop (the B200's:
+    `sm100_traits`, and TVM_FFI where it is called through TVM-FFI). A rung whose traits include
+    every trait a failure put in doubt (`Failure.blamed`) is passed over."""
+
+    name: str
+    build: Callable
+    traits: frozenset
+
+
+def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
+    """The kernel's own rungs (`rungs(problem, device)`: `Rung`s, or (name, build) pairs, whose
+    traits are then their names: each shares them with itself alone), or, for a kernel without
+    them, its chosen plan and its conservative one."""
     rungs = getattr(kernel, "rungs", None)
-    if rungs is not None:
-        return rungs(problem, device)
-    return [("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
-            ("the conservative configuration", lambda: kernel.launch_plan(problem, device, conservative=True))]
+    listed = rungs(problem, device) if rungs is not None else [
+        ("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
+        ("the conservative configuration", lambda: kernel.launch_plan(problem, device, conservative=True))]
+    return [rung if isinstance(rung, Rung) else Rung(*rung, frozenset({rung[0]})) for rung in listed]
+
+
+WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
+
+
+class Failure(NamedTuple):
+    """How a rung failed the self-check."""
+
+    what: str  # the plan's description, or the rung's name and "(not built)"
+    fault: str  # one line
+    kind: str  # WRONG answer, RAISED, HUNG or FAULTED (in the trial process), or the trial's time SPENT
+
+    def blamed(self, traits: frozenset) -> frozenset:
+        """The traits this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a
+        rung called through it raised, so that its configuration is tried next without it;
+        none (every rung) where the trial's time is spent; otherwise its configuration's, so
+        that the ladder goes on to the first rung without one of them."""
+        if self.kind == SPENT:
+            return frozenset()
+        if self.kind == RAISED and TVM_FFI in traits:
+            return frozenset({TVM_FFI})
+        return traits - {TVM_FFI}
+
+    def lasting(self, blamed: frozenset) -> bool:
+        """Whether later problems pass over what this failure blamed: a hang or a device fault
+        costs a deadline and a new trial process each time, and a TVM-FFI that raised does so
+        for every configuration."""
+        return self.kind in (HUNG, FAULTED) or blamed == {TVM_FFI}
+
+
+def next_rung(rungs: list[Rung], start: int, doubts) -> int:
+    """The first rung from `start` on that keeps none of `doubts` whole (len(rungs) if none)."""
+    return next((number for number in range(start, len(rungs))
+                 if not any(rungs[number].traits >= blamed for blamed in doubts)), len(rungs))
 
 
 def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
@@ -1393,37 +1470,34 @@ NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
 
 
 class TrialProcess:
-    """A second Python process on the same device that tries a kernel's rungs before this process
-    builds any of them: a rung that hangs (a barrier never completed, an arrival count never
-    reached) or faults the device (an illegal address) takes down the trial process, which is
-    killed or found dead and started again, never this one, whose CUDA context every later call
-    needs. This process then builds only the first rung the trial process passed and checks it
-    again on the caller's input (`first_call`).
+    """A second Python process on the same device that tries each rung before this process
+    builds it: a rung that hangs (a barrier never completed, an arrival count never reached) or
+    faults the device (an illegal address) takes down the trial process, which is killed or
+    found dead and started again, never this one, whose CUDA context every later call needs.
+    `first_call` drives the ladder: one request a rung, and this process builds only a rung that
+    passed there and checks it again on the caller's input.
 
     One process serves every problem, started on the first first call and again only after it
     died or was killed: its start (Python, torch, CuTeDSL, a CUDA context) is paid once, and the
     kernels it compiled serve the later problems' rungs, as in this process. It draws inputs of
     the problem itself (`trial_input`): nothing of the caller's memory is mapped where a wild
-    write could reach it. It reports every rung before it builds it, again before it launches it,
-    and its verdict after the rung's `ThreeCalls`: a death or a silence then names the rung. The
-    deadlines keep the budget of the competition's run (one process for every test of a mode,
-    under one time limit): a build is CPU work of seconds, given `BUILD_DEADLINE_S`; the launches
-    and the check are milliseconds of GPU work, given `RUN_DEADLINE_S`, which a hang costs once.
-    A configuration that hung, killed the trial process or lost its CUDA context is not launched
-    again for later problems: such a fault is the configuration's far more often than the
-    shape's, and each costs a deadline or a new process.
+    write could reach it. It reports a rung as it begins it, again once built, and its verdict
+    after the rung's `ThreeCalls`: a death or a silence then names the rung. The deadlines keep
+    the budget of the competition's run (one process for every test of a mode, under one time
+    limit): a build is CPU work of seconds, given `BUILD_DEADLINE_S`; the launches and the check
+    are milliseconds of GPU work, given `RUN_DEADLINE_S`, which a hang costs once. What hangs,
+    faults and new processes have cost is counted (`lost_s`); past `LOST_BUDGET_S` no rung is
+    tried any more and the exact product answers.
 
     Where no trial process can run (no way to start one, no CUDA in it, a kernel it cannot
     import), one line says so and the rungs are tried in this process alone, as they are with
     NVFP4_TRIAL_IN_CHILD=0."""
 
     START_DEADLINE_S = 45.0  # Python, torch and CuTeDSL imported, a CUDA context made: seconds
-    # Configurations that hung or faulted before the exact product answers every later rung: a
-    # kernel whose different configurations all hang is broken as a whole, and each hang costs a
-    # new trial process and its compiles out of the competition's 180 s for the whole run.
-    CONDEMNED_LIMIT = 2
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
     RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
+    # Of the competition's 180 s for a whole run: what hangs, faults and restarts may take.
+    LOST_BUDGET_S = 60.0
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
     # The trial process's program: its replies kept on the standard output it was given, where
     # nothing else writes (what any import prints, Python or native, goes to stderr); the
@@ -1453,36 +1527,31 @@ class TrialProcess:
         self.process: subprocess.Popen | None = None
         self.kernel: type | None = None  # the kernel class the running process serves
         self.unavailable: str | None = None  # why no trial process runs here, once known
-        self.condemned: dict[str, str] = {}  # a configuration's description: what it did, and where
+        # What hangs, device faults and a failing TVM-FFI put in doubt, for every later problem
+        # (`Failure.lasting`): the traits blamed, and what failed where.
+        self.condemned: dict[frozenset, str] = {}
+        self.lost_s = 0.0
+        self.started = False
         self._buffer = b""
 
     # ----- this process's side -----
 
-    def first_passing(self, kernel: type, problem: Problem, device: torch.device, count: int,
-                      start: int) -> tuple[int, list[tuple[int, str | None, str]]]:
-        """The first of the kernel's `count` rungs from `start` on that passed in the trial
-        process (`count` where none did), and each rung before it as (its number, its plan's
-        description or None where it was not built, what was wrong). Where no trial process
-        runs, or it stopped answering as it should, the rung it reached: the caller tries that
-        one itself."""
-        rejected, number = [], start
+    def screen(self, kernel: type, problem: Problem, device: torch.device, number: int, name: str) -> Failure | None:
+        """The trial process's verdict on the kernel's rung `number` (called `name`) for
+        `problem`: None where it passed there, or where no trial process runs (the caller then
+        tries the rung itself)."""
+        if not (TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True)):
+            return None
+        if self.lost_s > self.LOST_BUDGET_S:
+            return Failure(f"{name} (not built)", f"not tried: hangs, faults and new trial processes have taken "
+                           f"{self.lost_s:.0f} s", SPENT)
         try:
-            while number < count and TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True):
-                if len(self.condemned) >= self.CONDEMNED_LIMIT:
-                    why = (f"not tried: {len(self.condemned)} configurations hung or faulted in the trial process "
-                           f"({', '.join(self.condemned)})")
-                    rejected.extend((rung, None, why) for rung in range(number, count))
-                    return count, rejected
-                if not self._ready(kernel, device):
-                    break
-                passed, number = self._screen(problem, number, count, rejected)
-                if passed:
-                    break
-        except Exception as error:  # the trial's own failure never fails a call: the rungs are tried here
+            return self._screen(problem, number, name) if self._ready(kernel, device) else None
+        except Exception as error:  # the trial's own failure never fails a call: the rung is tried here
             if self.process is not None:
                 self._end(kill=True)
             self._give_up(f"it failed: {one_line(error)}")
-        return number, rejected
+            return None
 
     def close(self) -> None:
         """End the trial process (it also ends by itself once this process is gone)."""
@@ -1496,7 +1565,11 @@ class TrialProcess:
             return True
         if self.process is not None:
             self._end(kill=True)
+        began = time.monotonic()
         why = self._start(kernel, device)
+        if self.started:  # a new process, after one that hung or died
+            self.lost_s += time.monotonic() - began
+        self.started = True
         if why is not None:
             self._give_up(why)
         return why is None
@@ -1526,49 +1599,41 @@ class TrialProcess:
             return f"it could not run here: {reply['unavailable']}"
         return f"it {ended or f'was not ready within {self.START_DEADLINE_S:g} s'}"
 
-    def _screen(self, problem: Problem, start: int, count: int, rejected: list) -> tuple[bool, int]:
-        """One request: the rungs from `start` on, until one passes. Returns whether one passed
-        and the rung to go on from: the one that passed, or the one after the last rejected
-        (the process then ended where it hung, died or lost its CUDA context). Appends the
-        rejected rungs to `rejected`."""
-        shape = "x".join(map(str, problem))
-        if not self._send({"problem": list(problem), "start": start, "condemned": self.condemned}):
+    def _screen(self, problem: Problem, number: int, name: str) -> Failure | None:
+        """One request: rung `number` of `problem`. Where the process hangs or dies, it is ended
+        and the time counted; where it dies before it begins the rung, the trial itself cannot
+        run here."""
+        began = time.monotonic()
+        if not self._send({"problem": list(problem), "rung": number}):
             self._end(kill=True)
             self._give_up("it ended between problems")
-            return False, start
-        rung, what, last = None, None, None  # the rung in hand, its plan once built; the last verdict's rung
+            return None
+        begun, what = False, None  # the rung begun; its plan's description once built
         while True:
             reply = self._receive(self.BUILD_DEADLINE_S if what is None else self.RUN_DEADLINE_S)
             if not isinstance(reply, dict):
                 break
-            if "fault" not in reply:  # a rung begun, or built and about to be launched
-                rung, what = reply["rung"], reply.get("what")
+            if "fault" not in reply:  # the rung begun, or built and about to be launched
+                begun, what = True, reply.get("what")
                 continue
             if reply["fault"] is None:
-                return True, reply["rung"]
-            rejected.append((reply["rung"], reply["what"], reply["fault"]))
-            rung, what, last = None, None, reply["rung"]
+                return None
             if reply["context_lost"]:  # the process ends itself
-                self.condemned[reply["what"]] = f"lost the trial process's CUDA context for {shape}"
                 self._end(kill=False)
-                return False, last + 1
-            if last + 1 == count:
-                return False, count
+                self.lost_s += time.monotonic() - began
+                return Failure(reply["what"], f"{reply['fault']} (the trial process's CUDA context was lost)", FAULTED)
+            return Failure(reply["what"], reply["fault"], RAISED if reply["raised"] else WRONG)
         ended = self._end(kill=reply == self.SILENT)
-        if rung is None:
-            if last is None:  # gone before its first rung: the trial itself cannot run
-                self._give_up(f"it failed before its first rung: it {ended or 'was killed'}")
-                return False, start
-            return False, last + 1
+        self.lost_s += time.monotonic() - began
+        if not begun:
+            self._give_up(f"it failed before it began a rung: it {ended or 'was killed'}")
+            return None
         if what is None:
-            fault = (f"the trial process {ended} while building it" if ended else
-                     f"not built within {self.BUILD_DEADLINE_S:g} s in the trial process, which was killed")
-        else:
-            fault = (f"the trial process {ended} in its three calls" if ended else
-                     f"no answer within {self.RUN_DEADLINE_S:g} s in the trial process, which was killed")
-            self.condemned[what] = f"{ended or 'hung'} in the trial process for {shape}"
-        rejected.append((rung, what, fault))
-        return False, rung + 1
+            return Failure(f"{name} (not built)", f"the trial process {ended} while building it" if ended else
+                           f"not built within {self.BUILD_DEADLINE_S:g} s in the trial process, which was killed", RAISED)
+        if ended:
+            return Failure(what, f"the trial process {ended} in its three calls", FAULTED)
+        return Failure(what, f"no answer within {self.RUN_DEADLINE_S:g} s in the trial process, which was killed", HUNG)
 
     def _send(self, message: dict) -> bool:
         try:
@@ -1631,7 +1696,8 @@ class TrialProcess:
     def serve(cls, settings: dict, kernel: type | Exception, replies: int) -> None:
         """The trial process's loop: a request a line on stdin, replies a line each on the file
         descriptor `replies` (what was stdout; the process's own stdout goes to stderr).
-        `kernel` is the class the program found, or why it found none."""
+        `kernel` is the class the program found, or why it found none. The last problem's
+        input, exact product and rungs are kept for its next rung."""
 
         def reply(**message) -> None:
             os.write(replies, json.dumps(message).encode() + b"\n")
@@ -1647,37 +1713,33 @@ class TrialProcess:
             reply(unavailable=one_line(error))
             return
         reply(ready=True)
+        problem, trial, rungs = None, None, None
         for line in sys.stdin.buffer:
             request = json.loads(line)
-            cls._try_rungs(kernel, Problem(*request["problem"]), device, request["start"], request["condemned"], reply)
+            if request["problem"] != problem:
+                problem, trial, rungs = request["problem"], None, None
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                data = trial_input(Problem(*problem), device, seed=sum(problem))
+                trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
+            cls._try_rung(trial, rungs, request["rung"], device, reply)
 
     @staticmethod
-    def _try_rungs(kernel: type, problem: Problem, device: torch.device, start: int, condemned: dict,
-                   reply: Callable) -> None:
-        """The rungs from `start` on, each by `ThreeCalls` on a drawn input, until one passes."""
-        data = trial_input(problem, device, seed=sum(problem))
-        trial = ThreeCalls(data, exact_product(data))
-        rungs = plan_rungs(kernel, problem, device)
-        for number in range(start, len(rungs)):
-            reply(rung=number)
-            what = f"{rungs[number][0]} (not built)"
-            try:
-                plan = rungs[number][1]()
-                what = describe_plan(plan)
-                reply(rung=number, what=what)
-                fault = (f"not launched: it {condemned[what]}" if what in condemned else trial.fault(plan))
-            except Exception as error:
-                fault = one_line(error)
-            plan = None
-            lost = fault is not None and TrialProcess._context_lost(device)
-            reply(rung=number, what=what, fault=fault, context_lost=lost)
-            if fault is None:
-                break
-            if lost:
-                os._exit(1)  # nothing more can run in this context
-        del data, trial
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    def _try_rung(trial: ThreeCalls, rungs: list[Rung], number: int, device: torch.device, reply: Callable) -> None:
+        reply(rung=number)
+        what, raised = f"{rungs[number].name} (not built)", False
+        try:
+            plan = rungs[number].build()
+            what = describe_plan(plan)
+            reply(rung=number, what=what)
+            fault = trial.fault(plan)
+        except Exception as error:
+            fault, raised = one_line(error), True
+        plan = None
+        lost = fault is not None and TrialProcess._context_lost(device)
+        reply(rung=number, what=what, fault=fault, raised=raised, context_lost=lost)
+        if lost:
+            os._exit(1)  # nothing more can run in this context
 
     @staticmethod
     def _context_lost(device: torch.device) -> bool:
@@ -1698,15 +1760,85 @@ def _fall_back(shape: str, what: str, fault: str, instead: str) -> None:
     print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
 
 
+HANG_PREFIX = "nvfp4 self-check HANG:"
+
+
+class CallerWatch:
+    """The guard on a rung's three calls in this process, after they passed in the trial
+    process: there they ran behind nothing, here behind the caller's own work (PDL waits on
+    the caller's previous grid). Calls that answer within `RUN_DEADLINE_S` are
+    checked as ever. Calls that answer later are a fallback like a hang in the trial process:
+    a line says so at the deadline, and the rung is passed over with what it keeps. Calls that
+    have not answered by `GIVE_UP_S` hold the GPU with a kernel that never ends, and nothing
+    in this process can run again: a second line says so and the process exits, well before
+    the competition's 180 s for the run end it with no word."""
+
+    RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
+    GIVE_UP_S = 60.0
+    POLL_S = 1e-3
+
+    def __init__(self, shape: str, what: str, mark: Callable[[], Callable[[], bool]]):
+        # `mark()`, called once the calls are queued: whether what was queued until then is done.
+        self.shape, self.what, self.mark = shape, what, mark
+        self.late = False
+
+    @classmethod
+    def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
+        """The watch of the calls queued on `device` from this thread (None off a GPU)."""
+        return cls(shape, what, _queued_work_done) if device.type == "cuda" else None
+
+    def __call__(self) -> str | None:
+        done, began = self.mark(), time.monotonic()
+        while not done():
+            waited = time.monotonic() - began
+            if waited > self.GIVE_UP_S:
+                self._say(f"still no answer after {self.GIVE_UP_S:g} s: a kernel holds the GPU and this process "
+                          f"cannot run again; it exits now")
+                os._exit(1)
+            if waited > self.RUN_DEADLINE_S and not self.late:
+                self._say(f"no answer within {self.RUN_DEADLINE_S:g} s in this process after its trial passed; "
+                          f"waiting up to {self.GIVE_UP_S:g} s")
+                self.late = True
+            time.sleep(self.POLL_S)
+        return f"answered only after {time.monotonic() - began:.1f} s in this process" if self.late else None
+
+    def _say(self, message: str) -> None:
+        print(f"{HANG_PREFIX} M x N x K x L = {self.shape}, {self.what}: {message}", file=sys.stderr, flush=True)
+
+
+def _queued_work_done() -> Callable[[], bool]:
+    event = torch.cuda.Event()
+    event.record()
+    return event.query
+
+
+def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str) -> tuple[object, Failure | None]:
+    """`rung` built in this process and tried by `trial` under a `CallerWatch`: its plan, or
+    how it failed."""
+    what = f"{rung.name} (not built)"
+    try:
+        plan = rung.build()
+        what = describe_plan(plan)
+        watch = CallerWatch.on(device, shape, what)
+        fault = trial.fault(plan, watch)
+    except Exception as error:  # a plan that cannot be built or run falls back too
+        return None, Failure(what, one_line(error), RAISED)
+    if fault is None:
+        return plan, None
+    return None, Failure(what, fault, HUNG if watch is not None and watch.late else WRONG)
+
+
 def first_call(kernel: type, call: Call, data):
     """The first call of `call.problem` on its device: the kernel's rungs (`plan_rungs`) in
     turn, the first that passes kept, unless NVFP4_SELF_CHECK=0. Each rung is tried first in
     the trial process (`TrialProcess`) and, where it passed there, built here and tried by
-    `ThreeCalls` against `exact_product` of the caller's input. On a wrong element, an error in
-    building or running a rung, or a rung that hung or killed the trial process, one line on
-    stderr that starts with FALLBACK_PREFIX, then the next rung; after the last, the exact
-    product the check computed, written into c (later calls run `ExactGemm`). c holds the
-    answer of what is returned, which the later calls of the problem run."""
+    `ThreeCalls` against `exact_product` of the caller's input. A wrong element, an error in
+    building or running a rung, or a rung that hung or killed the trial process prints one line
+    on stderr that starts with FALLBACK_PREFIX, and the ladder goes on to the next rung that
+    keeps none of what the failure put in doubt (`Failure.blamed`), nor what an earlier
+    problem's hang or fault did (`TrialProcess.condemned`); after the last, the exact product
+    the check computed, written into c (later calls run `ExactGemm`). c holds the answer of what
+    is returned, which the later calls of the problem run."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
         plan = kernel.launch_plan(problem, device)
@@ -1718,29 +1850,26 @@ def first_call(kernel: type, call: Call, data):
     shape = "x".join(map(str, problem))
 
     def instead(number: int) -> str:
-        return rungs[number + 1][0] if number + 1 < len(rungs) else "the exact torch product"
+        return rungs[number].name if number < len(rungs) else "the exact torch product"
 
-    number = 0
+    doubts = set(_TRIAL.condemned)
+    number = next_rung(rungs, 0, doubts)
+    if number > 0:
+        why = "; ".join(where for blamed, where in _TRIAL.condemned.items() if rungs[0].traits >= blamed)
+        _fall_back(shape, rungs[0].name, f"not tried: it keeps what failed before ({why})", instead(number))
     while number < len(rungs):
-        number, rejected = _TRIAL.first_passing(kernel, problem, device, len(rungs), number)
-        for rung, what, fault in rejected:
-            _fall_back(shape, what or f"{rungs[rung][0]} (not built)", fault, instead(rung))
-        if number == len(rungs):
-            break
-        name, build = rungs[number]
-        plan, what = None, f"{name} (not built)"
-        try:
-            plan = build()
-            fault = trial.fault(plan)
-            what = describe_plan(plan)
-            if fault is None:
+        rung = rungs[number]
+        failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
+        if failure is None:
+            plan, failure = _check_here(rung, trial, device, shape)
+            if failure is None:
                 return plan
-        except Exception as error:  # a plan that cannot be built or run falls back too
-            if plan is not None:
-                what = describe_plan(plan)
-            fault = one_line(error)
-        _fall_back(shape, what, fault, instead(number))
-        number += 1
+        blamed = failure.blamed(rung.traits)
+        doubts.add(blamed)
+        if failure.lasting(blamed):
+            _TRIAL.condemned.setdefault(blamed, f"{failure.what} {failure.kind} for {shape}")
+        number = next_rung(rungs, number + 1, doubts)
+        _fall_back(shape, failure.what, failure.fault, instead(number))
     data[6].copy_(exact.to(torch.float16))
     return ExactGemm
 

@@ -325,6 +325,27 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, **
     return call(kernel, shape, constants, **assumptions).seconds
 
 
+# The bounds of what no published time tests, for `low_high`: the overlap factor from the formula
+# exact (1.0) to no overlap at all (2.0: two calls in flight take as long as two calls in turn),
+# a CTA's start under PDL from half to one and a half times `CTA_START_S`, and the next call's
+# loads under this call's tail or not.
+OVERLAP_BOUNDS = (1.0, 2.0)
+CTA_START_BOUNDS_S = (0.5 * CTA_START_S, 1.5 * CTA_START_S)
+
+
+def low_high(kernel: Kernel, shape: tuple, constant_sets: list[Constants]) -> tuple[float, float]:
+    """(least, most) seconds of a call of `kernel` on `shape` over the constant sets (the
+    calibration's near-optimal ones) and the PDL assumptions' bounds (`OVERLAP_BOUNDS`,
+    `CTA_START_BOUNDS_S`, the loads under the tail or not), the measured overlap among them:
+    the model's own range beside its point."""
+    ratios = sorted({*OVERLAP_BOUNDS, OVERLAP.ratio})
+    starts = sorted({*CTA_START_BOUNDS_S, CTA_START_S})
+    times = [call_seconds(kernel, shape, constants, overlap=dataclasses.replace(OVERLAP, ratio=ratio),
+                          cta_start_s=start, loads_under_tail=loads)
+             for constants in constant_sets for ratio in ratios for start in starts for loads in (True, False)]
+    return min(times), max(times)
+
+
 def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
     """The model's description of a configuration with mma_n (the model's tile_m: rows of c),
     split_k, stages, pdl and ctas_per_sm fields (submission.Sm100Config): 128-row N tiles, one

@@ -107,6 +107,22 @@ def predictions_table(configs: dict, constant_sets: list | None = None) -> Fitte
     return Fitted(table, ("previous model", "near-optimal constants", "first place, published", "PDL", "what binds"))
 
 
+def range_table(configs: dict, constant_sets: list) -> Fitted:
+    """Each benchmark shape's point beside its low and high (`b200_model.low_high`): the
+    near-optimal constants and the PDL assumptions' bounds together."""
+    table = _table("B200 cost model: the point and its range over the near-optimal constants and the PDL "
+                   "bounds (a model's us, not measurements)", "shape", "low", "point", "high")
+    kernels = _kernels(configs)
+    points, lows, highs = [], [], []
+    for column, shape in zip(SHAPE_COLUMNS, model.BENCHMARK_SHAPES):
+        low, high = (seconds * 1e6 for seconds in model.low_high(kernels[shape], shape, constant_sets))
+        point = model.call_seconds(kernels[shape], shape) * 1e6
+        points.append(point), lows.append(low), highs.append(high)
+        table.add_row(column, f"{low:.2f}", f"{point:.2f}", f"{high:.2f}")
+    table.add_row("geomean", f"{geomean(lows):.2f}", f"{geomean(points):.2f}", f"{geomean(highs):.2f}")
+    return Fitted(table)
+
+
 def binding(modelled: model.Call) -> str:
     """What sets a call's time, in words."""
     if modelled.branch == "two calls in flight":

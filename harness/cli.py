@@ -339,7 +339,9 @@ def model_command(fit):
     submission = import_submission(Path(__file__).resolve().parents[1], "nvfp4_kit_submission")
     configs = {shape: submission.sm100_config(submission.Problem(*shape), conservative=False)
                for shape in b200_model.BENCHMARK_SHAPES}
-    console.print(b200_report.predictions_table(configs, b200_calibration.near_optimal(errors)))
+    near_optimal = b200_calibration.near_optimal(errors)
+    console.print(b200_report.predictions_table(configs, near_optimal))
+    console.print(b200_report.range_table(configs, near_optimal))
     console.print(b200_report.preferred_table(configs))
     console.print(b200_report.sensitivity_table(configs))
     console.print(b200_report.levers_table(configs))

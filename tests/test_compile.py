@@ -374,6 +374,37 @@ def test_two_ctas_an_sm_fit_in_its_registers_and_shared_memory():
     assert 2 * (result.dynamic_smem + result.static_smem + sub.SM100_SMEM_RESERVED) <= sub.SM100_SMEM_PER_SM
 
 
+def _carveout(compiled) -> int | None:
+    """The preferred shared-memory carveout the compiled kernel sets as it loads: a function
+    attribute CuTeDSL 4.5 keeps beside the module, the kernel's `cu_attrs` in 4.8's module."""
+    from cuda.bindings import driver
+
+    (attributes,) = compiled.kernel_info.values()
+    carveout = attributes.get(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+    found = re.findall(r"preferred_shared_memory_carveout = (\d+)", str(compiled.ir_module))
+    return carveout if carveout is not None else (int(found[0]) if found else None)
+
+
+@pytest.mark.parametrize("launch_bound", [1, 2])
+def test_the_launch_of_two_ctas_an_sm_sets_the_carveout_that_holds_both(launch_bound, monkeypatch):
+    """The launch plans compile a two-CTA configuration with a launch bound of two: the kernel
+    then carries a carveout that holds two CTAs' shared memory (the driver rounds it up to a
+    size the SM has); with a bound of one (the compile check's) it carries none. The device's
+    shared memory an SM, which CuTeDSL reads as it compiles, is the B200's here."""
+    import cutlass.base_dsl.runtime.cuda as cuda_helpers
+
+    monkeypatch.setattr(cuda_helpers, "get_device_attribute", lambda attribute, *args: sub.SM100_SMEM_PER_SM)
+    config = sub.sm100_config(sub.Problem(128, 7168, 2048, 1))
+    assert config.ctas_per_sm == 2
+    compiled, kernel = sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False, launch_bound=launch_bound)
+    carveout = _carveout(compiled)
+    if launch_bound == 1:
+        assert carveout is None
+    else:
+        assert carveout * sub.SM100_SMEM_PER_SM >= 100 * 2 * kernel.launch_smem_bytes
+        assert carveout < 100  # what two CTAs take, not the whole: the rest stays L1
+
+
 def test_every_lane_fences_its_own_partial_stores_before_the_count(tmp_path):
     """In the SASS: after a split's last partial store, the warp's GPU-scope fence runs
     unbranched (every lane), then the count on lane 0's branch; ptxas compiles the converged

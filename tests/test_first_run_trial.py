@@ -81,7 +81,7 @@ def test_a_rung_that_hangs_is_killed_at_the_deadline_and_not_launched_again(tria
     plan.launch(sub.operand_addresses(later))
     assert _right(later)
 
-    # Another problem: the configuration that hung is built there, not launched.
+    # Another problem: the rung that hung is passed over before it is built anywhere.
     other = sub.Problem(256, 128, 256, 1)
     began = time.monotonic()
     data = _data(3, other)
@@ -89,39 +89,58 @@ def test_a_rung_that_hangs_is_killed_at_the_deadline_and_not_launched_again(tria
     assert time.monotonic() - began < RUN_DEADLINE_S
     assert plan.config.describe() == "stand-in right" and _right(data)
     (line,) = _lines(capsys.readouterr().err)
-    assert "256x128x256x1, stand-in hang: not launched: it hung in the trial process for 128x256x512x2" in line
+    assert ("256x128x256x1, the hang rung: not tried: it keeps what failed before "
+            "(stand-in hang hung for 128x256x512x2); now the right rung") in line
+    assert kernels.StandInKernel.builds == ["right"] * 2  # the hanging rung built in no process of this one
 
 
 @pytest.mark.e2e  # trial processes started and waited for: seconds each
 def test_rungs_that_kill_their_process_fall_back_each_in_a_new_one(trial, capsys):
-    """Each death names its rung; after the last rung the exact product answers."""
+    """Each death names its rung; a rung that shares nothing with them is still tried; after
+    the last rung the exact product answers."""
     data = _data(5)
     assert _first_call(kernels.KillsItsProcess, data) is sub.ExactGemm
     assert _right(data)
     aborted, segfaulted, wrong = _lines(capsys.readouterr().err)
     assert "stand-in abort: the trial process died of SIGABRT in its three calls; now the segfault rung" in aborted
     assert "stand-in segfault: the trial process died of SIGSEGV in its three calls; now the wrong rung" in segfaulted
-    assert "the wrong rung (not built): not tried: 2 configurations hung or faulted in the trial process" in wrong
-    assert wrong.endswith("now the exact torch product")
+    assert "stand-in wrong: call 1 of 3: c[5, 17, 1]" in wrong and wrong.endswith("now the exact torch product")
     assert kernels.StandInKernel.builds == [] and kernels.StandInKernel.launches == []
-    assert set(trial.condemned) == {"stand-in abort", "stand-in segfault"}
+    assert set(trial.condemned) == {frozenset({"the abort rung"}), frozenset({"the segfault rung"})}
 
 
 @pytest.mark.e2e  # trial processes started and waited for: seconds each
-def test_after_two_configurations_hung_or_faulted_the_exact_product_answers(trial, capsys):
-    """The rungs of a later problem after two condemned configurations are not tried, in the
-    trial process or here: the exact product answers, and no new trial process starts."""
-    data = _data(5)
-    _first_call(kernels.KillsItsProcess, data)
+def test_condemned_rungs_pass_over_only_what_they_share_in_later_problems(trial, capsys):
+    """Two rungs that killed their process do not end the trials of a later problem: its rungs
+    that share nothing with them are tried, in the same process as ever."""
+    _first_call(kernels.KillsItsProcess, _data(5))
     capsys.readouterr()
     other = sub.Problem(128, 128, 256, 1)
     data = _data(6, other)
-    assert _first_call(kernels.WrongThenRaisesThenRight, data, other) is sub.ExactGemm
-    assert _right(data) and trial.process is None
-    lines = _lines(capsys.readouterr().err)
-    assert len(lines) == 3 and all("not tried: 2 configurations hung or faulted in the trial process" in line for line in lines)
-    assert lines[-1].endswith("now the exact torch product")
-    assert kernels.StandInKernel.builds == [] and kernels.StandInKernel.launches == []
+    plan = _first_call(kernels.WrongThenRaisesThenRight, data, other)
+    assert plan.config.describe() == "stand-in right" and _right(data)
+    wrong, raised = _lines(capsys.readouterr().err)
+    assert "stand-in wrong:" in wrong and "stand-in raise: RuntimeError" in raised
+    assert kernels.StandInKernel.builds == ["right"]
+
+
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
+def test_once_hangs_and_faults_have_spent_the_budget_the_exact_product_answers(trial, monkeypatch, capsys):
+    """Past `LOST_BUDGET_S` of deadlines and new processes no rung is tried, here or there."""
+    monkeypatch.setattr(sub.TrialProcess, "LOST_BUDGET_S", 0.0)
+    data = _data(5)
+    assert _first_call(kernels.KillsItsProcess, data) is sub.ExactGemm and _right(data)
+    aborted, spent = _lines(capsys.readouterr().err)
+    assert "died of SIGABRT" in aborted and aborted.endswith("now the segfault rung")
+    assert "the segfault rung (not built): not tried: hangs, faults and new trial processes have taken" in spent
+    assert spent.endswith("now the exact torch product") and trial.process is None
+
+    other = sub.Problem(128, 128, 256, 1)
+    data = _data(6, other)
+    assert _first_call(kernels.RightFirst, data, other) is sub.ExactGemm and _right(data)
+    (line,) = _lines(capsys.readouterr().err)
+    assert "the right rung (not built): not tried:" in line
+    assert kernels.StandInKernel.builds == [] and trial.process is None
 
 
 def test_wrong_and_raising_rungs_fall_back_there_and_the_one_that_passed_is_built_here_once(trial, capsys):
@@ -257,6 +276,56 @@ def test_a_kernel_run_on_its_own_chip_is_tried_in_the_callers_process_alone(tria
     data = _data(16)
     _first_call(kernels.WrongThenRaisesThenRight, data)
     assert len(_lines(capsys.readouterr().err)) == 2 and _right(data)
+
+
+# ----- the ladder: a failure passes over only the rungs that keep what it put in doubt -----
+
+def test_a_wrong_answer_passes_over_its_twin_without_tvm_ffi_and_drops_one_feature(trial, capsys):
+    data = _data(30)
+    plan = _first_call(kernels.LadderWrongFirst, data)
+    assert plan.config.rung == "without PDL" and _right(data)
+    (line,) = _lines(capsys.readouterr().err)
+    assert "stand-in wrong (the chosen configuration): call 1 of 3" in line and line.endswith("now without PDL")
+    assert kernels.StandInKernel.builds == ["without PDL"] and trial.condemned == {}
+
+
+def test_a_tvm_ffi_that_raises_leaves_the_chosen_configuration_without_it_for_every_problem(trial, capsys):
+    data = _data(31)
+    plan = _first_call(kernels.LadderTvmFfiRaises, data)
+    assert plan.config.rung == "the chosen configuration without TVM-FFI" and _right(data)
+    (line,) = _lines(capsys.readouterr().err)
+    assert "RuntimeError: the stand-in raised; now the chosen configuration without TVM-FFI" in line
+    assert trial.condemned.keys() == {frozenset({sub.TVM_FFI})}
+
+    other = sub.Problem(128, 128, 256, 1)
+    data = _data(32, other)
+    plan = _first_call(kernels.LadderTvmFfiRaises, data, other)
+    assert plan.config.rung == "the chosen configuration without TVM-FFI" and _right(data)
+    (line,) = _lines(capsys.readouterr().err)
+    assert "128x128x256x1, the chosen configuration: not tried: it keeps what failed before" in line
+    assert kernels.StandInKernel.builds == ["the chosen configuration without TVM-FFI"] * 2
+
+
+@pytest.mark.e2e  # trial processes started and waited for: seconds each
+@pytest.mark.parametrize("kernel, kind", [(kernels.LadderHangsFirst, "hung"), (kernels.LadderFaultsFirst, "faulted")])
+def test_a_hang_or_a_fault_passes_over_what_it_keeps_in_later_problems_too(kernel, kind, trial, capsys):
+    data = _data(33)
+    plan = _first_call(kernel, data)
+    assert plan.config.rung == "without PDL" and _right(data)
+    (line,) = _lines(capsys.readouterr().err)
+    assert "(the chosen configuration)" in line and line.endswith("now without PDL")
+    assert trial.condemned.keys() == {frozenset({sub.PDL, sub.TWO_CTAS})}
+    assert kind in next(iter(trial.condemned.values()))
+
+    other = sub.Problem(128, 128, 256, 1)
+    data = _data(34, other)
+    began = time.monotonic()
+    plan = _first_call(kernel, data, other)
+    assert plan.config.rung == "without PDL" and _right(data) and time.monotonic() - began < RUN_DEADLINE_S
+    (line,) = _lines(capsys.readouterr().err)
+    assert "128x128x256x1, the chosen configuration: not tried: it keeps what failed before" in line
+    assert line.endswith("now without PDL")
+    assert "the chosen configuration" not in kernel.builds and "the chosen configuration" not in kernel.launches
 
 
 def test_the_switch_is_the_environment_variable_read_at_import():

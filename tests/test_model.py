@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+import submission as sub
 from harness import b200_calibration as calibration
 from harness import b200_model as model
 from harness.sol import DEVICES
@@ -198,3 +199,33 @@ def test_the_overlap_is_read_from_a_recorded_run_or_said_to_be_assumed(tmp_path)
     path.write_text(json.dumps({**record, "handoff_us": None}))
     got = model.load_overlap(path)
     assert got.handoff_s == model.ASSUMED_OVERLAP.handoff_s and "hand-off assumed" in got.source
+
+
+def test_each_shapes_range_holds_its_point_and_reaches_the_pdl_bounds(errors):
+    """Low <= point <= high on every benchmark shape; the high of two calls in flight is at
+    least the figure with no overlap at all, and each range is wider than the constants' spread
+    alone (the PDL assumptions move it too)."""
+    near = calibration.near_optimal(errors)
+    for shape in model.BENCHMARK_SHAPES:
+        config = sub.sm100_config(sub.Problem(*shape), conservative=False)
+        kernel = model.kernel_for(config)
+        low, high = model.low_high(kernel, shape, near)
+        point = model.call_seconds(kernel, shape)
+        assert low <= point <= high
+        spread = [model.call_seconds(kernel, shape, constants) for constants in near]
+        assert low <= min(spread) and high >= max(spread) and high - low > max(spread) - min(spread)
+        if model.call(kernel, shape).branch == "two calls in flight":
+            no_overlap = dataclasses.replace(model.OVERLAP, ratio=model.OVERLAP_BOUNDS[1])
+            assert high >= model.call_seconds(kernel, shape, overlap=no_overlap)
+    from rich.console import Console
+
+    from harness import b200_report
+
+    console = Console(width=250, record=True)
+    configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}
+    console.print(b200_report.range_table(configs, near))
+    text = console.export_text()
+    assert "a model's us, not measurements" in text
+    row = next(line for line in text.splitlines() if line.startswith("│ 128x7168x2048x1"))
+    low, point, high = (float(cell) for cell in row.strip("│ ").split("│")[1:])
+    assert low < point < high

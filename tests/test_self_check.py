@@ -7,6 +7,7 @@ made wrong."""
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -395,3 +396,65 @@ def test_the_judge_finds_every_fallback_line_and_nothing_else(fresh_plans, monke
     assert len(found) == 2 and ", chosen:" in found[0] and ", conservative:" in found[1]
     assert found == _fallback_lines(err)
     assert fallbacks_in("worker ready\r\n") == []
+
+
+# ----- the guard on the caller's own three calls: `CallerWatch` -----
+
+def _done_after(seconds: float):
+    """A `mark` for `CallerWatch`: the queued calls finish `seconds` after they are marked."""
+    def mark():
+        finished = time.monotonic() + seconds
+        return lambda: time.monotonic() >= finished
+
+    return mark
+
+
+@pytest.fixture
+def short_watch(monkeypatch):
+    monkeypatch.setattr(sub.CallerWatch, "RUN_DEADLINE_S", 0.05)
+    monkeypatch.setattr(sub.CallerWatch, "GIVE_UP_S", 0.5)
+
+
+def test_calls_that_answer_in_time_pass_the_watch_quietly(short_watch, capsys):
+    watch = sub.CallerWatch("128x256x512x2", "chosen", _done_after(0.0))
+    assert watch() is None and not watch.late
+    assert capsys.readouterr().err == ""
+
+
+def test_calls_that_answer_late_are_a_fallback_said_at_the_deadline(short_watch, capsys):
+    watch = sub.CallerWatch("128x256x512x2", "chosen", _done_after(0.2))
+    late = watch()
+    assert late.startswith("answered only after 0.") and watch.late
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"{sub.HANG_PREFIX} M x N x K x L = 128x256x512x2, chosen: no answer within 0.05 s")
+
+
+def test_calls_that_never_answer_end_the_process_after_a_second_line(short_watch, monkeypatch, capsys):
+    def exit_(status):
+        raise SystemExit(status)
+
+    monkeypatch.setattr(sub.os, "_exit", exit_)
+    began = time.monotonic()
+    with pytest.raises(SystemExit) as ended:
+        sub.CallerWatch("128x256x512x2", "chosen", _done_after(3600.0))()
+    assert ended.value.code == 1 and 0.5 <= time.monotonic() - began < 5
+    first, second = capsys.readouterr().err.splitlines()
+    assert first.startswith(sub.HANG_PREFIX) and "waiting up to 0.5 s" in first
+    assert second.startswith(sub.HANG_PREFIX) and "still no answer after 0.5 s" in second and second.endswith("it exits now")
+
+
+def test_a_rung_late_in_the_callers_process_falls_back_and_is_passed_over_later(fresh_plans, short_watch, monkeypatch, capsys):
+    """The chosen plan's calls answer late here: the next rung is kept, and the chosen one's
+    traits are condemned for later problems as a hang in the trial process is."""
+    monkeypatch.setattr(sub, "_TRIAL", sub.TrialProcess())
+    kernel = _stand_in_kernel(None, None)
+    monkeypatch.setattr(sub.CallerWatch, "on", classmethod(lambda cls, device, shape, what: cls(
+        shape, what, _done_after(0.2 if what == "chosen" else 0.0))))
+    first = _data(14)
+    _call(kernel, first, monkeypatch)
+    assert sub._PLANS[(PROBLEM, 0)].config.name == "conservative" and torch.equal(first[6], _rounded_exact(first))
+    err = capsys.readouterr().err
+    assert len([line for line in err.splitlines() if line.startswith(sub.HANG_PREFIX)]) == 1
+    (line,) = _fallback_lines(err)
+    assert ", chosen: answered only after" in line and line.endswith("now the conservative configuration")
+    assert frozenset({"the chosen configuration"}) in sub._TRIAL.condemned

@@ -331,27 +331,35 @@ def test_the_conservative_configuration_has_no_split_k_nor_pdl_and_fills_one_cta
 
 
 @pytest.mark.parametrize("problem", OFFICIAL, ids=lambda p: "x".join(map(str, p)))
-def test_the_self_checks_rungs_end_on_128_row_tiles_over_the_whole_of_k(problem, monkeypatch):
-    """The chosen configuration, the conservative one, then the plain one (128-row tiles, whole
-    K, the deepest pipeline, no PDL, one CTA an SM: what most official tests run), each once:
-    a fault in the 64-row path or in split-K leaves a kernel rung, not the exact product."""
+def test_each_rung_of_the_ladder_drops_one_feature_of_the_one_before(problem, monkeypatch):
+    """The chosen configuration, then without PDL, one CTA an SM, whole K, 128-row tiles: each
+    rung keeps all but one of the previous rung's features (`sm100_traits`), none twice, and
+    the last is the plain configuration (what most official tests run)."""
     monkeypatch.delenv(sub.SM100_CONSERVATIVE_ENV, raising=False)
-    rungs = sub.sm100_rungs(problem)
-    names = [name for name, _ in rungs]
+    rungs = sub.sm100_ladder(problem)
     configs = [config for _, config in rungs]
     plain = sub.Sm100Config(mma_n=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False)
     assert sub.sm100_plain_config() == plain
-    assert configs[0] == sub.sm100_config(problem, conservative=False)
-    assert configs[-1] == plain
+    assert configs[0] == sub.sm100_config(problem, conservative=False) and configs[-1] == plain
     assert len(set(configs)) == len(configs)
-    conservative = sub.sm100_config(problem, conservative=True)
-    assert names == ["the chosen configuration", "the conservative configuration"] + (
-        ["the plain configuration"] if conservative != plain else [])
+    for before, after in zip(configs, configs[1:]):
+        assert len(sub.sm100_traits(before) - sub.sm100_traits(after)) == 1
+        assert sub.sm100_traits(after) < sub.sm100_traits(before)
+    assert sub.sm100_config(problem, conservative=True) in configs
     for config in configs:
         config.check_problem(problem)
+        if config.ctas_per_sm == 1:  # as deep as one CTA's shared memory allows
+            assert config.stages == sub.Sm100Config.max_stages(config.mma_n)
 
-    monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")  # the conservative configuration chosen
-    assert [config for _, config in sub.sm100_rungs(problem)] == configs[1:]
+    monkeypatch.setenv(sub.SM100_CONSERVATIVE_ENV, "1")  # whole K chosen: the ladder starts there
+    conservative = sub.sm100_config(problem, conservative=True)
+    assert [config for _, config in sub.sm100_ladder(problem)] == configs[configs.index(conservative):]
+
+
+def test_the_first_benchmarks_split_k_falls_to_split_k_without_pdl():
+    """128 x 7168 x 16384: split-K without PDL comes before whole K."""
+    configs = [config for _, config in sub.sm100_ladder(BENCHMARKS[0])]
+    assert [(c.split_k, c.pdl, c.mma_n) for c in configs] == [(2, True, 128), (2, False, 128), (1, False, 128)]
 
 
 class _RecordingKernel:
@@ -364,12 +372,14 @@ class _RecordingKernel:
         self.calls.append(args)
 
 
-def _cpu_rungs(monkeypatch, have_tvm_ffi: bool):
+def _cpu_rungs(monkeypatch, have_tvm_ffi: bool, problem):
     """Sm100Gemm's rungs for a benchmark shape on the CPU: the device's SM count and the
     compiler stand in, the plans' workspaces are CPU tensors."""
     compiled = []
 
-    def compile_stub(config, arch=None, extra_options="", tvm_ffi=sub.HAVE_TVM_FFI):
+    def compile_stub(config, arch=None, extra_options="", tvm_ffi=sub.HAVE_TVM_FFI, launch_bound=1):
+        # The plans declare as many CTAs an SM as the configuration plans (its carveout).
+        assert launch_bound == config.ctas_per_sm
         compiled.append((config, tvm_ffi))
         return _RecordingKernel(), None
 
@@ -378,51 +388,54 @@ def _cpu_rungs(monkeypatch, have_tvm_ffi: bool):
     monkeypatch.setattr(sub.Sm100Gemm, "compile", compile_stub)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device: type("Properties", (), {"multi_processor_count": sub.SM100_NUM_SMS}))
-    problem = BENCHMARKS[0]
     return problem, sub.Sm100Gemm.rungs(problem, torch.device("cpu")), compiled
 
 
-def test_with_tvm_ffi_the_last_rung_calls_the_plain_configuration_through_cute_pointers(monkeypatch):
-    """Where apache-tvm-ffi is installed every rung but the last is compiled for it and called
-    with bare addresses; the last compiles the plain configuration without it and is called
-    with CuTe pointers and Int32s, so a TVM-FFI that fails leaves a kernel rung."""
-    problem, rungs, compiled = _cpu_rungs(monkeypatch, have_tvm_ffi=True)
-    names = [name for name, _ in rungs]
-    assert names[:-1] == [name for name, _ in sub.sm100_rungs(problem)]
-    assert names[-1] == "the plain configuration without TVM-FFI"
+@pytest.mark.parametrize("shape", BENCHMARKS, ids=lambda p: "x".join(map(str, p)))
+def test_with_tvm_ffi_every_configuration_has_a_twin_called_through_cute_pointers(shape, monkeypatch):
+    """Where apache-tvm-ffi is installed each configuration of the ladder is compiled for it
+    and called with bare addresses, then compiled without it and called with CuTe pointers and
+    Int32s: a TVM-FFI that fails leaves the same configuration, the chosen one first."""
+    problem, rungs, compiled = _cpu_rungs(monkeypatch, True, shape)
+    ladder = sub.sm100_ladder(problem)
+    assert [rung.name for rung in rungs] == [name + suffix for name, _ in ladder for suffix in ("", " without TVM-FFI")]
     addresses = tuple(4096 * (i + 1) for i in range(5))
-    for number, (_, build) in enumerate(rungs, 1):
-        plan = build()
+    for number, rung in enumerate(rungs):
+        plan = rung.build()
         plan.launch(addresses)
         (args,) = plan.kernel.calls
-        last = number == len(rungs)
-        assert compiled[-1] == (plan.config, not last) and plan.tvm_ffi == (not last)
-        if last:
-            assert plan.config == sub.sm100_plain_config()
+        through_tvm_ffi = number % 2 == 0
+        assert plan.config == ladder[number // 2][1]
+        assert compiled[-1] == (plan.config, through_tvm_ffi) and plan.tvm_ffi == through_tvm_ffi
+        assert rung.traits == sub.sm100_traits(plan.config) | ({sub.TVM_FFI} if through_tvm_ffi else set())
+        if through_tvm_ffi:
+            assert args[:5] == addresses and all(type(arg) is int for arg in args)
+            assert "TVM-FFI" not in sub.describe_plan(plan)
+        else:
             assert all(isinstance(arg, cute.Pointer) for arg in args[:7])  # operands, then workspace
             # The cached CuTe pointers for these addresses and the operands' element types.
             assert all(arg is sub.pointer_arg(dtype, address, tvm_ffi=False)
                        for arg, dtype, address in zip(args, sub.Sm100BlockScaledGemm.POINTER_TYPES, addresses))
-            assert [arg.dtype for arg in args[:5]] == list(sub.Sm100BlockScaledGemm.POINTER_TYPES[:5])
             assert [int(arg) for arg in args[7:]] == [*problem, plan.config.grid_ctas(problem, sub.SM100_NUM_SMS)]
             assert "without TVM-FFI" in sub.describe_plan(plan)
-        else:
-            assert args[:5] == addresses and all(type(arg) is int for arg in args)
-            assert "TVM-FFI" not in sub.describe_plan(plan)
 
 
-def test_without_tvm_ffi_no_rung_is_added(monkeypatch):
-    problem, rungs, _ = _cpu_rungs(monkeypatch, have_tvm_ffi=False)
-    assert [name for name, _ in rungs] == [name for name, _ in sub.sm100_rungs(problem)]
+@pytest.mark.parametrize("shape", BENCHMARKS, ids=lambda p: "x".join(map(str, p)))
+def test_without_tvm_ffi_the_ladder_is_called_through_cute_pointers_from_the_chosen_configuration(shape, monkeypatch):
+    problem, rungs, _ = _cpu_rungs(monkeypatch, False, shape)
+    assert [rung.name for rung in rungs] == [name for name, _ in sub.sm100_ladder(problem)]
+    assert [rung.build().config for rung in rungs] == [config for _, config in sub.sm100_ladder(problem)]
+    assert all(sub.TVM_FFI not in rung.traits for rung in rungs)
 
 
-def test_every_benchmark_configuration_is_run_by_a_test_of_ours():
-    """tests/test_b200_kernel.py runs each of these on a B200 with three calls back to back; the
-    benchmark shapes' own configurations among them, the one no official test takes included."""
+def test_every_configuration_a_benchmark_can_choose_is_run_by_a_test_of_ours():
+    """tests/test_b200_kernel.py runs each of these on a B200 with three calls back to back, on
+    test-like shapes: every rung of every benchmark's ladder, the benchmarks' own
+    configurations (128-row split-K, which no official test takes) included."""
     from tests.test_b200_kernel import CONFIG_CASES
 
     pinned = {config for config, _ in CONFIG_CASES}
-    assert set(sub.SM100_BENCHMARK_CONFIGS.values()) <= pinned
+    assert {config for problem in BENCHMARKS for _, config in sub.sm100_ladder(problem)} <= pinned
     for config, problem in CONFIG_CASES:
         config.check_problem(problem)
         assert config.grid_ctas(problem, sub.SM100_NUM_SMS) >= 1

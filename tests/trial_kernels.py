@@ -52,16 +52,16 @@ def operands_at(problem: sub.Problem, addresses: tuple[int, ...]) -> tuple:
 
 
 class _Config:
-    def __init__(self, behaviour: str):
-        self.behaviour = behaviour
+    def __init__(self, behaviour: str, rung: str | None = None):
+        self.behaviour, self.rung = behaviour, rung
 
     def describe(self) -> str:
-        return f"stand-in {self.behaviour}"
+        return f"stand-in {self.behaviour}" + (f" ({self.rung})" if self.rung else "")
 
 
 class StandInPlan:
-    def __init__(self, kernel: type, behaviour: str, problem: sub.Problem):
-        self.kernel, self.config, self.problem = kernel, _Config(behaviour), problem
+    def __init__(self, kernel: type, behaviour: str, problem: sub.Problem, rung: str | None = None):
+        self.kernel, self.config, self.problem = kernel, _Config(behaviour, rung), problem
 
     def launch(self, addresses):
         behaviour = self.config.behaviour
@@ -95,9 +95,9 @@ class StandInKernel:
         return [(f"the {behaviour} rung", functools.partial(cls.plan, behaviour, problem)) for behaviour in cls.RUNGS]
 
     @classmethod
-    def plan(cls, behaviour: str, problem) -> StandInPlan:
-        cls.builds.append(behaviour)
-        return StandInPlan(cls, behaviour, problem)
+    def plan(cls, behaviour: str, problem, rung: str | None = None) -> StandInPlan:
+        cls.builds.append(behaviour if rung is None else rung)
+        return StandInPlan(cls, behaviour, problem, rung)
 
 
 class HangsFirst(StandInKernel):
@@ -118,6 +118,38 @@ class RightFirst(StandInKernel):
 
 class WrongOnlyInTheCaller(StandInKernel):
     RUNGS = ("wrong in the caller", "right")
+
+
+class Ladder(StandInKernel):
+    """Rungs with the B200's traits (`Sm100Gemm.rungs`): each configuration of `LADDER` called
+    through TVM-FFI, then without it; each rung right unless `BEHAVIOURS` names it."""
+
+    LADDER = (("the chosen configuration", {sub.PDL, sub.TWO_CTAS}), ("without PDL", {sub.TWO_CTAS}),
+              ("one CTA an SM", set()))
+    BEHAVIOURS: dict[str, str] = {}
+
+    @classmethod
+    def rungs(cls, problem, device):
+        return [sub.Rung(name + suffix, functools.partial(cls.plan, cls.BEHAVIOURS.get(name + suffix, "right"),
+                                                          problem, name + suffix), frozenset(traits | tvm_ffi))
+                for name, traits in cls.LADDER
+                for suffix, tvm_ffi in (("", {sub.TVM_FFI}), (" without TVM-FFI", set()))]
+
+
+class LadderWrongFirst(Ladder):
+    BEHAVIOURS = {"the chosen configuration": "wrong"}
+
+
+class LadderTvmFfiRaises(Ladder):
+    BEHAVIOURS = {"the chosen configuration": "raise", "without PDL": "raise", "one CTA an SM": "raise"}
+
+
+class LadderHangsFirst(Ladder):
+    BEHAVIOURS = {"the chosen configuration": "hang"}
+
+
+class LadderFaultsFirst(Ladder):
+    BEHAVIOURS = {"the chosen configuration": "segfault"}
 
 
 class _Spoiled:
