@@ -34,6 +34,18 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+# task.yml's `ranking_by`: how the benchmarks' means make one score, and what the score is called.
+RANKINGS = {"geom": ("geomean of means", geomean), "mean": ("mean of means", lambda values: sum(values) / len(values)),
+            "last": ("last case's mean", lambda values: values[-1])}
+
+
+def score(means: list[float], ranking_by: str = "geom") -> float:
+    """The benchmarks' score by `ranking_by` (RANKINGS)."""
+    if ranking_by not in RANKINGS:
+        raise ValueError(f"ranking_by {ranking_by!r} is none of {', '.join(RANKINGS)}")
+    return RANKINGS[ranking_by][1](list(means))
+
+
 MIN_ROUNDS = 3
 MIN_TOTAL_NS = 1e8  # 100 ms of wall time before the rule may stop
 TARGET_RELATIVE_ERR = 1e-3

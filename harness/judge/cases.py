@@ -144,13 +144,14 @@ def _load(worker) -> None:
         raise
 
 
-def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str | None:
-    """Why a round's outputs (the judge's copies) are not the answers, or None."""
+def _value_problem(round_: Round, expected: list, inputs: list, shared: list, job: Job) -> str | None:
+    """Why a round's outputs (the judge's copies) are not the answers, or None; `inputs`: the
+    calls' inputs as the judge wrote them, which a folder's own check reads."""
     if job.rules.strict and round_.sharing:
         return round_.sharing
     if job.rules.strict and all_pass_quickly(expected, round_.outputs, job.problem):
         return None
-    good, message = check_calls(expected, round_.outputs, _buffers(shared, job), job.rules.strict, job.problem)
+    good, message = check_calls(expected, round_.outputs, _buffers(shared, job), job.rules.strict, job.problem, inputs)
     return None if good else message
 
 
@@ -189,7 +190,7 @@ def run_test(job: Job, judging: Judging) -> CaseResult:
     result = CaseResult(PASS)
     problem = (_inputs_problem([data], shared, job)
                or (_activity_problem(round_, job, result, 1, with_times=False) if device.type == "cuda" else None)
-               or _value_problem(round_, expected, shared, job))
+               or _value_problem(round_, expected, [data], shared, job))
     if problem:
         result.status, result.message = FAIL, problem
     return result
@@ -335,7 +336,7 @@ class BenchmarkCase:
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
         round_ = self.plain_round()
         if check_every_round:
-            return round_, _value_problem(round_, self.expected, self.shared, self.job)
+            return round_, _value_problem(round_, self.expected, self.pristine, self.shared, self.job)
         if last_checked is not None:
             return round_, last_checked(round_)
         return round_, None
@@ -351,7 +352,8 @@ def _competition_round_check(job: Job, case: BenchmarkCase):
 
     def check(round_: Round) -> str | None:
         for index in range(case.calls - 1 if last_only else 0, case.calls):
-            good, message = check_call(case.expected[index], round_.outputs[index], case.buffers[index], False, job.problem)
+            good, message = check_call(case.expected[index], round_.outputs[index], case.buffers[index], False, job.problem,
+                                       case.pristine[index])
             if not good:
                 return message
         return None
@@ -399,7 +401,7 @@ def _probe(case: BenchmarkCase) -> str | None:
         return _recheck(case)
     round_ = case.edited_round(probe=True)
     case.edits.undo()
-    problem = _value_problem(round_, case.edits.references, case.shared, case.job)
+    problem = _value_problem(round_, case.edits.references, case.edits.inputs, case.shared, case.job)
     if problem:
         return f"probe on edited inputs among the timed rounds: {problem}"
     case.edits.draw_next()
@@ -424,7 +426,7 @@ def _recheck(case: BenchmarkCase) -> str | None:
         case.stale = True
 
     round_ = case.round(before_window=write_new_values)
-    problem = _value_problem(round_, references, case.shared, case.job)
+    problem = _value_problem(round_, references, inputs, case.shared, case.job)
     return f"recheck on fresh and near-duplicate inputs: {problem}" if problem else None
 
 
@@ -472,7 +474,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     _load(judging.worker)
     progress("checking the first batch")
     first = case.round()
-    problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
+    problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.pristine, case.shared, job)
     if problem:
         return CaseResult(FAIL, problem)
     with judging.worker.neighbours_frozen():
@@ -523,7 +525,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
         progress("recorded round (CUPTI)")
         recorded = case.round(record=True)
         problem = (_activity_problem(recorded, job, result, case.calls, with_times=True)
-                   or beyond_the_competition(_value_problem(recorded, case.expected, case.shared, job), case.strict, result)
+                   or beyond_the_competition(_value_problem(recorded, case.expected, case.pristine, case.shared, job), case.strict, result)
                    or _flush_verdict(case, figures, calibration, recorded, result))
         if problem:
             return CaseResult(FAIL, problem, activity=result.activity)
