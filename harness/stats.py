@@ -54,13 +54,14 @@ WALL_LIMIT_NS = 120e9
 
 @dataclasses.dataclass(frozen=True)
 class StoppingRule:
-    """Stop after >= 3 rounds and >= 100 ms once err/mean < 0.1%, or mean*runs > max_time, or 120 s wall.
+    """Stop after >= 3 rounds and >= min_total_ns (100 ms unless an eval waits less) once err/mean < 0.1%, or mean*runs > max_time, or 120 s wall.
 
     `clock` returns ns and is injectable so the rule can be tested without waiting.
     """
 
     max_repeats: int
     max_time_ns: float
+    min_total_ns: float = MIN_TOTAL_NS  # an eval's own floor (EvalParameters.min_total_ns)
     clock: Callable[[], int] = time.perf_counter_ns
 
     def start(self) -> int:
@@ -70,7 +71,7 @@ class StoppingRule:
         if len(durations_ns) >= self.max_repeats:
             return True
         elapsed = self.clock() - started_ns
-        if len(durations_ns) < MIN_ROUNDS or elapsed <= MIN_TOTAL_NS:
+        if len(durations_ns) < MIN_ROUNDS or elapsed <= self.min_total_ns:
             return False
         stats = calculate_stats(durations_ns)
         return (
