@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
+.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems check-folders bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -50,6 +50,15 @@ check-problems:
 	for problem in $(PROBLEMS); do \
 	  $(PYTHON) -m harness test --problem $$problem --device cpu --submission tests/fixtures/problems/$${problem}_torch.py $(ARGS) || exit 1; \
 	done
+
+# reference-kernels' pmpp_v2, linalg and helion folders as they stand, each solution judged by this
+# kit and by the folder's own eval.py, verdicts (and some means under --official) compared; the table
+# and log in results/ (experiments/problem_folders/check.py). FOLDERS=path/to/reference-kernels stages
+# the folders into .reference-kernels/ first; left out, the ones staged before are judged. A GPU's work.
+FOLDERS ?=
+check-folders:
+	@if [ -n "$(FOLDERS)" ]; then experiments/problem_folders/stage.sh "$(FOLDERS)"; fi
+	@$(PYTHON) experiments/problem_folders/check.py $(ARGS)
 
 # The official benchmarks: stats, host time per call, speed-of-light, geomean; rows in results/.
 bench:
