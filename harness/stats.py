@@ -61,8 +61,8 @@ class StoppingRule:
 
     max_repeats: int
     max_time_ns: float
-    min_total_ns: float = MIN_TOTAL_NS  # an eval's own floor (EvalParameters.min_total_ns)
     clock: Callable[[], int] = time.perf_counter_ns
+    min_total_ns: float = MIN_TOTAL_NS  # an eval's own floor (EvalParameters.min_total_ns)
 
     def start(self) -> int:
         return self.clock()

@@ -489,7 +489,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
     last = first
     if job.warmup:
         progress("warm-up")
-        rule, warm = StoppingRule(*job.warmup, job.problem.eval.min_total_ns), Figures(calls=case.calls)
+        rule, warm = StoppingRule(*job.warmup, min_total_ns=job.problem.eval.min_total_ns), Figures(calls=case.calls)
         started = rule.start()
         while True:
             last, problem = case.checked_round(case.strict)
@@ -506,7 +506,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
     # so far or its timed rounds had it, and each round is charged its own kind's cost.
     calibration_rounds = case.calibrate(own_kinds=last.returned_own)
     figures = Figures(calls=case.calls)
-    problem = _time_rounds(case, StoppingRule(*job.run, job.problem.eval.min_total_ns), figures, Calibration.of(calibration_rounds),
+    problem = _time_rounds(case, StoppingRule(*job.run, min_total_ns=job.problem.eval.min_total_ns), figures, Calibration.of(calibration_rounds),
                            on_round=lambda where: progress(f"timing, {where}"))
     if problem:
         return CaseResult(FAIL, problem)
