@@ -202,6 +202,16 @@ def test_the_judge_gives_the_solutions_their_verdicts_on_the_cpu(solution, exit_
     assert [case["status"] for case in document["cases"]] == ["pass" if exit_status == 0 else "fail"] * 3
 
 
+@pytest.mark.e2e
+def test_a_cache_keyed_on_the_length_fails_the_recheck_under_the_folders_own_check():
+    completed = subprocess.run([sys.executable, "-m", "harness", "benchmark", "--problem", str(FOLDER), "--device", "cpu",
+                                "--submission", str(FAMILY.parent / "running_sum_caches_by_length.py"), "--max-repeats", "5",
+                                "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    case = json.loads(completed.stdout)["cases"][0]
+    assert completed.returncode == 112 and case["status"] == "fail", completed.stderr
+    assert case["message"].startswith(("recheck on fresh", "probe on edited")) and "mismatch" in case["message"]
+
+
 STAGED = ROOT / ".reference-kernels" / "problems"
 
 
