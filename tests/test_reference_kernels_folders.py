@@ -189,6 +189,21 @@ def test_the_eval_runs_in_a_folder_laid_out_as_the_runner_lays_it_out():
     assert '"test.0.status": "fail"' in logged[0] and '"test.1.spec": "size: 3000; seed: 4102; spread: wide"' in logged[0]
 
 
+@pytest.mark.parametrize("theirs, ours, official, fault, agrees", [
+    ("pass", "pass", "pass", None, True), ("pass", "fail", "pass", None, False), ("pass", "pass", "fail", None, False),
+    ("fail", "fail", "fail", None, False),  # all alike, but not what the folder files the solution under
+    ("fail", "fail", "fail", "a fault of the folder's", True), ("fail", "pass", "fail", "a fault of the folder's", False)])
+def test_a_row_agrees_where_every_verdict_is_the_one_due(monkeypatch, theirs, ours, official, fault, agrees):
+    submission = check.Submission(FOLDER, FOLDER / "solutions" / "correct" / "fp32_cumsum.py", "pass")
+    monkeypatch.setattr(check, "run_eval", lambda *args: (theirs, []))
+    monkeypatch.setattr(check, "run_ours", lambda submission, mode, cases, device, official_, log: (official if official_ else ours, []))
+    monkeypatch.setattr(check, "load_problem", lambda folder: type("Followed", (), {"official_refused": ""}))
+    monkeypatch.setattr(check, "KNOWN_FAULTS", {submission.label: fault} if fault else {})
+    row = check.compare_tests(submission, "cpu", lambda text: None)
+    assert (row.theirs, row.ours, row.ours_official, row.agrees) == (theirs, ours, official, agrees)
+    assert (fault in row.note) if fault and agrees else (row.note == "") == agrees
+
+
 # ---- end to end -------------------------------------------------------------------------------------
 
 @pytest.mark.e2e

@@ -43,6 +43,13 @@ from harness.results import git_commit  # noqa: E402
 
 MEANS_WITHIN = 0.05
 LIMIT_S = 600
+# Solutions their folder files under one verdict that its own eval gives the other: the folder's
+# fault, read from its code; such a row agrees where this judge gives the eval's verdict.
+KNOWN_FAULTS = {
+    "pmpp_v2/conv2d_py: solutions/correct/ref.py":
+        "the reference runs F.conv2d under DeterministicContext (cuDNN's TF32 off), the solution with torch's "
+        "default (TF32 on): its sums of up to 64 x 8 x 8 products miss rtol = atol = 1e-3",
+}
 TIMED = ("grayscale_py", "prefixsum_py", "vectoradd_py")  # pmpp_v2's whose correct solutions are timed by default
 
 
@@ -157,7 +164,10 @@ def compare_tests(submission: Submission, device: str, log) -> Row:
     else:
         row.ours_official = run_ours(submission, "test", tests, device, True, log)[0]
     verdicts = {row.theirs, row.ours} | ({row.ours_official} if row.ours_official != "refused" else set())
-    row.agrees = verdicts == {submission.expected}
+    fault = KNOWN_FAULTS.get(submission.label)
+    row.agrees = verdicts == ({row.theirs} if fault else {submission.expected})
+    if fault:
+        row.note = f"the folder's fault: {fault}"
     if not row.agrees:
         row.note = "verdicts differ" if len(verdicts) > 1 else f"all {row.theirs}, expected {submission.expected}"
     return row
