@@ -111,7 +111,7 @@ class ScaleTwins:
 @dataclasses.dataclass(frozen=True)
 class Problem:
     name: str
-    folder: Path  # holds the runner folder's reference.py, task.py, task.yml, and utils.py unless utils_file says otherwise
+    folder: Path  # holds the runner folder's task.yml, and its reference.py, task.py and utils.py unless sources say otherwise
     tests_file: Path
     benchmarks_file: Path
     spec_keys: tuple[str, ...]  # what a case gives generate_input besides the seed
@@ -122,7 +122,6 @@ class Problem:
     atol: float
     eval: EvalParameters
     speed_of_light: SpeedOfLight | None = None
-    utils_file: Path | None = None  # the folder's own utils.py where None
     # The input's parts by name, nested as the input is: a name, a tuple of them, or EachGroup.
     input_names: object = ()
     list_keys: tuple[str, ...] = ()  # spec keys whose value is a list, one entry per group
@@ -133,7 +132,7 @@ class Problem:
     multiples: tuple[tuple[str, int, str], ...] = ()  # shapes.CaseFormat.multiples
     optional_keys: tuple[str, ...] = ()  # spec keys some cases leave out (the generator's default applies)
     text_keys: tuple[str, ...] = ()  # spec keys whose value is a word
-    # Runner module name -> the file task.yml's `files` copies there, where not the folder's own.
+    # (runner module name, the file task.yml's `files` copies there) where not the folder's own.
     sources: tuple[tuple[str, Path], ...] = ()
     # The folder's own check_implementation(data, output) judges every output, as its eval calls
     # it; else the problem's utils.match_reference against a reference computed beforehand.
@@ -193,9 +192,7 @@ class Problem:
 
     def runner_files(self) -> dict[str, Path]:
         """The files the runner folder holds beside submission.py, by module name."""
-        files = {"task": self.folder / "task.py", "utils": self.utils_file or self.folder / "utils.py",
-                 "reference": self.folder / "reference.py"}
-        return {**files, **dict(self.sources)}
+        return {**{module: self.folder / f"{module}.py" for module in RUNNER_MODULES}, **dict(self.sources)}
 
     def modules(self) -> dict[str, ModuleType]:
         """The runner files imported in this process, once, under names of their own."""
@@ -341,7 +338,7 @@ def _builtin(name: str, **fields) -> Problem:
                    leaderboard=name, rtol=1e-3, atol=1e-3, multiples=SCALED_K, **fields)
 
 
-ROOT_UTILS = REPO_ROOT / "utils.py"
+ROOT_UTILS = (("utils", REPO_ROOT / "utils.py"),)  # the competition's shared ../utils.py
 GEMM_INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 
 
@@ -366,7 +363,7 @@ PROBLEMS = {
     ),
     "nvfp4_gemv": _builtin(
         "nvfp4_gemv", spec_keys=("m", "k", "l"), leaderboard_id=595, deadline="2025-11-29T06:59:00+00:00",
-        eval=PLAIN_EVAL, utils_file=ROOT_UTILS, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
+        eval=PLAIN_EVAL, sources=ROOT_UTILS, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
         # b and its scales are padded to 128 rows, of which the product reads the first.
         rows_read=(("b", 1), ("sfb", 1)),
         speed_of_light=SpeedOfLight(
@@ -377,7 +374,7 @@ PROBLEMS = {
     ),
     "nvfp4_dual_gemm": _builtin(
         "nvfp4_dual_gemm", spec_keys=("m", "n", "k", "l"), leaderboard_id=598, deadline="2026-01-20T07:59:00+00:00",
-        eval=BETTER_BENCH, utils_file=ROOT_UTILS,
+        eval=BETTER_BENCH, sources=ROOT_UTILS,
         input_names=("a", "b1", "b2", "sfa", "sfb1", "sfb2", "sfa_permuted", "sfb1_permuted", "sfb2_permuted", "c"),
         scale_twins=_scale_twins(("sfa", "sfa_permuted"), ("sfb1", "sfb1_permuted"), ("sfb2", "sfb2_permuted")),
         speed_of_light=SpeedOfLight(
