@@ -69,6 +69,18 @@ def test_a_missing_source_is_named_with_where_task_yml_takes_it_from(tmp_path):
     assert load_problem(folder).runner_files()["utils"] == folder / "utils.py"
 
 
+def test_files_task_yml_does_not_name_are_the_folders_own_and_one_neither_gives_is_named(tmp_path):
+    folder = tmp_path / "running_sum_py"
+    shutil.copytree(FOLDER, folder)
+    shutil.copyfile(FAMILY / "utils.py", folder / "utils.py")
+    task_yml = folder / "task.yml"
+    task_yml.write_text("\n".join(line for line in task_yml.read_text().splitlines() if '"source"' not in line))
+    assert load_problem(folder).runner_files()["reference"] == folder / "reference.py"
+    (folder / "reference.py").unlink()
+    with pytest.raises(FileNotFoundError, match="lacks reference.py"):
+        load_problem(folder)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.sampled_from(["size", "spread", "seed"]), st.one_of(st.integers(-10**6, 10**6),
                        st.text(alphabet="abcxyz_", min_size=1, max_size=8)), min_size=1))

@@ -422,9 +422,10 @@ def _folder_problem(folder: Path) -> Problem:
     from harness.problems.folder_task import read_task
 
     task = read_task(folder)
-    missing = [f"{module}.py" for module in RUNNER_MODULES if f"{module}.py" not in task.files]
+    sources = tuple((module, task.files[f"{module}.py"]) for module in RUNNER_MODULES if f"{module}.py" in task.files)
+    missing = [f"{module}.py" for module in RUNNER_MODULES if module not in dict(sources) and not (folder / f"{module}.py").is_file()]
     if missing:
-        raise FileNotFoundError(f"{folder}/task.yml names no {', '.join(missing)} among its files")
+        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}, which its task.yml's files do not name either")
     flavour = flavour_of(task.eval_file)
     cases_folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-cases-"))
     case_files = {}
@@ -440,7 +441,7 @@ def _folder_problem(folder: Path) -> Problem:
         deadline=None, rtol=1e-05, atol=1e-08, eval=flavour.parameters,
         list_keys=tuple(key for key in keys if any(isinstance(case.get(key), list) for case in cases)),
         optional_keys=optional, text_keys=words,
-        sources=tuple((module, task.files[f"{module}.py"]) for module in RUNNER_MODULES), own_check=True,
+        sources=sources, own_check=True,
         timeouts_s=tuple(task.timeouts_s.items()), ranking_by=task.ranking_by or "geom", flavour=flavour.name,
         official_refused=flavour.not_reproduced and f"--official cannot be {folder.name}'s eval ({flavour.name}): "
                                                    f"{flavour.not_reproduced}")
