@@ -16,7 +16,8 @@ GEMM_KEYS = ("m", "n", "k", "l")
 
 # A value: an integer, a word (a problem's text keys, linalg's `case: dense`), or a list of
 # integers in [] or () (the grouped eval's grammar).
-_FIELD = re.compile(r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]+)\s*")
+_WORD = r"[a-zA-Z_][a-zA-Z0-9_]*"  # a key, or a word value (eigh's `case: lapack_diag_even_spectrum`)
+_FIELD = re.compile(rf"\s*({_WORD})\s*:\s*(\[[^\]]*\]|\([^)]*\)|{_WORD}|[+-]?[0-9]+)\s*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -88,7 +89,7 @@ def _value(key: str, text: str, where: str, case_format: CaseFormat):
             raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not a list of integers ([80, 176, ...])")
         return tuple(int(item) for item in items)
     if key in case_format.text_keys:
-        if not re.fullmatch(r"[a-zA-Z_]+", text):
+        if not re.fullmatch(_WORD, text):
             raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not a word")
         return text
     if not _INTEGER.fullmatch(text):
