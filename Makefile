@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress b200-first-run
+.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems check-folders bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress b200-first-run
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -60,6 +60,15 @@ check-problems:
 	  $(PYTHON) -m harness test --problem $$problem --device cpu --submission tests/fixtures/problems/$${problem}_torch.py $(ARGS) || exit 1; \
 	done
 
+# reference-kernels' pmpp_v2, linalg and helion folders as they stand, each solution judged by this
+# kit and by the folder's own eval.py, verdicts (and some means under --official) compared; the table
+# and log in results/ (experiments/problem_folders/check.py). FOLDERS=path/to/reference-kernels stages
+# the folders into .reference-kernels/ first; left out, the ones staged before are judged. A GPU's work.
+FOLDERS ?=
+check-folders:
+	@if [ -n "$(FOLDERS)" ]; then experiments/problem_folders/stage.sh "$(FOLDERS)"; fi
+	@$(PYTHON) experiments/problem_folders/check.py $(ARGS)
+
 # The official benchmarks: stats, host time per call, speed-of-light, geomean; rows in results/.
 bench:
 	@$(PYTHON) -m harness benchmark --problem $(PROBLEM) --submission $(SUBMISSION) $(ARGS)
@@ -82,8 +91,8 @@ model:
 # fastest written into submission.py, measured beside modelled with the model refitted. Its log
 # goes to results/logs/. STAND_IN=1 runs the same flow with the Hopper stand-in on an H100/H200.
 b200-first-run:
-	mkdir -p results/logs
-	bash -c 'set -o pipefail; $(PYTHON) -m harness.b200_first_run $(if $(STAND_IN),--stand-in) $(ARGS) 2>&1 | \
+	@mkdir -p results/logs
+	@bash -c 'set -o pipefail; $(PYTHON) -m harness.b200_first_run $(if $(STAND_IN),--stand-in) $(ARGS) 2>&1 | \
 	  tee results/logs/$$(date +%Y-%m-%d)-$$(git rev-parse --short HEAD)-b200-first-run$(if $(STAND_IN),-stand-in).log'
 
 task-yml:

@@ -110,7 +110,7 @@ def run_options(function):
         click.option("--device", default="cuda", show_default=True, callback=_device, help="Where inputs live: cuda, cuda:N, or cpu (no timing events)."),
         click.option("--official", is_flag=True, help="The competition's eval exactly: one shared worker, only its verdicts."),
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
+                     help="Seconds per case before its process is killed [a folder's task.yml's timeouts, else test 180, benchmark 300, leaderboard 600]."),
         click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
         click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Seconds for the whole run, worker starts included, checked before each case: a case's calls "
@@ -137,13 +137,15 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     one-shot commands and the service's judges (harness/service/judge.py) both start here."""
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
+    if official and problem.official_refused:
+        raise click.UsageError(problem.official_refused)
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
     _require_device(device, mode, os.path.relpath(submission) if os.path.isabs(str(submission)) else str(submission))
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(
             submission=Path(submission), problem=problem, device=device, official=official,
-            timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
+            timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
             precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
         )
     except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)

@@ -14,7 +14,7 @@ import re
 import sys
 
 from harness.results import file_sha256, git_commit
-from harness.stats import geomean
+from harness.stats import geomean, score
 
 SCHEMA = "nvfp4-harness/1"
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -125,7 +125,7 @@ class RunDocument:
         if result.device_name:
             self.data["device_name"] = result.device_name
 
-    def benchmark_summary(self, cases, results, ceilings, note: str, works: list) -> None:
+    def benchmark_summary(self, cases, results, ceilings, note: str, works: list, ranking_by: str = "geom") -> None:
         """`works`: each case's (flops, DRAM bytes), or None where its problem has no SOL."""
         if None in works:
             ceilings = None
@@ -138,7 +138,8 @@ class RunDocument:
         means = [result.stats.mean for result in results] if passed else []
         self.data.update(
             ceilings=ceilings_fields(ceilings, note),
-            score_ns=geomean(means) if means else None,
+            score_ns=score(means, ranking_by) if means else None,
+            ranking_by=ranking_by,
             sol_geomean_ns=geomean(ceilings.seconds(work) * 1e9 for work in works) if means and ceilings else None,
         )
 

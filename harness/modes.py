@@ -418,7 +418,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
                for case, result, work in zip(cases, results, works) if result.passed and work]
     ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
     record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
-    reporter.end_benchmarks(cases, results, works, ceilings, note, mode, floor)
+    reporter.end_benchmarks(cases, results, works, ceilings, note, mode, floor, options.problem.ranking_by)
     record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
     return record
 

@@ -18,7 +18,8 @@ from harness.document import RunDocument, labelled_mismatches
 from harness.exits import EXIT_FAIL
 from harness.jobs import ERROR, NOT_RUN
 from harness.popcorn import PopcornLog
-from harness.stats import geomean
+from harness.stats import RANKINGS, geomean
+from harness.stats import score as score_of
 from harness.tables import Fitted, console_for
 
 
@@ -350,12 +351,13 @@ class Reporter:
             self._log_failure("benchmark", index, result)
             self._show_case_failure(f"benchmark {index}", case, result)
 
-    def end_benchmarks(self, cases, results, works, ceilings, ceilings_note: str, mode: str, floor=None) -> None:
+    def end_benchmarks(self, cases, results, works, ceilings, ceilings_note: str, mode: str, floor=None,
+                       ranking_by: str = "geom") -> None:
         """`works`: each case's (flops, DRAM bytes), None without a SOL formula (RunRecord.works);
         `ceilings` give SOL and % SOL; `floor` (measured) gives the exact path's floor beside the baselines."""
         passed = all(result.passed for result in results)
         if self.document:
-            self.document.benchmark_summary(cases, results, ceilings, ceilings_note, works)
+            self.document.benchmark_summary(cases, results, ceilings, ceilings_note, works, ranking_by)
             self.document.finish(passed)
         device = next((r.device_name for r in results if r.device_name), "?")
         if ceilings is not None and None in works:
@@ -386,7 +388,7 @@ class Reporter:
         if flush:
             self.console.print(f"[dim]L2 flush: {flush}[/dim]")
         self._baselines_table(cases, results, works, floor)
-        score = f"score (geomean of means) {us(geomean(r.stats.mean for r in results))} µs" if passed else f"{sum(not r.passed for r in results)} of {len(results)} cases failed"
+        score = f"score ({RANKINGS[ranking_by][0]}) {us(score_of([r.stats.mean for r in results], ranking_by))} µs" if passed else f"{sum(not r.passed for r in results)} of {len(results)} cases failed"
         self._verdict(passed, score)
 
     def _baselines_table(self, cases, results, works, floor) -> None:

@@ -14,9 +14,10 @@ SHAPES_DIR = Path(__file__).resolve().parent.parent / "shapes"
 OFFICIAL_SETS = {"tests": SHAPES_DIR / "tests.txt", "benchmarks": SHAPES_DIR / "benchmarks.txt"}
 GEMM_KEYS = ("m", "n", "k", "l")
 
-# A value: an integer, a word (which no problem here takes: it is named as no integer), or a list
-# of integers in [] or () (the grouped eval's grammar).
-_FIELD = re.compile(r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]+)\s*")
+# A value: an integer, a word (a problem's text keys, linalg's `case: dense`), or a list of
+# integers in [] or () (the grouped eval's grammar).
+_WORD = r"[a-zA-Z_][a-zA-Z0-9_]*"  # a key, or a word value (eigh's `case: lapack_diag_even_spectrum`)
+_FIELD = re.compile(rf"\s*({_WORD})\s*:\s*(\[[^\]]*\]|\([^)]*\)|{_WORD}|[+-]?[0-9]+)\s*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -29,12 +30,15 @@ class CaseFormat:
     """What one case of a problem holds, no more and no less: `keys` (the seed among them), each
     an integer, except `list_keys`, each a list of integers with one entry per group, as many as
     `count_key` says where the problem has one; `multiples`: (key, factor, why) where the problem's
-    inputs need each of a key's values to be a multiple of factor."""
+    inputs need each of a key's values to be a multiple of factor; `optional_keys`, among `keys`,
+    may be left out (the generator's default then applies); `text_keys` take a word instead."""
 
     keys: tuple[str, ...]
     list_keys: tuple[str, ...] = ()
     count_key: str | None = None
     multiples: tuple[tuple[str, int, str], ...] = ()
+    optional_keys: tuple[str, ...] = ()
+    text_keys: tuple[str, ...] = ()
 
 
 GEMM_FORMAT = CaseFormat(keys=(*GEMM_KEYS, "seed"))
@@ -57,12 +61,14 @@ class Case:
     @property
     def label(self) -> str:
         """`128x7168x16384` (an `l` of 1 left out); where a size is a list (one per group),
-        `m80..248 n4096 k7168 g8`: its range, or its one value."""
+        `m80..248 n4096 k7168 g8`: its range, or its one value; words after the sizes
+        (`16x512x4 rankdef`)."""
         sizes = dict(self.shape)
-        if all(isinstance(value, int) for value in sizes.values()):
+        if all(isinstance(value, (int, str)) for value in sizes.values()):
             if sizes.get("l") == 1:
                 del sizes["l"]
-            return "x".join(str(value) for value in sizes.values())
+            words = [value for value in sizes.values() if isinstance(value, str)]
+            return " ".join(["x".join(str(value) for value in sizes.values() if isinstance(value, int)), *words])
         return " ".join(f"{key}{_span(value)}" for key, value in sizes.items())
 
     def with_seed(self, seed: int) -> "Case":
@@ -82,6 +88,10 @@ def _value(key: str, text: str, where: str, case_format: CaseFormat):
         if not items or not all(_INTEGER.fullmatch(item) for item in items):
             raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not a list of integers ([80, 176, ...])")
         return tuple(int(item) for item in items)
+    if key in case_format.text_keys:
+        if not re.fullmatch(_WORD, text):
+            raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not a word")
+        return text
     if not _INTEGER.fullmatch(text):
         raise ShapeFileError(f"{where}: key `{key}`: '{text}' is not an integer")
     return int(text)
@@ -111,6 +121,12 @@ def _invalid_field(line: str, part: str, where: str) -> ShapeFileError:
     return ShapeFileError(f"{where}: invalid test case: '{line}'{field} ({_typo_hint(line, part)})")
 
 
+def _keys_said(case_format: CaseFormat) -> str:
+    required = [key for key in case_format.keys if key not in case_format.optional_keys]
+    said = f"a case has exactly {', '.join(required)}"
+    return f"{said}, and may have {', '.join(case_format.optional_keys)}" if case_format.optional_keys else said
+
+
 def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
     """The line's key-value pairs: exactly the format's keys, each of its type, or a ShapeFileError naming the key."""
     keys, args = case_format.keys, {}
@@ -120,11 +136,11 @@ def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
             raise _invalid_field(line, part, where)
         key, value = field.groups()
         if key not in keys:
-            raise ShapeFileError(f"{where}: unknown key `{key}` (a case has exactly {', '.join(keys)})")
+            raise ShapeFileError(f"{where}: unknown key `{key}` ({_keys_said(case_format)})")
         if key in args:
             raise ShapeFileError(f"{where}: key `{key}` given twice")
         args[key] = _value(key, value, where, case_format)
-    missing = [key for key in keys if key not in args]
+    missing = [key for key in keys if key not in args and key not in case_format.optional_keys]
     if missing:
         raise ShapeFileError(f"{where}: '{line}' lacks key{'s' if len(missing) > 1 else ''} {', '.join(f'`{key}`' for key in missing)}")
     lengths = {key: len(args[key]) for key in case_format.list_keys}
@@ -132,7 +148,8 @@ def _case_args(line: str, where: str, case_format: CaseFormat) -> dict:
         raise ShapeFileError(f"{where}: `{case_format.count_key}: {args[case_format.count_key]}` groups, but "
                              + ", ".join(f"`{key}` lists {length}" for key, length in lengths.items()))
     for key, factor, why in case_format.multiples:
-        off = [value for value in (args[key] if key in case_format.list_keys else (args[key],)) if value % factor]
+        values = args[key] if key in case_format.list_keys else (args[key],) if key in args else ()
+        off = [value for value in values if value % factor]
         if off:
             raise ShapeFileError(f"{where}: `{key}: {off[0]}` is not a multiple of {factor} ({why})")
     return args

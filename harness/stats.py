@@ -34,6 +34,18 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+# task.yml's `ranking_by`: how the benchmarks' means make one score, and what the score is called.
+RANKINGS = {"geom": ("geomean of means", geomean), "mean": ("mean of means", lambda values: sum(values) / len(values)),
+            "last": ("last case's mean", lambda values: values[-1])}
+
+
+def score(means: list[float], ranking_by: str = "geom") -> float:
+    """The benchmarks' score by `ranking_by` (RANKINGS)."""
+    if ranking_by not in RANKINGS:
+        raise ValueError(f"ranking_by {ranking_by!r} is none of {', '.join(RANKINGS)}")
+    return RANKINGS[ranking_by][1](list(means))
+
+
 MIN_ROUNDS = 3
 MIN_TOTAL_NS = 1e8  # 100 ms of wall time before the rule may stop
 TARGET_RELATIVE_ERR = 1e-3
@@ -42,7 +54,7 @@ WALL_LIMIT_NS = 120e9
 
 @dataclasses.dataclass(frozen=True)
 class StoppingRule:
-    """Stop after >= 3 rounds and >= 100 ms once err/mean < 0.1%, or mean*runs > max_time, or 120 s wall.
+    """Stop after >= 3 rounds and >= min_total_ns (100 ms unless an eval waits less) once err/mean < 0.1%, or mean*runs > max_time, or 120 s wall.
 
     `clock` returns ns and is injectable so the rule can be tested without waiting.
     """
@@ -50,6 +62,7 @@ class StoppingRule:
     max_repeats: int
     max_time_ns: float
     clock: Callable[[], int] = time.perf_counter_ns
+    min_total_ns: float = MIN_TOTAL_NS  # an eval's own floor (EvalParameters.min_total_ns)
 
     def start(self) -> int:
         return self.clock()
@@ -58,7 +71,7 @@ class StoppingRule:
         if len(durations_ns) >= self.max_repeats:
             return True
         elapsed = self.clock() - started_ns
-        if len(durations_ns) < MIN_ROUNDS or elapsed <= MIN_TOTAL_NS:
+        if len(durations_ns) < MIN_ROUNDS or elapsed <= self.min_total_ns:
             return False
         stats = calculate_stats(durations_ns)
         return (

@@ -312,12 +312,15 @@ def returned(output, storages: dict, depth: int = 0) -> tuple:
     A tensor in memory the judge shares (an output buffer itself, or any view of an input) goes
     back as a view of that memory, for the judge to rebuild on its own copy; another tensor goes
     as itself (CUDA IPC or shared memory); a list or tuple as the description of each item, up to
-    the bounds above; anything else by its type's name only.
+    the bounds above (torch's named results, `torch.geqrf`'s, as the tuples they are); anything
+    else by its type's name only.
     """
-    if type(output) in (list, tuple):
+    named_result = isinstance(output, tuple) and type(output).__module__ == "torch.return_types"
+    if type(output) in (list, tuple) or named_result:
+        kind = "tuple" if named_result else type(output).__name__
         if depth >= MAX_DEPTH or len(output) > MAX_ITEMS:
-            return ("not a tensor", f"{type(output).__name__} of {len(output)} item{'s' if len(output) != 1 else ''}")
-        return ("sequence", type(output).__name__, [returned(item, storages, depth + 1) for item in output])
+            return ("not a tensor", f"{kind} of {len(output)} item{'s' if len(output) != 1 else ''}")
+        return ("sequence", kind, [returned(item, storages, depth + 1) for item in output])
     if not isinstance(output, torch.Tensor):
         return ("not a tensor", type(output).__name__)
     shared = storages.get((output.device, output.untyped_storage().data_ptr()))

@@ -68,7 +68,7 @@ def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
 
     folder = tmp_path / "my_gemv"
     shutil.copytree(PROBLEMS["nvfp4_gemv"].folder, folder)
-    shutil.copyfile(PROBLEMS["nvfp4_gemv"].utils_file, folder / "utils.py")
+    shutil.copyfile(PROBLEMS["nvfp4_gemv"].runner_files()["utils"], folder / "utils.py")
     result = subprocess.run([sys.executable, "-m", "harness", "sol", "--problem", str(folder)], cwd=HARNESS.parent,
                             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
     assert result.returncode == EXIT_USAGE == 2, result.stdout + result.stderr

@@ -350,7 +350,7 @@ def test_leaderboards_and_deadlines():
 def test_a_folder_laid_out_as_reference_kernels_loads_with_its_own_reference(tmp_path):
     folder = tmp_path / "my_gemv"
     shutil.copytree(PROBLEMS["nvfp4_gemv"].folder, folder)
-    shutil.copyfile(PROBLEMS["nvfp4_gemv"].utils_file, folder / "utils.py")
+    shutil.copyfile(PROBLEMS["nvfp4_gemv"].runner_files()["utils"], folder / "utils.py")
     problem = load_problem(folder)
     assert (problem.name, problem.spec_keys, problem.rtol, problem.atol) == ("my_gemv", ("m", "k", "l"), 1e-3, 1e-3)
     assert problem.eval == PLAIN_EVAL

@@ -142,7 +142,7 @@ def test_outputs_written_after_the_reply_are_missing_from_the_judges_copy():
     worker.after_reply = lambda held: [answering(0, data) for data in held]
     round_ = case.round()
     assert all(torch.equal(copy, shared[6]) is False for copy, shared in zip(round_.outputs, case.shared))
-    assert cases._value_problem(round_, case.expected, case.shared, case.job) is not None
+    assert cases._value_problem(round_, case.expected, case.pristine, case.shared, case.job) is not None
 
 
 def test_the_judges_clock_is_its_own_on_the_cpu():

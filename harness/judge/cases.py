@@ -159,13 +159,14 @@ def _load(worker) -> None:
         raise
 
 
-def _value_problem(round_: Round, expected: list, shared: list, job: Job) -> str | None:
-    """Why a round's outputs (the judge's copies) are not the answers, or None."""
+def _value_problem(round_: Round, expected: list, inputs: list, shared: list, job: Job) -> str | None:
+    """Why a round's outputs (the judge's copies) are not the answers, or None; `inputs`: the
+    calls' inputs as the judge wrote them, which a folder's own check reads."""
     if job.rules.strict and round_.sharing:
         return round_.sharing
     if job.rules.strict and all_pass_quickly(expected, round_.outputs, job.problem):
         return None
-    good, message = check_calls(expected, round_.outputs, _buffers(shared, job), job.rules.strict, job.problem)
+    good, message = check_calls(expected, round_.outputs, _buffers(shared, job), job.rules.strict, job.problem, inputs)
     return None if good else message
 
 
@@ -204,7 +205,7 @@ def run_test(job: Job, judging: Judging) -> CaseResult:
     result = CaseResult(PASS)
     problem = (_inputs_problem([data], shared, job)
                or (_activity_problem(round_, job, result, 1, with_times=False) if device.type == "cuda" else None)
-               or _value_problem(round_, expected, shared, job))
+               or _value_problem(round_, expected, [data], shared, job))
     if problem:
         result.status, result.message = FAIL, problem
     return result
@@ -353,7 +354,7 @@ class BenchmarkCase:
     def checked_round(self, check_every_round: bool, last_checked=None) -> tuple[Round, str | None]:
         round_ = self.plain_round()
         if check_every_round:
-            return round_, _value_problem(round_, self.expected, self.shared, self.job)
+            return round_, _value_problem(round_, self.expected, self.pristine, self.shared, self.job)
         if last_checked is not None:
             return round_, last_checked(round_)
         return round_, None
@@ -369,7 +370,8 @@ def _competition_round_check(job: Job, case: BenchmarkCase):
 
     def check(round_: Round) -> str | None:
         for index in range(case.calls - 1 if last_only else 0, case.calls):
-            good, message = check_call(case.expected[index], round_.outputs[index], case.buffers[index], False, job.problem)
+            good, message = check_call(case.expected[index], round_.outputs[index], case.buffers[index], False, job.problem,
+                                       case.pristine[index])
             if not good:
                 return message
         return None
@@ -417,7 +419,7 @@ def _probe(case: BenchmarkCase) -> str | None:
         return _recheck(case)
     round_ = case.edited_round(probe=True)
     case.edits.undo()
-    problem = _value_problem(round_, case.edits.references, case.shared, case.job)
+    problem = _value_problem(round_, case.edits.references, case.edits.inputs, case.shared, case.job)
     if problem:
         return f"probe on edited inputs among the timed rounds: {problem}"
     with case.judging.judges_own_time():
@@ -443,7 +445,7 @@ def _recheck(case: BenchmarkCase) -> str | None:
         case.stale = True
 
     round_ = case.round(before_window=write_new_values)
-    problem = _value_problem(round_, references, case.shared, case.job)
+    problem = _value_problem(round_, references, inputs, case.shared, case.job)
     return f"recheck on fresh and near-duplicate inputs: {problem}" if problem else None
 
 
@@ -491,7 +493,7 @@ def run_benchmark(job: Job, judging: Judging) -> CaseResult:
     _load(judging.worker)
     progress("checking the first batch")
     first = case.round()
-    problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.shared, job)
+    problem = _inputs_problem(case.pristine, case.shared, job) or _value_problem(first, case.expected, case.pristine, case.shared, job)
     if problem:
         return CaseResult(FAIL, problem)
     with judging.worker.neighbours_frozen():
@@ -506,7 +508,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
     last = first
     if job.warmup:
         progress("warm-up")
-        rule, warm = StoppingRule(*job.warmup), Figures(calls=case.calls)
+        rule, warm = StoppingRule(*job.warmup, min_total_ns=job.problem.eval.min_total_ns), Figures(calls=case.calls)
         started = rule.start()
         while True:
             last, problem = case.checked_round(case.strict)
@@ -523,7 +525,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
     # so far or its timed rounds had it, and each round is charged its own kind's cost.
     calibration_rounds = case.calibrate(own_kinds=last.returned_own)
     figures = Figures(calls=case.calls)
-    problem = _time_rounds(case, StoppingRule(*job.run), figures, Calibration.of(calibration_rounds),
+    problem = _time_rounds(case, StoppingRule(*job.run, min_total_ns=job.problem.eval.min_total_ns), figures, Calibration.of(calibration_rounds),
                            on_round=lambda where: progress(f"timing, {where}"))
     if problem:
         return CaseResult(FAIL, problem)
@@ -542,7 +544,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
         progress("recorded round (CUPTI)")
         recorded = case.round(record=True)
         problem = (_activity_problem(recorded, job, result, case.calls, with_times=True)
-                   or beyond_the_competition(_value_problem(recorded, case.expected, case.shared, job), case.strict, result)
+                   or beyond_the_competition(_value_problem(recorded, case.expected, case.pristine, case.shared, job), case.strict, result)
                    or _flush_verdict(case, figures, calibration, recorded, result))
         if problem:
             return CaseResult(FAIL, problem, activity=result.activity)

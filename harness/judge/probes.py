@@ -20,7 +20,7 @@ import torch
 
 from harness.judge import edits
 from harness.judge.edits import storage_bytes
-from harness.judge.verdicts import input_leaves
+from harness.judge.verdicts import clone_data, input_leaves
 
 EDITED_INPUTS = 4  # inputs of the batch a probe edits
 # Inputs tried, at most, for the EDITED_INPUTS whose edits change their answers.
@@ -38,17 +38,21 @@ class ProbeEdits:
         self._random = torch.Generator().manual_seed(random.SystemRandom().getrandbits(62))
         self._pending: list[tuple[int, list[edits.Write]]] = []
         self.references = list(expected)
+        self.inputs = list(pristine)  # the next probe's inputs as edited: what a folder's own check reads
         # Whether the inputs hold parts to edit (a folder's problem may have none).
         self.possible = any(edits.parts(data, problem) for data in pristine)
 
     def draw_next(self) -> None:
         """The next probe's edits, each changing its input's answer, and the batch's references with them."""
-        self._pending, self.references = [], list(self._expected)
+        self._pending, self.references, self.inputs = [], list(self._expected), list(self._pristine)
         for index in torch.randperm(len(self._pristine), generator=self._random)[:INPUTS_TRIED].tolist():
             found = edits.edited(self._pristine[index], self._expected[index], self._problem, self._random)
             if found is not None:
                 self._pending.append((index, found[0]))
                 self.references[index] = found[1]
+                if self._problem.own_check:
+                    self.inputs[index] = clone_data(self._pristine[index])
+                    edits.write(self.inputs[index], found[0], self._problem)
             if len(self._pending) == EDITED_INPUTS:
                 break
 

@@ -115,20 +115,27 @@ def _structure_problem(expected, output, buffers: list) -> str | None:
     return None
 
 
-def check_call(expected, output, buffers: list, strict: bool, problem: Problem) -> tuple[bool, str]:
+def check_call(expected, output, buffers: list, strict: bool, problem: Problem, data=None) -> tuple[bool, str]:
     """One call's output against its reference, with the problem's own check (the competition's:
-    its arithmetic is the output's dtype, fp16 here). Strict adds the dtype/shape/device verdict
-    on every element and the same check in fp32, so that no element the fp16 rounding lets
-    through passes: never more lenient."""
-    if strict:
+    its arithmetic is the output's dtype, fp16 here), or a folder's check_implementation on a copy
+    of the call's input `data` (pristine) where the problem checks its own way. Strict adds the
+    dtype/shape/device verdict on every element written into an output buffer and, where the
+    check is the reference comparison, the same check in fp32, so that no element the fp16
+    rounding lets through passes: never more lenient."""
+    if strict and buffers:
         type_problem = _structure_problem(expected, output, buffers)
         if type_problem:
             return False, type_problem
     elif not all(isinstance(element, torch.Tensor) for element in _elements(output)) or _is_sequence(output) != _is_sequence(expected):
         return False, f"custom_kernel returned {describe_output(output)}"
-    good, message = problem.check(expected, output)
+    if problem.own_check:
+        try:
+            return problem.check(expected, output, clone_data(data))
+        except Exception as error:  # the folder's check on what the submission returned
+            return False, f"{problem.name}'s check_implementation raised {type(error).__name__} on the output: {error}"
+    good, message = problem.check(expected, output, data)
     if good and strict:
-        good, message = problem.check(map_tensors(expected, torch.Tensor.float), map_tensors(output, torch.Tensor.float))
+        good, message = problem.check(map_tensors(expected, torch.Tensor.float), map_tensors(output, torch.Tensor.float), data)
     return good, message
 
 
@@ -171,15 +178,17 @@ def repeated_outputs(outputs, expected) -> str | None:
     return None
 
 
-def check_calls(expected, outputs, buffers: list, strict: bool, problem: Problem) -> tuple[bool, str]:
-    """All outputs of a batch of calls (`buffers`: each call's output buffers); the first failure
-    is reported with its call index."""
+def check_calls(expected, outputs, buffers: list, strict: bool, problem: Problem, inputs=None) -> tuple[bool, str]:
+    """All outputs of a batch of calls (`buffers`: each call's output buffers, `inputs` each
+    call's pristine input, which a folder's own check reads); the first failure is reported with
+    its call index."""
     if strict:
         problem_text = shared_outputs(outputs) or repeated_outputs(outputs, expected)
         if problem_text:
             return False, problem_text
-    for index, (reference, output, call_buffers) in enumerate(zip(expected, outputs, buffers)):
-        good, message = check_call(reference, output, call_buffers, strict, problem)
+    inputs = inputs if inputs is not None else [None] * len(outputs)
+    for index, (reference, output, call_buffers, data) in enumerate(zip(expected, outputs, buffers, inputs)):
+        good, message = check_call(reference, output, call_buffers, strict, problem, data)
         if not good:
             return False, f"input {index}: {message}" if strict and len(outputs) > 1 else message
     return True, ""
@@ -199,8 +208,8 @@ def all_pass_quickly(expected: list, outputs: list, problem: Problem) -> bool:
     comparison), computed over the whole batch at once; False says only that some check needs
     `check_calls` for its message. Every round's outputs are checked, so this must be cheap. It
     reads the problem's check as the runner's utils.match_reference, the problem's rtol and atol
-    on every element, as every problem's utils.py has it."""
-    if len(outputs) != len(expected):
+    on every element, as every problem's utils.py has it; a folder's own check is left to check_calls."""
+    if problem.own_check or len(outputs) != len(expected):
         return False
     pairs = []
     for reference, output in zip(expected, outputs):

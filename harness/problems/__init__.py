@@ -17,13 +17,14 @@ from types import ModuleType
 
 import torch
 
-from harness import sol
-from harness.problems.folder import import_runner_files
+from harness import sol, stats
+from harness.problems.folder import RUNNER_MODULES, import_runner_files
 from harness.problems.scale_layout import permuted_index
 from harness.shapes import Case, CaseFormat, load_cases
 
 PROBLEMS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROBLEMS_DIR.parents[1]
+MIB = 1024**2
 GIB = 1024**3
 CPU_BENCHMARKS = 1  # the official tests a CPU benchmark times without a tests file
 
@@ -44,6 +45,7 @@ class EvalParameters:
     leaderboard_rechecks: bool  # the timed outputs are checked again in leaderboard mode
     recheck_fresh_seed_step: int  # > 0: every timed round draws a new input, its seed this much on
     recheck_judges_last_output_only: bool  # the eval's recheck loop keeps only the last call's verdict
+    min_total_ns: float = stats.MIN_TOTAL_NS  # the wall time its stopping rule waits for before it may stop
 
     def batch_seeds(self, seed: int) -> list[int]:
         """The seeds of a batch's inputs for a case of `seed`: seed_step added before each draw, as
@@ -109,7 +111,7 @@ class ScaleTwins:
 @dataclasses.dataclass(frozen=True)
 class Problem:
     name: str
-    folder: Path  # holds the runner folder's reference.py, task.py, task.yml, and utils.py unless utils_file says otherwise
+    folder: Path  # holds the runner folder's task.yml, and its reference.py, task.py and utils.py unless sources say otherwise
     tests_file: Path
     benchmarks_file: Path
     spec_keys: tuple[str, ...]  # what a case gives generate_input besides the seed
@@ -120,7 +122,6 @@ class Problem:
     atol: float
     eval: EvalParameters
     speed_of_light: SpeedOfLight | None = None
-    utils_file: Path | None = None  # the folder's own utils.py where None
     # The input's parts by name, nested as the input is: a name, a tuple of them, or EachGroup.
     input_names: object = ()
     list_keys: tuple[str, ...] = ()  # spec keys whose value is a list, one entry per group
@@ -129,6 +130,17 @@ class Problem:
     # Inputs padded past the rows the reference reads: (name, rows read).
     rows_read: tuple[tuple[str, int], ...] = ()
     multiples: tuple[tuple[str, int, str], ...] = ()  # shapes.CaseFormat.multiples
+    optional_keys: tuple[str, ...] = ()  # spec keys some cases leave out (the generator's default applies)
+    text_keys: tuple[str, ...] = ()  # spec keys whose value is a word
+    # (runner module name, the file task.yml's `files` copies there) where not the folder's own.
+    sources: tuple[tuple[str, Path], ...] = ()
+    # The folder's own check_implementation(data, output) judges every output, as its eval calls
+    # it; else the problem's utils.match_reference against a reference computed beforehand.
+    own_check: bool = False
+    timeouts_s: tuple[tuple[str, float], ...] = ()  # mode -> seconds per case, task.yml's
+    ranking_by: str = "geom"
+    flavour: str = ""  # the eval's flavour (harness/problems/eval_flavours.py)
+    official_refused: str = ""  # why --official cannot be this problem's eval, where it cannot
 
     @property
     def builtin(self) -> bool:
@@ -143,7 +155,7 @@ class Problem:
     @property
     def case_format(self) -> CaseFormat:
         return CaseFormat(keys=(*self.spec_keys, "seed"), list_keys=self.list_keys, count_key=self.count_key,
-                          multiples=self.multiples)
+                          multiples=self.multiples, optional_keys=self.optional_keys, text_keys=self.text_keys)
 
     def cases(self, which: str) -> list[Case]:
         """The official "tests" or "benchmarks"."""
@@ -171,14 +183,16 @@ class Problem:
             return work[0]
         size = 1
         for key in self.spec_keys:
-            value = spec[key]
-            size *= sum(value) if isinstance(value, list) else value
+            value = spec.get(key)
+            if isinstance(value, (list, tuple)):
+                size *= sum(value)
+            elif isinstance(value, int):
+                size *= value
         return size
 
     def runner_files(self) -> dict[str, Path]:
         """The files the runner folder holds beside submission.py, by module name."""
-        return {"task": self.folder / "task.py", "utils": self.utils_file or self.folder / "utils.py",
-                "reference": self.folder / "reference.py"}
+        return {**{module: self.folder / f"{module}.py" for module in RUNNER_MODULES}, **dict(self.sources)}
 
     def modules(self) -> dict[str, ModuleType]:
         """The runner files imported in this process, once, under names of their own."""
@@ -192,7 +206,7 @@ class Problem:
         """The folder's generate_input for `spec` (spec_keys) and `seed`; on `device` where it
         takes one (the competition's own draw on CUDA)."""
         generate_input = self.reference.generate_input
-        args = {key: spec[key] for key in self.spec_keys}
+        args = {key: spec[key] for key in self.spec_keys if key in spec}
         if "device" in inspect.signature(generate_input).parameters:
             return generate_input(**args, seed=seed, device=device)
         return generate_input(**args, seed=seed)
@@ -204,7 +218,10 @@ class Problem:
     @staticmethod
     def outputs(data) -> list[torch.Tensor]:
         """The tensors custom_kernel is to write, in order: the last tensor of the input tuple,
-        or where the first entry is a list of per-group tuples (a, b, c), each group's last."""
+        or where the first entry is a list of per-group tuples (a, b, c), each group's last; none
+        where the input is one tensor (the output is the call's own, linalg's)."""
+        if isinstance(data, torch.Tensor):
+            return []
         if isinstance(data[0], list):
             return [group[-1] for group in data[0]]
         return [data[-1]]
@@ -231,9 +248,13 @@ class Problem:
         name, group = named
         return name if group is None else f"{name} of group {group}"
 
-    def check(self, expected, output) -> tuple[bool, str]:
-        """The competition's check of `output` against a reference computed beforehand, with the
-        problem's tolerance and its utils.py's comparison and messages (lists element by element)."""
+    def check(self, expected, output, data=None) -> tuple[bool, str]:
+        """The competition's check of `output` on the input `data` (a copy the check may write):
+        the folder's own check_implementation where own_check says so, as its eval calls it; else
+        against the reference `expected` computed beforehand, with the problem's tolerance and its
+        utils.py's comparison and messages (lists element by element)."""
+        if self.own_check:
+            return self.reference.check_implementation(data, output)
         match_reference = self.modules()["utils"].match_reference
         return match_reference(None, output, lambda _: expected, rtol=self.rtol, atol=self.atol)
 
@@ -317,7 +338,7 @@ def _builtin(name: str, **fields) -> Problem:
                    leaderboard=name, rtol=1e-3, atol=1e-3, multiples=SCALED_K, **fields)
 
 
-ROOT_UTILS = REPO_ROOT / "utils.py"
+ROOT_UTILS = (("utils", REPO_ROOT / "utils.py"),)  # the competition's shared ../utils.py
 GEMM_INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 
 
@@ -342,7 +363,7 @@ PROBLEMS = {
     ),
     "nvfp4_gemv": _builtin(
         "nvfp4_gemv", spec_keys=("m", "k", "l"), leaderboard_id=595, deadline="2025-11-29T06:59:00+00:00",
-        eval=PLAIN_EVAL, utils_file=ROOT_UTILS, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
+        eval=PLAIN_EVAL, sources=ROOT_UTILS, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES),
         # b and its scales are padded to 128 rows, of which the product reads the first.
         rows_read=(("b", 1), ("sfb", 1)),
         speed_of_light=SpeedOfLight(
@@ -353,7 +374,7 @@ PROBLEMS = {
     ),
     "nvfp4_dual_gemm": _builtin(
         "nvfp4_dual_gemm", spec_keys=("m", "n", "k", "l"), leaderboard_id=598, deadline="2026-01-20T07:59:00+00:00",
-        eval=BETTER_BENCH, utils_file=ROOT_UTILS,
+        eval=BETTER_BENCH, sources=ROOT_UTILS,
         input_names=("a", "b1", "b2", "sfa", "sfb1", "sfb2", "sfa_permuted", "sfb1_permuted", "sfb2_permuted", "c"),
         scale_twins=_scale_twins(("sfa", "sfa_permuted"), ("sfb1", "sfb1_permuted"), ("sfb2", "sfb2_permuted")),
         speed_of_light=SpeedOfLight(
@@ -381,7 +402,9 @@ PROBLEMS = {
 
 def _tolerance(check_implementation) -> tuple[float, float]:
     """rtol and atol that a competition-style make_match_reference(ref_kernel, rtol=..., atol=...)
-    closed over; match_reference's defaults where it names none."""
+    closed over; match_reference's defaults where it names none (a check_implementation of the
+    folder's own making, whose tolerance is its own: the judge's edits then count any change the
+    defaults see as one)."""
     for cell in getattr(check_implementation, "__closure__", None) or ():
         contents = cell.cell_contents
         if isinstance(contents, dict) and {"rtol", "atol"} & contents.keys():
@@ -390,30 +413,38 @@ def _tolerance(check_implementation) -> tuple[float, float]:
 
 
 def _folder_problem(folder: Path) -> Problem:
-    """A problem from a folder laid out as reference-kernels': task.yml names the eval and the
-    cases, which are written out in the tests-file format to a folder of this process's own
-    (the runner makes its tests file the same way); the user's folder is only read."""
-    import yaml
+    """A problem from a folder laid out as reference-kernels': task.yml names the runner's files
+    (sources resolved from the folder), the eval and the cases, which are written out in the
+    tests-file format to a folder of this process's own (the runner makes its tests file the same
+    way); the user's folder is only read. The folder's generate_input, ref_kernel and
+    check_implementation are applied as its eval applies them."""
+    from harness.problems.eval_flavours import flavour_of
+    from harness.problems.folder_task import read_task
 
-    missing = [name for name in ("task.yml", "task.py", "utils.py", "reference.py") if not (folder / name).is_file()]
+    task = read_task(folder)
+    sources = tuple((module, task.files[f"{module}.py"]) for module in RUNNER_MODULES if f"{module}.py" in task.files)
+    missing = [f"{module}.py" for module in RUNNER_MODULES if module not in dict(sources) and not (folder / f"{module}.py").is_file()]
     if missing:
-        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}")
-    task = yaml.safe_load((folder / "task.yml").read_text())
-    eval_source = next((entry["source"] for entry in task.get("files", []) if entry.get("name") == "eval.py"), "")
-    evals = {params.script: params for params in (BETTER_BENCH, PLAIN_EVAL, GROUPED_BENCH)}
-    eval_parameters = evals.get(Path(eval_source).name, PLAIN_EVAL)
+        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}, which its task.yml's files do not name either")
+    flavour = flavour_of(task.eval_file)
     cases_folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-cases-"))
     case_files = {}
-    for which in ("tests", "benchmarks"):
-        lines = ["; ".join(f"{key}: {_format_value(value)}" for key, value in case.items()) for case in task.get(which, [])]
+    for which, cases in (("tests", task.tests), ("benchmarks", task.benchmarks)):
+        lines = ["; ".join(f"{key}: {_format_value(value)}" for key, value in case.items()) for case in cases]
         case_files[which] = cases_folder / f"{which}.txt"
         case_files[which].write_text("".join(line + "\n" for line in lines))
-    first = (task.get("tests") or task.get("benchmarks") or [{}])[0]
+    keys, optional, words = task.case_keys()
+    cases = task.tests + task.benchmarks
     problem = Problem(
         name=folder.name, folder=folder, tests_file=case_files["tests"], benchmarks_file=case_files["benchmarks"],
-        spec_keys=tuple(key for key in first if key != "seed"), leaderboard=folder.name, leaderboard_id=None,
-        deadline=None, rtol=1e-05, atol=1e-08, eval=eval_parameters,
-        list_keys=tuple(key for key, value in first.items() if isinstance(value, list)))
+        spec_keys=tuple(key for key in keys if key != "seed"), leaderboard=folder.name, leaderboard_id=None,
+        deadline=None, rtol=1e-05, atol=1e-08, eval=flavour.parameters,
+        list_keys=tuple(key for key in keys if any(isinstance(case.get(key), list) for case in cases)),
+        optional_keys=optional, text_keys=words,
+        sources=sources, own_check=True,
+        timeouts_s=tuple(task.timeouts_s.items()), ranking_by=task.ranking_by or "geom", flavour=flavour.name,
+        official_refused=flavour.not_reproduced and f"--official cannot be {folder.name}'s eval ({flavour.name}): "
+                                                   f"{flavour.not_reproduced}")
     rtol, atol = _tolerance(problem.reference.check_implementation)
     return dataclasses.replace(problem, rtol=rtol, atol=atol)
 

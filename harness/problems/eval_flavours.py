@@ -1,0 +1,69 @@
+"""Which of reference-kernels' evals a problem folder runs, told from its eval file.
+
+Each family of problems ships its own eval, and they time and check differently: NVIDIA's
+better-bench (a batch of inputs between two events, the 64 GB flush), the plain eval of NVIDIA's
+first problem and of pmpp_v2 (one call per round on its own input, fresh inputs on the
+leaderboard), linalg's (a batch as large as 256 MiB of inputs allows, every timed output checked
+again, in benchmark mode too) and helion's (the calls captured in a CUDA graph and timed by a
+do_bench-style loop). A flavour names one, says how it is recognised (its file name, or strings
+its source holds) and gives the parameters `--official` follows; where the judge does not yet
+follow an eval's way, the flavour says what differs and `--official` is refused for it, since
+its verdicts and figures would not be that eval's. The default mode keeps the judge's own clock
+and checks whatever the flavour.
+"""
+
+import dataclasses
+from pathlib import Path
+
+from harness.problems import BETTER_BENCH, GROUPED_BENCH, MIB, PLAIN_EVAL, EvalParameters
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalFlavour:
+    name: str
+    parameters: EvalParameters  # the eval's schedule: what --official follows, the default mode's caps
+    file_names: tuple[str, ...] = ()  # the eval file's names in reference-kernels
+    markers: tuple[str, ...] = ()  # strings its source holds, every one
+    not_reproduced: str = ""  # what --official does not do as this eval does; empty where it does all
+
+    def matches(self, file_name: str, source: str | None) -> bool:
+        if source is not None and self.markers:
+            return all(marker in source for marker in self.markers)
+        return file_name in self.file_names
+
+
+# pmpp_v2/eval.py: NVIDIA's plain eval with caps of 100 rounds, no 100 ms floor before its
+# stopping rule, and pmpp_v2/utils.py's flush of 32 Mi int64 (256 MiB).
+PMPP_EVAL = dataclasses.replace(
+    PLAIN_EVAL, script="pmpp_v2/eval.py", flush_bytes=256 * MIB, benchmark_warmup=(100, 1e8),
+    benchmark_run=(100, 10e9), leaderboard_warmup=(100, 1e7), leaderboard_run=(100, 30e9), min_total_ns=0)
+# linalg/*/eval.py: 200 rounds on warm-up and benchmark, 1000 on the leaderboard, every case warmed.
+LINALG_EVAL = dataclasses.replace(
+    PLAIN_EVAL, script="linalg/eval.py", flush_bytes=256 * MIB, benchmark_warmup=(200, 1e8),
+    benchmark_run=(200, 10e9), leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=True,
+    leaderboard_run=(1000, 30e9), recheck_fresh_seed_step=0)
+# helion/eval.py: the rounds are its do_bench loop's (100 ms of replays, 20 ms to warm up).
+HELION_EVAL = dataclasses.replace(PLAIN_EVAL, script="helion/eval.py", flush_bytes=256 * MIB)
+
+FLAVOURS = (
+    EvalFlavour("better-bench grouped", GROUPED_BENCH, ("eval_better_bench_grouped_gemm.py",),
+                ("NUM_ITERATIONS_PER_BENCHMARK = 15",)),
+    EvalFlavour("better-bench", BETTER_BENCH, ("eval_better_bench.py",), ("NUM_ITERATIONS_PER_BENCHMARK = 50",)),
+    EvalFlavour("in-process recheck", LINALG_EVAL, (), ("BENCHMARK_INPUT_BYTES_TARGET", "_benchmark_batch_count"),
+                not_reproduced="its batches hold as many inputs as 256 MiB allows (at most 50), a count per case, "
+                               "and its benchmark mode checks every timed output"),
+    EvalFlavour("cuda graph do_bench", HELION_EVAL, (), ("_do_bench_cudagraph", "torch.cuda.graph("),
+                not_reproduced="it times the calls captured in a CUDA graph and replayed by a do_bench loop"),
+    EvalFlavour("plain (pmpp_v2)", PMPP_EVAL, (), ("run_single_benchmark(pool, tests[0], False, 100, 10e7)",)),
+    EvalFlavour("plain", PLAIN_EVAL, ("eval.py",), ("from cutlass.cute.nvgpu.common import OpError", "clear_l2_cache()")),
+)
+UNKNOWN = EvalFlavour("unrecognised", PLAIN_EVAL, not_reproduced="its eval is none of the kit's known ones")
+
+
+def flavour_of(eval_file: Path | None) -> EvalFlavour:
+    """The flavour of `eval_file` (its source where the file is there, else its name alone);
+    UNKNOWN where none matches."""
+    if eval_file is None:
+        return UNKNOWN
+    source = eval_file.read_text(errors="replace") if eval_file.is_file() else None
+    return next((flavour for flavour in FLAVOURS if flavour.matches(eval_file.name, source)), UNKNOWN)
