@@ -28,10 +28,11 @@ def test_the_phony_list_holds_every_target():
 @pytest.mark.parametrize("target", phony_targets())
 def test_a_targets_stdout_is_its_commands_alone(tmp_path, target):
     """PYTHON and every program a recipe calls are scripts that print one line; PATH holds
-    nothing else, so no recipe reaches the machine's pip, apt or GPU."""
+    nothing else, so no recipe reaches the machine's pip, apt or GPU (b200-first-run's shell and
+    mkdir, which write its log under results/logs, are such scripts too)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("python", "compute-sanitizer", "bwrap"):
+    for name in ("python", "compute-sanitizer", "bwrap", "bash", "mkdir"):
         (bin_dir / name).write_text(f"#!/bin/sh\necho '{COMMAND_OUTPUT}'\n")
         (bin_dir / name).chmod(0o755)
     run = subprocess.run([MAKE, target, f"PYTHON={bin_dir / 'python'}", "ARGS=--json"], cwd=ROOT,
