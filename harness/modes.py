@@ -13,7 +13,7 @@ from typing import Iterator
 import torch
 
 from harness import sol
-from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
+from harness.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult, Job, Rules
 from harness.judge import given_up
 from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
@@ -38,6 +38,8 @@ from harness.wire import UntrustedMessageError
 # message for wrong values (the competition's utils.py) is never one failure repeated.
 NUMBERS = re.compile(r"\d+")
 VALUE_MISMATCH = "mismatch found!"
+# The statuses a failure every remaining case would repeat can have (RepeatedError).
+REPEATABLE = (ERROR, FAIL, CRASH, TIMEOUT)
 # The problem whose inputs benchmark --baselines knows (harness/runner/baselines.py).
 BASELINES_PROBLEM = PROBLEMS["nvfp4_gemm"]
 
@@ -254,8 +256,10 @@ class RepeatedError:
     eval runs every case): the first case's error naming CUDA on a CPU run, which the device will
     raise again; an import error; or two cases in a row, of different shapes, the second in a
     fresh worker (a failed case ends its worker), that raised the same exception type at the same
-    line of the submission (whatever their messages say), or failed with the same message (a
-    wrong dtype): that comes from the file, not from a case."""
+    line of the submission (whatever their messages say), failed with the same message (a
+    wrong dtype), crashed by the same signal or both ran out of time: that comes from the file,
+    not from a case. A file that hangs or dies on every shape thus holds the judge for two
+    cases' limits, not for all of them."""
 
     def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
         self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
@@ -268,7 +272,7 @@ class RepeatedError:
 
     def judged(self, index: int, result: CaseResult) -> None:
         previous, self._previous = self._previous, result
-        if self._reason or self._options.official or result.status not in (ERROR, FAIL):
+        if self._reason or self._options.official or result.status not in REPEATABLE:
             return
         if result.status == ERROR and index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
@@ -315,11 +319,14 @@ def _watch_the_judges_code(problem: Problem) -> CodeWatch:
 
 
 def _same_failure(first: CaseResult, second: CaseResult) -> bool:
-    """Two errors of one exception type through one line of the submission, or two failures whose
-    messages agree but for their numbers (a wrong dtype, whatever shape each names). Wrong values
-    are not one failure repeated: which shapes go wrong is what the run is there to tell."""
+    """Two errors of one exception type through one line of the submission; two timeouts; or two
+    failures or crashes whose messages agree but for their numbers (a wrong dtype, whatever shape
+    each names; one signal). Wrong values are not one failure repeated: which shapes go wrong is
+    what the run is there to tell."""
     if first.status != second.status:
         return False
+    if first.status == TIMEOUT:
+        return True
     if first.status == ERROR:
         return (first.origin or first.message) == (second.origin or second.message)
     return (VALUE_MISMATCH not in first.message

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harness.document import RunDocument, labelled_mismatches
 from harness.exits import EXIT_FAIL
-from harness.jobs import ERROR, NOT_RUN
+from harness.jobs import CRASH, ERROR, NOT_RUN, TIMEOUT
 from harness.popcorn import PopcornLog
 from harness.stats import geomean
 from harness.tables import Fitted, console_for
@@ -234,8 +234,10 @@ class Reporter:
         # What was seen: two cases in a row, of different shapes, alike (modes._same_failure).
         both = f"{first} and {kind} {first_index + 1}"
         origin = result.origin.replace(" at submission.py:", f" at {options.submission_name}:")
-        same = (f"{both} raised the same error" + (f" ({escape(origin)})" if origin else "")
-                if result.status == "error" else f"{both} failed alike")
+        if result.status == ERROR:
+            same = f"{both} raised the same error" + (f" ({escape(origin)})" if origin else "")
+        else:
+            same = {TIMEOUT: f"{both} ran out of time", CRASH: f"{both} crashed alike"}.get(result.status, f"{both} failed alike")
         self._after_verdict = [f"[bold]{same}[/bold] on different shapes: the file's doing, not a shape's; "
                                "fix that and run again (the cases after them would meet it too)"]
         return f"not run: {same} on different shapes"
