@@ -4,7 +4,8 @@ Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule
 timeout); 1 (--official) the submission raised what the competition's eval does not catch;
 113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
 of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
-reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line (harness/exits.py).
+reference (a folder's, `--problem DIR`) cannot run on the device; 116 no verdict, a worker did not
+start (the machine's failure); 2 bad command line (harness/exits.py).
 """
 
 import os
@@ -15,13 +16,14 @@ from pathlib import Path
 import click
 
 from harness import modes, shapes, sol, taskfile
-from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_NO_GPU, EXIT_PASS,
-                           EXIT_REFERENCE_CANNOT_RUN, EXIT_USAGE)
+from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_INFRASTRUCTURE,
+                           EXIT_NO_GPU, EXIT_PASS, EXIT_REFERENCE_CANNOT_RUN, EXIT_USAGE)
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
 from harness.judge.given_up import end_on_own_error, end_process
+from harness.judge.isolation import WorkerNotStarted
 from harness.precheck import precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
@@ -35,8 +37,9 @@ DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile
 
 
 class Stopped(Exception):
-    """The command ends before it judges anything: `message` goes to stderr (and into the --json
-    document as its `error`), and the command exits with `status`."""
+    """The command ends without a verdict, before it judges anything or where the judge's machine
+    failed: `message` goes to stderr (and into the --json document as its `error`), and the
+    command exits with `status`."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -114,7 +117,8 @@ def run_options(function):
         click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
         click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Seconds for the whole run, worker starts included, checked before each case: a case's calls "
-                          "get at most what is left, counted once its inputs are drawn (the drawing is not bounded); "
+                          "get at most what is left, counted once its inputs are drawn and its worker started (the "
+                          "drawing is not bounded); "
                           "the cases it leaves are not run."),
         json_option,
         strict_option,
@@ -153,8 +157,9 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
 
 def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> tuple[int, "modes.RunRecord | None"]:
     """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
-    default); the exit status and the run's record (None where the official eval stopped). The
-    reporter's sinks hold what was found, the --json document the record's stop reason too."""
+    default); the exit status and the run's record (None where the official eval stopped), or
+    Stopped where a worker did not start (the judge's machine, not the file: EXIT_INFRASTRUCTURE).
+    The reporter's sinks hold what was found, the --json document the record's stop reason too."""
     try:
         if mode == "test":
             record = modes.run_tests(cases, options, reporter, workers)
@@ -165,6 +170,8 @@ def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -
     except modes.OfficialEvalStopped as stopped:
         reporter.eval_stopped(stopped.result)
         return EXIT_EVAL_STOPPED, None
+    except WorkerNotStarted as failure:
+        raise Stopped(EXIT_INFRASTRUCTURE, f"no verdict: {failure}") from None
     if reporter.document:
         reporter.document.data["stop_reason"] = record.stop_reason or None
     return record.exit_status, record
