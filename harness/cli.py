@@ -5,26 +5,28 @@ timeout); 1 (--official) the submission raised what the competition's eval does 
 113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
 of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
 reference (a folder's, `--problem DIR`) cannot run on the device; 116 no verdict, a worker did not
-start (the machine's failure); 2 bad command line (harness/exits.py).
+start (the machine's failure); 117 the file is over the competition's size limit; 2 bad command
+line (harness/exits.py).
 """
 
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from harness import modes, shapes, sol, taskfile
 from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_INFRASTRUCTURE,
-                           EXIT_NO_GPU, EXIT_PASS, EXIT_REFERENCE_CANNOT_RUN, EXIT_USAGE)
+                           EXIT_NO_GPU, EXIT_PASS, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED, EXIT_USAGE)
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
 from harness.judge.given_up import end_on_own_error, end_process
 from harness.judge.isolation import WorkerNotStarted
-from harness.precheck import precheck
+from harness.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
 from harness.results import RESULTS_CSV
@@ -116,7 +118,8 @@ def run_options(function):
                      help="Seconds per case before its process is killed [test 180, benchmark 300, leaderboard 600]."),
         click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
         click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds for the whole run, worker starts included, checked before each case: a case's calls "
+                     help="Seconds for the whole run, kernelguard's reading of the file and worker starts included, "
+                          "checked before each case: a case's calls "
                           "get at most what is left, counted once its inputs are drawn and its worker started (the "
                           "drawing is not bounded); "
                           "the cases it leaves are not run."),
@@ -138,7 +141,14 @@ DEFAULT_SETS = {"test": "tests", "benchmark": "benchmarks", "leaderboard": "benc
 def prepare(mode: str, tests_file, submission, problem, device: str, official: bool = False, timeout_s=None,
             strict: bool = False, secret: int | None = None, **extra) -> tuple[list, "modes.RunOptions"]:
     """The cases and options of one run of `mode`, or Stopped where nothing can be judged. The
-    one-shot commands and the service's judges (harness/service/judge.py) both start here."""
+    one-shot commands and the service's judges (harness/service/judge.py) both start here.
+    First the file's size (the competition's limit, before anything reads it); the run's
+    --wall-limit counts from there, kernelguard's reading of the file included."""
+    began = time.monotonic()
+    oversize = lint.over_the_size_limit(Path(submission).stat().st_size)
+    if oversize:
+        raise Stopped(EXIT_REJECTED, f"{submission} is refused before anything runs: {oversize} (the competition's server "
+                                     "answers 413)")
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
@@ -148,7 +158,9 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
         options = modes.RunOptions(
             submission=Path(submission), problem=problem, device=device, official=official,
             timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
-            precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
+            precheck=precheck(Path(submission).read_text(errors="replace"),
+                              min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf"))),
+            wall_clock_from=began, **extra,
         )
     except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)
         raise click.UsageError(str(error)) from None

@@ -60,6 +60,7 @@ class RunOptions:
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
     stop_on_first_failure: bool = False  # the cases after a failed one are not run
     wall_limit_s: float | None = None  # the whole run's limit, worker starts included; each case's is the smaller
+    wall_clock_from: float | None = None  # time.monotonic() when wall_limit_s began counting (before the static check); None: the run's start
     shown_as: str | None = None  # the file's name in reports where `submission` is a copy (the service's)
 
     def __post_init__(self):
@@ -74,7 +75,7 @@ class RunOptions:
 
     @property
     def refused(self) -> bool:
-        return self.strict and self.precheck is not None and bool(self.precheck.hits)
+        return self.strict and self.precheck is not None and bool(self.precheck.refusal)
 
     @property
     def rules(self) -> Rules:
@@ -150,7 +151,8 @@ class Executor:
            (started as asked, or the service's pool); none starts before a case asks for it;
         6. the watch of the judge's code (`_watch_the_judges_code`), stamped before any worker starts.
         """
-        deadline = time.monotonic() + (options.wall_limit_s or float("inf"))
+        began = time.monotonic() if options.wall_clock_from is None else options.wall_clock_from
+        deadline = began + (options.wall_limit_s or float("inf"))
         for refused in protect_the_judge():
             reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
         with contextlib.ExitStack() as stack:
@@ -339,8 +341,8 @@ def _device_name(device: str) -> str:
     return "cpu"
 
 
-def _refused(record: RunRecord, reporter: Reporter) -> RunRecord:
-    record.refused, record.exit_status = True, reporter.refused()
+def _refused(record: RunRecord, reporter: Reporter, options: RunOptions) -> RunRecord:
+    record.refused, record.exit_status = True, reporter.refused(options.precheck.refusal)
     return record
 
 
@@ -348,7 +350,7 @@ def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, worker
     record = RunRecord("test", cases)
     reporter.begin_tests(cases, options)
     if options.refused:
-        return _refused(record, reporter)
+        return _refused(record, reporter, options)
     repeated, first_failure = RepeatedError("test", cases, options, reporter), FirstFailure("test", options)
     with Executor.open(options, reporter, reuse=True, workers=workers) as executor:
         for index, case in enumerate(cases):
@@ -393,7 +395,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     results = record.results
     reporter.begin_benchmarks(cases, options, mode)
     if options.refused:
-        return _refused(record, reporter)
+        return _refused(record, reporter, options)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
     with Executor.open(options, reporter, reuse=True, timed=True, workers=workers) as executor:
@@ -434,7 +436,7 @@ def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, work
     record = RunRecord("profile", cases)
     reporter.begin_benchmarks(cases, options, "profile")
     if options.refused:
-        return _refused(record, reporter)
+        return _refused(record, reporter, options)
     repeated = RepeatedError("profile", cases, options, reporter)
     with Executor.open(options, reporter, workers=workers) as executor:
         for index, case in enumerate(cases):

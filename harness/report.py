@@ -250,14 +250,17 @@ class Reporter:
             self.document.data["precheck"] = found.fields()
         if not found.available:
             self.console.print("[yellow]kernelguard is not installed[/yellow]: no static hack detection before this run")
+        if found.unfinished:
+            self.console.print(f"[{'bold red' if options.strict else 'yellow'}]kernelguard {escape(found.unfinished)}[/]: "
+                               "no static hack detection for this file")
         for hit in found.hits:
             self.console.print(f"[{'bold red' if options.strict else 'yellow'}]kernelguard {found.classification}[/]: {escape(str(hit))}")
 
-    def refused(self) -> int:
-        """--strict and kernelguard flagged the file: no case runs."""
-        self._verdict(False, "refused before any case: kernelguard flagged the file (--strict)")
+    def refused(self, reason: str) -> int:
+        """--strict and kernelguard flagged the file, or did not finish reading it (`reason`): no case runs."""
+        self._verdict(False, f"refused before any case: {escape(reason)} (--strict)")
         if self.document:
-            self.document.finish(False, refused="kernelguard flagged the file (--strict)")
+            self.document.finish(False, refused=f"{reason} (--strict)")
         return EXIT_FAIL
 
     def _warn(self, result) -> None:
