@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -19,12 +20,12 @@ THREE_SHAPES = ("m: 128; n: 256; k: 256; l: 1; seed: 1\nm: 256; n: 128; k: 256; 
 LIMIT_S = 600
 
 
-def judged(tmp_path: Path, fixture: str | Path, *args: str, limit_s: float = LIMIT_S) -> dict:
+def judged(tmp_path: Path, fixture: str | Path, *args: str, limit_s: float = LIMIT_S, device: str = "cpu") -> dict:
     tests_file = tmp_path / "cases.txt"
     tests_file.write_text(THREE_SHAPES)
     env = {key: value for key, value in os.environ.items() if not key.startswith("POPCORN_")}
     submission = fixture if isinstance(fixture, Path) else FIXTURES / f"{fixture}.py"
-    result = subprocess.run([sys.executable, "-m", "harness", "test", str(tests_file), "--device", "cpu", "--json",
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(tests_file), "--device", device, "--json",
                              "--submission", str(submission), *args],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit_s)
     document = json.loads(result.stdout)
@@ -94,3 +95,16 @@ def test_kernelguards_reading_counts_in_the_wall_limit(tmp_path):
     assert document["precheck"]["unfinished"] == "did not finish within its 4 s limit", document["precheck"]
     assert statuses(document) == ["not run"] * 3, document
     assert "wall-time limit (4 s) is spent" in document["cases"][0]["message"], document
+
+
+@pytest.mark.gpu
+@pytest.mark.e2e
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a worker's start on a GPU makes its CUDA context: needs a CUDA device")
+def test_on_a_gpu_the_case_limit_leaves_out_the_start_and_a_hanging_file_stops_after_two_cases(tmp_path):
+    """On a GPU a fresh worker's start also makes its device's context; the file's calls fit in
+    a limit of 2 s all the same, and a file that hangs meets two cases' limits."""
+    passed = judged(tmp_path, "torch_submission", "--timeout", "2", device="cuda")
+    assert passed["returncode"] == 0 and statuses(passed) == ["pass"] * 3, passed
+    hanging = judged(tmp_path, "broken_hangs", "--timeout", "3", device="cuda")
+    assert statuses(hanging) == ["timeout", "timeout", "not run"], hanging
+    assert "ran out of time" in hanging["cases"][2]["message"], hanging
