@@ -4,25 +4,29 @@ Exit statuses: 0 every case passed; 112 a case failed (wrong output, broken rule
 timeout); 1 (--official) the submission raised what the competition's eval does not catch;
 113 the tests file cannot be read or parsed, or a case lacks a key, has one more, or has a value
 of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
-reference (a folder's, `--problem DIR`) cannot run on the device; 2 bad command line (harness/exits.py).
+reference (a folder's, `--problem DIR`) cannot run on the device; 116 no verdict, a worker did not
+start (the machine's failure); 117 the file is over the competition's size limit; 2 bad command
+line (harness/exits.py).
 """
 
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from harness import modes, shapes, sol, taskfile
-from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_NO_GPU, EXIT_PASS,
-                           EXIT_REFERENCE_CANNOT_RUN, EXIT_USAGE)
+from harness.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_INFRASTRUCTURE,
+                           EXIT_NO_GPU, EXIT_PASS, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED, EXIT_USAGE)
 from harness import compare, document, lint, submit
 from harness.compile import compile_command
 from harness.options import json_option, problem_option, strict_option, submission_option
 from harness.judge.dev_shm import own_dev_shm
 from harness.judge.given_up import end_on_own_error, end_process
-from harness.precheck import precheck
+from harness.judge.isolation import WorkerNotStarted
+from harness.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
 from harness.popcorn import PopcornLog
 from harness.recording import Recording, keep_run
 from harness.results import RESULTS_CSV
@@ -35,8 +39,9 @@ DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile
 
 
 class Stopped(Exception):
-    """The command ends before it judges anything: `message` goes to stderr (and into the --json
-    document as its `error`), and the command exits with `status`."""
+    """The command ends without a verdict, before it judges anything or where the judge's machine
+    failed: `message` goes to stderr (and into the --json document as its `error`), and the
+    command exits with `status`."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -113,8 +118,10 @@ def run_options(function):
                      help="Seconds per case before its process is killed [a folder's task.yml's timeouts, else test 180, benchmark 300, leaderboard 600]."),
         click.option("--stop-on-first-failure", is_flag=True, help="The cases after the first that does not pass are not run."),
         click.option("--wall-limit", "wall_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds for the whole run, worker starts included, checked before each case: a case's calls "
-                          "get at most what is left, counted once its inputs are drawn (the drawing is not bounded); "
+                     help="Seconds for the whole run, kernelguard's reading of the file and worker starts included, "
+                          "checked before each case: a case's calls "
+                          "get at most what is left, counted once its inputs are drawn and its worker started (the "
+                          "drawing is not bounded); "
                           "the cases it leaves are not run."),
         json_option,
         strict_option,
@@ -134,7 +141,14 @@ DEFAULT_SETS = {"test": "tests", "benchmark": "benchmarks", "leaderboard": "benc
 def prepare(mode: str, tests_file, submission, problem, device: str, official: bool = False, timeout_s=None,
             strict: bool = False, secret: int | None = None, **extra) -> tuple[list, "modes.RunOptions"]:
     """The cases and options of one run of `mode`, or Stopped where nothing can be judged. The
-    one-shot commands and the service's judges (harness/service/judge.py) both start here."""
+    one-shot commands and the service's judges (harness/service/judge.py) both start here.
+    First the file's size (the competition's limit, before anything reads it); the run's
+    --wall-limit counts from there, kernelguard's reading of the file included."""
+    began = time.monotonic()
+    oversize = lint.over_the_size_limit(Path(submission).stat().st_size)
+    if oversize:
+        raise Stopped(EXIT_REJECTED, f"{submission} is refused before anything runs: {oversize} (the competition's server "
+                                     "answers 413)")
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
     if official and problem.official_refused:
@@ -146,7 +160,9 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
         options = modes.RunOptions(
             submission=Path(submission), problem=problem, device=device, official=official,
             timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
-            precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
+            precheck=precheck(Path(submission).read_text(errors="replace"),
+                              min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf"))),
+            wall_clock_from=began, **extra,
         )
     except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)
         raise click.UsageError(str(error)) from None
@@ -155,8 +171,9 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
 
 def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> tuple[int, "modes.RunRecord | None"]:
     """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
-    default); the exit status and the run's record (None where the official eval stopped). The
-    reporter's sinks hold what was found, the --json document the record's stop reason too."""
+    default); the exit status and the run's record (None where the official eval stopped), or
+    Stopped where a worker did not start (the judge's machine, not the file: EXIT_INFRASTRUCTURE).
+    The reporter's sinks hold what was found, the --json document the record's stop reason too."""
     try:
         if mode == "test":
             record = modes.run_tests(cases, options, reporter, workers)
@@ -167,6 +184,8 @@ def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -
     except modes.OfficialEvalStopped as stopped:
         reporter.eval_stopped(stopped.result)
         return EXIT_EVAL_STOPPED, None
+    except WorkerNotStarted as failure:
+        raise Stopped(EXIT_INFRASTRUCTURE, f"no verdict: {failure}") from None
     if reporter.document:
         reporter.document.data["stop_reason"] = record.stop_reason or None
     return record.exit_status, record

@@ -40,12 +40,17 @@ class Finding:
     detail: str
 
 
-def _size(data: bytes) -> Finding:
-    if not data:
+def over_the_size_limit(size: int) -> str:
+    """Why the server refuses a file of `size` bytes, or nothing."""
+    return f"{size:,} bytes, over the {MAX_BYTES:,}-byte limit" if size > MAX_BYTES else ""
+
+
+def _size(size: int) -> Finding:
+    if not size:
         return Finding("size", FAIL, "the file is empty")
-    if len(data) > MAX_BYTES:
-        return Finding("size", FAIL, f"{len(data):,} bytes, over the {MAX_BYTES:,}-byte limit")
-    return Finding("size", PASS, f"{len(data):,} bytes (limit {MAX_BYTES:,})")
+    if over_the_size_limit(size):
+        return Finding("size", FAIL, over_the_size_limit(size))
+    return Finding("size", PASS, f"{size:,} bytes (limit {MAX_BYTES:,})")
 
 
 def _forbidden_word(lines: list[str]) -> Finding:
@@ -183,6 +188,8 @@ def _listed(lines: dict[str, int]) -> str:
 
 def _kernelguard(source: str, strict: bool) -> Finding:
     found = precheck(source)
+    if found.unfinished:
+        return Finding("kernelguard", FAIL if strict else WARN, f"{found.unfinished}: no static hack detection for this file")
     if not found.available:
         return Finding("kernelguard", WARN, "kernelguard is not installed: no static hack detection (pip install kernelguard)")
     if found.hits:
@@ -193,8 +200,11 @@ def _kernelguard(source: str, strict: bool) -> Finding:
 
 
 def lint_bytes(data: bytes, strict: bool = False, leaderboard: str = DEFAULT_LEADERBOARD) -> list[Finding]:
-    """Every check, the headers against `leaderboard` (the problem's)."""
-    findings = [_size(data)]
+    """Every check, the headers against `leaderboard` (the problem's); a file over the size limit
+    gets that one, as the server answers before it reads any further."""
+    findings = [_size(len(data))]
+    if failed(findings):
+        return findings
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -213,6 +223,10 @@ def lint_bytes(data: bytes, strict: bool = False, leaderboard: str = DEFAULT_LEA
 
 
 def lint_file(path: Path, strict: bool = False, leaderboard: str = DEFAULT_LEADERBOARD) -> list[Finding]:
+    """lint_bytes of the file; one over the size limit is never read."""
+    size = Path(path).stat().st_size
+    if over_the_size_limit(size):
+        return [_size(size)]
     return lint_bytes(Path(path).read_bytes(), strict, leaderboard)
 
 

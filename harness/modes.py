@@ -13,7 +13,7 @@ from typing import Iterator
 import torch
 
 from harness import sol
-from harness.jobs import ERROR, FAIL, NOT_RUN, PASS, CaseResult, Job, Rules
+from harness.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult, Job, Rules
 from harness.judge import given_up
 from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
 from harness.judge.integrity import CodeWatch
@@ -38,6 +38,8 @@ from harness.wire import UntrustedMessageError
 # message for wrong values (the competition's utils.py) is never one failure repeated.
 NUMBERS = re.compile(r"\d+")
 VALUE_MISMATCH = "mismatch found!"
+# The statuses a failure every remaining case would repeat can have (RepeatedError).
+REPEATABLE = (ERROR, FAIL, CRASH, TIMEOUT)
 # The problem whose inputs benchmark --baselines knows (harness/runner/baselines.py).
 BASELINES_PROBLEM = PROBLEMS["nvfp4_gemm"]
 
@@ -58,6 +60,7 @@ class RunOptions:
     precheck: Precheck | None = None  # kernelguard's reading of the file, made before any worker
     stop_on_first_failure: bool = False  # the cases after a failed one are not run
     wall_limit_s: float | None = None  # the whole run's limit, worker starts included; each case's is the smaller
+    wall_clock_from: float | None = None  # time.monotonic() when wall_limit_s began counting (before the static check); None: the run's start
     shown_as: str | None = None  # the file's name in reports where `submission` is a copy (the service's)
 
     def __post_init__(self):
@@ -72,7 +75,7 @@ class RunOptions:
 
     @property
     def refused(self) -> bool:
-        return self.strict and self.precheck is not None and bool(self.precheck.hits)
+        return self.strict and self.precheck is not None and bool(self.precheck.refusal)
 
     @property
     def rules(self) -> Rules:
@@ -148,7 +151,8 @@ class Executor:
            (started as asked, or the service's pool); none starts before a case asks for it;
         6. the watch of the judge's code (`_watch_the_judges_code`), stamped before any worker starts.
         """
-        deadline = time.monotonic() + (options.wall_limit_s or float("inf"))
+        began = time.monotonic() if options.wall_clock_from is None else options.wall_clock_from
+        deadline = began + (options.wall_limit_s or float("inf"))
         for refused in protect_the_judge():
             reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
         with contextlib.ExitStack() as stack:
@@ -254,8 +258,10 @@ class RepeatedError:
     eval runs every case): the first case's error naming CUDA on a CPU run, which the device will
     raise again; an import error; or two cases in a row, of different shapes, the second in a
     fresh worker (a failed case ends its worker), that raised the same exception type at the same
-    line of the submission (whatever their messages say), or failed with the same message (a
-    wrong dtype): that comes from the file, not from a case."""
+    line of the submission (whatever their messages say), failed with the same message (a
+    wrong dtype), crashed by the same signal or both ran out of time: that comes from the file,
+    not from a case. A file that hangs or dies on every shape thus holds the judge for two
+    cases' limits, not for all of them."""
 
     def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
         self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
@@ -268,7 +274,7 @@ class RepeatedError:
 
     def judged(self, index: int, result: CaseResult) -> None:
         previous, self._previous = self._previous, result
-        if self._reason or self._options.official or result.status not in (ERROR, FAIL):
+        if self._reason or self._options.official or result.status not in REPEATABLE:
             return
         if result.status == ERROR and index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
             self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
@@ -315,11 +321,14 @@ def _watch_the_judges_code(problem: Problem) -> CodeWatch:
 
 
 def _same_failure(first: CaseResult, second: CaseResult) -> bool:
-    """Two errors of one exception type through one line of the submission, or two failures whose
-    messages agree but for their numbers (a wrong dtype, whatever shape each names). Wrong values
-    are not one failure repeated: which shapes go wrong is what the run is there to tell."""
+    """Two errors of one exception type through one line of the submission; two timeouts; or two
+    failures or crashes whose messages agree but for their numbers (a wrong dtype, whatever shape
+    each names; one signal). Wrong values are not one failure repeated: which shapes go wrong is
+    what the run is there to tell."""
     if first.status != second.status:
         return False
+    if first.status == TIMEOUT:
+        return True
     if first.status == ERROR:
         return (first.origin or first.message) == (second.origin or second.message)
     return (VALUE_MISMATCH not in first.message
@@ -332,8 +341,8 @@ def _device_name(device: str) -> str:
     return "cpu"
 
 
-def _refused(record: RunRecord, reporter: Reporter) -> RunRecord:
-    record.refused, record.exit_status = True, reporter.refused()
+def _refused(record: RunRecord, reporter: Reporter, options: RunOptions) -> RunRecord:
+    record.refused, record.exit_status = True, reporter.refused(options.precheck.refusal)
     return record
 
 
@@ -341,7 +350,7 @@ def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, worker
     record = RunRecord("test", cases)
     reporter.begin_tests(cases, options)
     if options.refused:
-        return _refused(record, reporter)
+        return _refused(record, reporter, options)
     repeated, first_failure = RepeatedError("test", cases, options, reporter), FirstFailure("test", options)
     with Executor.open(options, reporter, reuse=True, workers=workers) as executor:
         for index, case in enumerate(cases):
@@ -386,7 +395,7 @@ def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, l
     results = record.results
     reporter.begin_benchmarks(cases, options, mode)
     if options.refused:
-        return _refused(record, reporter)
+        return _refused(record, reporter, options)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
     repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
     with Executor.open(options, reporter, reuse=True, timed=True, workers=workers) as executor:
@@ -427,7 +436,7 @@ def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, work
     record = RunRecord("profile", cases)
     reporter.begin_benchmarks(cases, options, "profile")
     if options.refused:
-        return _refused(record, reporter)
+        return _refused(record, reporter, options)
     repeated = RepeatedError("profile", cases, options, reporter)
     with Executor.open(options, reporter, workers=workers) as executor:
         for index, case in enumerate(cases):

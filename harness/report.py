@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harness.document import RunDocument, labelled_mismatches
 from harness.exits import EXIT_FAIL
-from harness.jobs import ERROR, NOT_RUN
+from harness.jobs import CRASH, ERROR, NOT_RUN, TIMEOUT
 from harness.popcorn import PopcornLog
 from harness.stats import RANKINGS, geomean
 from harness.stats import score as score_of
@@ -243,8 +243,10 @@ class Reporter:
         # What was seen: two cases in a row, of different shapes, alike (modes._same_failure).
         both = f"{first} and {kind} {first_index + 1}"
         origin = result.origin.replace(" at submission.py:", f" at {options.submission_name}:")
-        same = (f"{both} raised the same error" + (f" ({escape(origin)})" if origin else "")
-                if result.status == "error" else f"{both} failed alike")
+        if result.status == ERROR:
+            same = f"{both} raised the same error" + (f" ({escape(origin)})" if origin else "")
+        else:
+            same = {TIMEOUT: f"{both} ran out of time", CRASH: f"{both} crashed alike"}.get(result.status, f"{both} failed alike")
         self._after_verdict = [f"[bold]{same}[/bold] on different shapes: the file's doing, not a shape's; "
                                "fix that and run again (the cases after them would meet it too)"]
         return f"not run: {same} on different shapes"
@@ -257,14 +259,17 @@ class Reporter:
             self.document.data["precheck"] = found.fields()
         if not found.available:
             self.console.print("[yellow]kernelguard is not installed[/yellow]: no static hack detection before this run")
+        if found.unfinished:
+            self.console.print(f"[{'bold red' if options.strict else 'yellow'}]kernelguard {escape(found.unfinished)}[/]: "
+                               "no static hack detection for this file")
         for hit in found.hits:
             self.console.print(f"[{'bold red' if options.strict else 'yellow'}]kernelguard {found.classification}[/]: {escape(str(hit))}")
 
-    def refused(self) -> int:
-        """--strict and kernelguard flagged the file: no case runs."""
-        self._verdict(False, "refused before any case: kernelguard flagged the file (--strict)")
+    def refused(self, reason: str) -> int:
+        """--strict and kernelguard flagged the file, or did not finish reading it (`reason`): no case runs."""
+        self._verdict(False, f"refused before any case: {escape(reason)} (--strict)")
         if self.document:
-            self.document.finish(False, refused="kernelguard flagged the file (--strict)")
+            self.document.finish(False, refused=f"{reason} (--strict)")
         return EXIT_FAIL
 
     def _warn(self, result) -> None:

@@ -223,3 +223,19 @@ def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
     assert "--wall-limit 60 is checked before each case" in note(small + official.splitlines()[2], wall_limit_s=60)
     assert note(small) == ""  # a case of the tests' size: no warning
     assert note(small, tests_file=None).startswith("on the CPU without a tests file")
+
+
+def test_a_worker_that_did_not_start_ends_the_run_without_a_verdict(monkeypatch):
+    """The judge's machine failed, not the file: no case's status, its own exit status."""
+    from harness import cli, modes
+    from harness.exits import EXIT_FAIL, EXIT_INFRASTRUCTURE
+    from harness.judge.isolation import WorkerNotStarted
+
+    def not_started(*args):
+        raise WorkerNotStarted("a worker sent nothing within the 120 s its start may take")
+
+    monkeypatch.setattr(modes, "run_tests", not_started)
+    with pytest.raises(cli.Stopped) as stopped:
+        cli.execute("test", [], None, None)
+    assert stopped.value.status == EXIT_INFRASTRUCTURE not in (EXIT_FAIL, 0)
+    assert stopped.value.message == "no verdict: a worker sent nothing within the 120 s its start may take"

@@ -377,6 +377,8 @@ def test_gpu_work_that_never_ends_times_the_case_out_and_kills_the_worker(tmp_pa
     worker, end, forever = _worker(tmp_path), _JudgesEnd(), threading.Event()
     launch = forever.wait if held == "in the launch" else (lambda: None)
     try:
+        worker.begin_case(60, lambda text: None)
+        worker.request("load")  # started, which the case's limit does not count
         worker.begin_case(1, lambda text: None)
         started = time.monotonic()
         with pytest.raises(CaseStopped) as stopped:
@@ -651,3 +653,51 @@ def test_a_run_ended_otherwise_after_a_give_up_still_ends(ending):
         assert ran.returncode == EXIT_ABORTED, ran
     else:
         assert ran.returncode == 1 and "RuntimeError: the judge's own error" in ran.stderr, ran
+
+
+def test_a_case_time_limit_counts_from_the_end_of_its_workers_start(tmp_path):
+    """A fresh worker's start (the sandbox, the interpreter, torch's import) takes longer than this
+    case's limit on any machine; the file's own call, the import, fits in it."""
+    worker = _worker(tmp_path)
+    try:
+        assert worker.begin_case(0.5, lambda text: None)
+        started = time.monotonic()
+        assert worker.request("load") is None
+        assert time.monotonic() - started > 0.5  # the start alone ran past the case's limit
+    finally:
+        worker.close()
+
+
+def test_a_start_past_its_own_limit_is_no_verdict(tmp_path, monkeypatch):
+    from harness.judge import isolation
+    from harness.judge.isolation import WorkerNotStarted
+
+    monkeypatch.setattr(isolation, "START_LIMIT_S", 0.05)
+    worker = _worker(tmp_path)
+    try:
+        assert worker.begin_case(60, lambda text: None)
+        with pytest.raises(WorkerNotStarted, match="sent nothing within the 0.05 s its start may take"):
+            worker.request("load")
+        time.sleep(0.2)
+        assert not worker.alive
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_ends_in_its_start_is_no_verdict_and_after_it_a_crash(tmp_path):
+    from harness.judge.isolation import CaseStopped, WorkerNotStarted
+
+    worker = _worker(tmp_path)
+    try:
+        assert worker.begin_case(60, lambda text: None)
+        worker.kill()
+        with pytest.raises(WorkerNotStarted, match=r"ended before its first message \(killed by signal SIGKILL"):
+            worker.request("load")
+        assert worker.begin_case(60, lambda text: None)  # a new process
+        worker.request("load")
+        worker.kill()
+        with pytest.raises(CaseStopped) as stopped:
+            worker.request("load")
+        assert stopped.value.result.status == "crash"
+    finally:
+        worker.close()

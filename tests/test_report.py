@@ -6,7 +6,7 @@ from pathlib import Path
 from hypothesis import assume, given, settings, strategies as st
 
 import harness
-from harness.jobs import ERROR, FAIL, NOT_RUN, CaseResult
+from harness.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
 from harness.modes import RepeatedError, RunOptions
 from harness.report import as_the_user_wrote_it, strip_ansi, without_hidden_frames
 from harness.shapes import parse_cases
@@ -117,6 +117,45 @@ def test_the_same_failure_on_two_shapes_in_a_row_stops_the_run():
     # Wrong values go on, however alike their messages.
     mismatch = CaseResult(FAIL, "mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 7")
     assert _judge([mismatch] * 4) == ([FAIL] * 4, [])
+
+
+def test_timeouts_on_two_shapes_in_a_row_stop_the_run_and_under_official_go_on():
+    """A file that hangs on every shape holds the judge for two cases' limits, not for all of them."""
+    def timeout(seconds):
+        return CaseResult(TIMEOUT, f"no result within the {seconds} s time limit; worker killed (raise it with --timeout)")
+    statuses, stops = _judge([timeout(180), timeout(180), timeout(180), timeout(180)])
+    assert statuses == [TIMEOUT, TIMEOUT, TIMEOUT, NOT_RUN] and stops == [("test", 1, timeout(180).message, False)]
+    # Either way of running out of time (the batch's GPU work, the calls) is one failure repeated.
+    gpu_work = CaseResult(TIMEOUT, "the batch's GPU work did not end within the 180 s time limit; worker killed")
+    assert _judge([CaseResult(PASS), timeout(180), gpu_work, timeout(180)])[0] == [PASS, TIMEOUT, TIMEOUT, NOT_RUN]
+    assert _judge([timeout(180)] * 4, official=True) == ([TIMEOUT] * 4, [])
+    # Not in a row: a shape too large for the limit is that shape's.
+    assert _judge([timeout(180), CaseResult(PASS), timeout(180), CaseResult(PASS)])[1] == []
+
+
+def test_crashes_by_one_signal_on_two_shapes_in_a_row_stop_the_run():
+    def crash(signal, status):
+        return CaseResult(CRASH, f"worker process died without a result: killed by signal {signal} (exit status {status})")
+    statuses, stops = _judge([crash("SIGSEGV", -11), crash("SIGABRT", -6), crash("SIGABRT", -6), crash("SIGABRT", -6)])
+    assert statuses == [CRASH, CRASH, CRASH, NOT_RUN] and stops == [("test", 1, crash("SIGABRT", -6).message, False)]
+    assert _judge([crash("SIGSEGV", -11), crash("SIGABRT", -6)] * 2)[1] == []
+    assert _judge([crash("SIGSEGV", -11)] * 4, official=True) == ([CRASH] * 4, [])
+
+
+def test_the_stop_line_names_timeouts_and_crashes_for_what_they_are():
+    import io
+
+    from rich.console import Console
+
+    from harness.popcorn import PopcornLog
+    from harness.report import Reporter
+
+    reporter = Reporter(PopcornLog(None), console=Console(file=io.StringIO(), width=200, color_system=None))
+    options = RunOptions(submission=USER_FILE, device="cpu")
+    assert reporter.repeated_error("test", 2, CaseResult(TIMEOUT, "no result"), options, needs_gpu=False) == \
+        "not run: test 2 and test 3 ran out of time on different shapes"
+    assert reporter.repeated_error("test", 0, CaseResult(CRASH, "killed"), options, needs_gpu=False) == \
+        "not run: test 0 and test 1 crashed alike on different shapes"
 
 
 def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_through(tmp_path):

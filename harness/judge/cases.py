@@ -83,8 +83,9 @@ class Judging:
     def restart_time_limit(self, *processes) -> None:
         """The case's time limit counted again from now for `processes`: what the judge itself
         spent (drawing the inputs and their references, the calibration) is not the submission's
-        time. The partner, the judge's own process, gets at least PARTNER_TIME_LIMIT_S: a short
-        --timeout must not end it while it still starts on a loaded machine."""
+        time; nor is a fresh process's start, which has a limit of its own (WorkerProcess.begin_case).
+        The partner, the judge's own process, gets at least PARTNER_TIME_LIMIT_S: a short
+        --timeout must not end it, since no later case can replace it."""
         for process in processes:
             if process is not None and process.alive:
                 limit = max(self.time_limit_s, PARTNER_TIME_LIMIT_S) if process is self.partner else self.time_limit_s

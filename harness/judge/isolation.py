@@ -32,6 +32,11 @@ from harness.runner.calls import UNDER_COMPUTE_SANITIZER
 
 POLL_S = 0.2
 OUTPUT_TAIL_CHARS = 4000
+# How long a fresh worker gets for its start (the sandbox, the interpreter, its imports, the
+# device's context), until its first message: nothing of the submission runs before that, so a
+# start that misses it, or a worker that ends before it, is the machine's failure (load, the
+# sandbox, the environment), never the file's, and the case's time limit counts from its end.
+START_LIMIT_S = 120.0
 # How long the judge waits for cgroups asked to stop (harness/judge/sandbox.py WorkerCgroup.freeze)
 # before it stops what is left by signals.
 FREEZE_WAIT_S = 2.0
@@ -145,6 +150,11 @@ def _await(launched: concurrent.futures.Future, end, seconds: float) -> None:
         time.sleep(END_POLL_S)
 
 
+class WorkerNotStarted(Exception):
+    """A fresh worker did not start: no message within START_LIMIT_S, or it ended before its
+    first. The judge's machine failed, not the file; no case has a verdict from it."""
+
+
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -254,7 +264,9 @@ class WorkerProcess:
         self._echo = echo
         self._current: _Spawned | None = None
         self._ended: _Spawned | None = None  # the last process, kept for its exit status
-        self._deadline = float("inf")
+        self._deadline = float("inf")  # the case's, once the current process has started
+        self._start_deadline = float("inf")
+        self._starting = False  # the current process has sent no message yet
         self._timeout_s = 0.0
         self._on_progress = lambda text: None
         self._log_start = 0
@@ -264,6 +276,7 @@ class WorkerProcess:
 
     def _start(self) -> None:
         self._current = self._spawn()
+        self._starting = True
         for name, path in self._files.items():
             shutil.copyfile(path, self._current.folder / name)
         self._log_start = 0
@@ -314,7 +327,9 @@ class WorkerProcess:
         return {spawned.process.pid for spawned in self._processes()}
 
     def begin_case(self, timeout_s: float, on_progress) -> bool:
-        """Ready for a case; True where that took a new process."""
+        """Ready for a case, whose time limit is `timeout_s` from now, or from the end of the
+        process's start where it has not started yet (which gets START_LIMIT_S from now); True
+        where that took a new process."""
         started = not self.alive
         if started and self._current is not None and self._echo:
             raise CaseStopped(CaseResult(FAIL, "the judge's calibration partner was ended while a worker ran "
@@ -323,7 +338,9 @@ class WorkerProcess:
             self._retire()
             self._start()
         self._timeout_s = timeout_s
-        self._deadline = time.monotonic() + timeout_s
+        now = time.monotonic()
+        self._deadline = now + timeout_s
+        self._start_deadline = now + START_LIMIT_S
         self._on_progress = on_progress
         try:
             self._log_start = Path(self.log_path).stat().st_size
@@ -359,14 +376,32 @@ class WorkerProcess:
         """The current process's own outputs the judge has mapped."""
         return self._current.opened
 
+    def _until(self) -> float:
+        """The deadline of what the judge waits for now: the process's start, or the case."""
+        return self._start_deadline if self._starting else self._deadline
+
+    def _started(self) -> None:
+        """The process's first message: its start is over, and the case's time limit counts from now."""
+        if self._starting:
+            self._starting = False
+            self._deadline = time.monotonic() + self._timeout_s
+
+    def _timed_out(self, what: str, killed: str = "worker killed") -> NoReturn:
+        """The deadline passed: the worker killed, and the case out of time, or where the process
+        had not started yet, no case judged at all."""
+        self.kill()
+        if self._starting:
+            raise WorkerNotStarted(f"a worker sent nothing within the {START_LIMIT_S:g} s its start may take: "
+                                   "the judge's machine (load, the sandbox), not the file")
+        raise CaseStopped(CaseResult(TIMEOUT, f"{what} within the {self._timeout_s:.0f} s time limit; {killed} "
+                                              "(raise it with --timeout)"))
+
     def _wait(self):
         connection = self._current.connection
         while True:
-            remaining = self._deadline - time.monotonic()
+            remaining = self._until() - time.monotonic()
             if remaining <= 0:
-                self.kill()
-                raise CaseStopped(CaseResult(
-                    TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker killed (raise it with --timeout)"))
+                self._timed_out("no result")
             if connection.poll(min(remaining, POLL_S)):
                 replied, reply = self._message()
                 if replied:
@@ -383,6 +418,7 @@ class WorkerProcess:
             message = self._receive(self._remaining_s())
         except (BrokenPipeError, EOFError, ConnectionResetError, OSError):
             raise CaseStopped(self._crashed()) from None
+        self._started()
         kind = message[0] if isinstance(message, tuple) and message else None
         if kind == wire.REPLY and len(message) == 2:
             return True, message[1]
@@ -426,8 +462,8 @@ class WorkerProcess:
                     replied, reply = self._message()  # one at a time: a progress line holds nothing up
                 elif replied and not self._current.alive:  # answered, then ended: its work may never end
                     raise CaseStopped(self._crashed())
-                if time.monotonic() >= self._deadline:
-                    self._gpu_work_timed_out()
+                if time.monotonic() >= self._until():
+                    self._timed_out("the batch's GPU work did not end")
                 time.sleep(END_POLL_S)
         except CaseStopped as stopped:
             if stopped.result.status == ERROR and stopped.result.exception:  # what the worker raised: where it came from
@@ -442,13 +478,7 @@ class WorkerProcess:
         return reply if replied else self.reply()
 
     def _remaining_s(self) -> float:
-        return min(max(self._deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
-
-    def _gpu_work_timed_out(self) -> NoReturn:
-        self.kill()
-        raise CaseStopped(CaseResult(
-            TIMEOUT, f"the batch's GPU work did not end within the {self._timeout_s:.0f} s time limit; worker killed "
-                     "(raise it with --timeout)"))
+        return min(max(self._until() - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
 
     def _receive(self, remaining_s: float):
         """One message, read under a watchdog: a worker that sends part of a message and stalls
@@ -460,8 +490,7 @@ class WorkerProcess:
             return wire.receive_untrusted(self._current.connection)
         except (EOFError, ConnectionResetError, BrokenPipeError, OSError):
             if fired.is_set():
-                raise CaseStopped(CaseResult(TIMEOUT, f"no result within the {self._timeout_s:.0f} s time limit; worker "
-                                                      "killed in the middle of a message (raise it with --timeout)")) from None
+                self._timed_out("no result", "worker killed in the middle of a message")
             raise
         except Exception as error:  # a forged or unreadable message: never run, never trusted
             self.kill()
@@ -470,9 +499,14 @@ class WorkerProcess:
             watchdog.cancel()
 
     def _crashed(self) -> CaseResult:
+        """The verdict on a process that died; WorkerNotStarted where it died in its start."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._current.process.wait(timeout=5)
-        return CaseResult(CRASH, f"worker process died without a result: {_exit_description(self._current.process.poll())}")
+        ended = _exit_description(self._current.process.poll())
+        if self._starting:
+            raise WorkerNotStarted(f"a worker ended before its first message ({ended}), before the submission was imported: "
+                                   "the judge's machine (the sandbox, the environment), not the file")
+        return CaseResult(CRASH, f"worker process died without a result: {ended}")
 
     def output_of_case(self) -> str:
         """What the worker printed since the case began (its last OUTPUT_TAIL_CHARS), or why

@@ -1,0 +1,111 @@
+"""The static check bounded: a file over the competition's size limit is refused before anything
+reads it, and kernelguard, whose time grows faster than a file's length, gives a verdict within
+its time limit whatever the text."""
+
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from harness import precheck as precheck_module
+from harness.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes, lint_file
+from harness.precheck import UNFINISHED, precheck
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+HONEST = (FIXTURES / "torch_submission.py").read_text()
+# kernelguard's limit in these tests, and the time each may take beyond it: bounds on meaning,
+# not timings (a process start and an interpreter's on a loaded machine).
+LIMIT_S = 5.0
+SLACK_S = 30.0
+# A word (letters, digits, underscores) just short of the size limit: a hex blob's shape, on
+# which kernelguard's regular expressions take time with the square of the word's length.
+LONG_WORD = HONEST + "BLOB = '" + "0123456789abcdef" * ((MAX_BYTES - len(HONEST) - 16) // 16) + "'\n"
+# A string constant three times the size limit.
+THREE_MEGABYTES = HONEST + "TABLE = '" + "x" * 3_000_000 + "'\n"
+
+
+def timed(function, *args):
+    started = time.monotonic()
+    return function(*args), time.monotonic() - started
+
+
+def by_check(findings) -> dict:
+    return {finding.check: finding for finding in findings}
+
+
+def test_a_file_over_the_size_limit_gets_that_finding_alone_and_at_once(tmp_path):
+    findings, elapsed_s = timed(lint_bytes, THREE_MEGABYTES.encode())
+    assert [(f.check, f.level) for f in findings] == [("size", FAIL)] and "over the 1,000,000-byte limit" in findings[0].detail
+    path = tmp_path / "big.py"
+    path.write_text(THREE_MEGABYTES)
+    assert lint_file(path) == findings
+    assert elapsed_s < SLACK_S
+
+
+def test_a_megabyte_word_gets_a_verdict_within_the_limit_and_the_other_checks_theirs(monkeypatch):
+    """The honest file's checks all as without the word; kernelguard's unfinished reading warns,
+    and under --strict fails, naming its limit."""
+    monkeypatch.setattr(precheck_module, "LIMIT_S", LIMIT_S)
+    assert len(LONG_WORD.encode()) <= MAX_BYTES
+    findings, elapsed_s = timed(lint_bytes, LONG_WORD.encode())
+    assert elapsed_s < LIMIT_S + SLACK_S
+    found, honest = by_check(findings), by_check(lint_bytes(HONEST.encode()))
+    assert set(found) == set(honest)
+    assert {check: f.level for check, f in found.items() if check not in ("kernelguard", "size")} == \
+        {check: f.level for check, f in honest.items() if check not in ("kernelguard", "size")}
+    assert found["size"].level == PASS and honest["kernelguard"].level == PASS
+    assert found["kernelguard"].level == WARN and f"did not finish within its {LIMIT_S:g} s limit" in found["kernelguard"].detail
+    assert not failed(findings)
+    assert by_check(lint_bytes(LONG_WORD.encode(), strict=True))["kernelguard"].level == FAIL
+
+
+@pytest.mark.parametrize("fixture", ["torch_submission", "template_torch_submission", "cheat_fakes_the_clock",
+                                     "cheat_rewrites_the_captured_clock"])
+def test_kernelguard_in_its_own_process_reads_as_in_the_judges(fixture):
+    """The classification and the rules kernelguard's own call gives, hits and notes alike."""
+    import kernelguard
+
+    source = (FIXTURES / f"{fixture}.py").read_text()
+    own = kernelguard.analyze_code(source, compute_structural_hash=False)
+    found = precheck(source)
+    assert found.classification == own["classification"] and not found.unfinished
+    assert sorted(str(signal) for signal in found.hits + found.notes) == \
+        sorted(f"{match['pattern']} ({match.get('evidence', '')})" for match in own["matched_patterns"] if match.get("field") == "code")
+    assert bool(found.refusal) == (own["classification"] in ("hacked", "suspicious"))
+
+
+def test_an_unfinished_reading_is_a_refusal_under_strict():
+    found = precheck("x = " + "1" * 200_000 + "\n", 0.5)
+    assert found.classification == UNFINISHED and found.unfinished == "did not finish within its 0.5 s limit"
+    assert found.refusal == "kernelguard did not finish within its 0.5 s limit" and not found.hits
+
+
+# Text an attacker chooses: any characters, and long runs of one (words, digits, spaces, quotes).
+ANY_TEXT = st.one_of(
+    st.text(max_size=3000),
+    st.builds(lambda head, run, count, tail: head + run * count + tail,
+              st.text(max_size=200), st.sampled_from(["a", "1", "_", " ", "'", "\n", "(", "#", "x = ", "ab+/"]),
+              st.integers(min_value=0, max_value=60_000), st.text(max_size=200)),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ANY_TEXT)
+def test_kernelguard_gives_a_verdict_within_its_limit_whatever_the_text(text):
+    found, elapsed_s = timed(precheck, text, LIMIT_S)
+    assert elapsed_s < LIMIT_S + SLACK_S
+    assert found.classification in {"valid", "low_confidence", "suspicious", "hacked", UNFINISHED}, found
+    assert bool(found.unfinished) == (found.classification == UNFINISHED)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.binary(max_size=3000), ANY_TEXT.map(lambda text: text.encode("utf-8", "replace"))))
+def test_lint_gives_every_check_a_verdict_whatever_the_bytes(data):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(precheck_module, "LIMIT_S", LIMIT_S)
+        findings, elapsed_s = timed(lint_bytes, data)
+    assert elapsed_s < LIMIT_S + SLACK_S
+    assert findings[0].check == "size" and all(f.level in (PASS, WARN, FAIL) for f in findings)
+    assert failed(findings) or findings[-1].check == "kernelguard"
