@@ -143,7 +143,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     try:
         options = modes.RunOptions(
             submission=Path(submission), problem=problem, device=device, official=official,
-            timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
+            timeout_s=timeout_s or DEFAULT_TIMEOUT_S[mode], rng_seed=shapes.worker_rng_seed(secret), strict=strict,
             precheck=precheck(Path(submission).read_text(errors="replace")), **extra,
         )
     except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)

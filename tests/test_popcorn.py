@@ -1,7 +1,9 @@
 """The harness standing in for the competition's eval.py: POPCORN_FD lines, seeds, exit statuses."""
 
+import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +27,9 @@ LINES_OF_TWO_PASSES = [
 ]
 
 
-def run_with_fd(tmp_path, *args, env_extra=None):
-    """Run the CLI with POPCORN_FD on a pipe, as the competition's runner does; return (status, lines)."""
+def run_with_fd(tmp_path, *args, env_extra=None, with_stdout=False):
+    """Run the CLI with POPCORN_FD on a pipe, as the competition's runner does; return (status,
+    lines, stderr), and stdout after them `with_stdout`."""
     read_end, write_end = os.pipe()
     env = {key: value for key, value in os.environ.items() if key != "POPCORN_SEED"}
     env.update(POPCORN_FD=str(write_end), **(env_extra or {}))
@@ -34,8 +37,8 @@ def run_with_fd(tmp_path, *args, env_extra=None):
     os.close(write_end)
     with os.fdopen(read_end) as reader:
         lines = reader.read().splitlines()
-    _, stderr = process.communicate(timeout=600)
-    return process.returncode, lines, stderr
+    stdout, stderr = process.communicate(timeout=600)
+    return (process.returncode, lines, stderr, stdout) if with_stdout else (process.returncode, lines, stderr)
 
 
 @pytest.fixture
@@ -88,6 +91,27 @@ def test_secret_seed_never_reaches_the_submission(tmp_path, cases_file):
     status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(peeking), env_extra={"POPCORN_SEED": "123456789"})
     assert status == 0, lines
     assert lines[-1] == "check: pass"
+
+
+
+@pytest.mark.e2e
+def test_the_secret_seed_is_nowhere_a_worker_looks(tmp_path, cases_file):
+    """A worker raises every long number in its argv (its settings), /proc/self/cmdline, its
+    environment and every process's it can see: the secret seed's value is in none of the
+    verdict, the --json document or the POPCORN_FD lines, which show the worker's reading."""
+    secret = str(secrets.randbelow(10**9) + 10**9)  # the case seeds it combines with stay within an int64
+    status, lines, stderr, stdout = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--json",
+                                                "--submission", str(FIXTURES / "cheat_reads_the_secret_seed.py"),
+                                                env_extra={"POPCORN_SEED": secret}, with_stdout=True)
+    assert status == 112, stderr
+    document = json.loads(stdout)
+    error = next(line for line in lines if line.startswith("test.0.error: "))
+    seen = re.search(r"seen by the worker: initial_seed=(\d+) read=(\d+) numbers=", error)
+    assert seen and seen.group(0) in document["cases"][0]["message"], error
+    # Under a secret seed the worker's generators start from a seed of their own, neither the
+    # eval's default nor the secret; the worker read its argv, environment and the rest.
+    assert seen.group(1) not in ("42", secret) and int(seen.group(2)) >= 4, error
+    assert secret not in "\n".join(lines) and secret not in stderr and secret not in stdout
 
 
 def test_bad_tests_file_exits_113(tmp_path):

@@ -187,12 +187,12 @@ def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
 class _Spawned:
     """One started process: its sandbox launch, its socket, its folder and its log."""
 
-    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, global_seed: int):
+    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, rng_seed: int):
         self.folder = Path(tempfile.mkdtemp(prefix="runner-", dir=log_dir))
         log = tempfile.NamedTemporaryFile(dir=log_dir, prefix="worker-", suffix=".log", delete=False)
         self.log_path = log.name
         judge_end, worker_end = socket.socketpair()
-        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, global_seed)
+        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, rng_seed)
         try:
             self.process = subprocess.Popen(
                 launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
@@ -240,7 +240,7 @@ class WorkerProcess:
     its first request.
     """
 
-    def __init__(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], device: str, global_seed: int,
+    def __init__(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], device: str, rng_seed: int,
                  describe, echo: bool = False):
         """`describe` is how requests carry the judge's shared tensors (SharedPool.describe). With
         `echo`, the judge's calibration partner: started once, before any worker imports a
@@ -249,7 +249,7 @@ class WorkerProcess:
         self._log_dir = log_dir
         self._files = dict(files)
         self._device = device
-        self._global_seed = global_seed
+        self._rng_seed = rng_seed
         self._describe = describe
         self._echo = echo
         self._current: _Spawned | None = None
@@ -260,7 +260,7 @@ class WorkerProcess:
         self._log_start = 0
 
     def _spawn(self) -> _Spawned:
-        return _Spawned(self._sandbox, self._log_dir, self._echo, self._global_seed)
+        return _Spawned(self._sandbox, self._log_dir, self._echo, self._rng_seed)
 
     def _start(self) -> None:
         self._current = self._spawn()
