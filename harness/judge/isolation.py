@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import cuda_ipc, wire
-from harness.judge import dev_shm, given_up
+from harness.judge import claims, dev_shm, given_up
 from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
@@ -527,5 +527,5 @@ def _origin(origin) -> str:
     if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])
             and type(origin[2]) is int):
         return ""
-    kind, file, line = _line(origin[0], 80), _line(origin[1], 120), origin[2]
+    kind, file, line = _line(origin[0], 80), _line(origin[1], 120), claims.line_number(origin[2])
     return f"{kind} at {file}:{line}" if file else kind
