@@ -49,7 +49,9 @@ def strip_ansi(text: str) -> str:
 def visible_boundaries(text: str) -> str:
     """`text` with every line boundary but "\\n" written as its escape (`\\r`, `\\u2028`), so that
     its lines are its "\\n"-separated ones however it is read; "\\r\\n" is one boundary, "\\n"."""
-    return OTHER_LINE_BOUNDARIES.sub(lambda found: "\n" if found.group() == "\r\n" else found.group().encode("unicode_escape").decode(), text)
+    def shown(found: re.Match) -> str:
+        return "\n" if found.group() == "\r\n" else found.group().encode("unicode_escape").decode()
+    return OTHER_LINE_BOUNDARIES.sub(shown, text)
 
 
 def without_hidden_frames(text: str) -> str:
@@ -69,10 +71,10 @@ def without_hidden_frames(text: str) -> str:
 
 
 def as_the_user_wrote_it(text: str, runner_copies: re.Pattern | Path | None, submission: Path | None) -> str:
-    """What the worker said, for a person: no terminal escapes, no line boundary but "\\n", no harness or importlib frames,
-    and the runner folders' copies of the submission (`runner_copies`: a path, or a pattern
-    matching their paths) named by the user's own path (a syntax error names the copy by its bare
-    file name)."""
+    """What the worker said, for a person: no terminal escapes, no line boundary but "\\n" (the others
+    escaped), no harness or importlib frames, and the runner folders' copies of the submission
+    (`runner_copies`: a path, or a pattern matching their paths) named by the user's own path (a
+    syntax error names the copy by its bare file name)."""
     text = without_hidden_frames(visible_boundaries(strip_ansi(text)))
     if isinstance(runner_copies, Path):
         runner_copies = re.compile(re.escape(str(runner_copies)))

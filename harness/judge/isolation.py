@@ -524,8 +524,7 @@ def _line(value, limit: int) -> str:
 
 def _origin(origin) -> str:
     """`Type at file:line` from a worker's (type, file, line), checked as plain values."""
-    if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])
-            and type(origin[2]) is int):
+    if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])):
         return ""
     kind, file, line = _line(origin[0], 80), _line(origin[1], 120), claims.line_number(origin[2])
     return f"{kind} at {file}:{line}" if file else kind
