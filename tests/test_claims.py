@@ -6,6 +6,7 @@ never a traceback."""
 import io
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -182,3 +183,32 @@ def test_a_claimed_time_fails_its_case_through_the_judge(tmp_path, claim, offici
     assert result.returncode == 112, result.stderr
     case = json.loads(result.stdout)["cases"][0]
     assert case["status"] == "fail" and case["message"].startswith(message), case["message"]
+
+
+@pytest.mark.e2e
+def test_through_the_service_a_claim_fails_its_candidate_and_the_secret_seed_stays_in_the_judge():
+    """A service judge under a secret seed: a candidate that claims 0 ns a batch gets its case's
+    `fail` naming the claim (exit 2, the judge ended, before the gate), one that raises every long
+    number it sees finds no secret, and the judge lives on to pass the next."""
+    import secrets
+
+    from harness.service.judges import LocalJudge
+
+    secret = str(secrets.randbelow(10**9) + 10**9)
+    judge = LocalJudge("cpu", environment={**os.environ, "POPCORN_SEED": secret})
+    judge.start()
+    try:
+        claimed = judge.judge({"id": "claims", "source": CLAIMING.format(claim="0.0"), "mode": "benchmark",
+                               "tests": CASE.spec + "\n", "options": {"max_repeats": 5}})
+        case = claimed["document"]["cases"][0]
+        assert claimed["exit_status"] == 112 and case["status"] == "fail", claimed
+        assert case["message"].startswith("the worker reported the batch's time as 0 ns"), case
+        peeking = judge.judge({"id": "peeks", "source": (ROOT / "tests" / "fixtures" / "cheat_reads_the_secret_seed.py").read_text(),
+                               "mode": "test", "tests": CASE.spec + "\n", "options": {}})
+        assert "seen by the worker: initial_seed=" in peeking["document"]["cases"][0]["message"], peeking
+        assert secret not in json.dumps(peeking) and secret not in json.dumps(claimed)
+        passed = judge.judge({"id": "next", "source": (ROOT / "tests" / "fixtures" / "torch_submission.py").read_text(),
+                              "mode": "test", "tests": CASE.spec + "\n", "options": {}})
+        assert passed["exit_status"] == 0, passed
+    finally:
+        judge.close()
