@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -164,6 +165,18 @@ def custom_kernel(data):
 '''
 
 
+def _judged_claim(tmp_path, claim: str, official: bool, device: str) -> dict:
+    """The --json case of a benchmark run of a worker that reports every batch at `claim`."""
+    submission, cases = tmp_path / "claims.py", tmp_path / "bench.txt"
+    submission.write_text(CLAIMING.format(claim=claim))
+    cases.write_text(CASE.spec + "\n")
+    result = subprocess.run([sys.executable, "-m", "harness", "benchmark", str(cases), "--device", device, "--max-repeats", "5",
+                             "--json", "--submission", str(submission), *(["--official"] if official else [])],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 112, result.stderr
+    return json.loads(result.stdout)["cases"][0]
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("claim, official, message", [
     ("0.0", False, "the worker reported the batch's time as 0 ns"),
@@ -174,16 +187,19 @@ def custom_kernel(data):
 def test_a_claimed_time_fails_its_case_through_the_judge(tmp_path, claim, official, message):
     """A worker that reports every batch at `claim`: the one-shot judge gives the case its `fail`
     naming the claim (a traceback with no verdict before, or a pass at an absurd score)."""
-    submission, cases = tmp_path / "claims.py", tmp_path / "bench.txt"
-    submission.write_text(CLAIMING.format(claim=claim))
-    cases.write_text(CASE.spec + "\n")
-    result = subprocess.run([sys.executable, "-m", "harness", "benchmark", str(cases), "--device", "cpu", "--max-repeats", "5",
-                             "--json", "--submission", str(submission), *(["--official"] if official else [])],
-                            cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 112, result.stderr
-    case = json.loads(result.stdout)["cases"][0]
+    case = _judged_claim(tmp_path, claim, official, "cpu")
     assert case["status"] == "fail" and case["message"].startswith(message), case["message"]
 
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: a GPU batch's time is its events'")
+@pytest.mark.parametrize("claim, official", [("0.0", True), ("1e-300", False), ("1e300", True)])
+def test_a_claimed_time_fails_its_case_on_the_gpu(tmp_path, claim, official):
+    """As on the CPU, where the worker's figure is its CUDA events' and the calibration partner's
+    batches, which do no work, pass the same gate."""
+    case = _judged_claim(tmp_path, claim, official, "cuda")
+    assert case["status"] == "fail" and case["message"].startswith("the worker reported the batch's time as "), case["message"]
 
 @pytest.mark.e2e
 def test_through_the_service_a_claim_fails_its_candidate_and_the_secret_seed_stays_in_the_judge():
