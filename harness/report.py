@@ -133,6 +133,10 @@ class Reporter:
         # with --json, stdout when POPCORN_FD is 2.
         json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
         stream = sys.stderr if json_or_popcorn else sys.stdout
+        if console is None and hasattr(stream, "reconfigure"):
+            # A worker's text may hold a lone surrogate (a str crosses the wire whole), which no
+            # encoding writes: shown escaped, never raised on.
+            stream.reconfigure(errors="backslashreplace")
         self.console = console or console_for(stream)
         self._test_rows = []
         self._official = False

@@ -163,6 +163,21 @@ def test_a_raised_message_adds_no_line(tmp_path, cases_file):
     assert [line for line in report if line.startswith("check:")] == [next(line for line in report if line.startswith("check: fail"))]
 
 
+
+@pytest.mark.e2e
+def test_a_lone_surrogate_in_a_message_is_shown_escaped(tmp_path, cases_file):
+    """A message no encoding writes (a lone surrogate): the people's report, on stdout, and the
+    POPCORN_FD lines show it escaped, and every case gets its verdict."""
+    raising = tmp_path / "surrogate.py"
+    raising.write_text('def custom_kernel(data):\n    raise RuntimeError("lone \\ud800 surrogate")\n')
+    env = {key: value for key, value in os.environ.items() if key not in ("POPCORN_SEED", "POPCORN_FD")}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(cases_file), "--device", "cpu", "--submission", str(raising)],
+                            cwd=ROOT, env=env, capture_output=True, timeout=600)
+    assert result.returncode == 112, result.stderr.decode(errors="replace")
+    assert b"lone \\ud800 surrogate" in result.stdout and b"check: fail" in result.stdout
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(raising))
+    assert status == 112 and "test.0.error: error: RuntimeError: lone \\ud800 surrogate" in lines
+
 def test_bad_tests_file_exits_113(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("m: 128; n: 256; k = 256\n")
