@@ -159,7 +159,8 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     try:
         options = modes.RunOptions(
             submission=Path(submission), problem=problem, device=device, official=official,
-            timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode], global_seed=secret if secret is not None else 42, strict=strict,
+            timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode],
+            rng_seed=shapes.worker_rng_seed(secret), strict=strict,
             precheck=precheck(Path(submission).read_text(errors="replace"),
                               min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf"))),
             wall_clock_from=began, **extra,

@@ -32,7 +32,6 @@ class Job:
     case: Case | None
     device: str = "cuda"
     rules: Rules = Rules()
-    global_seed: int = 42
     warmup: tuple[int, float] | None = None  # (max_repeats, max_time_ns) before the measured run
     run: tuple[int, float] | None = None
     recheck: bool = False  # check outputs of every timed round (leaderboard)

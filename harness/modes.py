@@ -31,7 +31,7 @@ from harness.exits import EXIT_FAIL, EXIT_PASS
 from harness.report import Reporter
 from harness.runner.files import runner_files
 from harness.self_check import fallbacks_in
-from harness.shapes import Case
+from harness.shapes import EVAL_RNG_SEED, Case
 from harness.wire import UntrustedMessageError
 
 # A failure's message with its numbers (sizes, indices) masked names its kind; the check's
@@ -51,7 +51,7 @@ class RunOptions:
     device: str = "cuda"
     official: bool = False  # one shared worker and only the competition's verdicts
     timeout_s: float = 300.0
-    global_seed: int = 42
+    rng_seed: int = EVAL_RNG_SEED  # the worker's generators' (shapes.worker_rng_seed), never the secret seed
     baselines: bool = False
     measure_ceilings: bool = False
     ncu: bool = False
@@ -82,8 +82,7 @@ class RunOptions:
         return Rules(strict=not self.official)
 
     def job(self, kind: str, case: Case | None, **fields) -> Job:
-        return Job(kind=kind, case=case, device=self.device, rules=self.rules, global_seed=self.global_seed,
-                   problem=self.problem, **fields)
+        return Job(kind=kind, case=case, device=self.device, rules=self.rules, problem=self.problem, **fields)
 
 
 class OfficialEvalStopped(Exception):
@@ -105,7 +104,7 @@ class FreshWorkers:
 
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options: "RunOptions", describe,
                echo: bool = False) -> WorkerProcess:
-        return WorkerProcess(sandbox, log_dir, files, options.device, options.global_seed, describe, echo=echo)
+        return WorkerProcess(sandbox, log_dir, files, options.device, options.rng_seed, describe, echo=echo)
 
 
 class Executor:

@@ -4,6 +4,13 @@ import base64
 import os
 
 
+def one_line(value) -> str:
+    r"""`value` as one line: each line boundary str.splitlines knows (\n, \r, \r\n, \x0b, \x0c,
+    \x1c to \x1e, \x85, \u2028, \u2029; a text-mode reader ends lines at the first three) a space,
+    so that no message, whatever it holds, adds a `key: value` line of its own."""
+    return " ".join(str(value).splitlines())
+
+
 class PopcornLog:
     """Writes to the descriptor named by POPCORN_FD; does nothing when there is none."""
 
@@ -18,7 +25,8 @@ class PopcornLog:
             private = os.dup(fd)
             if fd > 2:
                 os.close(fd)
-            self._file = os.fdopen(private, "w")
+            # A lone surrogate (a worker's message may hold one) is written escaped, not raised on.
+            self._file = os.fdopen(private, "w", encoding="utf-8", errors="backslashreplace")
 
     @classmethod
     def from_environment(cls) -> "PopcornLog":
@@ -31,8 +39,7 @@ class PopcornLog:
 
     def log(self, key: str, value) -> None:
         if self._file is not None:
-            text = str(value).replace("\n", " ")  # one line per key, whatever the message holds
-            print(f"{key}: {text}", file=self._file, flush=True)
+            print(f"{key}: {one_line(value)}", file=self._file, flush=True)
 
     def log_report(self, key: str, report: str) -> None:
         self.log(key, base64.b64encode(report.encode("utf-8"), b"+*").decode("utf-8"))

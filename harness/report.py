@@ -5,6 +5,7 @@ import dataclasses
 import importlib
 import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -37,8 +38,21 @@ HIDDEN_FRAME_FILES = (str(Path(__file__).resolve().parent) + "/", str(Path(impor
 _FRAME = re.compile(r'^(\s*)File "([^"]+)", line \d+')
 
 
+# The line boundaries str.splitlines knows besides "\n": a terminal, a text-mode reader or a
+# splitlines would end a line (or go back to its start) where the judge's report does not.
+OTHER_LINE_BOUNDARIES = re.compile("\r\n?|[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def strip_ansi(text: str) -> str:
     return ANSI_ESCAPE.sub("", text)
+
+
+def visible_boundaries(text: str) -> str:
+    """`text` with every line boundary but "\\n" written as its escape (`\\r`, `\\u2028`), so that
+    its lines are its "\\n"-separated ones however it is read; "\\r\\n" is one boundary, "\\n"."""
+    def shown(found: re.Match) -> str:
+        return "\n" if found.group() == "\r\n" else found.group().encode("unicode_escape").decode()
+    return OTHER_LINE_BOUNDARIES.sub(shown, text)
 
 
 def without_hidden_frames(text: str) -> str:
@@ -58,11 +72,11 @@ def without_hidden_frames(text: str) -> str:
 
 
 def as_the_user_wrote_it(text: str, runner_copies: re.Pattern | Path | None, submission: Path | None) -> str:
-    """What the worker said, for a person: no terminal escapes, no harness or importlib frames,
-    and the runner folders' copies of the submission (`runner_copies`: a path, or a pattern
-    matching their paths) named by the user's own path (a syntax error names the copy by its bare
-    file name)."""
-    text = without_hidden_frames(strip_ansi(text))
+    """What the worker said, for a person: no terminal escapes, no line boundary but "\\n" (the others
+    escaped), no harness or importlib frames, and the runner folders' copies of the submission
+    (`runner_copies`: a path, or a pattern matching their paths) named by the user's own path (a
+    syntax error names the copy by its bare file name)."""
+    text = without_hidden_frames(visible_boundaries(strip_ansi(text)))
     if isinstance(runner_copies, Path):
         runner_copies = re.compile(re.escape(str(runner_copies)))
     if runner_copies is not None and submission is not None:
@@ -128,6 +142,10 @@ class Reporter:
         # with --json, stdout when POPCORN_FD is 2.
         json_or_popcorn = json_document or (popcorn.active and popcorn.fd != 2)
         stream = sys.stderr if json_or_popcorn else sys.stdout
+        if console is None and hasattr(stream, "reconfigure"):
+            # A worker's text may hold a lone surrogate (a str crosses the wire whole), which no
+            # encoding writes: shown escaped, never raised on.
+            stream.reconfigure(errors="backslashreplace")
         self.console = console or console_for(stream)
         self._test_rows = []
         self._official = False
@@ -204,8 +222,10 @@ class Reporter:
         if self.console.is_terminal:
             self.console.print(Panel(body, title=escape(title), border_style=style))
         else:
+            # Indented, each line whole: no line of the worker's text starts where the judge's own
+            # lines (a case's verdict, `check:`) do.
             self.console.print(f"[{style}]--- {escape(title)} ---[/{style}]")
-            self.console.print(body)
+            self.console.print(textwrap.indent(body, "    ", lambda line: True), soft_wrap=True)
 
     def _show_case_failure(self, what: str, case, result) -> None:
         """A failed case's panel; the first case not run gives the reason in a line, the rest
@@ -274,7 +294,7 @@ class Reporter:
 
     def _warn(self, result) -> None:
         if result.warning:
-            self.console.print(f"  [yellow]warning[/yellow]: {escape(result.warning)}")
+            self.console.print(f"  [yellow]warning[/yellow]: {escape(visible_boundaries(result.warning))}")
 
     def _log_failure(self, kind: str, index: int, result) -> None:
         """`KIND.N.status: fail` and its error line: as the competition words it under --official

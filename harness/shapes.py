@@ -7,6 +7,7 @@ lines and `#` comments (the official parser accepts neither, so the official fil
 """
 
 import dataclasses
+import random
 import re
 from pathlib import Path
 
@@ -197,3 +198,19 @@ def apply_secret_seed(cases: list[Case], secret: int | None) -> list[Case]:
     if secret is None:
         return list(cases)
     return [case.with_seed(combine_seeds(case.args["seed"], secret)) if "seed" in case.args else case for case in cases]
+
+
+# What the competition's eval seeds Python's, NumPy's and torch's generators with before a
+# submission runs where POPCORN_SEED is unset (`set_seed(seed or 42)`).
+EVAL_RNG_SEED = 42
+# Under a secret seed the eval seeds them with the secret itself. A worker is never handed the
+# secret (its cases' inputs are the judge's to draw): it gets this instead, drawn once per process
+# from the system's entropy, which tells nothing of the secret, not even by a search over a small
+# secret's every value, as a hash of it would.
+_UNRELATED_SEED = random.SystemRandom().getrandbits(32)  # NumPy's seed is below 2**32
+
+
+def worker_rng_seed(secret: int | None) -> int:
+    """The seed a worker's generators start from before the submission runs: the eval's where
+    there is no secret seed, else one unrelated to the secret."""
+    return EVAL_RNG_SEED if secret is None else _UNRELATED_SEED

@@ -74,8 +74,10 @@ class StoppingRule:
         if len(durations_ns) < MIN_ROUNDS or elapsed <= self.min_total_ns:
             return False
         stats = calculate_stats(durations_ns)
+        # The eval's err / mean < target, multiplied out: a mean of 0 (claims of no time, which
+        # the figures' verdict fails) has nothing left to measure.
         return (
-            stats.err / stats.mean < TARGET_RELATIVE_ERR
+            stats.err < TARGET_RELATIVE_ERR * stats.mean or stats.mean == 0
             or stats.mean * stats.runs > self.max_time_ns
             or elapsed > WALL_LIMIT_NS
         )

@@ -5,8 +5,8 @@ A plain `recv` would unpickle it, and a pickle can call any function: one forged
 run code in the judge. So the judge reads the worker's messages with an unpickler that names no
 class at all: plain values only (numbers, strings, bytes, tuples, lists, dicts keyed by strings),
 in time linear in the message's length. No descriptor crosses from a worker to the judge, and
-nothing the judge rebuilds does I/O on a worker's say. What the worker claims (a time, GPU
-activity) is read as what it must be as it arrives, before any verdict computes with it.
+nothing the judge rebuilds does I/O on a worker's say. Every number the worker claims (a time, GPU
+activity) passes harness/judge/claims.py as it arrives, before the judge computes with it.
 
 Tensors travel as descriptions. The judge's requests carry the inputs it shares: a CUDA tensor as
 its allocation's IPC handle and place (harness/cuda_ipc.py), a CPU tensor as a place in a sealed
@@ -213,35 +213,6 @@ def unpickle_untrusted(data: bytes):
 
 def receive_untrusted(connection):
     return unpickle_untrusted(connection.recv_bytes(MAX_MESSAGE_BYTES))
-
-
-def claimed_number(value, what: str) -> float:
-    """A number the worker reports (a time, a rate: a claim) as a float, whatever its value (the
-    verdicts name one that is not finite); anything but an int or a float, or an int beyond a
-    float's range, which every use of it would raise on, is refused."""
-    if type(value) not in (int, float):
-        raise UntrustedMessageError(f"the worker reported {what} as {type(value).__name__}, which is no number")
-    try:
-        return float(value)
-    except OverflowError:
-        raise UntrustedMessageError(f"the worker reported {what} beyond a float's range") from None
-
-
-def claimed_records(records) -> list | None:
-    """A round's GPU activity as the worker reports it (a claim): None, or (name, queue, start ns,
-    end ns) records of two strings and two unsigned 64-bit ints (CUPTI's timestamps), else refused."""
-    if records is None:
-        return None
-    if not isinstance(records, list):
-        raise UntrustedMessageError(f"the worker reported GPU activity as {type(records).__name__}")
-    checked = []
-    for record in records:
-        if not (isinstance(record, (tuple, list)) and len(record) == 4 and all(type(part) is str for part in record[:2])
-                and all(type(part) is int and 0 <= part < 2**64 for part in record[2:])):
-            raise UntrustedMessageError(f"the worker reported a GPU activity that is no (name, queue, start, end) record "
-                                        f"({str(type(record).__name__)})")
-        checked.append(tuple(record))
-    return checked
 
 
 def _children(node):

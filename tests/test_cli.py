@@ -127,7 +127,7 @@ def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
     result = harness("test", str(cases), "--device", "cpu")  # this kit's submission.py
     assert result.returncode == 112, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert sum(line.startswith("ValueError: a must be on a CUDA device, got cpu") for line in lines) == 2  # one failure shown
+    assert sum(line.startswith("    ValueError: a must be on a CUDA device, got cpu") for line in lines) == 2  # one failure shown, indented
     assert not any(line.startswith("  test 1: ") for line in lines)  # no second worker
     verdict = lines.index("check: fail 0 of 3 tests passed, 2 not run")
     assert lines[verdict + 1].startswith("submission.py needs a CUDA GPU: on --device cpu, test 0 raised an error naming CUDA")

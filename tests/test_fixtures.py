@@ -100,6 +100,7 @@ THREATS = {
     "cheat_memoizes_on_the_scales": "5 replaying results",
     "cheat_forges_the_judges_output": "7 writing the judge's output",
     "cheat_forges_a_verdict_in_its_progress": "7 writing the judge's output",
+    "cheat_forges_lines_in_its_message": "7 writing the judge's output",
     "cheat_leaves_a_file_in_dev_shm": "9 reaching a later candidate",
     "cheat_removes_the_judges_driver_files": "9 reaching a later candidate",
     "honest_waits_for_a_thread_pool": "no false positive",
@@ -301,7 +302,7 @@ VERDICTS = [
       for fixture in ("cheat_memoizes_on_a", "cheat_memoizes_on_b", "cheat_memoizes_on_the_scales")),
     # The judge's reference, found next to a shared tensor in the mapped segment and zeroed.
     Expected("cheat_overwrites_the_judges_reference", "test", EXIT_CASE_FAIL, "fail", r"mismatch found!", devices=GPU_ONLY),
-    Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported a round time of nan ns",
+    Expected("cheat_reports_nan_times", "benchmark", EXIT_CASE_FAIL, "fail", r"the worker reported (the batch's|its host) time as nan ns",
              cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
     # A reply the judge cannot rebuild fails its case; it does not end the judge.
@@ -334,6 +335,13 @@ VERDICTS = [
     # seconds on a loaded GPU host: a limit above that and far below hours.
     Expected("cheat_collides_hashes_in_a_message", "test", EXIT_CASE_FAIL, "error",
              r"the judge refused the worker's message: the worker's message keys a dict by int", timeout_s=4 * HANG_TIMEOUT_S),
+    # A message that follows every line boundary with a forged pass: its lines are the judge's
+    # (the POPCORN_FD lines read back: tests/test_popcorn.py).
+    Expected("cheat_forges_lines_in_its_message", "test", EXIT_CASE_FAIL, "error", r"RuntimeError: wrong"),
+    # What a worker sees where a seed could be handed: without POPCORN_SEED its generators start
+    # from the eval's 42 (under one, from a seed unrelated to it: tests/test_popcorn.py).
+    Expected("cheat_reads_the_secret_seed", "test", EXIT_CASE_FAIL, "error",
+             r"seen by the worker: initial_seed=42 read=\d+ numbers="),
     # A claim no float holds: refused as it arrives, before a verdict divides it.
     Expected("cheat_reports_a_time_beyond_a_float", "benchmark", EXIT_CASE_FAIL, "fail",
              r"the worker reported the batch's time beyond a float's range", cases=(BENCHMARK_CASE,),

@@ -1,13 +1,21 @@
 """The harness standing in for the competition's eval.py: POPCORN_FD lines, seeds, exit statuses."""
 
+import io
+import json
 import os
 import re
+import secrets
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.popcorn import PopcornLog
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -25,8 +33,9 @@ LINES_OF_TWO_PASSES = [
 ]
 
 
-def run_with_fd(tmp_path, *args, env_extra=None):
-    """Run the CLI with POPCORN_FD on a pipe, as the competition's runner does; return (status, lines)."""
+def run_with_fd(tmp_path, *args, env_extra=None, with_stdout=False):
+    """Run the CLI with POPCORN_FD on a pipe, as the competition's runner does; return (status,
+    lines, stderr), and stdout after them `with_stdout`."""
     read_end, write_end = os.pipe()
     env = {key: value for key, value in os.environ.items() if key != "POPCORN_SEED"}
     env.update(POPCORN_FD=str(write_end), **(env_extra or {}))
@@ -34,8 +43,8 @@ def run_with_fd(tmp_path, *args, env_extra=None):
     os.close(write_end)
     with os.fdopen(read_end) as reader:
         lines = reader.read().splitlines()
-    _, stderr = process.communicate(timeout=600)
-    return process.returncode, lines, stderr
+    stdout, stderr = process.communicate(timeout=600)
+    return (process.returncode, lines, stderr, stdout) if with_stdout else (process.returncode, lines, stderr)
 
 
 @pytest.fixture
@@ -89,6 +98,85 @@ def test_secret_seed_never_reaches_the_submission(tmp_path, cases_file):
     assert status == 0, lines
     assert lines[-1] == "check: pass"
 
+
+
+@pytest.mark.e2e
+def test_the_secret_seed_is_nowhere_a_worker_looks(tmp_path, cases_file):
+    """A worker raises every long number in its argv (its settings), /proc/self/cmdline, its
+    environment and every process's it can see: the secret seed's value is in none of the
+    verdict, the --json document or the POPCORN_FD lines, which show the worker's reading."""
+    secret = str(secrets.randbelow(10**9) + 10**9)  # the case seeds it combines with stay within an int64
+    status, lines, stderr, stdout = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--json",
+                                                "--submission", str(FIXTURES / "cheat_reads_the_secret_seed.py"),
+                                                env_extra={"POPCORN_SEED": secret}, with_stdout=True)
+    assert status == 112, stderr
+    document = json.loads(stdout)
+    error = next(line for line in lines if line.startswith("test.0.error: "))
+    seen = re.search(r"seen by the worker: initial_seed=(\d+) read=(\d+) numbers=", error)
+    assert seen and seen.group(0) in document["cases"][0]["message"], error
+    # Under a secret seed the worker's generators start from a seed of their own, neither the
+    # eval's default nor the secret; the worker read its argv, environment and the rest.
+    assert seen.group(1) not in ("42", secret) and int(seen.group(2)) >= 4, error
+    assert secret not in "\n".join(lines) and secret not in stderr and secret not in stdout
+
+
+
+# Every line boundary str.splitlines knows ("\r\n" is one).
+LINE_BOUNDARIES = ("\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(LINE_BOUNDARIES) | st.just("test.0.status: pass")
+                         | st.text(st.characters(blacklist_categories=()), max_size=6), max_size=8).map("".join),
+                min_size=1, max_size=6))
+def test_every_value_is_one_line_however_the_file_is_read(values):
+    """Whatever a value holds (every line boundary, a lone surrogate), the file holds one
+    `key: value` line per value, read with splitlines and read as a text-mode file alike."""
+    with tempfile.TemporaryFile() as file:
+        log = PopcornLog(os.dup(file.fileno()))
+        for index, value in enumerate(values):
+            log.log(f"test.{index}.error", value)
+        log.close()
+        file.seek(0)
+        data = file.read()
+    keys = [f"test.{index}.error" for index in range(len(values))]
+    assert [line.split(": ", 1)[0] for line in data.decode("utf-8").splitlines()] == keys
+    text_mode = list(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    assert [line.split(": ", 1)[0] for line in text_mode] == keys
+
+
+@pytest.mark.e2e
+def test_a_raised_message_adds_no_line(tmp_path, cases_file):
+    """A message that follows every line boundary with `test.0.status: pass` and `check: pass`: the
+    POPCORN_FD lines, read in text mode and split with splitlines, are the judge's alone, and no
+    line of the people's report is one of the message's where the judge's own lines stand."""
+    status, lines, stderr = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu",
+                                        "--submission", str(FIXTURES / "cheat_forges_lines_in_its_message.py"))
+    assert status == 112, stderr
+    assert [line.split(": ", 1)[0] for line in lines] == ["test-count", "test.0.spec", "test.0.status", "test.0.error",
+                                                          "test.1.spec", "test.1.status", "test.1.error", "check"]
+    assert "test.0.status: fail" in lines and lines[-1] == "check: fail"
+    assert "RuntimeError: wrong test.0.status: pass check: pass" in lines[3]
+    report = stderr.splitlines()
+    forged = [line for line in report if "test.0.status: pass" in line or "check: pass" in line]
+    assert forged and all(line.startswith("    ") for line in forged), stderr  # the judge's own lines: two spaces, or none
+    assert [line for line in report if line.startswith("check:")] == [next(line for line in report if line.startswith("check: fail"))]
+
+
+
+@pytest.mark.e2e
+def test_a_lone_surrogate_in_a_message_is_shown_escaped(tmp_path, cases_file):
+    """A message no encoding writes (a lone surrogate): the people's report, on stdout, and the
+    POPCORN_FD lines show it escaped, and every case gets its verdict."""
+    raising = tmp_path / "surrogate.py"
+    raising.write_text('def custom_kernel(data):\n    raise RuntimeError("lone \\ud800 surrogate")\n')
+    env = {key: value for key, value in os.environ.items() if key not in ("POPCORN_SEED", "POPCORN_FD")}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", str(cases_file), "--device", "cpu", "--submission", str(raising)],
+                            cwd=ROOT, env=env, capture_output=True, timeout=600)
+    assert result.returncode == 112, result.stderr.decode(errors="replace")
+    assert b"lone \\ud800 surrogate" in result.stdout and b"check: fail" in result.stdout
+    status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(raising))
+    assert status == 112 and "test.0.error: error: RuntimeError: lone \\ud800 surrogate" in lines
 
 def test_bad_tests_file_exits_113(tmp_path):
     bad = tmp_path / "bad.txt"

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings, strategies as st
 import harness
 from harness.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
 from harness.modes import RepeatedError, RunOptions
-from harness.report import as_the_user_wrote_it, strip_ansi, without_hidden_frames
+from harness.report import as_the_user_wrote_it, strip_ansi, visible_boundaries, without_hidden_frames
 from harness.shapes import parse_cases
 
 HARNESS = Path(harness.__file__).resolve().parent
@@ -42,6 +42,16 @@ def test_harness_and_importlib_frames_are_left_out_and_the_submissions_kept():
     assert shown.count(str(RUNNER_COPY)) == 2 and "table = build_table()" in shown and "raise RuntimeError" in shown
     assert shown.rstrip().endswith("is not supported")
 
+
+
+@given(st.lists(st.sampled_from(["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029",
+                                 "check: pass"]) | st.text(max_size=5), max_size=12).map("".join))
+def test_a_workers_text_ends_lines_at_newlines_alone(text):
+    """Every line boundary str.splitlines knows but "\\n" shows as its escape ("\\r\\n" as "\\n"), so
+    that the text's lines are its "\\n"-separated ones however the report is read."""
+    shown = visible_boundaries(text)
+    assert all(piece.splitlines() == ([piece] if piece else []) for piece in shown.split("\n"))
+    assert shown.count("\n") == text.count("\n")
 
 def test_the_runner_copy_is_named_by_the_users_path():
     shown = as_the_user_wrote_it(WORKER_TRACEBACK, RUNNER_COPY, USER_FILE)

@@ -42,7 +42,7 @@ def test_a_retired_workers_pid_marks_no_later_worker_over_the_limit(tmp_path):
 
     pool = WorkerPool("cpu", 42, memory_limit_bytes=2**40)
     try:
-        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", global_seed=42), None)
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", rng_seed=42), None)
         worker.begin_case(60.0, lambda text: None)
         pid = worker._current.process.pid
         pool.over_limit.add(pid)  # as the watchdog marks a worker it killed
@@ -78,7 +78,7 @@ def test_the_workers_waiting_for_the_next_candidate_are_frozen_while_a_case_is_m
     pool = WorkerPool("cpu", 42, depth=2)
     try:
         pool.prime()
-        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", global_seed=42), None)
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", rng_seed=42), None)
         worker.begin_case(60.0, lambda text: None)
         waiting = pool.waiting()
         assert len(waiting) == 2 and worker._current not in waiting

@@ -1,5 +1,3 @@
-import math
-
 import pytest
 import torch
 
@@ -47,9 +45,6 @@ def test_the_quick_check_agrees_with_the_full_one():
 
 
 @pytest.mark.parametrize("worker_ns, judged_ns, words", [
-    ([1000.0, float("nan")], [1000.0, 1000.0], "reported a round time of nan"),
-    ([1000.0, -5.0], [1000.0, 1000.0], "reported a round time of -5.0"),
-    ([1000.0, math.inf], [1000.0, 1000.0], "reported a round time of inf"),
     ([1000.0, 1000.0], [0.0, -1.0], "saw no time"),
     ([25.0, 25.0], [1000.0, 1000.0], "the worker timed the calls at 0.025 us each, but the judge's own clock"),
     # A judge's figure below the worker's own: a fixed cost subtracted in excess (calibration steered).

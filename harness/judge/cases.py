@@ -21,17 +21,18 @@ import time
 import torch
 
 from harness.jobs import ERROR, FAIL, PASS, CaseResult, Job
-from harness.judge import activity, edits
+from harness.judge import activity, claims, edits
 from harness.judge.isolation import CaseStopped
 from harness.judge.memory import SharedPool
 from harness.judge.probes import ProbeEdits
 from harness.judge.references import REFERENCES
 from harness.judge.rounds import BATCH, Calibration, JudgeClock, Round
 from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_competition, bits, check_call, check_calls,
-                                    clone_data, figures_problem, first_changed_inputs, input_leaves)
+                                    claimed_figures_problem, clone_data, figures_problem, first_changed_inputs,
+                                    input_leaves)
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
 from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
-from harness.wire import claimed_number, leaves
+from harness.wire import leaves
 
 # Rounds of the calibration partner before and after the timed rounds.
 CALIBRATION_ROUNDS = 6
@@ -533,6 +534,9 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
     own_kinds = last.returned_own or any(round_.returned_own for round_ in figures.rounds)
     calibration = Calibration.of(calibration_rounds + case.calibrate(own_kinds))
 
+    problem = claimed_figures_problem(figures.worker_ns)
+    if problem:
+        return CaseResult(FAIL, problem)
     judged, claimed = calculate_stats(figures.judged_ns(calibration)), calculate_stats(figures.worker_ns)
     result = CaseResult(PASS, stats=judged if case.strict else claimed, worker_stats=claimed, judged_stats=judged,
                         fixed_ns=calibration.hidden_ns,
@@ -556,7 +560,7 @@ def _measured(case: BenchmarkCase, first: Round) -> CaseResult:
             return CaseResult(FAIL, problem)
     if job.baselines:
         progress("baselines")
-        result.baselines = {name: calculate_stats([claimed_number(value, f"a time of {name}") for value in values]) for name, values
+        result.baselines = {name: calculate_stats([claims.call_ns(value, f"a time of {name}") for value in values]) for name, values
                             in judging.worker.request("time_baselines", BATCH, job.run, job.problem.eval.flush_bytes).items()}
     result.flush = judging.clock.flush.description
     return result
@@ -570,8 +574,8 @@ def run_profile(job: Job, judging: Judging) -> CaseResult:
 
 def run_ceilings(job: Job, judging: Judging) -> CaseResult:
     measured = judging.worker.request("measure_ceilings")
-    return CaseResult(PASS, ceilings={"peak_flops": claimed_number(measured["peak_flops"], "its peak"),
-                                      "bandwidth": claimed_number(measured["bandwidth"], "its bandwidth"),
+    return CaseResult(PASS, ceilings={"peak_flops": claims.rate(measured["peak_flops"], "its peak"),
+                                      "bandwidth": claims.rate(measured["bandwidth"], "its bandwidth"),
                                       "source": str(measured["source"])[:200]})
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import cuda_ipc, wire
-from harness.judge import dev_shm, given_up
+from harness.judge import claims, dev_shm, given_up
 from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
@@ -197,12 +197,12 @@ def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
 class _Spawned:
     """One started process: its sandbox launch, its socket, its folder and its log."""
 
-    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, global_seed: int):
+    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, rng_seed: int):
         self.folder = Path(tempfile.mkdtemp(prefix="runner-", dir=log_dir))
         log = tempfile.NamedTemporaryFile(dir=log_dir, prefix="worker-", suffix=".log", delete=False)
         self.log_path = log.name
         judge_end, worker_end = socket.socketpair()
-        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, global_seed)
+        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, rng_seed)
         try:
             self.process = subprocess.Popen(
                 launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
@@ -250,7 +250,7 @@ class WorkerProcess:
     its first request.
     """
 
-    def __init__(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], device: str, global_seed: int,
+    def __init__(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], device: str, rng_seed: int,
                  describe, echo: bool = False):
         """`describe` is how requests carry the judge's shared tensors (SharedPool.describe). With
         `echo`, the judge's calibration partner: started once, before any worker imports a
@@ -259,7 +259,7 @@ class WorkerProcess:
         self._log_dir = log_dir
         self._files = dict(files)
         self._device = device
-        self._global_seed = global_seed
+        self._rng_seed = rng_seed
         self._describe = describe
         self._echo = echo
         self._current: _Spawned | None = None
@@ -272,7 +272,7 @@ class WorkerProcess:
         self._log_start = 0
 
     def _spawn(self) -> _Spawned:
-        return _Spawned(self._sandbox, self._log_dir, self._echo, self._global_seed)
+        return _Spawned(self._sandbox, self._log_dir, self._echo, self._rng_seed)
 
     def _start(self) -> None:
         self._current = self._spawn()
@@ -563,8 +563,7 @@ def _line(value, limit: int) -> str:
 
 def _origin(origin) -> str:
     """`Type at file:line` from a worker's (type, file, line), checked as plain values."""
-    if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])
-            and type(origin[2]) is int):
+    if not (isinstance(origin, tuple) and len(origin) == 3 and all(type(part) is str for part in origin[:2])):
         return ""
-    kind, file, line = _line(origin[0], 80), _line(origin[1], 120), origin[2]
+    kind, file, line = _line(origin[0], 80), _line(origin[1], 120), claims.line_number(origin[2])
     return f"{kind} at {file}:{line}" if file else kind

@@ -35,7 +35,7 @@ import time
 import torch
 
 from harness import wire
-from harness.judge import given_up
+from harness.judge import claims, given_up
 from harness.judge.isolation import ran_through
 from harness.judge.verdicts import shared_outputs
 from harness.l2_flush import L2Flush
@@ -84,12 +84,12 @@ def _mapped(returned, held: list, worker) -> list:
     return [wire.rebuild(spec, held, worker.opened) for spec in returned]
 
 
-def _claims(reply) -> tuple[float, list | None]:
+def _batch_claims(reply) -> tuple[float, list | None]:
     """The worker's figure for a batch and its GPU activity, each read as what it must be: a
     claim of another form is refused here, before any verdict computes with it."""
     if not (isinstance(reply, tuple) and len(reply) == 2):
         raise wire.UntrustedMessageError(f"the worker answered batch_time with {type(reply).__name__}")
-    return wire.claimed_number(reply[0], "the batch's time"), wire.claimed_records(reply[1])
+    return claims.batch_ns(reply[0], "the batch's time"), claims.activity(reply[1])
 
 
 def _own_share(returned: list) -> float:
@@ -158,8 +158,8 @@ class JudgeClock:
             mapped = _mapped(returned, held, worker)
             outputs = [_copy(output) for output in mapped]
             window_ns = time.perf_counter_ns() - started
-            worker_ns, records = _claims(worker.request("batch_time"))
-            return Round(window_ns, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs, _own_share(returned),
+            worker_ns, records = _batch_claims(worker.request("batch_time"))
+            return Round(window_ns, worker_ns, claims.batch_ns(host_ns, "its host time"), outputs, _own_share(returned),
                          records, None, shared_outputs(mapped))
         connection = self._connections[id(worker)]
         go, done, behind = connection.go, connection.done, connection.behind
@@ -193,7 +193,7 @@ class JudgeClock:
         try:
             # The worker's own figure asked for once the launches are made: its wait for its own
             # events is where a fault of its queued work shows, long before the judge's time limit.
-            claims = worker.request_behind("batch_time", launched, end)
+            reply = worker.request_behind("batch_time", launched, end)
         except BaseException:
             if not ran_through(launched, end):  # the launches may have queued the wait, behind work that never ends
                 given_up.give_up(behind, connection.launcher, mapped, outputs, end)
@@ -201,8 +201,8 @@ class JudgeClock:
         torch.cuda.current_stream().wait_stream(behind)
         sharing = shared_outputs(mapped)
         del mapped  # the worker's own memory, mapped here: not kept past the copies
-        worker_ns, records = _claims(claims)
-        return Round(start.elapsed_time(end) * 1e6, worker_ns, wire.claimed_number(host_ns, "its host time"), outputs,
+        worker_ns, records = _batch_claims(reply)
+        return Round(start.elapsed_time(end) * 1e6, worker_ns, claims.batch_ns(host_ns, "its host time"), outputs,
                      _own_share(returned), records, flush_start.elapsed_time(flushed) * 1e6, sharing, exposed)
 
 

@@ -214,14 +214,14 @@ class Sandbox:
             self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
         self._count = 0
 
-    def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, global_seed: int) -> Launch:
+    def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int) -> Launch:
         """The command that starts a worker whose own writable folder is `folder`, talking on
         `socket_fd` (its number in the new process too) and printing to `log_fd`."""
         self._count += 1
         cgroup = WorkerCgroup(self._cgroup_root, f"worker-{self._count}")
         import_path = [entry for entry in sys.path if entry and Path(entry).is_absolute()]
         settings = {"import_path": [str(folder), *import_path], "folder": str(folder), "socket": socket_fd,
-                    "log": log_fd, "device": self._device, "global_seed": global_seed, "echo": echo,
+                    "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo,
                     # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
                     # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
                     # O_TRUNC; a CPU's worker writes /dev/null alone. /tmp is the worker's own only

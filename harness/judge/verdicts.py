@@ -235,15 +235,22 @@ def all_pass_quickly(expected: list, outputs: list, problem: Problem) -> bool:
     return True
 
 
+def claimed_figures_problem(worker_ns: list[float]) -> str | None:
+    """Why the worker's figures (per call, each a time harness/judge/claims.py let through) are no
+    figures at all, in every mode: a round claimed at 0 ns, which no batch of calls takes; the
+    competition's eval, whose stopping rule divides by the mean, would stop on a mean of 0."""
+    if any(value == 0 for value in worker_ns):
+        return "the worker reported the batch's time as 0 ns: no time a batch of calls takes"
+    return None
+
+
 def figures_problem(worker_ns: list[float], judged_ns: list[float], tolerance_ns: float) -> str | None:
-    """Why the figures cannot stand: a worker figure that is no finite positive time, a judged
-    one that is none, or the two apart beyond `tolerance_ns` per call (means over the timed
-    rounds) either way: a worker that reports its batches faster than the judge's own clock saw
-    them, or a judge's figure below the worker's own, which only a fixed cost the judge
-    subtracted in excess gives (its calibration disturbed)."""
-    bad = [value for value in worker_ns if not (math.isfinite(value) and value > 0)]
-    if bad:
-        return f"the worker reported a round time of {bad[0]!r} ns: no time a batch of calls can take"
+    """Why the figures cannot stand: a judged figure that is no finite positive time, or the
+    worker's and the judge's apart beyond `tolerance_ns` per call (means over the timed rounds)
+    either way: a worker that reports its batches faster than the judge's own clock saw them, or
+    a judge's figure below the worker's own, which only a fixed cost the judge subtracted in
+    excess gives (its calibration disturbed). The worker's figures are finite, each passed by
+    harness/judge/claims.py."""
     if not all(math.isfinite(value) for value in judged_ns) or sum(judged_ns) <= 0:
         return "the judge's own clock saw no time spent in the calls"
     worker_mean, judged_mean = sum(worker_ns) / len(worker_ns), sum(judged_ns) / len(judged_ns)

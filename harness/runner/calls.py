@@ -47,7 +47,7 @@ def _write_back_shared_memory(data_list: list) -> None:
 
 
 class Calls:
-    def __init__(self, runner_folder: str, device: str, global_seed: int, progress, kernel=None):
+    def __init__(self, runner_folder: str, device: str, rng_seed: int, progress, kernel=None):
         from utils import set_seed  # the runner folder's (harness/runner/worker.py puts it first on the path)
 
         self._runner_folder = Path(runner_folder)
@@ -62,7 +62,9 @@ class Calls:
             # A launch or an event that names no device goes where the inputs are, as on the
             # competition's machine (`--device cuda:1` would otherwise time device 0's queue).
             torch.cuda.set_device(self._device.index)
-        set_seed(global_seed)
+        # The eval's set_seed before the submission runs, on the eval's seed or, under a secret seed,
+        # one unrelated to the secret (harness/shapes.py worker_rng_seed): the inputs are the judge's.
+        set_seed(rng_seed)
 
     @property
     def kernel(self):

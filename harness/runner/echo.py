@@ -31,8 +31,8 @@ class EchoKernel:
 
 
 class EchoCalls(Calls):
-    def __init__(self, runner_folder: str, device: str, global_seed: int, progress):
-        super().__init__(runner_folder, device, global_seed, progress, kernel=EchoKernel())
+    def __init__(self, runner_folder: str, device: str, rng_seed: int, progress):
+        super().__init__(runner_folder, device, rng_seed, progress, kernel=EchoKernel())
         self._reply_when_idle = False
 
     def echo(self, own: bool, reply_when_idle: bool, paths: list, as_list: bool) -> None:

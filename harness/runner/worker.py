@@ -75,7 +75,7 @@ def serve(settings: dict) -> None:
         operation, arguments = request
         try:
             if calls is None:  # the judge has copied the runner's files by the first request
-                calls = handler(settings["folder"], settings["device"], settings["global_seed"],
+                calls = handler(settings["folder"], settings["device"], settings["rng_seed"],
                                 lambda text: wire.send(connection, (wire.PROGRESS, text)))
             encoded = wire.encode((wire.REPLY, getattr(calls, operation)(*arguments)))
         except BaseException as error:  # the submission's failure is the judge's to read, whatever it is

@@ -61,7 +61,7 @@ class Judge:
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once)
 
-        from harness import cli, modes, results
+        from harness import cli, modes, results, shapes
         from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
@@ -77,8 +77,7 @@ class Judge:
         if self.secret is None:  # a secret seed's cases are not kept beyond their run
             REFERENCES.enable(REFERENCES_MAX_BYTES)
         self.references = REFERENCES
-        seed = self.secret if self.secret is not None else 42
-        self.pool = WorkerPool(device, seed, depth=WAITING_WORKERS["cuda" if device.startswith("cuda") else "cpu"],
+        self.pool = WorkerPool(device, shapes.worker_rng_seed(self.secret), depth=WAITING_WORKERS["cuda" if device.startswith("cuda") else "cpu"],
                                memory_limit_bytes=memory_limit_bytes)
         self.pool.prime()
         self.pool.prime(echo=True)  # the timed modes' calibration partner

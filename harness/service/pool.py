@@ -45,8 +45,8 @@ class WorkerPool:
     """Pre-started workers: `depth` submission workers kept waiting, and one calibration partner
     (a run takes one at most)."""
 
-    def __init__(self, device: str, global_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
-        self.device, self.global_seed, self.depth = device, global_seed, depth
+    def __init__(self, device: str, rng_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
+        self.device, self.rng_seed, self.depth = device, rng_seed, depth
         self.memory_limit_bytes = memory_limit_bytes
         self.sandbox = Sandbox(device, tmp_bytes=memory_limit_bytes)
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-pool-")
@@ -73,7 +73,7 @@ class WorkerPool:
             self._start(echo)
 
     def _start(self, echo: bool) -> None:
-        spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.global_seed)
+        spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
         with self._lock:
             self._waiting.setdefault(echo, []).append(spawned)
             self.started += 1
@@ -89,7 +89,7 @@ class WorkerPool:
         for gone in ended:
             gone.close()
         if spawned is None:
-            spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.global_seed)
+            spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
             self.started += 1
         with self._lock:
             self._handed_out[spawned.process.pid] = self.memory_limit_bytes or 0
@@ -151,7 +151,7 @@ class PooledWorker(WorkerProcess):
 
     def __init__(self, pool: WorkerPool, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe,
                  echo: bool):
-        super().__init__(sandbox, log_dir, files, options.device, options.global_seed, describe, echo=echo)
+        super().__init__(sandbox, log_dir, files, options.device, options.rng_seed, describe, echo=echo)
         self._worker_pool = pool
 
     def _spawn(self) -> _Spawned:
@@ -192,6 +192,6 @@ class PooledWorkers:
 
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe,
                echo: bool = False) -> WorkerProcess:
-        if options.device != self._pool.device or options.global_seed != self._pool.global_seed:
-            raise ValueError(f"this pool's workers run on {self._pool.device} with seed {self._pool.global_seed}")
+        if options.device != self._pool.device or options.rng_seed != self._pool.rng_seed:
+            raise ValueError(f"this pool's workers run on {self._pool.device} with the generators' seed {self._pool.rng_seed}")
         return PooledWorker(self._pool, sandbox, log_dir, files, options, describe, echo)
