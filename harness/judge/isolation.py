@@ -32,7 +32,7 @@ from harness.runner.calls import UNDER_COMPUTE_SANITIZER
 
 POLL_S = 0.2
 OUTPUT_TAIL_CHARS = 4000
-# How long the judge waits for cgroups asked to stop (harness/judge/sandbox.py WorkerCgroup.freeze)
+# How long the judge waits for cgroups asked to stop (harness/judge/cgroups.py WorkerCgroup.freeze)
 # before it stops what is left by signals.
 FREEZE_WAIT_S = 2.0
 
@@ -467,6 +467,10 @@ class WorkerProcess:
     def _crashed(self) -> CaseResult:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._current.process.wait(timeout=5)
+        cgroup = self._current.cgroup
+        if cgroup.oom_killed:
+            return CaseResult(CRASH, f"worker process killed: its memory (memfds and tmpfs files included) went over the "
+                                     f"{cgroup.memory_bytes / 2**20:.0f} MiB limit")
         return CaseResult(CRASH, f"worker process died without a result: {_exit_description(self._current.process.poll())}")
 
     def output_of_case(self) -> str:
