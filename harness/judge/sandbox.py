@@ -182,8 +182,7 @@ class Sandbox:
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]
-        size = ["--size", str(self._tmp_bytes)] if self._tmp_bytes else []
-        prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes) + size + ["--tmpfs", "/tmp"]
+        prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes) + worker_root.private_tmpfs("/tmp", self._tmp_bytes)
         prefix += worker_root.open_parents(str(folder))
         prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder),
                    "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
@@ -200,9 +199,12 @@ class Sandbox:
         `socket_fd` (its number in the new process too) and printing to `log_fd`."""
         self._count += 1
         cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
-        if self.user is not None:  # its own, and open to bubblewrap's chdir, which runs without DAC capabilities
+        if self.user is not None:
+            # Its own, and readable by the bootstrap, which lists it as uid 0 without the capability
+            # to read others' folders before it changes user (a listing refused then would stay in
+            # the import system's cache, empty). The judge's folder above it is closed to others.
             os.chown(folder, self.user, self.user)
-            os.chmod(folder, 0o711)
+            os.chmod(folder, 0o755)
         argv, seccomp_fd = self._command(confine.BOOTSTRAP, self._settings(folder, socket_fd, log_fd, echo, global_seed),
                                          folder)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())

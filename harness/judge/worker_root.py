@@ -144,6 +144,12 @@ def _gpu_minors() -> list[int] | None:
         return None
 
 
+def private_tmpfs(path: str, size_bytes: int | None) -> list[str]:
+    """A fresh tmpfs anyone inside may write, as the host's /tmp and /dev/shm (1777), of at most
+    `size_bytes` where given."""
+    return ["--perms", "1777"] + (["--size", str(size_bytes)] if size_bytes else []) + ["--tmpfs", path]
+
+
 def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
     arguments = ["--tmpfs", "/dev"]
     for name in DEVICES:
@@ -152,7 +158,7 @@ def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
         arguments += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
     arguments += ["--symlink", "/proc/self/fd", "/dev/fd"]
     if not cuda:
-        return arguments + (["--size", str(shm_bytes)] if shm_bytes else []) + ["--tmpfs", "/dev/shm"]
+        return arguments + private_tmpfs("/dev/shm", shm_bytes)
     minors = _gpu_minors()
     nodes = [f"/dev/nvidia{minor}" for minor in minors] if minors is not None else sorted(
         str(path) for path in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", path.name))
