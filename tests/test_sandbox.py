@@ -1,8 +1,14 @@
 """The worker's sandbox, tried from inside as an attacker would (tests/fixtures/sandbox/): a
 sandboxed worker imports a file that attempts each way out and says which got through."""
 
+import contextlib
+import dataclasses
+import json
 import os
+import re
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -12,7 +18,7 @@ import pytest
 import torch
 
 from harness.judge import sandbox as sandbox_module
-from harness.judge.isolation import WorkerProcess, protect_the_judge
+from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.runner.files import REPO_ROOT, runner_files
 
@@ -20,7 +26,30 @@ LINUX = sys.platform.startswith("linux")
 FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
 ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
-            "set the clock", "keep a capability", "open a kernel setting for writing", "read the judge's log folder")
+            "set the clock", "keep a capability", "run as root", "open a kernel setting for writing",
+            "read the judge's log folder")
+# The device nodes a CPU worker has, every one of them (harness/judge/worker_root.py).
+CPU_DEVICES = {f"/dev/{name}" for name in ("null", "zero", "full", "random", "urandom")}
+# A variable of the judge's that no worker may see.
+JUDGES_SECRET = ("NVFP4_PROBE_JUDGES_SECRET", "the judge's own 1c0ffee")
+
+
+@dataclasses.dataclass
+class Probe:
+    """What a sandboxed worker that imported the probe reached."""
+
+    said: dict[str, bool]  # attempt -> whether it got through
+    environment: dict[str, str]
+    given: set[str]  # the variables the judge gives a worker (Sandbox.environment)
+    planted: list[str]
+    output: str
+    crash: str | None = None
+
+    def got(self, prefix: str) -> list[str]:
+        return sorted(what.removeprefix(prefix) for what, through in self.said.items() if through and what.startswith(prefix))
+
+    def tried(self, prefix: str) -> list[str]:
+        return sorted(what.removeprefix(prefix) for what in self.said if what.startswith(prefix))
 
 
 def _planted(tmp_path) -> list[str]:
@@ -31,32 +60,47 @@ def _planted(tmp_path) -> list[str]:
             if path.exists()] + ([str(runs)] if runs.exists() and "# planted" in runs.read_text()[-200:] else [])
 
 
-def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[str, bool]:
-    """attempt -> whether it got through, from a sandboxed worker that imported `probe`."""
+def _probe(tmp_path, monkeypatch, layers_off: str = "", device: str = "cpu", memory_bytes: int | None = None,
+           **targets) -> Probe:
+    """Runs the probe in a sandboxed worker, aimed at this process as its judge and at `targets`."""
     monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, layers_off)
-    monkeypatch.setenv("PROBE_JUDGE_PID", str(os.getpid()))
-    monkeypatch.setenv("PROBE_REPO", str(REPO_ROOT))
-    monkeypatch.setenv("PROBE_JUDGE_TMP", str(tmp_path))
+    monkeypatch.setenv(*JUDGES_SECRET)
     (tmp_path / "judges-secret.txt").write_text("another candidate's file\n")
+    aims = tmp_path / "aims"
+    aims.mkdir(exist_ok=True)
+    (aims / "probe_targets.json").write_text(json.dumps(
+        {"judge_pid": os.getpid(), "repo": str(REPO_ROOT), "judge_tmp": str(tmp_path), **targets}))
     protect_the_judge()
-    sandbox = sandbox_module.Sandbox("cpu")
-    worker = WorkerProcess(sandbox, str(tmp_path), {**runner_files(), "submission.py": FIXTURES / probe}, "cpu", 42,
-                           SharedPool(torch.device("cpu")).describe)
+    sandbox = sandbox_module.Sandbox(device, memory_bytes=memory_bytes)
+    files = {**runner_files(), "submission.py": FIXTURES / "probe_escape.py", "probe_targets.json": aims / "probe_targets.json"}
+    worker = WorkerProcess(sandbox, str(tmp_path), files, device, 42, SharedPool(torch.device(device)).describe)
+    crash, given = None, set(sandbox.environment(tmp_path))
     try:
-        worker.begin_case(120, lambda text: None)
-        worker.request("load")
-        output = worker.output_of_case()
+        worker.begin_case(300, lambda text: None)
+        try:
+            worker.request("load")
+        except CaseStopped as stopped:
+            crash = stopped.result.message
+        output = Path(worker.log_path).read_text(errors="replace")  # whole: the case's tail would cut it
     finally:
         worker.close()
         sandbox.close()
-    said = {}
+    said, environment = {}, {}
     for line in output.splitlines():
         verdict, _, what = line.partition(" ")
         if verdict in ("GOT", "REFUSED"):
-            said[what.split(" (")[0]] = verdict == "GOT"
-    assert set(said) >= set(ATTEMPTS) | {"write its own folder"}, output
-    said["planted"] = _planted(tmp_path)
-    return said
+            said[what.rsplit(" (", 1)[0] if verdict == "REFUSED" else what] = verdict == "GOT"
+        elif verdict == "ENVIRONMENT":
+            name, _, value = what.partition("=")
+            environment[name] = value
+    assert crash is not None or set(said) >= set(ATTEMPTS) | {"write its own folder"}, output
+    return Probe(said, environment, given, _planted(tmp_path), output, crash)
+
+
+def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[str, bool]:
+    """attempt -> whether it got through, and `planted`: what reached the judge's side."""
+    found = _probe(tmp_path, monkeypatch, layers_off)
+    return {**found.said, "planted": found.planted}
 
 
 def _missing_layers() -> list[str]:
@@ -65,15 +109,150 @@ def _missing_layers() -> list[str]:
     return sandbox.refused
 
 
-@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
-def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path, monkeypatch):
+def _skip_without_every_layer() -> None:
     missing = _missing_layers()
     if missing:
         pytest.skip(f"this system lacks sandbox layers: {'; '.join(missing)}")
-    said = _attempts(tmp_path, monkeypatch, "probe_escape.py")
-    assert [what for what in ATTEMPTS if said[what]] == []
-    assert said["planted"] == []
-    assert said["write its own folder"]
+
+
+@contextlib.contextmanager
+def _listening(path: Path):
+    """A Unix socket listening at `path`, and the connections it accepted (read after the block)."""
+    accepted = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    server.setblocking(False)
+    try:
+        yield accepted
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                accepted.append(server.accept()[0])
+    finally:
+        for connection in accepted:
+            connection.close()
+        server.close()
+        path.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path, monkeypatch):
+    """The probe, as an attacker: the judge's files and processes, the network, the clock, its
+    privileges, every socket file it finds, every device node, every /proc and /sys file for
+    writing, the environment."""
+    _skip_without_every_layer()
+    found = _probe(tmp_path, monkeypatch)
+    assert [what for what in ATTEMPTS if found.said[what]] == [], found.output
+    assert found.planted == []
+    assert found.said["write its own folder"]
+    assert found.got("connect to socket ") == []
+    assert found.got("open for writing ") == [], "a /proc or /sys file opened for writing"
+    assert len(found.tried("open for writing /sys/")) > 10, "the probe walked /sys"
+    # Item 1 on a CPU: the device nodes, all of them, are the harmless five.
+    assert set(found.tried("open device ")) == CPU_DEVICES
+    assert JUDGES_SECRET[0] not in found.environment
+    # What the judge gives, what bubblewrap sets (the working folder) and the worker itself sets.
+    assert set(found.environment) - found.given <= {"PWD", "CUTE_DSL_DISABLE_FILE_CACHING"}
+    assert {name for name in found.given if not name.startswith("LC_")} <= {
+        *sandbox_module.PASSED_VARIABLES, "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "CUDA_CACHE_PATH",
+        "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "OMP_WAIT_POLICY"}
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_path, monkeypatch):
+    """A Unix socket listening in a folder the worker's root binds (on the judge's import path),
+    and one elsewhere under /tmp: a read-only mount does not refuse connect(), so the root must
+    not hold them."""
+    _skip_without_every_layer()
+    on_the_path = Path(tempfile.mkdtemp(prefix="nvfp4-import-path-"))
+    monkeypatch.syspath_prepend(str(on_the_path))
+    try:
+        sockets = [on_the_path / "service.sock", tmp_path / "elsewhere.sock"]
+        with _listening(sockets[0]) as accepted_on_path, _listening(sockets[1]) as accepted_elsewhere:
+            found = _probe(tmp_path, monkeypatch, sockets=[str(path) for path in sockets])
+        assert set(found.tried("connect to socket ")) >= set(map(str, sockets))
+        assert found.got("connect to socket ") == []
+        assert accepted_on_path == accepted_elsewhere == []
+    finally:
+        shutil.rmtree(on_the_path, ignore_errors=True)
+
+
+@pytest.mark.skipif(not LINUX, reason="cgroups are Linux's")
+@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm"])
+def test_memory_hoarded_past_the_limit_anywhere_is_a_crash_naming_the_limit_or_refused(tmp_path, monkeypatch, place):
+    """Memory a worker holds where no resident size counts (a memfd never mapped, a tmpfs file):
+    the worker's memory cgroup counts it, and the kernel ends the worker past the limit (a crash
+    naming the limit); a tmpfs held to the limit refuses the write first."""
+    limit = 192 << 20
+    sandbox = sandbox_module.Sandbox("cpu", memory_bytes=limit)
+    sandbox.close()
+    if not sandbox.layers.get("memory_limit_bytes"):
+        pytest.skip("no writable memory cgroup here")
+    found = _probe(tmp_path, monkeypatch, memory_bytes=limit, hoard=place, hoard_bytes=limit + (128 << 20))
+    assert f"HOARDED {place}" not in found.output
+    if place == "memfd":
+        assert found.crash is not None and "192 MiB limit" in found.crash, found.output
+    else:
+        assert found.crash is not None and "192 MiB limit" in found.crash or not found.said[f"hoard memory in {place}"]
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_the_judge_checks_each_layer_in_force_inside_a_sandboxed_process():
+    """The check process's report: an unprivileged user, no capability, no_new_privs, seccomp
+    loaded and Landlock enforced, where the system has each."""
+    _skip_without_every_layer()
+    sandbox = sandbox_module.Sandbox("cpu")
+    sandbox.close()
+    layers = sandbox.layers
+    assert layers["checked"] and layers["uid"] != 0 and layers["gid"] != 0
+    assert layers["capabilities"] == 0 and layers["no_new_privs"] and layers["seccomp"] and layers["landlock"]
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_layer_switched_off_is_named_in_the_check(monkeypatch):
+    monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, "landlock")
+    sandbox = sandbox_module.Sandbox("cpu")
+    sandbox.close()
+    assert sandbox.layers["landlock"] is False
+    assert any("Landlock" in refused for refused in sandbox.refused)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_judge_in_a_virtual_environment_under_tmp_starts_its_workers(tmp_path):
+    """The interpreter in a virtual environment under /tmp, outside the kit's folder (the
+    worker's /tmp is a fresh tmpfs): the worker's root binds it, and an honest file passes."""
+    _skip_without_every_layer()
+    venv = Path(tempfile.mkdtemp(prefix="nvfp4-venv-", dir="/tmp")) / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+        cases = tmp_path / "cases.txt"
+        cases.write_text("m: 128; n: 256; k: 512; l: 2; seed: 1111\n")
+        environment = {name: value for name, value in os.environ.items() if not name.startswith("POPCORN_")}
+        result = subprocess.run([str(venv / "bin" / "python"), "-m", "harness", "test", "--submission",
+                                 str(REPO_ROOT / "tests" / "fixtures" / "torch_submission.py"), "--device", "cpu", str(cases)],
+                                cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "check: pass" in result.stdout
+    finally:
+        shutil.rmtree(venv.parent, ignore_errors=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_cuda_worker_has_its_gpus_nodes_and_no_other_device_as_an_unprivileged_user(tmp_path, monkeypatch):
+    """Item 1 on a GPU: the probe through a CUDA worker opens the harmless five, the GPU's own
+    nodes (nvidia<N> of the judge's GPUs, nvidiactl, nvidia-uvm and -tools, nvidia-caps) and
+    nothing else, and runs as an unprivileged user."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    _skip_without_every_layer()
+    found = _probe(tmp_path, monkeypatch, device="cuda")
+    assert not found.said["run as root"] and not found.said["keep a capability"]
+    gpu_nodes = {path for path in found.got("open device ") if path.startswith("/dev/nvidia")}
+    assert set(found.got("open device ")) - gpu_nodes <= CPU_DEVICES
+    assert "/dev/nvidiactl" in gpu_nodes and any(re.fullmatch(r"/dev/nvidia\d+", path) for path in gpu_nodes)
+    assert found.got("connect to socket ") == [] and found.got("open for writing ") == []
 
 
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
@@ -152,7 +331,6 @@ def test_a_gpu_workers_rules_shrink_no_file_under_dev_by_any_path():
     over the name, an unlink) is printed and judged below."""
     import ast
     import errno
-    import subprocess
 
     from harness.runner import confine
 
@@ -216,7 +394,6 @@ def test_a_gpu_worker_without_bubblewrap_reaches_no_other_judges_dev_shm_through
     would let a GPU worker write. Landlock closes the link itself: a process it restricts may
     reach /proc/PID/root only of a process in its own domain (without Landlock the link is
     followed, and the write lands)."""
-    import subprocess
 
     from harness.runner import confine
 
