@@ -177,12 +177,14 @@ class Sandbox:
         if self._bwrap is None:
             return python, None
         root, self.covered_sockets = worker_root.root_arguments(self._import_path(), self._generated / "etc")
-        prefix = [self._bwrap, *root, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        # /tmp first: the folders bound from under it (a virtual environment there) go on top.
+        prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root,
+                  "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         if os.path.exists("/proc/sysrq-trigger"):
             prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]
-        prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes) + worker_root.private_tmpfs("/tmp", self._tmp_bytes)
+        prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes)
         prefix += worker_root.open_parents(str(folder))
         prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder),
                    "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
