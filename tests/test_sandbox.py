@@ -169,6 +169,9 @@ def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_pat
     try:
         sockets = [on_the_path / "service.sock", tmp_path / "elsewhere.sock"]
         with _listening(sockets[0]) as accepted_on_path, _listening(sockets[1]) as accepted_elsewhere:
+            # Open to every user: the root's allow-list alone keeps them out, not the worker's user.
+            for path in (on_the_path, tmp_path, *sockets):
+                os.chmod(path, 0o777)
             found = _probe(tmp_path, monkeypatch, sockets=[str(path) for path in sockets])
         assert set(found.tried("connect to socket ")) >= set(map(str, sockets))
         assert found.got("connect to socket ") == []
@@ -215,6 +218,70 @@ def test_a_layer_switched_off_is_named_in_the_check(monkeypatch):
     sandbox.close()
     assert sandbox.layers["landlock"] is False
     assert any("Landlock" in refused for refused in sandbox.refused)
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_the_check_names_a_host_socket_its_root_would_let_a_worker_reach(monkeypatch):
+    """Were a listening socket's file in a bound folder left uncovered, the check process, which
+    tries every socket listening on the host, reaches it, and the judge names it as refused."""
+    _skip_without_every_layer()
+    from harness.judge import worker_root
+
+    on_the_path = Path(tempfile.mkdtemp(prefix="nvfp4-import-path-"))
+    monkeypatch.syspath_prepend(str(on_the_path))
+    monkeypatch.setattr(worker_root, "host_sockets", lambda folders: [])
+    monkeypatch.setattr(sandbox_module, "_CHECKED", {})
+    try:
+        with _listening(on_the_path / "left.sock") as accepted:
+            # Open to every user, as /run/docker.sock is to its group: the worker's own user does
+            # not stop it then.
+            os.chmod(on_the_path, 0o755)
+            os.chmod(on_the_path / "left.sock", 0o777)
+            sandbox = sandbox_module.Sandbox("cpu")
+            sandbox.close()
+        assert sandbox.layers["host_sockets_reached"] == [str(on_the_path / "left.sock")]
+        assert any("reaches sockets of the host" in refused for refused in sandbox.refused)
+        assert len(accepted) == 1
+    finally:
+        shutil.rmtree(on_the_path, ignore_errors=True)
+
+
+def _judge_process(environment: dict) -> subprocess.CompletedProcess:
+    """A service's judge on the CPU, its stdin closed at once: its ready line, or its refusal."""
+    return subprocess.run([sys.executable, "-m", "harness.service.judge", "--device", "cpu"], cwd=REPO_ROOT,
+                          env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_services_judge_refuses_to_serve_without_a_layer_unless_told_it_is_unsafe():
+    from harness.exits import EXIT_SANDBOX_REFUSED
+
+    _skip_without_every_layer()
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(("POPCORN_", "NVFP4_"))}
+    whole = _judge_process(environment)
+    assert whole.returncode == 0, whole.stderr
+    ready = json.loads(whole.stdout.splitlines()[0])
+    assert ready["sandbox"]["uid"] != 0 and ready["sandbox"]["landlock"] and ready["sandbox"]["refused"] == []
+    lacking = _judge_process({**environment, sandbox_module.LAYERS_OFF_ENV: "landlock"})
+    assert lacking.returncode == EXIT_SANDBOX_REFUSED and "Landlock" in lacking.stderr and lacking.stdout == ""
+    unsafe = _judge_process({**environment, sandbox_module.LAYERS_OFF_ENV: "landlock", sandbox_module.UNSAFE_ENV: "1"})
+    assert unsafe.returncode == 0, unsafe.stderr
+    assert json.loads(unsafe.stdout.splitlines()[0])["sandbox"]["landlock"] is False
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_every_json_document_of_a_run_records_the_sandboxs_layers(tmp_path):
+    _skip_without_every_layer()
+    cases = tmp_path / "cases.txt"
+    cases.write_text("m: 128; n: 256; k: 512; l: 2; seed: 1111\n")
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("POPCORN_")}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", "--json", "--submission",
+                             str(REPO_ROOT / "tests" / "fixtures" / "torch_submission.py"), "--device", "cpu", str(cases)],
+                            cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600)
+    layers = json.loads(result.stdout)["sandbox"]
+    assert layers["checked"] and layers["uid"] != 0 and layers["seccomp"] and layers["refused"] == []
 
 
 @pytest.mark.e2e

@@ -34,7 +34,6 @@ from pathlib import Path
 from harness.judge import worker_root
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
-from harness.runner.calls import SANITIZER_ENV
 
 # A file a worker writes past this size gets SIGXFSZ: its log and its folder stay bounded.
 MAX_FILE_BYTES = 1 << 30
@@ -43,6 +42,8 @@ BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
 # which layer a system or a driver does not bear. Every layer switched off is reported as refused.
 LAYERS_OFF_ENV = "NVFP4_SANDBOX_OFF"
 LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock", "user")
+# Set (to 1) by `serve --unsafe-sandbox`: a service's judge serves even where a layer is refused.
+UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
 # The worker's user where the judge is root: nobody's, which owns no file of the host.
 UNPRIVILEGED_ID = 65534
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
@@ -122,6 +123,10 @@ def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user
     if os.geteuid() == 0 and user is None:
         refused.append("workers run as root: the judge is root, and its workers change user only inside bubblewrap")
     return refused
+
+
+# What the check process found, per configuration (Sandbox._check).
+_CHECKED: dict[tuple, dict] = {}
 
 
 class Sandbox:
@@ -214,11 +219,39 @@ class Sandbox:
 
     def _check(self) -> dict:
         """The layers in force inside a sandboxed process started as a worker is, confined by the
-        same steps (harness/runner/confine.py `report`); what it finds missing joins `refused`."""
+        same steps (harness/runner/confine.py `report`); what it finds missing joins `refused`.
+        Once per process and configuration: the service's judge builds a sandbox per candidate."""
+        key = (self._device, self.memory_bytes, self._bwrap, self._has_seccomp, self.user, tuple(sorted(layers_off())),
+               self._cgroups.v2 is not None, tuple(sorted(self._cgroups.controllers)))
+        if key not in _CHECKED:
+            _CHECKED[key] = self._run_check()
+        found = _CHECKED[key]
+        if "no_report" in found:
+            self.refused.append(f"the sandbox's check process gave no report: {found['no_report']}")
+            return {"checked": False, "refused": list(self.refused)}
+        layers = {"checked": True, "bubblewrap": self._bwrap is not None, "uid": found["uid"], "gid": found["gid"],
+                  "capabilities": found["capabilities"], "no_new_privs": found["no_new_privs"],
+                  "seccomp": found["seccomp"], "landlock": found["landlock"], "cgroup": self._cgroups.v2 is not None,
+                  "memory_limit_bytes": self.memory_bytes if "memory" in self._cgroups.controllers else None,
+                  "pids_limit": "pids" in self._cgroups.controllers, "host_sockets_reached": found["sockets_reached"]}
+        for problem in found["refused"]:
+            if problem not in self.refused:
+                self.refused.append(problem)
+        if found["uid"] == 0:
+            self.refused.append("the worker runs as uid 0")
+        if found["sockets_reached"]:
+            self.refused.append(f"the worker reaches sockets of the host: {', '.join(found['sockets_reached'])}")
+        layers["refused"] = list(self.refused)
+        return layers
+
+    def _run_check(self) -> dict:
+        """The check process's report, or `no_report`: what it printed instead. It tries every
+        named socket listening on the host."""
         folder = Path(tempfile.mkdtemp(prefix="runner-check-", dir=self._generated))
         with tempfile.TemporaryFile() as log:
             launch = self.launch(folder, log.fileno(), log.fileno(), False, 0)
-            launch.argv[launch.argv.index(confine.BOOTSTRAP)] = confine.CHECK
+            settings = json.loads(launch.argv[-1])
+            launch.argv[-2:] = [confine.CHECK, json.dumps({**settings, "sockets": sorted(worker_root.listening_sockets())})]
             try:
                 subprocess.run(launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
                                stdout=log.fileno(), stderr=log.fileno(), env=self.environment(folder), timeout=60)
@@ -230,22 +263,7 @@ class Sandbox:
             log.seek(0)
             output = log.read().decode(errors="replace")
         found = next((json.loads(line) for line in output.splitlines() if line.startswith("{")), None)
-        if found is None:
-            self.refused.append(f"the sandbox's check process gave no report: {output.strip()[-500:]}")
-            return {"checked": False, "refused": list(self.refused)}
-        layers = {"checked": True, "bubblewrap": self._bwrap is not None, "uid": found["uid"], "gid": found["gid"],
-                  "capabilities": found["capabilities"], "no_new_privs": found["no_new_privs"],
-                  "seccomp": found["seccomp"], "landlock": found["landlock"], "cgroup": self._cgroups.v2 is not None,
-                  "memory_limit_bytes": self.memory_bytes if "memory" in self._cgroups.controllers else None,
-                  "pids_limit": "pids" in self._cgroups.controllers,
-                  "covered_sockets": len(self.covered_sockets)}
-        for problem in found["refused"]:
-            if problem not in self.refused:
-                self.refused.append(problem)
-        if found["uid"] == 0:
-            self.refused.append("the worker runs as uid 0")
-        layers["refused"] = list(self.refused)
-        return layers
+        return found if found is not None else {"no_report": output.strip()[-500:]}
 
     def environment(self, folder: Path) -> dict[str, str]:
         """A worker's whole environment: its home, temporary files and caches in its own folder,
@@ -253,6 +271,8 @@ class Sandbox:
         when idle instead of spinning: spinning after the calls, they take the cores from the
         hand-over the judge's clock times, and on a machine of few cores an honest file's judged
         figure comes out above its own beyond the tolerance."""
+        from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
+
         environment = {name: value for name, value in os.environ.items()
                        if name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV}
         environment.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),

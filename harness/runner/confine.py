@@ -189,9 +189,22 @@ def confine(settings: dict) -> list[str]:
     return refused
 
 
+def _reachable(path: str) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(0.5)
+        try:
+            client.connect(path)
+            return True
+        except OSError:
+            return False
+
+
 def report(settings: dict) -> None:
     """Confined, print what is in force, as one JSON line: the user, capabilities, no_new_privs,
-    the seccomp mode (/proc/self/status) and whether Landlock's ruleset was enforced."""
+    the seccomp mode (/proc/self/status), whether Landlock's ruleset was enforced, and which of
+    the host's listening sockets (`sockets`, named by the judge) it reached."""
     import json
 
     refused = confine(settings)
@@ -200,5 +213,6 @@ def report(settings: dict) -> None:
                       "capabilities": int(status["CapEff"], 16) | int(status["CapPrm"], 16) | int(status.get("CapAmb", "0"), 16),
                       "no_new_privs": status.get("NoNewPrivs", "0").strip() == "1",
                       "seccomp": status.get("Seccomp", "0").strip() == "2",
+                      "sockets_reached": [path for path in settings.get("sockets", ()) if _reachable(path)],
                       "landlock": "landlock" not in settings["layers_off"] and not any(
                           problem.startswith("Landlock") for problem in refused) and landlock_abi() > 0}), flush=True)

@@ -70,15 +70,21 @@ class Service:
         """Every judge started (in parallel: each imports torch and starts its workers), then a
         dispatching thread each."""
         ready = [None] * len(self.judges)
+        failed = []
 
         def start_one(index):
-            ready[index] = self.judges[index].start()
+            try:
+                ready[index] = self.judges[index].start()
+            except Exception as error:  # noqa: BLE001 - raised below, in the starting thread
+                failed.append(error)
 
         starters = [threading.Thread(target=start_one, args=(index,)) for index in range(len(self.judges))]
         for thread in starters:
             thread.start()
         for thread in starters:
             thread.join()
+        if failed:  # a judge that never got ready (a sandbox lacking a layer among the reasons) stops the start
+            raise failed[0]
         self.device_names = sorted({(line or {}).get("device_name") or judge.device for line, judge in zip(ready, self.judges)})
         for judge in self.judges:
             thread = threading.Thread(target=self._dispatch, args=(judge,), name=f"dispatch {judge.name}", daemon=True)

@@ -44,6 +44,7 @@ class LocalJudge:
         self.judged = 0
         self.busy_with: str | None = None
         self.last_exit: int | None = None
+        self.sandbox: dict | None = None  # the layers its workers run under, from its ready line
 
     @property
     def name(self) -> str:
@@ -61,7 +62,9 @@ class LocalJudge:
         if not line:
             self._process.wait()
             raise JudgeEnded(f"the judge on {self.name} ended before it was ready (exit status {self._process.returncode})")
-        return json.loads(line)
+        ready = json.loads(line)
+        self.sandbox = ready.get("sandbox")
+        return ready
 
     @property
     def alive(self) -> bool:
@@ -129,4 +132,4 @@ class LocalJudge:
 
     def status(self) -> dict:
         return {"judge": self.name, "device": self.device, "alive": self.alive, "busy_with": self.busy_with,
-                "judged": self.judged, "starts": self.starts, "last_exit": self.last_exit}
+                "judged": self.judged, "starts": self.starts, "last_exit": self.last_exit, "sandbox": self.sandbox}

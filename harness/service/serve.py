@@ -3,8 +3,9 @@ or Ray actors), then the HTTP API on uvicorn until interrupted."""
 
 import os
 
+from harness.judge.sandbox import UNSAFE_ENV
 from harness.service.front import Service
-from harness.service.judges import LocalJudge
+from harness.service.judges import JudgeEnded, LocalJudge
 from harness.store import DEFAULT_PATH, Store
 
 
@@ -43,6 +44,7 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
 
         ray.init(address=ray_address)
         secret = {"POPCORN_SEED": os.environ["POPCORN_SEED"]} if os.environ.get("POPCORN_SEED") else {}
+        secret.update({UNSAFE_ENV: os.environ[UNSAFE_ENV]} if UNSAFE_ENV in os.environ else {})
         judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret)
     else:
         judges = local_judges(gpus, device, judges_per_node, memory_limit_mib)
@@ -65,7 +67,10 @@ def run_service(gpus, device, judges_per_node, ray_address, host, port, store_pa
     except NoJudge as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"starting {len(service.judges)} judge(s): {', '.join(judge.name for judge in service.judges)}", err=True)
-    service.start()
+    try:
+        service.start()
+    except JudgeEnded as error:
+        raise click.ClickException(f"{error} (its reason above)") from None
     click.echo(f"judges ready on {', '.join(service.device_names)}; http://{host}:{port} (docs at /docs)", err=True)
     try:
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
