@@ -26,7 +26,7 @@ LINUX = sys.platform.startswith("linux")
 FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
 ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
-            "set the clock", "keep a capability", "run as root", "open a kernel setting for writing",
+            "set the clock", "keep a capability", "run as root", "run as root on the host", "open a kernel setting for writing",
             "read the judge's log folder")
 # The device nodes a CPU worker has, every one of them (harness/judge/worker_root.py).
 CPU_DEVICES = {f"/dev/{name}" for name in ("null", "zero", "full", "random", "urandom")}
@@ -147,6 +147,7 @@ def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path
     assert found.said["write its own folder"]
     assert found.got("connect to socket ") == []
     assert found.got("open for writing ") == [], "a /proc or /sys file opened for writing"
+    assert len(found.tried("connect to socket ")) >= 9, "the probe tried the well-known sockets"
     assert len(found.tried("open for writing /sys/")) > 10, "the probe walked /sys"
     # Item 1 on a CPU: the device nodes, all of them, are the harmless five.
     assert set(found.tried("open device ")) == CPU_DEVICES
@@ -316,6 +317,8 @@ def test_a_cuda_worker_has_its_gpus_nodes_and_no_other_device_as_an_unprivileged
     _skip_without_every_layer()
     found = _probe(tmp_path, monkeypatch, device="cuda")
     assert not found.said["run as root"] and not found.said["keep a capability"]
+    # Root outside its user namespace only under a root judge: CUDA IPC needs the judge's uid.
+    assert found.said["run as root on the host"] == (os.geteuid() == 0)
     gpu_nodes = {path for path in found.got("open device ") if path.startswith("/dev/nvidia")}
     assert set(found.got("open device ")) - gpu_nodes <= CPU_DEVICES
     assert "/dev/nvidiactl" in gpu_nodes and any(re.fullmatch(r"/dev/nvidia\d+", path) for path in gpu_nodes)

@@ -8,7 +8,7 @@ socket and its log, started under these layers, each where the system allows it:
 | layer | what it closes |
 |---|---|
 | bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm` | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path |
-| an unprivileged user (the judge's own where it is not root, else `nobody`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
+| an unprivileged user (the judge's own where it is not root, else `nobody`; a GPU worker of a root judge is `nobody` in a user namespace of its own, root outside: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
 | an environment of an allow-list (`environment`) | the judge's secrets and settings |
 | bubblewrap: network, IPC, UTS and pid namespaces; `--die-with-parent`, a new session, no capability | reaching anything over a network or an abstract socket, signalling or tracing the judge, the partner or other workers (they are not in its pid namespace), outliving the judge |
 | a cgroup of its own (v2), and its memory and pids limits (harness/judge/cgroups.py) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do; memory past the limit however it is held (memfds, tmpfs files); a fork bomb |
@@ -46,6 +46,8 @@ LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock", "user")
 UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
 # The worker's user where the judge is root: nobody's, which owns no file of the host.
 UNPRIVILEGED_ID = 65534
+CUDA_IPC_USER = ("the GPU worker of a root judge is uid 0 outside its user namespace: the NVIDIA driver opens "
+                 "a CUDA IPC handle only in a process of the exporting process's uid (run the judge as a user)")
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
 # locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
 PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
@@ -107,7 +109,8 @@ class Launch:
             self.seccomp_fd = None
 
 
-def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: int | None, memory_bytes) -> list[str]:
+def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: int | None, memory_bytes,
+                   cuda: bool) -> list[str]:
     refused = []
     if bwrap is None:
         refused.append("no bubblewrap (`bwrap`; `make setup` installs it with apt): workers share the judge's "
@@ -122,6 +125,8 @@ def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user
         refused.append("no Landlock (not in this kernel, or switched off): the file-system layer rests on bubblewrap alone")
     if os.geteuid() == 0 and user is None:
         refused.append("workers run as root: the judge is root, and its workers change user only inside bubblewrap")
+    elif os.geteuid() == 0 and cuda:
+        refused.append(CUDA_IPC_USER)
     return refused
 
 
@@ -142,10 +147,9 @@ class Sandbox:
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
         self._cgroups = JudgeCgroups("cgroup" not in layers_off())
         self.memory_bytes = memory_bytes
-        # The worker's own user: nobody's where the judge is root (bubblewrap keeps the two
-        # capabilities that change user for the bootstrap, which gives them up at once).
+        # The worker's own user where the judge is root: nobody's (`_user_arguments`).
         self.user = UNPRIVILEGED_ID if os.geteuid() == 0 and self._bwrap and "user" not in layers_off() else None
-        self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes)
+        self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes, self._cuda)
         self._tmp_bytes = memory_bytes if memory_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
         if memory_bytes and self._bwrap and self._tmp_bytes is None:
             self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
@@ -168,7 +172,7 @@ class Sandbox:
                 # it kills that process (SIGBUS).
                 "unshrinkable": ["/dev"] if self._cuda else ["/dev/null"],
                 "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
-                "user": self.user,
+                "user": self.user if not self._cuda else None,
                 "layers_off": sorted(layers_off())}
 
     @staticmethod
@@ -194,19 +198,31 @@ class Sandbox:
         prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder),
                    "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
                    "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        if self.user is not None:
-            prefix += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        prefix += self._user_arguments()
         seccomp_fd = _seccomp_program() if self._has_seccomp else None
         if seccomp_fd is not None:
             prefix += ["--seccomp", str(seccomp_fd)]
         return prefix + python, seccomp_fd
+
+    def _user_arguments(self) -> list[str]:
+        """Where the judge is root, a CPU worker's bootstrap changes to nobody's uid and gid, with
+        the two capabilities bubblewrap keeps for it (it gives them up at once). A GPU worker is
+        nobody in a user namespace of its own instead, root outside it: the NVIDIA driver lets a
+        process open another's CUDA IPC handle only under the same uid (the kernel's, not the
+        namespace's), and the judge is root. It has no capability on the host, and reaches only
+        what its root holds (`CUDA_IPC_USER` names this as refused)."""
+        if self.user is None:
+            return []
+        if self._cuda:
+            return ["--unshare-user", "--uid", str(self.user), "--gid", str(self.user)]
+        return ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
 
     def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, global_seed: int) -> Launch:
         """The command that starts a worker whose own writable folder is `folder`, talking on
         `socket_fd` (its number in the new process too) and printing to `log_fd`."""
         self._count += 1
         cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
-        if self.user is not None:
+        if self.user is not None and not self._cuda:
             # Its own, and readable by the bootstrap, which lists it as uid 0 without the capability
             # to read others' folders before it changes user (a listing refused then would stay in
             # the import system's cache, empty). The judge's folder above it is closed to others.
@@ -230,6 +246,7 @@ class Sandbox:
             self.refused.append(f"the sandbox's check process gave no report: {found['no_report']}")
             return {"checked": False, "refused": list(self.refused)}
         layers = {"checked": True, "bubblewrap": self._bwrap is not None, "uid": found["uid"], "gid": found["gid"],
+                  "host_uid": found["host_uid"],
                   "capabilities": found["capabilities"], "no_new_privs": found["no_new_privs"],
                   "seccomp": found["seccomp"], "landlock": found["landlock"], "cgroup": self._cgroups.v2 is not None,
                   "memory_limit_bytes": self.memory_bytes if "memory" in self._cgroups.controllers else None,
@@ -237,7 +254,7 @@ class Sandbox:
         for problem in found["refused"]:
             if problem not in self.refused:
                 self.refused.append(problem)
-        if found["uid"] == 0:
+        if found["host_uid"] == 0 and CUDA_IPC_USER not in self.refused:
             self.refused.append("the worker runs as uid 0")
         if found["sockets_reached"]:
             self.refused.append(f"the worker reaches sockets of the host: {', '.join(found['sockets_reached'])}")

@@ -189,6 +189,19 @@ def confine(settings: dict) -> list[str]:
     return refused
 
 
+def _host_uid() -> int:
+    """This process's uid outside every user namespace (/proc/self/uid_map: inside, outside, count)."""
+    uid = os.getuid()
+    try:
+        for line in open("/proc/self/uid_map"):
+            inside, outside, count = map(int, line.split())
+            if inside <= uid < inside + count:
+                return outside + uid - inside
+    except (OSError, ValueError):
+        pass
+    return uid
+
+
 def _reachable(path: str) -> bool:
     import socket
 
@@ -209,7 +222,7 @@ def report(settings: dict) -> None:
 
     refused = confine(settings)
     status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
-    print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "refused": refused,
+    print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "host_uid": _host_uid(), "refused": refused,
                       "capabilities": int(status["CapEff"], 16) | int(status["CapPrm"], 16) | int(status.get("CapAmb", "0"), 16),
                       "no_new_privs": status.get("NoNewPrivs", "0").strip() == "1",
                       "seccomp": status.get("Seccomp", "0").strip() == "2",
