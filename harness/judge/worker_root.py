@@ -27,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SYSTEM_LINKS = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
@@ -71,11 +72,15 @@ def _loader_cache_folders() -> frozenset[str]:
 
 
 def read_only_folders(import_path: list[str]) -> list[str]:
-    """Every folder bound read-only, outermost first, each existing and resolved through links."""
+    """Every folder bound read-only, outermost first, each existing and resolved through links.
+    None that holds the judge's temporary folder (a script's folder of /tmp on the import path):
+    the runs there, other candidates' among them, stay out of sight; the worker's /tmp is its own."""
     wanted = ["/usr", sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
               *import_path, *_mapped_library_folders(), *_loader_cache_folders()]
     resolved = {os.path.realpath(path) for path in wanted if path and os.path.isabs(path)}
-    return [path for path in _outermost(resolved) if os.path.isdir(path) and path != "/"]
+    runs = os.path.realpath(tempfile.gettempdir())
+    return [path for path in _outermost(resolved - {folder for folder in resolved if _within(runs, folder)})
+            if os.path.isdir(path)]
 
 
 def _system_links() -> list[str]:
