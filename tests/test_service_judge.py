@@ -143,7 +143,10 @@ def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory
         left = {str(path): path.stat().st_size for path in scratch.rglob("*") if path.is_file()}
         assert sum(left.values()) < 8 << 20, left
         hoarded = judged("cheat_hoards_memory_in_tmp")
-        assert hoarded["status"] == "error" and "No space left on device" in hoarded["message"], hoarded
+        # The worker's memory cgroup ends it first where the system has one (its tmpfs pages count),
+        # else the tmpfs, held to the limit, refuses the write.
+        assert (hoarded["status"] == "crash" and "over the 1024 MiB limit" in hoarded["message"]
+                or hoarded["status"] == "error" and "No space left on device" in hoarded["message"]), hoarded
     finally:
         judge.close()
 
