@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.judge import sandbox as sandbox_module
 from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
 from harness.judge.memory import SharedPool
+from harness.runner.calls import SANITIZER_ENV
 from harness.runner.files import REPO_ROOT, runner_files
 
 LINUX = sys.platform.startswith("linux")
@@ -357,6 +360,37 @@ def test_landlock_alone_still_keeps_a_worker_out_of_the_judges_files(tmp_path, m
     assert said["write its own folder"]
     if confine.landlock_abi() >= 6:  # signals scoped to the worker's own domain
         assert not said["signal the judge"]
+
+
+@pytest.fixture(scope="module")
+def cpu_sandbox():
+    sandbox = sandbox_module.Sandbox("cpu")
+    yield sandbox
+    sandbox.close()
+
+
+# The names a worker's environment may hold: the judge's of the allow-list, and those it sets.
+GIVEN_NAMES = {"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+               "OMP_WAIT_POLICY", SANITIZER_ENV, *sandbox_module.PASSED_VARIABLES}
+
+
+@settings(max_examples=200, deadline=None)
+@given(variables=st.dictionaries(
+    st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e, exclude_characters="="), min_size=1, max_size=24),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40), max_size=8))
+def test_no_variable_of_the_judges_reaches_a_worker_but_the_allow_list(variables, cpu_sandbox):
+    """Whatever the judge's environment holds (names and values an attacker might have planted in
+    it), a worker's holds the allow-list's names only, and its own folder's paths."""
+    folder = Path("/nvfp4-worker-folder")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in variables.items():
+            patch.setenv(name, value)
+        environment = cpu_sandbox.environment(folder)
+    assert {name for name in environment if not name.startswith("LC_")} <= GIVEN_NAMES
+    for name in variables:
+        if name not in GIVEN_NAMES and not name.startswith("LC_"):
+            assert name not in environment
+    assert environment["HOME"] == str(folder) and environment["TORCHINDUCTOR_CACHE_DIR"].startswith(str(folder))
 
 
 def test_a_layer_named_wrongly_is_refused_by_name(monkeypatch):
