@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from harness.judge import worker_root
@@ -38,7 +37,7 @@ from harness.runner import confine
 # A file a worker writes past this size gets SIGXFSZ: its log and its folder stay bounded.
 MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
-# Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock): to find
+# Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock, user): to find
 # which layer a system or a driver does not bear. Every layer switched off is reported as refused.
 LAYERS_OFF_ENV = "NVFP4_SANDBOX_OFF"
 LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock", "user")
@@ -165,7 +164,6 @@ class Sandbox:
         self._generated = Path(tempfile.mkdtemp(prefix="nvfp4-sandbox-"))
         worker_root.write_etc(self._generated / "etc", *((self.user, self.user) if self.user else (os.getuid(), os.getgid())))
         self._count = 0
-        self.covered_sockets: list[str] = []
         self.layers = self._check()
 
     def _settings(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, global_seed: int) -> dict:
@@ -194,7 +192,7 @@ class Sandbox:
         python = [sys.executable, "-I", "-B", "-c", program, json.dumps(settings)]
         if self._bwrap is None:
             return python, None
-        root, self.covered_sockets = worker_root.root_arguments(self._import_path(), self._generated / "etc")
+        root = worker_root.root_arguments(self._import_path(), self._generated / "etc")
         # /tmp first: the folders bound from under it (a virtual environment there) go on top.
         prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root,
                   "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]

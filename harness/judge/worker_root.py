@@ -32,7 +32,7 @@ from pathlib import Path
 
 SYSTEM_LINKS = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
-GPU_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+GPU_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
 # The worker's home, temporary files and caches, and its user's name in its /etc/passwd.
 WORKER_NAME = "worker"
@@ -183,13 +183,12 @@ def open_parents(path: str) -> list[str]:
     return arguments
 
 
-def root_arguments(import_path: list[str], generated_etc: Path) -> tuple[list[str], list[str]]:
-    """(bubblewrap's arguments for the read-only part of the root, the host sockets it covers)."""
+def root_arguments(import_path: list[str], generated_etc: Path) -> list[str]:
+    """bubblewrap's arguments for the read-only part of the root, listening sockets covered."""
     folders = read_only_folders(import_path)
     arguments = []
     for folder in folders:
         arguments += open_parents(folder) + ["--ro-bind", folder, folder]
-    sockets = host_sockets(folders)
-    for path in sockets:
+    for path in host_sockets(folders):
         arguments += ["--ro-bind", "/dev/null", path]
-    return arguments + _system_links() + etc_arguments(generated_etc), sockets
+    return arguments + _system_links() + etc_arguments(generated_etc)
