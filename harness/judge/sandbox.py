@@ -50,8 +50,18 @@ CUDA_IPC_USER = ("the GPU worker of a root judge is uid 0 outside its user names
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
 # locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
 PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
-                    "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS")
-PASSED_PREFIXES = ("LC_",)
+                    "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "LD_PRELOAD")
+# The locale's, and the injection variables compute-sanitizer, Nsight Compute and Nsight Systems
+# set for the processes they follow (`make sanitize`, `profile --ncu`): without them a worker
+# runs unobserved. The libraries they name are the judge's too, so its root holds them.
+PASSED_PREFIXES = ("LC_", "CUDA_INJECTION", "NVTX_INJECTION", "NV_", "NSYS_")
+
+
+def passed_to_workers(name: str) -> bool:
+    """Whether a variable of the judge's environment reaches its workers."""
+    from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
+
+    return name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV
 
 
 def layers_off() -> set[str]:
@@ -295,10 +305,7 @@ class Sandbox:
         when idle instead of spinning: spinning after the calls, they take the cores from the
         hand-over the judge's clock times, and on a machine of few cores an honest file's judged
         figure comes out above its own beyond the tolerance."""
-        from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
-
-        environment = {name: value for name, value in os.environ.items()
-                       if name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV}
+        environment = {name: value for name, value in os.environ.items() if passed_to_workers(name)}
         environment.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
                            HOME=str(folder), TMPDIR="/tmp" if self._bwrap else str(folder),
                            XDG_CACHE_HOME=str(folder / ".cache"), CUDA_CACHE_PATH=str(folder / ".nv"),
