@@ -204,10 +204,7 @@ class Sandbox:
             return python, None
         root = worker_root.root_arguments(self._import_path(), self._generated / "etc")
         # /tmp first: the folders bound from under it (a virtual environment there) go on top.
-        prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root,
-                  "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
-        if os.path.exists("/proc/sysrq-trigger"):
-            prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root, *worker_root.proc_arguments()]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]
         prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes)

@@ -14,7 +14,8 @@ its /tmp and its /dev/shm:
   dynamic loader's cache names (`ldconfig -p`: what a worker may load later);
 - a minimal `/etc`: the loader's cache and configuration, and a `passwd` and `group` naming the
   worker's user;
-- `/proc` of the worker's pid namespace with `/proc/sys` read-only, `/sys` read-only;
+- `/proc` of the worker's pid namespace, its system-wide entries read-only but the driver's
+  (`proc_arguments`); `/sys` read-only;
 - `/dev`: null, zero, full, random, urandom, the `/proc/self/fd` links; on a GPU the device's own
   nodes and the judge's own /dev/shm (harness/judge/dev_shm.py), on a CPU a private /dev/shm.
 
@@ -147,6 +148,20 @@ def _gpu_minors() -> list[int] | None:
         return minors
     except (AttributeError, OSError, RuntimeError, ImportError):
         return None
+
+
+def proc_arguments() -> list[str]:
+    """A /proc of the worker's pid namespace whose system-wide entries are read-only, all but the
+    driver's (the CUDA driver may write there): its own processes' files stay writable. A GPU
+    worker is uid 0 on the host under a root judge, and Landlock lets it write /proc, where files
+    such as /proc/sys/*, /proc/sysrq-trigger and /proc/irq/*/smp_affinity obey a write of root's."""
+    arguments = ["--proc", "/proc"]
+    for name in sorted(os.listdir("/proc")):
+        path = os.path.join("/proc", name)
+        if name.isdigit() or name == "driver" or os.path.islink(path):
+            continue
+        arguments += ["--ro-bind", path, path]
+    return arguments
 
 
 def private_tmpfs(path: str, size_bytes: int | None) -> list[str]:
