@@ -182,8 +182,9 @@ class Sandbox:
                 # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
                 # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
                 # O_TRUNC; a CPU's worker writes /dev/null and its own /dev/shm (multiprocessing's
-                # semaphores). /tmp is the worker's own only inside bubblewrap.
-                "writable": [str(folder)] + (["/tmp", "/dev/shm"] if self._bwrap else []) + (["/proc"] if self._cuda else []),
+                # semaphores). /tmp and a CPU worker's /dev/shm are its own only inside bubblewrap.
+                "writable": [str(folder)] + (["/tmp"] if self._bwrap else []) + (["/proc"] if self._cuda else
+                                                                                 ["/dev/shm"] if self._bwrap else []),
                 # Under /dev, written, never shrunk: CUDA IPC needs the driver's files in
                 # /dev/shm shared with the judge, and one cut short under a process that maps
                 # it kills that process (SIGBUS).
