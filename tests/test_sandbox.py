@@ -396,6 +396,21 @@ def test_no_variable_of_the_judges_reaches_a_worker_but_the_allow_list(variables
     assert environment["HOME"] == str(folder) and environment["TORCHINDUCTOR_CACHE_DIR"].startswith(str(folder))
 
 
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_may_shrink_nothing_under_dev_and_a_cpu_worker_writes_its_own_dev_shm(tmp_path):
+    """The Landlock rules a worker is given: on a GPU nothing under /dev is writable whole (the
+    driver's files in the judge's /dev/shm are written, never cut short); on a CPU its private
+    /dev/shm is (multiprocessing's semaphores)."""
+    gpu, cpu = sandbox_module.Sandbox("cuda"), sandbox_module.Sandbox("cpu")
+    gpu.close()
+    cpu.close()
+    gpu_settings, cpu_settings = (sandbox._settings(tmp_path, 3, 4, False, 0) for sandbox in (gpu, cpu))
+    assert not any(path == "/dev" or path.startswith("/dev/") for path in gpu_settings["writable"])
+    assert gpu_settings["unshrinkable"] == ["/dev"]
+    if sandbox_module._bwrap():  # its /dev/shm is its own only inside bubblewrap
+        assert "/dev/shm" in cpu_settings["writable"]
+
+
 def test_a_layer_named_wrongly_is_refused_by_name(monkeypatch):
     monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, "bubblewrap,firewall")
     with pytest.raises(ValueError, match="firewall"):
