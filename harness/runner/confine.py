@@ -1,5 +1,5 @@
 """The worker's first steps, before it imports anything but the standard library: descriptors
-fixed, privileges given up, the file system and signals confined (Landlock), the system-call
+fixed, its user changed where the judge is root, privileges given up, the file system and signals confined (Landlock), the system-call
 filter loaded where bubblewrap did not load it (harness/judge/sandbox.py).
 
 `BOOTSTRAP` is the whole of the program the judge starts: `python -I -B -c BOOTSTRAP SETTINGS`.
