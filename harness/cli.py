@@ -389,14 +389,21 @@ def _gpus(ctx, param, value: str | None) -> list[int] | None:
 @click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               show_default="results/verdicts.sqlite", help="SQLite file of every verdict.")
 @click.option("--no-store", is_flag=True, help="Keep no verdicts: every candidate is judged.")
-@click.option("--memory-limit-mib", type=click.IntRange(min=1), default=None, help="A worker over this resident memory is killed (a crash).")
+@click.option("--memory-limit-mib", type=click.IntRange(min=1), default=None,
+              help="A worker's memory cgroup holds it to this (memfds and tmpfs files count); over it, a crash naming the limit.")
 @click.option("--max-source-bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True,
               help="A candidate's source over this is refused (422).")
 @click.option("--test-lanes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Judges per GPU (or CPU judge): test-mode candidates run side by side; a timed one has the GPU alone.")
-def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib, max_source_bytes, test_lanes):
+@click.option("--unsafe-sandbox", is_flag=True, help="Serve even where the workers' sandbox lacks a layer (each judge names those it lacks).")
+def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib, max_source_bytes, test_lanes,
+          unsafe_sandbox):
     """Keep a judge per GPU alive and judge candidates sent over HTTP (docs/service.md)."""
+    from harness.judge.sandbox import UNSAFE_ENV
     from harness.service.serve import run_service
+
+    if unsafe_sandbox:  # the judges' environment, which never reaches a worker (harness/judge/sandbox.py)
+        os.environ[UNSAFE_ENV] = "1"
     run_service(gpus=gpus, device=device, judges_per_node=judges, ray_address=ray_address, host=host, port=port,
                 store_path=None if no_store else store_path or STORE_PATH, memory_limit_mib=memory_limit_mib,
                 max_source_bytes=max_source_bytes, test_lanes=test_lanes)

@@ -20,3 +20,4 @@ EXIT_REJECTED = 117  # the file is refused before anything runs: over the compet
 EXIT_DEVICE_LOST = 3  # the judge's GPU no longer answers after a case: start another judge
 EXIT_FILES_CHANGED = 4  # a candidate changed the judge's own files: a judge started from them is not to be trusted
 EXIT_DEV_SHM_FULL = 6  # the judge's own /dev/shm stays full after a candidate: start another judge
+EXIT_SANDBOX_REFUSED = 7  # the workers' sandbox lacks a layer and the service was not started with --unsafe-sandbox

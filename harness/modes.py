@@ -159,6 +159,8 @@ class Executor:
             stack.callback(sandbox.close)
             for refused in sandbox.refused:
                 reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
+            if reporter.document:
+                reporter.document.data["sandbox"] = sandbox.layers
             logs = stack.enter_context(tempfile.TemporaryDirectory(prefix="nvfp4-harness-"))
             workers = workers or FreshWorkers()
             # The worker's copy of the file, wherever its folder is, reads as the file's own name.

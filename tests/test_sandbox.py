@@ -1,8 +1,14 @@
 """The worker's sandbox, tried from inside as an attacker would (tests/fixtures/sandbox/): a
 sandboxed worker imports a file that attempts each way out and says which got through."""
 
+import contextlib
+import dataclasses
+import json
 import os
+import re
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -10,17 +16,43 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.judge import sandbox as sandbox_module
-from harness.judge.isolation import WorkerProcess, protect_the_judge
+from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
 from harness.judge.memory import SharedPool
+from harness.runner.calls import SANITIZER_ENV
 from harness.runner.files import REPO_ROOT, runner_files
 
 LINUX = sys.platform.startswith("linux")
 FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
 ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
-            "set the clock", "keep a capability", "open a kernel setting for writing", "read the judge's log folder")
+            "set the clock", "keep a capability", "run as root", "run as root on the host", "open a kernel setting for writing",
+            "read the judge's log folder")
+# The device nodes a CPU worker has, every one of them (harness/judge/worker_root.py).
+CPU_DEVICES = {f"/dev/{name}" for name in ("null", "zero", "full", "random", "urandom")}
+# A variable of the judge's that no worker may see.
+JUDGES_SECRET = ("NVFP4_PROBE_JUDGES_SECRET", "the judge's own 1c0ffee")
+
+
+@dataclasses.dataclass
+class Probe:
+    """What a sandboxed worker that imported the probe reached."""
+
+    said: dict[str, bool]  # attempt -> whether it got through
+    environment: dict[str, str]
+    given: set[str]  # the variables the judge gives a worker (Sandbox.environment)
+    planted: list[str]
+    output: str
+    crash: str | None = None
+
+    def got(self, prefix: str) -> list[str]:
+        return sorted(what.removeprefix(prefix) for what, through in self.said.items() if through and what.startswith(prefix))
+
+    def tried(self, prefix: str) -> list[str]:
+        return sorted(what.removeprefix(prefix) for what in self.said if what.startswith(prefix))
 
 
 def _planted(tmp_path) -> list[str]:
@@ -31,32 +63,47 @@ def _planted(tmp_path) -> list[str]:
             if path.exists()] + ([str(runs)] if runs.exists() and "# planted" in runs.read_text()[-200:] else [])
 
 
-def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[str, bool]:
-    """attempt -> whether it got through, from a sandboxed worker that imported `probe`."""
+def _probe(tmp_path, monkeypatch, layers_off: str = "", device: str = "cpu", memory_bytes: int | None = None,
+           **targets) -> Probe:
+    """Runs the probe in a sandboxed worker, aimed at this process as its judge and at `targets`."""
     monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, layers_off)
-    monkeypatch.setenv("PROBE_JUDGE_PID", str(os.getpid()))
-    monkeypatch.setenv("PROBE_REPO", str(REPO_ROOT))
-    monkeypatch.setenv("PROBE_JUDGE_TMP", str(tmp_path))
+    monkeypatch.setenv(*JUDGES_SECRET)
     (tmp_path / "judges-secret.txt").write_text("another candidate's file\n")
+    aims = tmp_path / "aims"
+    aims.mkdir(exist_ok=True)
+    (aims / "probe_targets.json").write_text(json.dumps(
+        {"judge_pid": os.getpid(), "repo": str(REPO_ROOT), "judge_tmp": str(tmp_path), **targets}))
     protect_the_judge()
-    sandbox = sandbox_module.Sandbox("cpu")
-    worker = WorkerProcess(sandbox, str(tmp_path), {**runner_files(), "submission.py": FIXTURES / probe}, "cpu", 42,
-                           SharedPool(torch.device("cpu")).describe)
+    sandbox = sandbox_module.Sandbox(device, memory_bytes=memory_bytes)
+    files = {**runner_files(), "submission.py": FIXTURES / "probe_escape.py", "probe_targets.json": aims / "probe_targets.json"}
+    worker = WorkerProcess(sandbox, str(tmp_path), files, device, 42, SharedPool(torch.device(device)).describe)
+    crash, given = None, set(sandbox.environment(tmp_path))
     try:
-        worker.begin_case(120, lambda text: None)
-        worker.request("load")
-        output = worker.output_of_case()
+        worker.begin_case(300, lambda text: None)
+        try:
+            worker.request("load")
+        except CaseStopped as stopped:
+            crash = stopped.result.message
+        output = Path(worker.log_path).read_text(errors="replace")  # whole: the case's tail would cut it
     finally:
         worker.close()
         sandbox.close()
-    said = {}
+    said, environment = {}, {}
     for line in output.splitlines():
         verdict, _, what = line.partition(" ")
         if verdict in ("GOT", "REFUSED"):
-            said[what.split(" (")[0]] = verdict == "GOT"
-    assert set(said) >= set(ATTEMPTS) | {"write its own folder"}, output
-    said["planted"] = _planted(tmp_path)
-    return said
+            said[what.rsplit(" (", 1)[0] if verdict == "REFUSED" else what] = verdict == "GOT"
+        elif verdict == "ENVIRONMENT":
+            name, _, value = what.partition("=")
+            environment[name] = value
+    assert crash is not None or set(said) >= set(ATTEMPTS) | {"write its own folder"}, output
+    return Probe(said, environment, given, _planted(tmp_path), output, crash)
+
+
+def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[str, bool]:
+    """attempt -> whether it got through, and `planted`: what reached the judge's side."""
+    found = _probe(tmp_path, monkeypatch, layers_off)
+    return {**found.said, "planted": found.planted}
 
 
 def _missing_layers() -> list[str]:
@@ -65,15 +112,224 @@ def _missing_layers() -> list[str]:
     return sandbox.refused
 
 
-@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
-def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path, monkeypatch):
+def _skip_without_every_layer() -> None:
     missing = _missing_layers()
     if missing:
         pytest.skip(f"this system lacks sandbox layers: {'; '.join(missing)}")
-    said = _attempts(tmp_path, monkeypatch, "probe_escape.py")
-    assert [what for what in ATTEMPTS if said[what]] == []
-    assert said["planted"] == []
-    assert said["write its own folder"]
+
+
+@contextlib.contextmanager
+def _listening(path: Path):
+    """A Unix socket listening at `path`, and the connections it accepted (read after the block)."""
+    accepted = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    server.setblocking(False)
+    try:
+        yield accepted
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                accepted.append(server.accept()[0])
+    finally:
+        for connection in accepted:
+            connection.close()
+        server.close()
+        path.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path, monkeypatch):
+    """The probe, as an attacker: the judge's files and processes, the network, the clock, its
+    privileges, every socket file it finds, every device node, every /proc and /sys file for
+    writing, the environment."""
+    _skip_without_every_layer()
+    found = _probe(tmp_path, monkeypatch)
+    assert [what for what in ATTEMPTS if found.said[what]] == [], found.output
+    assert found.planted == []
+    assert found.said["write its own folder"]
+    assert found.got("connect to socket ") == []
+    assert found.got("open for writing ") == [], "a /proc or /sys file opened for writing"
+    assert len(found.tried("connect to socket ")) >= 9, "the probe tried the well-known sockets"
+    assert len(found.tried("open for writing /sys/")) > 10, "the probe walked /sys"
+    # Item 1 on a CPU: the device nodes, all of them, are the harmless five.
+    assert set(found.tried("open device ")) == CPU_DEVICES
+    assert JUDGES_SECRET[0] not in found.environment
+    # What the judge gives, what bubblewrap sets (the working folder) and the worker itself sets.
+    assert set(found.environment) - found.given <= {"PWD", "CUTE_DSL_DISABLE_FILE_CACHING"}
+    assert all(_allowed(name) for name in found.given)
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_path, monkeypatch):
+    """A Unix socket listening in a folder the worker's root binds (on the judge's import path),
+    and one elsewhere under /tmp: a read-only mount does not refuse connect(), so the root must
+    not hold them."""
+    _skip_without_every_layer()
+    on_the_path = Path(tempfile.mkdtemp(prefix="nvfp4-import-path-"))
+    monkeypatch.syspath_prepend(str(on_the_path))
+    try:
+        sockets = [on_the_path / "service.sock", tmp_path / "elsewhere.sock"]
+        with _listening(sockets[0]) as accepted_on_path, _listening(sockets[1]) as accepted_elsewhere:
+            # Open to every user: the root's allow-list alone keeps them out, not the worker's user.
+            for path in (on_the_path, tmp_path, *sockets):
+                os.chmod(path, 0o777)
+            found = _probe(tmp_path, monkeypatch, sockets=[str(path) for path in sockets])
+        assert set(found.tried("connect to socket ")) >= set(map(str, sockets))
+        assert found.got("connect to socket ") == []
+        assert accepted_on_path == accepted_elsewhere == []
+    finally:
+        shutil.rmtree(on_the_path, ignore_errors=True)
+
+
+@pytest.mark.skipif(not LINUX, reason="cgroups are Linux's")
+@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm"])
+def test_memory_hoarded_past_the_limit_anywhere_is_a_crash_naming_the_limit_or_refused(tmp_path, monkeypatch, place):
+    """Memory a worker holds where no resident size counts (a memfd never mapped, a tmpfs file):
+    the worker's memory cgroup counts it, and the kernel ends the worker past the limit (a crash
+    naming the limit); a tmpfs held to the limit refuses the write first."""
+    limit = 192 << 20
+    sandbox = sandbox_module.Sandbox("cpu", memory_bytes=limit)
+    sandbox.close()
+    if not sandbox.layers.get("memory_limit_bytes"):
+        pytest.skip("no writable memory cgroup here")
+    found = _probe(tmp_path, monkeypatch, memory_bytes=limit, hoard=place, hoard_bytes=limit + (128 << 20))
+    assert f"HOARDED {place}" not in found.output
+    if place == "memfd":
+        assert found.crash is not None and "192 MiB limit" in found.crash, found.output
+    else:
+        assert found.crash is not None and "192 MiB limit" in found.crash or not found.said[f"hoard memory in {place}"]
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_the_judge_checks_each_layer_in_force_inside_a_sandboxed_process():
+    """The check process's report: an unprivileged user, no capability, no_new_privs, seccomp
+    loaded and Landlock enforced, where the system has each."""
+    _skip_without_every_layer()
+    sandbox = sandbox_module.Sandbox("cpu")
+    sandbox.close()
+    layers = sandbox.layers
+    assert layers["checked"] and layers["uid"] != 0 and layers["gid"] != 0
+    assert layers["capabilities"] == 0 and layers["no_new_privs"] and layers["seccomp"] and layers["landlock"]
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_layer_switched_off_is_named_in_the_check(monkeypatch):
+    monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, "landlock")
+    sandbox = sandbox_module.Sandbox("cpu")
+    sandbox.close()
+    assert sandbox.layers["landlock"] is False
+    assert any("Landlock" in refused for refused in sandbox.refused)
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_the_check_names_a_host_socket_its_root_would_let_a_worker_reach(monkeypatch):
+    """Were a listening socket's file in a bound folder left uncovered, the check process, which
+    tries every socket listening on the host, reaches it, and the judge names it as refused."""
+    _skip_without_every_layer()
+    from harness.judge import worker_root
+
+    on_the_path = Path(tempfile.mkdtemp(prefix="nvfp4-import-path-"))
+    monkeypatch.syspath_prepend(str(on_the_path))
+    monkeypatch.setattr(worker_root, "host_sockets", lambda folders: [])
+    monkeypatch.setattr(sandbox_module, "_CHECKED", {})
+    try:
+        with _listening(on_the_path / "left.sock") as accepted:
+            # Open to every user, as /run/docker.sock is to its group: the worker's own user does
+            # not stop it then.
+            os.chmod(on_the_path, 0o755)
+            os.chmod(on_the_path / "left.sock", 0o777)
+            sandbox = sandbox_module.Sandbox("cpu")
+            sandbox.close()
+        assert sandbox.layers["host_sockets_reached"] == [str(on_the_path / "left.sock")]
+        assert any("reaches sockets of the host" in refused for refused in sandbox.refused)
+        assert len(accepted) == 1
+    finally:
+        shutil.rmtree(on_the_path, ignore_errors=True)
+
+
+def _judge_process(environment: dict) -> subprocess.CompletedProcess:
+    """A service's judge on the CPU, its stdin closed at once: its ready line, or its refusal."""
+    return subprocess.run([sys.executable, "-m", "harness.service.judge", "--device", "cpu"], cwd=REPO_ROOT,
+                          env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_services_judge_refuses_to_serve_without_a_layer_unless_told_it_is_unsafe():
+    from harness.exits import EXIT_SANDBOX_REFUSED
+
+    _skip_without_every_layer()
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(("POPCORN_", "NVFP4_"))}
+    whole = _judge_process(environment)
+    assert whole.returncode == 0, whole.stderr
+    ready = json.loads(whole.stdout.splitlines()[0])
+    assert ready["sandbox"]["uid"] != 0 and ready["sandbox"]["landlock"] and ready["sandbox"]["refused"] == []
+    lacking = _judge_process({**environment, sandbox_module.LAYERS_OFF_ENV: "landlock"})
+    assert lacking.returncode == EXIT_SANDBOX_REFUSED and "Landlock" in lacking.stderr and lacking.stdout == ""
+    unsafe = _judge_process({**environment, sandbox_module.LAYERS_OFF_ENV: "landlock", sandbox_module.UNSAFE_ENV: "1"})
+    assert unsafe.returncode == 0, unsafe.stderr
+    assert json.loads(unsafe.stdout.splitlines()[0])["sandbox"]["landlock"] is False
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_every_json_document_of_a_run_records_the_sandboxs_layers(tmp_path):
+    _skip_without_every_layer()
+    cases = tmp_path / "cases.txt"
+    cases.write_text("m: 128; n: 256; k: 512; l: 2; seed: 1111\n")
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("POPCORN_")}
+    result = subprocess.run([sys.executable, "-m", "harness", "test", "--json", "--submission",
+                             str(REPO_ROOT / "tests" / "fixtures" / "torch_submission.py"), "--device", "cpu", str(cases)],
+                            cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600)
+    layers = json.loads(result.stdout)["sandbox"]
+    assert layers["checked"] and layers["uid"] != 0 and layers["seccomp"] and layers["refused"] == []
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_judge_in_a_virtual_environment_under_tmp_starts_its_workers(tmp_path):
+    """The interpreter in a virtual environment under /tmp, outside the kit's folder (the
+    worker's /tmp is a fresh tmpfs): the worker's root binds it, and an honest file passes."""
+    _skip_without_every_layer()
+    venv = Path(tempfile.mkdtemp(prefix="nvfp4-venv-", dir="/tmp")) / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+        # This interpreter's own packages, where it is itself a virtual environment's (whose
+        # packages --system-site-packages leaves out): the judge needs them, the venv's link stays.
+        site_packages = next((venv / "lib").glob("python*/site-packages"))
+        (site_packages / "judges-packages.pth").write_text(
+            "\n".join(entry for entry in sys.path if entry.endswith("-packages")) + "\n")
+        cases = tmp_path / "cases.txt"
+        cases.write_text("m: 128; n: 256; k: 512; l: 2; seed: 1111\n")
+        environment = {name: value for name, value in os.environ.items() if not name.startswith("POPCORN_")}
+        result = subprocess.run([str(venv / "bin" / "python"), "-m", "harness", "test", "--submission",
+                                 str(REPO_ROOT / "tests" / "fixtures" / "torch_submission.py"), "--device", "cpu", str(cases)],
+                                cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "check: pass" in result.stdout
+    finally:
+        shutil.rmtree(venv.parent, ignore_errors=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_cuda_worker_has_its_gpus_nodes_and_no_other_device_as_an_unprivileged_user(tmp_path, monkeypatch):
+    """Item 1 on a GPU: the probe through a CUDA worker opens the harmless five, the GPU's own
+    nodes (nvidia<N> of the judge's GPUs, nvidiactl, nvidia-uvm and -tools, nvidia-caps) and
+    nothing else, and runs as the judge's user (under a root judge, uid 0 in a user namespace of
+    its own, without a capability: CUDA IPC opens only under the exporter's uid)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    _skip_without_every_layer()
+    found = _probe(tmp_path, monkeypatch, device="cuda")
+    assert not found.said["keep a capability"]
+    # Under a root judge, uid 0 in a user namespace of its own: CUDA IPC needs the exporter's uid.
+    assert found.said["run as root"] == found.said["run as root on the host"] == (os.geteuid() == 0)
+    gpu_nodes = {path for path in found.got("open device ") if path.startswith("/dev/nvidia")}
+    assert set(found.got("open device ")) - gpu_nodes <= CPU_DEVICES
+    assert "/dev/nvidiactl" in gpu_nodes and any(re.fullmatch(r"/dev/nvidia\d+", path) for path in gpu_nodes)
+    assert found.got("connect to socket ") == [] and found.got("open for writing ") == []
 
 
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
@@ -108,6 +364,57 @@ def test_landlock_alone_still_keeps_a_worker_out_of_the_judges_files(tmp_path, m
     assert said["write its own folder"]
     if confine.landlock_abi() >= 6:  # signals scoped to the worker's own domain
         assert not said["signal the judge"]
+
+
+@pytest.fixture(scope="module")
+def cpu_sandbox():
+    sandbox = sandbox_module.Sandbox("cpu")
+    yield sandbox
+    sandbox.close()
+
+
+# The names the judge sets in a worker's environment; the others are the allow-list's.
+SET_NAMES = {"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+             "OMP_WAIT_POLICY"}
+
+
+def _allowed(name: str) -> bool:
+    return (name in SET_NAMES or name in sandbox_module.PASSED_VARIABLES or name == SANITIZER_ENV
+            or name.startswith(("LC_", "CUDA_INJECTION", "NVTX_INJECTION", "NV_", "NSYS_")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(variables=st.dictionaries(
+    st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e, exclude_characters="="), min_size=1, max_size=24),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40), max_size=8))
+def test_no_variable_of_the_judges_reaches_a_worker_but_the_allow_list(variables, cpu_sandbox):
+    """Whatever the judge's environment holds (names and values an attacker might have planted in
+    it), a worker's holds the allow-list's names only, and its own folder's paths."""
+    folder = Path("/nvfp4-worker-folder")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in variables.items():
+            patch.setenv(name, value)
+        environment = cpu_sandbox.environment(folder)
+    assert all(_allowed(name) for name in environment)
+    for name in variables:
+        if not _allowed(name):
+            assert name not in environment
+    assert environment["HOME"] == str(folder) and environment["TORCHINDUCTOR_CACHE_DIR"].startswith(str(folder))
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_may_shrink_nothing_under_dev_and_a_cpu_worker_writes_its_own_dev_shm(tmp_path):
+    """The Landlock rules a worker is given: on a GPU nothing under /dev is writable whole (the
+    driver's files in the judge's /dev/shm are written, never cut short); on a CPU its private
+    /dev/shm is (multiprocessing's semaphores)."""
+    gpu, cpu = sandbox_module.Sandbox("cuda"), sandbox_module.Sandbox("cpu")
+    gpu.close()
+    cpu.close()
+    gpu_settings, cpu_settings = (sandbox._settings(tmp_path, 3, 4, False, 0) for sandbox in (gpu, cpu))
+    assert not any(path == "/dev" or path.startswith("/dev/") for path in gpu_settings["writable"])
+    assert gpu_settings["unshrinkable"] == ["/dev"]
+    if sandbox_module._bwrap():  # its /dev/shm is its own only inside bubblewrap
+        assert "/dev/shm" in cpu_settings["writable"]
 
 
 def test_a_layer_named_wrongly_is_refused_by_name(monkeypatch):
@@ -152,7 +459,6 @@ def test_a_gpu_workers_rules_shrink_no_file_under_dev_by_any_path():
     over the name, an unlink) is printed and judged below."""
     import ast
     import errno
-    import subprocess
 
     from harness.runner import confine
 
@@ -216,7 +522,6 @@ def test_a_gpu_worker_without_bubblewrap_reaches_no_other_judges_dev_shm_through
     would let a GPU worker write. Landlock closes the link itself: a process it restricts may
     reach /proc/PID/root only of a process in its own domain (without Landlock the link is
     followed, and the write lands)."""
-    import subprocess
 
     from harness.runner import confine
 

@@ -143,7 +143,10 @@ def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory
         left = {str(path): path.stat().st_size for path in scratch.rglob("*") if path.is_file()}
         assert sum(left.values()) < 8 << 20, left
         hoarded = judged("cheat_hoards_memory_in_tmp")
-        assert hoarded["status"] == "error" and "No space left on device" in hoarded["message"], hoarded
+        # The worker's memory cgroup ends it first where the system has one (its tmpfs pages count),
+        # else the tmpfs, held to the limit, refuses the write.
+        assert (hoarded["status"] == "crash" and "over the 1024 MiB limit" in hoarded["message"]
+                or hoarded["status"] == "error" and "No space left on device" in hoarded["message"]), hoarded
     finally:
         judge.close()
 
@@ -195,11 +198,14 @@ def test_a_candidate_that_removes_the_judges_driver_files_leaves_the_next_candid
     same judge, whose workers open them by name, must still pass, in test and benchmark."""
     import torch
 
+    from harness.judge.sandbox import UNSAFE_ENV
     from harness.service.judges import LocalJudge
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: the judge's driver files under /dev/shm are a GPU's")
-    judge = LocalJudge("cuda")
+    # A root judge's GPU workers are uid 0 outside their user namespace (CUDA IPC), which its
+    # check names as refused (docs/judge.md): this test is about /dev/shm, not the user.
+    judge = LocalJudge("cuda", environment={**os.environ, UNSAFE_ENV: "1"} if os.geteuid() == 0 else None)
     judge.start()
     try:
         cheat = judge.judge({"id": "cheat", "source": (FIXTURES / "cheat_removes_the_judges_driver_files.py").read_text(),

@@ -37,7 +37,7 @@ OUTPUT_TAIL_CHARS = 4000
 # start that misses it, or a worker that ends before it, is the machine's failure (load, the
 # sandbox, the environment), never the file's, and the case's time limit counts from its end.
 START_LIMIT_S = 120.0
-# How long the judge waits for cgroups asked to stop (harness/judge/sandbox.py WorkerCgroup.freeze)
+# How long the judge waits for cgroups asked to stop (harness/judge/cgroups.py WorkerCgroup.freeze)
 # before it stops what is left by signals.
 FREEZE_WAIT_S = 2.0
 
@@ -502,6 +502,10 @@ class WorkerProcess:
         """The verdict on a process that died; WorkerNotStarted where it died in its start."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._current.process.wait(timeout=5)
+        cgroup = self._current.cgroup
+        if cgroup.oom_killed:
+            return CaseResult(CRASH, f"worker process killed: its memory (memfds and tmpfs files included) went over the "
+                                     f"{cgroup.memory_bytes / 2**20:.0f} MiB limit")
         ended = _exit_description(self._current.process.poll())
         if self._starting:
             raise WorkerNotStarted(f"a worker ended before its first message ({ended}), before the submission was imported: "

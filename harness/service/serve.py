@@ -5,9 +5,10 @@ judges and puts the candidates they were running back in the queue (harness/serv
 import os
 import signal
 
+from harness.judge.sandbox import UNSAFE_ENV
 from harness.service.candidates import Candidates
 from harness.service.front import MAX_SOURCE_BYTES, Service
-from harness.service.judges import LocalJudge
+from harness.service.judges import JudgeEnded, LocalJudge
 from harness.store import DEFAULT_PATH, Store
 
 
@@ -55,6 +56,7 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
 
         ray.init(address=ray_address)
         secret = {"POPCORN_SEED": os.environ["POPCORN_SEED"]} if os.environ.get("POPCORN_SEED") else {}
+        secret.update({UNSAFE_ENV: os.environ[UNSAFE_ENV]} if UNSAFE_ENV in os.environ else {})
         judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret)
     else:
         judges = local_judges(gpus, device, judges_per_node, memory_limit_mib, test_lanes)
@@ -104,4 +106,7 @@ def run_service(gpus, device, judges_per_node, ray_address, host, port, store_pa
                                 test_lanes)
     except NoJudge as error:
         raise click.ClickException(str(error)) from None
-    serve_until_stopped(service, host, port, announce=lambda text: click.echo(text, err=True))
+    try:
+        serve_until_stopped(service, host, port, announce=lambda text: click.echo(text, err=True))
+    except JudgeEnded as error:  # no judge got ready: a sandbox lacking a layer among the reasons
+        raise click.ClickException(f"{error} (its reason above)") from None
