@@ -270,7 +270,7 @@ def run(stand_in: bool, output: Path, eval_dir: Path | None = None) -> int:
     import reference
     from harness.l2_flush import L2Flush
 
-    device = torch.device("cuda")
+    device = torch.device("cuda", torch.cuda.current_device())  # the trial process takes an indexed device
     name = torch.cuda.get_device_name(device)
     arch = "sm_90a" if stand_in else "sm_100a"
     note = f"{name}, {time.strftime('%Y-%m-%d')}, at {_commit()}"
