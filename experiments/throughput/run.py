@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from harness.judge.sandbox import UNSAFE_ENV  # noqa: E402
 from harness.results import git_commit  # noqa: E402
 from harness.service.front import Service  # noqa: E402
 from harness.service.judges import LocalJudge  # noqa: E402
@@ -212,7 +213,12 @@ def main() -> None:
     parser.add_argument("--test-lanes", type=int, default=4, help="judges on one GPU for the test-mode phase [4]")
     parser.add_argument("--test-copies", type=int, default=24, help="the fast torch file's tests in the test-mode phase [24]")
     parser.add_argument("--test-mode-only", action="store_true", help="the test-mode phase alone")
+    parser.add_argument("--unsafe-sandbox", action="store_true",
+                        help="the service's judges serve where the workers' sandbox lacks a layer, as `serve --unsafe-sandbox` "
+                             "(a root judge's GPU workers are uid 0 in their own user namespace)")
     arguments = parser.parse_args()
+    if arguments.unsafe_sandbox:  # the judges' environment, which never reaches a worker
+        os.environ[UNSAFE_ENV] = "1"
 
     if arguments.device == "cuda":
         import torch
