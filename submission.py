@@ -94,14 +94,11 @@ def _round_up(x: int, multiple: int) -> int:
 
 class Sm100BlockScaledGemm:
     """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), in the
-    MMA's roles: A is the problem's b, B its a, so the accumulator is a tile of c transposed.
-
-    Roles: the TMA warp loads A, B, SFA and SFB into `stages` shared-memory buffers
-    (`smem_pipeline`); the MMA warp copies the scales to tensor memory (tcgen05.cp) and issues
-    4 MMAs of K = 64 a stage into one of two TMEM accumulators (`acc_pipeline`); the epilogue
-    warps read an accumulator, convert to fp16 and store c, or with split-K an fp32 partial
-    (`SplitKReduction`). All walk the same work units (`Sm100Schedule`): 128 columns of c x
-    mma_n rows of c x one K range x one batch."""
+    MMA's roles (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
+    `stages` shared-memory buffers; the MMA warp copies the scales to tensor memory and issues 4
+    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps convert an
+    accumulator to fp16 c, or with split-K reduce through fp32 partials (`SplitKReduction`). All
+    walk the same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
 
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
@@ -130,22 +127,13 @@ class Sm100BlockScaledGemm:
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
                  counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
-        """The compiled function, in the caller's order; the one place the operands swap roles."""
+        """The compiled function, in the caller's order: here, and nowhere else, the operands
+        swap roles. Then layouts, TMA atoms, shared storage and the launch."""
         mma_b_ptr, mma_a_ptr, mma_sfb_ptr, mma_sfa_ptr = a_ptr, b_ptr, sfa_ptr, sfb_ptr
-        mma_n, mma_m = m, n
-        self._launch(mma_a_ptr, mma_b_ptr, mma_sfa_ptr, mma_sfb_ptr, c_ptr, partial_ptr, counter_ptr,
-                     mma_m, mma_n, k, l, num_ctas)
-
-    @cute.jit
-    def _launch(self, mma_a_ptr: cute.Pointer, mma_b_ptr: cute.Pointer, mma_sfa_ptr: cute.Pointer,
-                mma_sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
-                counter_ptr: cute.Pointer, mma_m: cutlass.Int32, mma_n: cutlass.Int32,
-                k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
-        """Layouts, TMA atoms and shared storage, then the launch."""
+        mma_n = cute.assume(m, divby=128)
+        mma_m = cute.assume(n, divby=128)
         cfg = self.config
         splits = cfg.split_k
-        mma_n = cute.assume(mma_n, divby=128)
-        mma_m = cute.assume(mma_m, divby=128)
         k = cute.assume(k, divby=SM100_TILE_K)
         mA = cute.make_tensor(mma_a_ptr, cute.make_ordered_layout((mma_m, k, l), order=(1, 0, 2)))  # (M, K, L), K-major
         mB = cute.make_tensor(mma_b_ptr, cute.make_ordered_layout((mma_n, k, l), order=(1, 0, 2)))  # (N, K, L), K-major
@@ -464,16 +452,11 @@ def _one_stage(layout):
 
 @dataclass(frozen=True)  # frozen: the kernel's loops may then use it without carrying it
 class SplitKReduction:
-    """Split-K across CTAs in one kernel: every split of an output tile stores its fp32 partial
-    and counts its arrival at the tile's counter; the last to arrive adds the others' partials
-    to its accumulator, writes c and puts the counter back to zero. No second kernel, no memset.
-
-    Each epilogue warp counts its own arrivals (a counter per warp and tile), so a warp's
-    decision is uniform. The last arrival loads the other partials `ahead` subtiles before it
-    adds them, so that their round trips overlap. A grid runs every CTA to its end or faults the
-    context for good, so every call finds its counters at zero. Nothing here is particular to
-    tensor memory: experiments/splitk_protocol runs it on sm_90a with accumulators in global
-    memory."""
+    """Split-K across CTAs in one kernel: every split of a tile stores its fp32 partial and counts
+    its arrival; the last to arrive adds the others' partials (loaded `ahead` subtiles early, so
+    that their round trips overlap), writes c and puts the counter back to zero: no second
+    kernel, no memset. Each epilogue warp counts its own arrivals, so its decision is uniform.
+    experiments/splitk_protocol runs this class on sm_90a, accumulators in global memory."""
 
     splits: int
     ahead: int
@@ -757,9 +740,7 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = SM100_BENCHMARK_CONFIGS.get(problem) or _sm100_config(problem, num_sms)
-    if not conservative:
-        return config
-    return Sm100Config(config.mma_n, 1, Sm100Config.max_stages(config.mma_n), pdl=False)
+    return Sm100Config(config.mma_n, 1, Sm100Config.max_stages(config.mma_n), pdl=False) if conservative else config
 
 
 def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
@@ -842,11 +823,6 @@ class Sm100Gemm:
 
 # ===== host call path: validation, compiled kernels, launch plans =====
 
-def _strides_match(t: torch.Tensor, expected: tuple[int, ...]) -> bool:
-    # A dimension of extent 1 never moves the address, so its stride is free.
-    return all(size == 1 or got == want for size, got, want in zip(t.shape, t.stride(), expected))
-
-
 def permuted_scale_shape(mn: int, k: int, l: int) -> tuple[int, ...]:
     """Shape of `sfa_permuted` / `sfb_permuted`: (32, 4, rest_mn, 4, rest_k, L)."""
     return (32, 4, mn // 128, 4, k // (SF_VEC_SIZE * 4), l)
@@ -870,9 +846,8 @@ _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 _FP4, _FP8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
 _DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
 _RANKS = (3, 3, 3, 3, 6, 6, 3)
-# The tensors the kernel addresses (compact, batch outermost; the scales as their atoms), with
-# the layout each must have.
-_STRIDED_NAMES = ("a", "b", "c", "sfa_permuted", "sfb_permuted")
+# The tensors the kernel addresses (compact, batch outermost; the scales as their atoms), in the
+# order of `_expected_layouts`' strides, with the layout each must have.
 _LAYOUT_NAMES = {
     "a": "K-major (strides (K/2, 1, M*K/2))",
     "b": "K-major (strides (K/2, 1, N*K/2))",
@@ -880,6 +855,7 @@ _LAYOUT_NAMES = {
     "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
     "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout",
 }
+_STRIDED_NAMES = tuple(_LAYOUT_NAMES)
 
 
 class Call(NamedTuple):
@@ -985,7 +961,8 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must have shape {shape} for M={m}, N={n}, K={k}, L={l}; got "
                              f"{tuple(t.shape)} (M, N, K, L must agree across all tensors)")
     for name, t, strides in zip(_STRIDED_NAMES, (a, b, c, sfa_permuted, sfb_permuted), expected_strides):
-        if t.stride() != strides and not _strides_match(t, strides):
+        # A dimension of extent 1 never moves the address, so its stride is free.
+        if any(size != 1 and got != want for size, got, want in zip(t.shape, t.stride(), strides)):
             raise ValueError(f"{name} must be laid out as {_LAYOUT_NAMES[name]}; expected strides "
                              f"{strides}, got {t.stride()}")
         if t.data_ptr() % GMEM_ALIGN:
@@ -1044,10 +1021,9 @@ def compiled_kernel(key: tuple, build: Callable[[], Callable], tvm_ffi: bool = H
 
 
 def bare_tvm_ffi_function(compiled: Callable) -> Callable:
-    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi (else `compiled`). The
-    compiled object's own __call__ is Python that inspects every argument on every call, which
-    took longer than the launch under CuTeDSL 4.5; the plans pass bare integers, which the
-    function checks itself."""
+    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi (else `compiled`): the
+    compiled object's Python __call__ inspects every argument, which under CuTeDSL 4.5 took
+    longer than the launch; the plans' bare integers need none of it."""
     try:
         import tvm_ffi
     except ImportError:  # then nothing was compiled for TVM-FFI
@@ -1144,9 +1120,8 @@ SELF_CHECK_ATOL = 1e-3
 
 def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int, ...]] | None:
     """None where every element of the fp16 `c` passes the competition's check against `exact`
-    rounded to fp16, compared in fp16 as its runner does and in float32 as the judge does;
-    otherwise the count of the others and the first's index. NaN never passes, an infinity only
-    where the reference is the same infinity. Sums need not be exact in fp32."""
+    rounded to fp16 (in fp16 as its runner compares, in float32 as the judge does), else the
+    count of the others and the first's index. NaN never passes, an infinity only where equal."""
     reference = exact.to(torch.float16)
     close = torch.isfinite(c) & torch.isfinite(reference)
     for got, want in ((c, reference), (c.float(), reference.float())):
@@ -1186,12 +1161,11 @@ def _negated(packed: torch.Tensor) -> torch.Tensor:
 
 
 class ThreeCalls:
-    """The self-check's trial of a plan: three calls queued back to back, as the competition
-    queues them, each into its own output filled with NaN; the third writes the caller's c, the
-    second multiplies by b negated, so that its split-K partials differ from its neighbours'.
-    It catches an element left unwritten or wrong and, with split-K (the calls share partials
-    and counters), a call that adds another's partials or finds its counters not reset. It
-    cannot see the order of different calls' stores, nor without split-K anything PDL does."""
+    """Three calls of a plan queued back to back, as the competition queues them, each into its own
+    output filled with NaN (the third the caller's c); the second multiplies by b negated, so that
+    its split-K partials differ from its neighbours'. It catches elements unwritten or wrong and,
+    with split-K, partials or counters one call leaves another; not the order of different
+    calls' stores, nor without split-K anything PDL does."""
 
     CALLS = 3
 
@@ -1311,16 +1285,13 @@ NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
 
 class TrialProcess:
     """A second Python process on the same device that tries each rung before this process builds
-    it: a rung that hangs or faults the device takes down the trial process, which is killed or
-    found dead and started again, never this one, whose CUDA context every later call needs.
-
-    One process serves every problem (its start and its compiled kernels are paid once), on
-    inputs of its own (`trial_input`): nothing of the caller's memory is mapped where a wild
-    write could reach it. It reports a rung as it begins it, once built, and its verdict, so a
-    death or a silence names the rung. The deadlines keep within the competition's time limit
-    for a whole run: past `LOST_BUDGET_S` lost to hangs, faults and restarts no rung is tried
-    and the exact product answers. Where no trial process can run, one line says so and the
-    rungs are tried in this process alone, as with NVFP4_TRIAL_IN_CHILD=0."""
+    it: a rung that hangs or faults the device takes down the trial process (killed or found dead,
+    then started again), never this one, whose CUDA context every later call needs. One process
+    serves every problem, on inputs of its own (`trial_input`: nothing of the caller's memory is
+    where a wild write could reach it); it reports a rung as it begins it, once built, and its
+    verdict, so that a death or a silence names the rung. Past `LOST_BUDGET_S` lost to hangs,
+    faults and restarts no rung is tried; where no trial process can run, one line says so and
+    the rungs are tried in this process alone, as with NVFP4_TRIAL_IN_CHILD=0."""
 
     START_DEADLINE_S = 45.0  # Python, torch and CuTeDSL imported, a CUDA context made
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
@@ -1427,7 +1398,10 @@ class TrialProcess:
         """One request. Where the process hangs or dies it is ended and the time counted; where
         it dies before it begins the rung, the trial itself cannot run here."""
         began = time.monotonic()
-        if not self._send({"problem": list(problem), "rung": number}):
+        try:
+            self.process.stdin.write(json.dumps({"problem": list(problem), "rung": number}).encode() + b"\n")
+            self.process.stdin.flush()
+        except OSError:  # it ended
             self._end(kill=True)
             self._give_up("it ended between problems")
             return None
@@ -1457,14 +1431,6 @@ class TrialProcess:
         if ended:
             return Failure(what, f"the trial process {ended} in its three calls", FAULTED)
         return Failure(what, f"no answer within {self.RUN_DEADLINE_S:g} s in the trial process, which was killed", HUNG)
-
-    def _send(self, message: dict) -> bool:
-        try:
-            self.process.stdin.write(json.dumps(message).encode() + b"\n")
-            self.process.stdin.flush()
-        except OSError:  # it ended
-            return False
-        return True
 
     def _receive(self, timeout: float) -> dict | str:
         """The next reply; SILENT where none came in time, CLOSED where the process is ending."""
@@ -1583,11 +1549,10 @@ HANG_PREFIX = "nvfp4 self-check HANG:"
 
 
 class CallerWatch:
-    """The guard on a rung's three calls in this process after they passed in the trial process
-    (here they run behind the caller's own work). Calls that answer after `RUN_DEADLINE_S` fall
-    back like a hang, with a line at the deadline. Calls with no answer by `GIVE_UP_S` hold the
-    GPU for good: a second line says so and the process exits, well before the competition's
-    180 s end the run with no word."""
+    """The guard on a rung's three calls here, behind the caller's own work, after they passed in
+    the trial process: calls later than `RUN_DEADLINE_S` fall back like a hang; with no answer
+    by `GIVE_UP_S` a kernel holds the GPU for good, and the process says so and exits, well
+    before the competition's 180 s end the run with no word."""
 
     RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
     GIVE_UP_S = 60.0
@@ -1644,12 +1609,10 @@ def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str)
 
 
 def first_call(kernel: type, call: Call, data):
-    """The first call of `call.problem` on its device: the kernel's rungs in turn, each tried
-    in the trial process, then here by `ThreeCalls` against the caller's input; the first that
-    passes is returned for the later calls. A failure prints a FALLBACK_PREFIX line and the
-    ladder goes on to the next rung that keeps none of what it, or an earlier problem's hang or
-    fault (`TrialProcess.condemned`), put in doubt; after the last, the exact product is written
-    into c and `ExactGemm` returned."""
+    """The kernel's rungs in turn, each tried in the trial process, then here by `ThreeCalls` on
+    the caller's input; the first that passes serves the later calls. A failure prints a
+    FALLBACK_PREFIX line and the ladder skips to the next rung that keeps none of what it, or an
+    earlier problem's hang or fault, put in doubt; after the last, the exact product answers."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
         plan = kernel.launch_plan(problem, device)
@@ -1691,8 +1654,8 @@ _ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
 
 
 def kernel_for_arch(arch: str) -> type | None:
-    """The kernel class for a target, or None. Each offers `launch_plan(problem, device)`,
-    `config_for(problem)` and `compile_for_check(problem, arch, extra_options)` (harness/compile.py)."""
+    """The kernel class for a target, or None: its `launch_plan(problem, device)` and, for
+    harness/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
     if arch == Sm100Gemm.ARCH:
         return Sm100Gemm
     if arch == "sm_90a":
