@@ -4,10 +4,12 @@ CuTe's own layout), and input validation."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import itertools
 import random
 import sys
+from pathlib import Path
 
 import cutlass
 import cutlass.cute as cute
@@ -439,3 +441,26 @@ def test_every_configuration_a_benchmark_can_choose_is_run_by_a_test_of_ours():
     for config, problem in CONFIG_CASES:
         config.check_problem(problem)
         assert config.grid_ctas(problem, sub.SM100_NUM_SMS) >= 1
+
+
+# ----- the file itself -----
+
+SUBMISSION_LINE_LIMIT = 1400
+
+
+@pytest.mark.xfail(strict=True, reason="submission.py is still over its line budget: the self-check's trial "
+                                       "process and ladder hold the rest (issue 54, item 5)")
+def test_submission_stays_under_its_line_budget():
+    lines = len(Path(sub.__file__).read_text().splitlines())
+    assert lines < SUBMISSION_LINE_LIMIT, f"submission.py has {lines} lines, {SUBMISSION_LINE_LIMIT} at most"
+
+
+def test_submission_reads_top_down_as_what_runs():
+    """The kernel first, then its host side, the call path, the self-check and dispatch."""
+    tree = ast.parse(Path(sub.__file__).read_text())
+    order = [node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))]
+    assert set(order[:order.index("Sm100BlockScaledGemm")]) <= {"Problem", "_round_up"}  # types and arithmetic only
+    steps = ["Sm100BlockScaledGemm", "SplitKReduction", "Sm100Schedule", "Sm100Config", "Sm100Gemm",
+             "validate_inputs", "LaunchPlan", "first_call", "custom_kernel"]
+    assert [order.index(name) for name in steps] == sorted(order.index(name) for name in steps)
+    assert order[-1] == "custom_kernel"
