@@ -216,6 +216,17 @@ def test_a_row_agrees_where_every_verdict_is_the_one_due(monkeypatch, theirs, ou
     assert (fault in row.note) if fault and agrees else (row.note == "") == agrees
 
 
+@pytest.mark.parametrize("ours, official, agrees", [("fail", "pass", True), ("pass", "pass", False), ("fail", "fail", False)])
+def test_a_wrong_solution_its_eval_passes_agrees_where_official_passes_it_and_the_default_fails_it(monkeypatch, ours,
+                                                                                                 official, agrees):
+    submission = check.Submission(FOLDER, FOLDER / "solutions" / "wrong" / "exclusive.py", "fail")
+    monkeypatch.setattr(check, "run_eval", lambda *args: ("pass", []))
+    monkeypatch.setattr(check, "run_ours", lambda submission, mode, cases, device, official_, log: (official if official_ else ours, []))
+    monkeypatch.setattr(check, "load_problem", lambda folder: type("Followed", (), {"official_refused": ""}))
+    monkeypatch.setattr(check, "KNOWN_FAULTS", {submission.label: "the eval misses this cheat"})
+    assert check.compare_tests(submission, "cpu", lambda text: None).agrees == agrees
+
+
 # ---- end to end -------------------------------------------------------------------------------------
 
 @pytest.mark.e2e

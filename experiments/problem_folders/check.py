@@ -44,11 +44,18 @@ from harness.results import git_commit  # noqa: E402
 MEANS_WITHIN = 0.05
 LIMIT_S = 600
 # Solutions their folder files under one verdict that its own eval gives the other: the folder's
-# fault, read from its code; such a row agrees where this judge gives the eval's verdict.
+# fault, read from its code. Such a row agrees where this judge gives the eval's verdict; for a
+# wrong solution the eval passes, where --official gives the eval's and the default still fails it.
 KNOWN_FAULTS = {
     "pmpp_v2/conv2d_py: solutions/correct/ref.py":
         "the reference runs F.conv2d under DeterministicContext (cuDNN's TF32 off), the solution with torch's "
         "default (TF32 on): its sums of up to 64 x 8 x 8 products miss rtol = atol = 1e-3",
+    "pmpp_v2/vectorsum_py: solutions/correct/pytorch.py":
+        "the reference returns a 0-d tensor (its float64 sum cast to float32), the solution the one-element output "
+        "buffer generate_input makes: the eval's check refuses that shape in every case (SIZE MISMATCH)",
+    "pmpp_v2/vectorsum_py: solutions/wrong/cheat.py":
+        "the cheat drops elements only past 1,000,000 (the tests are smaller) and returns a 0-d tensor as the "
+        "reference does: the eval passes it; this judge's default refuses its shape against the output buffer (1,)",
 }
 TIMED = ("grayscale_py", "prefixsum_py", "vectoradd_py")  # pmpp_v2's whose correct solutions are timed by default
 
@@ -165,7 +172,10 @@ def compare_tests(submission: Submission, device: str, log) -> Row:
         row.ours_official = run_ours(submission, "test", tests, device, True, log)[0]
     verdicts = {row.theirs, row.ours} | ({row.ours_official} if row.ours_official != "refused" else set())
     fault = KNOWN_FAULTS.get(submission.label)
-    row.agrees = verdicts == ({row.theirs} if fault else {submission.expected})
+    if fault and submission.expected == "fail" and row.theirs == "pass":
+        row.agrees = row.ours == "fail" and row.ours_official in ("pass", "refused")
+    else:
+        row.agrees = verdicts == ({row.theirs} if fault else {submission.expected})
     if fault:
         row.note = f"the folder's fault: {fault}"
     if not row.agrees:
