@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -388,3 +389,60 @@ def test_the_asyncio_client_submits_and_reads(recorded):
 
     passed, listed = asyncio.run(loop())
     assert passed == [True, False] and len(listed["candidates"]) == 2
+
+
+ID_LIKE = st.one_of(st.sampled_from(["c1", "c01", "c\uff11", "c\u00b2", "c\u0661", "c" + "9" * 19, "c" + "9" * 40, "c-1", "c0", "c 1"]),
+                    st.from_regex(r"c[0-9]{0,25}", fullmatch=True),
+                    st.text(min_size=1, max_size=30).filter(lambda text: text not in (".", "..")))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(identifier=ID_LIKE)
+def test_an_id_answers_as_that_candidate_or_404_never_another_candidate_or_500(recorded, identifier):
+    judge, service, client = recorded
+    if not service.candidates.get("c1"):
+        client.get(f"/candidates/{client.post('/candidates', json={'source': 'right', 'tests': ONE_CASE}).json()['id']}",
+                   params={"wait": 30})
+    path = "/candidates/" + urllib.parse.quote(identifier, safe="")
+    for response in (client.get(path), client.delete(path)):
+        assert response.status_code in (200, 404), (identifier, response.status_code, response.text)
+        if response.status_code == 200:
+            assert response.json()["id"] == identifier
+    listed = client.get("/candidates", params={"since": identifier})
+    assert listed.status_code == 200, (identifier, listed.text)
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "wall_limit_s"])
+@pytest.mark.parametrize("value", ["1e308", "Infinity", "NaN", "86401"])
+def test_a_time_limit_the_judges_cannot_hold_is_refused_not_retried_as_infrastructure(recorded, field, value):
+    judge, service, client = recorded
+    body = '{"source": "right", "tests": %s, "%s": %s}' % (json.dumps(ONE_CASE), field, value)
+    response = client.post("/candidates", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"]["error_class"] == "rejected", response.text
+    assert service.candidates.counts()["queued"] == 0
+
+
+def test_a_path_that_is_not_a_regular_file_is_refused_at_once(recorded, tmp_path):
+    judge, service, client = recorded
+    fifo = tmp_path / "candidate.py"
+    os.mkfifo(fifo)
+    answered = []
+    # A FIFO without a writer blocks a plain read for ever: the request runs in a thread the test can leave behind.
+    asking = threading.Thread(target=lambda: answered.append(client.post("/candidates", json={"path": str(fifo), "tests": ONE_CASE})),
+                              daemon=True)
+    asking.start()
+    asking.join(10)
+    assert answered, "the request still reads the FIFO"
+    assert answered[0].status_code == 422 and "regular file" in answered[0].json()["detail"]["detail"], answered[0].text
+
+
+def test_a_path_longer_than_the_limit_is_refused_whatever_its_size_said(tmp_path):
+    service = Service([RecordingJudge()], None, commit="abc123", max_source_bytes=1000)
+    service.start()
+    try:
+        client = TestClient(create_app(service))
+        for size, status in ((1000, 200), (1001, 422)):
+            (tmp_path / "candidate.py").write_text("x" * size)
+            assert client.post("/candidates", json={"path": str(tmp_path / "candidate.py"), "tests": ONE_CASE}).status_code == status
+    finally:
+        service.close()

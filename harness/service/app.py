@@ -17,7 +17,7 @@ number of times first, never stored as the file's) or, for a refused request (42
 
 Limits, unless a request names its own: a candidate's wall time 300 s in test mode and 900 s in
 the timed modes (each case's time limit within it), a source of 1,000,000 bytes, a request of
-16,000,000 bytes.
+16,000,000 bytes. A time limit a request names is a finite number of seconds, a day at most.
 """
 
 from typing import Literal
@@ -33,6 +33,9 @@ from harness.service.front import Refused, Service
 
 MAX_REQUEST_BYTES = 16_000_000
 NAME_MAX_BYTES = 255
+# The longest time limit a request may name, for a case or a whole candidate: a finite number
+# that the judges' clocks and deadlines can hold (1e308 s overflows them).
+MAX_LIMIT_S = 86_400.0
 
 
 class CandidateIn(BaseModel):
@@ -51,8 +54,9 @@ class CandidateIn(BaseModel):
                                         description="the client's own key: a request sent again under it gets the first's id")
     official: bool = False
     strict: bool = False
-    timeout_s: float | None = Field(None, gt=0, description="seconds per case")
-    wall_limit_s: float | None = Field(None, gt=0, description="seconds for the whole candidate, its static check included")
+    timeout_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S, allow_inf_nan=False, description="seconds per case")
+    wall_limit_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S, allow_inf_nan=False,
+                                       description="seconds for the whole candidate, its static check included")
     stop_on_first_failure: bool = False
     max_repeats: int | None = Field(None, ge=3)
     baselines: bool = False

@@ -14,6 +14,7 @@ What this table gives the front (harness/service/front.py):
 """
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -23,6 +24,9 @@ QUEUED, RUNNING, DONE, CANCELLED = "queued", "running", "done", "cancelled"
 ENDED = (DONE, CANCELLED)
 STATES = (QUEUED, RUNNING, DONE, CANCELLED)
 PAGE_MAX = 1000
+# `c` and the table's key as candidate_id writes it: ASCII digits without a leading zero, and
+# fewer than 19 of them, so that it fits SQLite's 64-bit INTEGER.
+ID_PATTERN = re.compile(r"c[1-9][0-9]{0,17}")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS candidates (
@@ -59,8 +63,9 @@ def candidate_id(number: int) -> str:
 
 
 def number_of(identifier: str) -> int | None:
-    """The table's key of an id `c<N>`; None for any other text."""
-    if not identifier.startswith("c") or not identifier[1:].isdigit() or len(identifier) > 20:
+    """The table's key of an id `c<N>` as candidate_id writes it; None for any other text (another
+    spelling of the same number included: `c01`, other scripts' digits)."""
+    if not ID_PATTERN.fullmatch(identifier):
         return None
     return int(identifier[1:])
 

@@ -18,6 +18,7 @@ queue, which a front started again on the same file takes first.
 """
 
 import os
+import stat
 import threading
 import time
 import traceback
@@ -156,9 +157,7 @@ class Service:
         if unknown:
             raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
         if path is not None:
-            if Path(path).stat().st_size > self.max_source_bytes:
-                raise ValueError(f"the file is over {self.max_source_bytes} bytes")
-            source, name = Path(path).read_text(), name or Path(path).name
+            source, name = self._read_source(path), name or Path(path).name
         if len(source.encode("utf-8", errors="surrogatepass")) > self.max_source_bytes:
             raise ValueError(f"the source is over {self.max_source_bytes} bytes")
         options = {key: value for key, value in options.items() if value is not None and value is not False}
@@ -176,6 +175,17 @@ class Service:
         if stored is not None:
             entry.update(state=DONE, cached=True, error_class=VERDICT, reply=self._from_the_store(stored, request["name"], fields))
         return entry
+
+    def _read_source(self, path: str) -> str:
+        """A regular file's text, `max_source_bytes` at most: a device, a FIFO or a file that grows
+        while it is read would otherwise hold the request's thread, or fill the front's memory."""
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ValueError("a candidate's path must name a regular file")
+            data = file.read(self.max_source_bytes + 1)
+        if len(data) > self.max_source_bytes:
+            raise ValueError(f"the file is over {self.max_source_bytes} bytes")
+        return data.decode("utf-8")
 
     def _from_the_store(self, stored: dict, name: str, fields: dict) -> dict:
         """A stored verdict as this candidate's reply: its document naming this candidate, and the
