@@ -446,3 +446,20 @@ def test_a_path_longer_than_the_limit_is_refused_whatever_its_size_said(tmp_path
             assert client.post("/candidates", json={"path": str(tmp_path / "candidate.py"), "tests": ONE_CASE}).status_code == status
     finally:
         service.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.text(min_size=1, max_size=40), sources=st.lists(st.sampled_from(["right", "right 2", "wrong"]), min_size=2, max_size=4))
+def test_one_idempotency_key_in_a_batch_names_one_file(recorded, key, sources):
+    judge, service, client = recorded
+    key = f"{len(service.candidates.page(limit=1000))} {key}"  # a key of this example alone
+    response = client.post("/batches", json={"candidates": [{"source": source, "tests": ONE_CASE, "idempotency_key": key}
+                                                            for source in sources]})
+    if len(set(sources)) == 1:
+        assert response.status_code == 200 and len(set(response.json()["ids"])) == 1, response.text
+    else:
+        assert response.status_code == 422, (sources, response.text)
+        errors = response.json()["detail"]["errors"]
+        first_other = next(index for index, source in enumerate(sources) if source != sources[0])
+        assert [error is not None for error in errors] == [index == first_other for index in range(len(sources))], errors
+        assert service.candidates.by_idempotency_key(key) is None

@@ -58,6 +58,14 @@ COLUMNS = ("number", "idempotency_key", "verdict_key", "sha256", "name", "proble
            "submitted_at", "started_at", "finished_at", "judge", "cached", "attempts", "notes", "error_class", "reply")
 
 
+class KeyTaken(ValueError):
+    """An entry's idempotency key names another request: `index`, the entry's place in its batch."""
+
+    def __init__(self, index: int, message: str):
+        self.index = index
+        super().__init__(message)
+
+
 def candidate_id(number: int) -> str:
     return f"c{number}"
 
@@ -100,7 +108,9 @@ class Candidates:
         """Every entry in one transaction, or none of them: their ids, in order. An entry holds
         `request`, `fields` (the store's key fields), and, for one answered at once, `state`,
         `cached`, `reply` and `error_class`. An entry whose `idempotency_key` is already taken
-        gets the earlier candidate's id and adds nothing."""
+        gets the earlier candidate's id and adds nothing; one taken by another request (an earlier
+        entry of the same batch, or a request the front accepted meanwhile) raises KeyTaken and
+        adds none."""
         now = time.time()
         ids = []
         with self._lock:
@@ -110,7 +120,10 @@ class Candidates:
                     request, fields = entry["request"], entry["fields"]
                     key = entry.get("idempotency_key")
                     if key is not None:
-                        found = self._connection.execute("SELECT number FROM candidates WHERE idempotency_key = ?", (key,)).fetchone()
+                        found = self._connection.execute("SELECT number, verdict_key FROM candidates WHERE idempotency_key = ?",
+                                                         (key,)).fetchone()
+                        if found is not None and found[1] != fields["key"]:
+                            raise KeyTaken(len(ids), f"idempotency key {key!r} names {candidate_id(found[0])}, another request")
                         if found is not None:
                             ids.append(candidate_id(found[0]))
                             continue

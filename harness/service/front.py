@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.document import SCHEMA
 from harness.results import git_commit
-from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates
+from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
 from harness.service.lanes import DeviceGate
 from harness.store import Store, verdict_key
@@ -141,7 +141,10 @@ class Service:
                 errors.append(str(error))
         if any(errors):
             raise Refused(errors)
-        ids = self.candidates.add(entries)
+        try:
+            ids = self.candidates.add(entries)
+        except KeyTaken as taken:
+            raise Refused([str(taken) if index == taken.index else None for index in range(len(requests))]) from None
         with self._work:
             self._work.notify_all()
         return ids
