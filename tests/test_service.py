@@ -462,4 +462,24 @@ def test_one_idempotency_key_in_a_batch_names_one_file(recorded, key, sources):
         errors = response.json()["detail"]["errors"]
         first_other = next(index for index, source in enumerate(sources) if source != sources[0])
         assert [error is not None for error in errors] == [index == first_other for index in range(len(sources))], errors
-        assert service.candidates.by_idempotency_key(key) is None
+        # It names no candidate that was never queued (the refused batch's own id goes to the next request).
+        assert all(service.candidates.get(named) is not None for named in re.findall(r"\bc[0-9]+\b", errors[first_other])), errors
+        assert all(found["idempotency_key"] != key for found in client.get("/candidates", params={"limit": 1000}).json()["candidates"])
+
+
+def test_a_request_sent_again_under_its_key_to_a_front_on_another_commit_gets_its_id(tmp_path):
+    from harness.service.candidates import Candidates
+
+    ids = []
+    for commit in ("abc123", "def456"):
+        service = Service([RecordingJudge()], Store(tmp_path / "verdicts.sqlite"), commit=commit,
+                          candidates=Candidates(tmp_path / "verdicts.sqlite"))
+        service.start()
+        try:
+            client = TestClient(create_app(service))
+            ids.append(client.post("/candidates", json={"source": "right", "tests": ONE_CASE, "idempotency_key": "loop-1"}).json()["id"])
+            other = client.post("/candidates", json={"source": "other", "tests": ONE_CASE, "idempotency_key": "loop-1"})
+            assert other.status_code == 422 and ids[0] in other.json()["detail"]["detail"], other.text
+        finally:
+            service.close()
+    assert ids[1] == ids[0], ids

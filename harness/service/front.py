@@ -169,10 +169,6 @@ class Service:
         request = {"source": source, "name": name or "submission.py", "problem": problem, "mode": mode, "tests": tests,
                    "options": options}
         fields = verdict_key(source, problem, mode, tests, options, self.seed_policy, self.commit, "+".join(self.device_names))
-        if idempotency_key is not None:
-            earlier = self.candidates.by_idempotency_key(idempotency_key)
-            if earlier is not None and earlier["verdict_key"] != fields["key"]:
-                raise ValueError(f"idempotency key {idempotency_key!r} names {earlier['id']}, another request")
         entry = {"request": request, "fields": fields, "idempotency_key": idempotency_key}
         stored = None if rerun or self.store is None or self.seed_policy == "secret" else self.store.find(fields["key"])
         if stored is not None:
