@@ -495,3 +495,16 @@ def test_a_path_only_the_services_user_may_read_is_refused(recorded, tmp_path):
     private.chmod(0o600)
     response = client.post("/candidates", json={"path": str(private), "tests": ONE_CASE})
     assert response.status_code == 422, response.text
+
+
+def test_a_wait_that_is_not_a_number_waits_no_longer_than_the_longest_wait(recorded):
+    judge, service, client = recorded
+    judge.release.clear()  # the candidate stays queued or running until the test ends
+    identifier = client.post("/candidates", json={"source": "right", "tests": ONE_CASE}).json()["id"]
+    answered = []
+    asking = threading.Thread(target=lambda: answered.append(client.get(f"/candidates/{identifier}", params={"wait": "nan"})),
+                              daemon=True)
+    asking.start()
+    asking.join(10)
+    judge.release.set()
+    assert answered and answered[0].status_code == 200 and answered[0].json()["state"] in ("queued", "running"), answered

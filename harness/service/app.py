@@ -20,6 +20,7 @@ the timed modes (each case's time limit within it), a source of 1,000,000 bytes,
 16,000,000 bytes. A time limit a request names is a finite number of seconds, a day at most.
 """
 
+import math
 from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Request
@@ -134,7 +135,7 @@ def create_app(service: Service, max_request_bytes: int = MAX_REQUEST_BYTES) -> 
 
     @app.get("/candidates/{candidate_id}")
     def get_candidate(candidate_id: str, wait: float = 0.0) -> dict:
-        found = service.get(candidate_id, wait_s=min(max(wait, 0.0), 600.0))
+        found = service.get(candidate_id, wait_s=0.0 if math.isnan(wait) else min(max(wait, 0.0), 600.0))
         if found is None:
             raise HTTPException(status_code=404, detail=f"no candidate {candidate_id}")
         return found
