@@ -508,3 +508,29 @@ def test_a_wait_that_is_not_a_number_waits_no_longer_than_the_longest_wait(recor
     asking.join(10)
     judge.release.set()
     assert answered and answered[0].status_code == 200 and answered[0].json()["state"] in ("queued", "running"), answered
+
+
+def test_candidates_waited_for_leave_the_other_requests_answered(recorded):
+    import asyncio
+    import time
+
+    import httpx
+
+    judge, service, client = recorded
+    judge.release.clear()  # every candidate stays queued or running while the loop waits on it
+    ids = client.post("/batches", json={"candidates": [{"source": f"right {index}", "tests": ONE_CASE} for index in range(60)]}).json()["ids"]
+
+    async def loop():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=client.app), base_url="http://service", timeout=60) as http:
+            waits = [asyncio.create_task(http.get(f"/candidates/{identifier}", params={"wait": 20})) for identifier in ids]
+            await asyncio.sleep(1)
+            started = time.monotonic()
+            health = await http.get("/health")
+            took = time.monotonic() - started
+            judge.release.set()
+            ended = await asyncio.gather(*waits)
+            return health.status_code, took, [response.json()["state"] for response in ended]
+
+    status, took, states = asyncio.run(loop())
+    assert status == 200 and took < 5, took
+    assert states == ["done"] * len(ids), states
