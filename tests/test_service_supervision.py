@@ -131,6 +131,14 @@ def test_a_ray_actor_killed_mid_candidate_is_made_again_and_its_candidate_judged
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
             assert judge.recreated == 1
+            # The judge process inside an actor killed: the note names its fault as a local judge's does.
+            second = service.submit("# sleep 3\n# second\n", name="second.py")
+            judge = running_on(service, second)
+            os.kill(judge.status()["pid"], signal.SIGKILL)
+            found = service.get(second, wait_s=60)
+            assert found["state"] == "done" and found["error_class"] == "verdict" and found["attempts"] == 2, found
+            assert found["notes"][0].split(": ", 2)[1] == "JudgeEnded" and "\x1b" not in found["notes"][0], found["notes"]
+            assert "Traceback" not in found["notes"][0] and "\n" not in found["notes"][0], found["notes"]
         finally:
             service.close()
     finally:

@@ -17,10 +17,14 @@ number of times first, never stored as the file's) or, for a refused request (42
 
 Limits, unless a request names its own: a candidate's wall time 300 s in test mode and 900 s in
 the timed modes (each case's time limit within it), a source of 1,000,000 bytes, a request of
-16,000,000 bytes.
+16,000,000 bytes. A time limit a request names is a finite number of seconds, a day at most.
 """
 
+import functools
+import math
 from typing import Literal
+
+import anyio
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +37,11 @@ from harness.service.front import Refused, Service
 
 MAX_REQUEST_BYTES = 16_000_000
 NAME_MAX_BYTES = 255
+# The longest time limit a request may name, for a case or a whole candidate: a finite number
+# that the judges' clocks and deadlines can hold (1e308 s overflows them).
+MAX_LIMIT_S = 86_400.0
+# Requests that may wait for a candidate at once (?wait=), a thread each; more wait their turn.
+MAX_WAITING = 1000
 
 
 class CandidateIn(BaseModel):
@@ -51,8 +60,9 @@ class CandidateIn(BaseModel):
                                         description="the client's own key: a request sent again under it gets the first's id")
     official: bool = False
     strict: bool = False
-    timeout_s: float | None = Field(None, gt=0, description="seconds per case")
-    wall_limit_s: float | None = Field(None, gt=0, description="seconds for the whole candidate, its static check included")
+    timeout_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S, allow_inf_nan=False, description="seconds per case")
+    wall_limit_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S, allow_inf_nan=False,
+                                       description="seconds for the whole candidate, its static check included")
     stop_on_first_failure: bool = False
     max_repeats: int | None = Field(None, ge=3)
     baselines: bool = False
@@ -128,9 +138,17 @@ def create_app(service: Service, max_request_bytes: int = MAX_REQUEST_BYTES) -> 
                         sha256: str | None = None, limit: int = 100) -> dict:
         return service.list(state, since, sha256, min(max(limit, 1), PAGE_MAX))
 
+    waiting = []  # the limiter of requests that wait, made in the server's event loop at its first use
+
     @app.get("/candidates/{candidate_id}")
-    def get_candidate(candidate_id: str, wait: float = 0.0) -> dict:
-        found = service.get(candidate_id, wait_s=min(max(wait, 0.0), 600.0))
+    async def get_candidate(candidate_id: str, wait: float = 0.0) -> dict:
+        wait_s = 0.0 if math.isnan(wait) else min(max(wait, 0.0), 600.0)
+        if not waiting:
+            waiting.append(anyio.CapacityLimiter(MAX_WAITING))
+        # A wait holds a thread for up to its seconds: those threads come from a pool of their own,
+        # so that a loop waiting on many candidates leaves the other requests' threads free.
+        found = await anyio.to_thread.run_sync(functools.partial(service.get, candidate_id, wait_s=wait_s),
+                                               limiter=waiting[0] if wait_s > 0 else None)
         if found is None:
             raise HTTPException(status_code=404, detail=f"no candidate {candidate_id}")
         return found

@@ -14,6 +14,7 @@ What this table gives the front (harness/service/front.py):
 """
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -23,6 +24,10 @@ QUEUED, RUNNING, DONE, CANCELLED = "queued", "running", "done", "cancelled"
 ENDED = (DONE, CANCELLED)
 STATES = (QUEUED, RUNNING, DONE, CANCELLED)
 PAGE_MAX = 1000
+REQUEST_FIELDS = ("submission_sha256", "problem", "mode", "cases_sha256", "options")
+# `c` and the table's key as candidate_id writes it: ASCII digits without a leading zero, and
+# fewer than 19 of them, so that it fits SQLite's 64-bit INTEGER.
+ID_PATTERN = re.compile(r"c[1-9][0-9]{0,17}")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS candidates (
@@ -54,13 +59,30 @@ COLUMNS = ("number", "idempotency_key", "verdict_key", "sha256", "name", "proble
            "submitted_at", "started_at", "finished_at", "judge", "cached", "attempts", "notes", "error_class", "reply")
 
 
+class KeyTaken(ValueError):
+    """An entry's idempotency key names another request: `index`, the entry's place in its batch."""
+
+    def __init__(self, index: int, message: str):
+        self.index = index
+        super().__init__(message)
+
+
+def same_request(fields: dict, other: dict) -> bool:
+    """Whether two candidates' key fields (harness/store.py verdict_key) ask for the same run: the
+    same file, problem, mode, cases and options. The front's commit, device and seed policy are
+    not the request's: a request sent again to a front started again on another commit is the
+    same request."""
+    return all(fields.get(name) == other.get(name) for name in REQUEST_FIELDS)
+
+
 def candidate_id(number: int) -> str:
     return f"c{number}"
 
 
 def number_of(identifier: str) -> int | None:
-    """The table's key of an id `c<N>`; None for any other text."""
-    if not identifier.startswith("c") or not identifier[1:].isdigit() or len(identifier) > 20:
+    """The table's key of an id `c<N>` as candidate_id writes it; None for any other text (another
+    spelling of the same number included: `c01`, other scripts' digits)."""
+    if not ID_PATTERN.fullmatch(identifier):
         return None
     return int(identifier[1:])
 
@@ -95,20 +117,33 @@ class Candidates:
         """Every entry in one transaction, or none of them: their ids, in order. An entry holds
         `request`, `fields` (the store's key fields), and, for one answered at once, `state`,
         `cached`, `reply` and `error_class`. An entry whose `idempotency_key` is already taken
-        gets the earlier candidate's id and adds nothing."""
+        gets the earlier candidate's id and adds nothing; one taken by another request (an earlier
+        entry of the same batch, or a request the front accepted meanwhile) raises KeyTaken and
+        adds none."""
         now = time.time()
         ids = []
+        in_batch = {}  # idempotency key -> (index, fields) of the entry this batch adds under it
         with self._lock:
             self._connection.execute("BEGIN IMMEDIATE")
             try:
                 for entry in entries:
                     request, fields = entry["request"], entry["fields"]
                     key = entry.get("idempotency_key")
+                    if key is not None and key in in_batch:
+                        earlier, earlier_fields = in_batch[key]
+                        if not same_request(earlier_fields, fields):
+                            raise KeyTaken(len(ids), f"idempotency key {key!r} names item {earlier} of this batch, another request")
+                        ids.append(ids[earlier])
+                        continue
                     if key is not None:
-                        found = self._connection.execute("SELECT number FROM candidates WHERE idempotency_key = ?", (key,)).fetchone()
+                        found = self._connection.execute("SELECT number, fields FROM candidates WHERE idempotency_key = ?",
+                                                         (key,)).fetchone()
+                        if found is not None and not same_request(json.loads(found[1]), fields):
+                            raise KeyTaken(len(ids), f"idempotency key {key!r} names {candidate_id(found[0])}, another request")
                         if found is not None:
                             ids.append(candidate_id(found[0]))
                             continue
+                        in_batch[key] = (len(ids), fields)
                     state = entry.get("state", QUEUED)
                     cursor = self._connection.execute(
                         "INSERT INTO candidates (idempotency_key, verdict_key, sha256, name, problem, mode, state, request, fields,"
@@ -177,10 +212,6 @@ class Candidates:
         if number is None:
             return None
         found = self._rows("SELECT * FROM candidates WHERE number = ?", (number,))
-        return found[0] if found else None
-
-    def by_idempotency_key(self, key: str) -> dict | None:
-        found = self._rows("SELECT * FROM candidates WHERE idempotency_key = ?", (key,))
         return found[0] if found else None
 
     def page(self, state: str | None = None, since: str | None = None, sha256: str | None = None,

@@ -18,6 +18,7 @@ queue, which a front started again on the same file takes first.
 """
 
 import os
+import stat
 import threading
 import time
 import traceback
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from harness.document import SCHEMA
 from harness.results import git_commit
-from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates
+from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
 from harness.service.lanes import DeviceGate
 from harness.store import Store, verdict_key
@@ -140,7 +141,10 @@ class Service:
                 errors.append(str(error))
         if any(errors):
             raise Refused(errors)
-        ids = self.candidates.add(entries)
+        try:
+            ids = self.candidates.add(entries)
+        except KeyTaken as taken:
+            raise Refused([str(taken) if index == taken.index else None for index in range(len(requests))]) from None
         with self._work:
             self._work.notify_all()
         return ids
@@ -156,9 +160,7 @@ class Service:
         if unknown:
             raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
         if path is not None:
-            if Path(path).stat().st_size > self.max_source_bytes:
-                raise ValueError(f"the file is over {self.max_source_bytes} bytes")
-            source, name = Path(path).read_text(), name or Path(path).name
+            source, name = self._read_source(path), name or Path(path).name
         if len(source.encode("utf-8", errors="surrogatepass")) > self.max_source_bytes:
             raise ValueError(f"the source is over {self.max_source_bytes} bytes")
         options = {key: value for key, value in options.items() if value is not None and value is not False}
@@ -167,15 +169,22 @@ class Service:
         request = {"source": source, "name": name or "submission.py", "problem": problem, "mode": mode, "tests": tests,
                    "options": options}
         fields = verdict_key(source, problem, mode, tests, options, self.seed_policy, self.commit, "+".join(self.device_names))
-        if idempotency_key is not None:
-            earlier = self.candidates.by_idempotency_key(idempotency_key)
-            if earlier is not None and earlier["verdict_key"] != fields["key"]:
-                raise ValueError(f"idempotency key {idempotency_key!r} names {earlier['id']}, another request")
         entry = {"request": request, "fields": fields, "idempotency_key": idempotency_key}
         stored = None if rerun or self.store is None or self.seed_policy == "secret" else self.store.find(fields["key"])
         if stored is not None:
             entry.update(state=DONE, cached=True, error_class=VERDICT, reply=self._from_the_store(stored, request["name"], fields))
         return entry
+
+    def _read_source(self, path: str) -> str:
+        """A regular file's text, `max_source_bytes` at most: a device, a FIFO or a file that grows
+        while it is read would otherwise hold the request's thread, or fill the front's memory."""
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ValueError("a candidate's path must name a regular file")
+            data = file.read(self.max_source_bytes + 1)
+        if len(data) > self.max_source_bytes:
+            raise ValueError(f"the file is over {self.max_source_bytes} bytes")
+        return data.decode("utf-8")
 
     def _from_the_store(self, stored: dict, name: str, fields: dict) -> dict:
         """A stored verdict as this candidate's reply: its document naming this candidate, and the

@@ -84,6 +84,12 @@ class RayJudge:
         except ray.exceptions.RayActorError as error:
             self._alive = False
             raise JudgeEnded(f"the judge actor {self.name} died: {error}") from None
+        except ray.exceptions.RayTaskError as error:
+            # The actor's judge process ended: its own JudgeEnded, as a local judge raises it, not
+            # Ray's wrapper (the actor's traceback and terminal colours, kept in the candidate's notes).
+            if isinstance(error.cause, JudgeEnded):
+                raise error.cause from None
+            raise
 
     def heartbeat(self) -> bool:
         try:
