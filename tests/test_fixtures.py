@@ -110,6 +110,7 @@ THREATS = {
     "honest_joins_a_side_stream": "no false positive",
     "cheat_reaches_the_waiting_workers": "9 reaching a later candidate",
     "cheat_spins_the_gpu_through_the_calibration": "2 rewriting the clock",
+    "cheat_reads_the_judges_history": "9 reaching a later candidate",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -344,6 +345,10 @@ VERDICTS = [
     # from the eval's 42 (under one, from a seed unrelated to it: tests/test_popcorn.py).
     Expected("cheat_reads_the_secret_seed", "test", EXIT_CASE_FAIL, "error",
              r"seen by the worker: initial_seed=42 read=\d+ numbers="),
+    # The store and its export (results/), where every judged file's source lies, are no part of
+    # the worker's root, though the kit's folder around them is.
+    Expected("cheat_reads_the_judges_history", "test", EXIT_CASE_FAIL, "error",
+             r"the judge's results folder as the worker sees it: \((empty|absent)"),
     # A claim no float holds: refused as it arrives, before a verdict divides it.
     Expected("cheat_reports_a_time_beyond_a_float", "benchmark", EXIT_CASE_FAIL, "fail",
              r"the worker reported the batch's time beyond a float's range", cases=(BENCHMARK_CASE,),
