@@ -183,7 +183,10 @@ def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_pat
 
 
 @pytest.mark.skipif(not LINUX, reason="cgroups are Linux's")
-@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm"])
+@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm", pytest.param(".", marks=pytest.mark.xfail(
+    strict=True, reason="the worker's own folder is a folder of the judge's on the host's disk, bound in: its page cache "
+                        "is written back, not held, so no memory limit counts it, and only each file's size is bounded "
+                        "(RLIMIT_FSIZE): a worker fills the host's disk"))])
 def test_memory_hoarded_past_the_limit_anywhere_is_a_crash_naming_the_limit_or_refused(tmp_path, monkeypatch, place):
     """Memory a worker holds where no resident size counts (a memfd never mapped, a tmpfs file):
     the worker's memory cgroup counts it, and the kernel ends the worker past the limit (a crash
