@@ -213,7 +213,7 @@ def root_arguments(import_path: list[str], generated_etc: Path) -> list[str]:
         arguments += open_parents(folder) + ["--ro-bind", folder, folder]
     for path in host_sockets(folders):
         arguments += ["--ro-bind", "/dev/null", path]
-    for path in PRIVATE_FOLDERS:
-        if os.path.isdir(path) and any(_within(os.path.realpath(path), folder) for folder in folders):
+    for path in map(os.path.realpath, PRIVATE_FOLDERS):
+        if os.path.isdir(path) and any(_within(path, folder) for folder in folders):
             arguments += ["--tmpfs", path, "--remount-ro", path]
     return arguments + _system_links() + etc_arguments(generated_etc)
