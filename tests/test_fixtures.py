@@ -105,6 +105,7 @@ THREATS = {
     "cheat_removes_the_judges_driver_files": "9 reaching a later candidate",
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_uses_a_process_pool": "no false positive",
+    "honest_uses_spawned_process_pools": "no false positive",
     "honest_compiles_with_torch_compile": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
@@ -380,6 +381,8 @@ VERDICTS = [
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
     Expected("honest_uses_a_process_pool", "test", EXIT_PASS, "pass"),
+    # Children that are fresh interpreters (spawn, forkserver), exec'd inside the sandbox.
+    Expected("honest_uses_spawned_process_pools", "test", EXIT_PASS, "pass"),
     Expected("honest_compiles_with_torch_compile", "test", EXIT_PASS, "pass", timeout_s=600),
     Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),
