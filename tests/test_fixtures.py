@@ -105,11 +105,13 @@ THREATS = {
     "cheat_removes_the_judges_driver_files": "9 reaching a later candidate",
     "honest_waits_for_a_thread_pool": "no false positive",
     "honest_uses_a_process_pool": "no false positive",
+    "honest_uses_spawned_process_pools": "no false positive",
     "honest_compiles_with_torch_compile": "no false positive",
     "honest_replays_a_cuda_graph": "no false positive",
     "honest_joins_a_side_stream": "no false positive",
     "cheat_reaches_the_waiting_workers": "9 reaching a later candidate",
     "cheat_spins_the_gpu_through_the_calibration": "2 rewriting the clock",
+    "cheat_reads_the_judges_history": "9 reaching a later candidate",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -344,6 +346,10 @@ VERDICTS = [
     # from the eval's 42 (under one, from a seed unrelated to it: tests/test_popcorn.py).
     Expected("cheat_reads_the_secret_seed", "test", EXIT_CASE_FAIL, "error",
              r"seen by the worker: initial_seed=42 read=\d+ numbers="),
+    # The store and its export (results/), where every judged file's source lies, are no part of
+    # the worker's root, though the kit's folder around them is.
+    Expected("cheat_reads_the_judges_history", "test", EXIT_CASE_FAIL, "error",
+             r"the judge's results folder as the worker sees it: \((empty|absent)"),
     # A claim no float holds: refused as it arrives, before a verdict divides it.
     Expected("cheat_reports_a_time_beyond_a_float", "benchmark", EXIT_CASE_FAIL, "fail",
              r"the worker reported the batch's time beyond a float's range", cases=(BENCHMARK_CASE,),
@@ -375,6 +381,8 @@ VERDICTS = [
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),
     Expected("honest_uses_a_process_pool", "test", EXIT_PASS, "pass"),
+    # Children that are fresh interpreters (spawn, forkserver), exec'd inside the sandbox.
+    Expected("honest_uses_spawned_process_pools", "test", EXIT_PASS, "pass"),
     Expected("honest_compiles_with_torch_compile", "test", EXIT_PASS, "pass", timeout_s=600),
     Expected("honest_waits_for_a_thread_pool", "benchmark", EXIT_PASS, "pass", cases=(BENCHMARK_CASE,),
              max_repeats=QUICK_REPEATS),

@@ -30,7 +30,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
 ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
             "set the clock", "keep a capability", "run as root", "run as root on the host", "open a kernel setting for writing",
-            "read the judge's log folder")
+            "read the judge's log folder", "read the judge's records", "reach the sandbox's init")
 # The device nodes a CPU worker has, every one of them (harness/judge/worker_root.py).
 CPU_DEVICES = {f"/dev/{name}" for name in ("null", "zero", "full", "random", "urandom")}
 # A variable of the judge's that no worker may see.
@@ -183,7 +183,10 @@ def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_pat
 
 
 @pytest.mark.skipif(not LINUX, reason="cgroups are Linux's")
-@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm"])
+@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm", pytest.param(".", marks=pytest.mark.xfail(
+    strict=True, reason="the worker's own folder is a folder of the judge's on the host's disk, bound in: its page cache "
+                        "is written back, not held, so no memory limit counts it, and only each file's size is bounded "
+                        "(RLIMIT_FSIZE): a worker fills the host's disk"))])
 def test_memory_hoarded_past_the_limit_anywhere_is_a_crash_naming_the_limit_or_refused(tmp_path, monkeypatch, place):
     """Memory a worker holds where no resident size counts (a memfd never mapped, a tmpfs file):
     the worker's memory cgroup counts it, and the kernel ends the worker past the limit (a crash
@@ -330,6 +333,8 @@ def test_a_cuda_worker_has_its_gpus_nodes_and_no_other_device_as_an_unprivileged
     assert set(found.got("open device ")) - gpu_nodes <= CPU_DEVICES
     assert "/dev/nvidiactl" in gpu_nodes and any(re.fullmatch(r"/dev/nvidia\d+", path) for path in gpu_nodes)
     assert found.got("connect to socket ") == []
+    # uid 0 like bubblewrap's init in its namespace, without the capabilities it may keep there.
+    assert not found.said["reach the sandbox's init"] and not found.said["read the judge's records"]
 
 
 @pytest.mark.gpu

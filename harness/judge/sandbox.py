@@ -34,7 +34,8 @@ from harness.judge import worker_root
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
 
-# A file a worker writes past this size gets SIGXFSZ: its log and its folder stay bounded.
+# A file a worker writes past this size gets SIGXFSZ: its log stays bounded, and each file in its
+# folder (not their number: the folder is on the judge's disk, docs/judge.md says what is in reach).
 MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
 # Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock, user): to find

@@ -20,7 +20,10 @@ its /tmp and its /dev/shm:
   nodes and the judge's own /dev/shm (harness/judge/dev_shm.py), on a CPU a private /dev/shm.
 
 A listening socket's file in a bound folder is covered with /dev/null: a read-only mount does
-not refuse `connect()`, and neither the network namespace nor Landlock covers named sockets.
+not refuse `connect()`, and neither the network namespace nor Landlock covers named sockets. The
+kit's `results/` (the store and its export: every judged file's source, verdict and figures) is
+covered with an empty read-only tmpfs: the kit's folder is on the import path, its records are
+no worker's to read.
 """
 
 import functools
@@ -31,10 +34,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.results import RESULTS_DIR
+
 SYSTEM_LINKS = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 GPU_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
+# Folders of the judge's inside a bound folder that no worker reads: the kit's records.
+PRIVATE_FOLDERS = (str(RESULTS_DIR),)
 # The worker's home, temporary files and caches, and its user's name in its /etc/passwd.
 WORKER_NAME = "worker"
 
@@ -206,4 +213,7 @@ def root_arguments(import_path: list[str], generated_etc: Path) -> list[str]:
         arguments += open_parents(folder) + ["--ro-bind", folder, folder]
     for path in host_sockets(folders):
         arguments += ["--ro-bind", "/dev/null", path]
+    for path in map(os.path.realpath, PRIVATE_FOLDERS):
+        if os.path.isdir(path) and any(_within(path, folder) for folder in folders):
+            arguments += ["--tmpfs", path, "--remount-ro", path]
     return arguments + _system_links() + etc_arguments(generated_etc)

@@ -147,7 +147,9 @@ def _change_user(user: int) -> list[str]:
 
 
 def _give_up_privileges() -> list[str]:
-    """No capability, bounding set included, and no way to gain one (no exec of a setuid file)."""
+    """No capability, and no way to gain one (no_new_privs: no exec of a setuid or file-capability
+    file gains any). The bounding set is emptied only where this process holds CAP_SETPCAP, which
+    under bubblewrap it does not (its CapBnd stays as bubblewrap left it); no_new_privs holds there."""
     libc, refused = _libc(), []
     for capability in range(HIGHEST_CAPABILITY + 1):
         libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # fails harmlessly for numbers the kernel lacks
