@@ -44,6 +44,7 @@ def test_a_file_over_the_size_limit_gets_that_finding_alone_and_at_once(tmp_path
     assert elapsed_s < SLACK_S
 
 
+@pytest.mark.e2e  # seconds of real processes: the e2e suite's, keeping the fast one short
 def test_a_megabyte_word_gets_a_verdict_within_the_limit_and_the_other_checks_theirs(monkeypatch):
     """The honest file's checks all as without the word; kernelguard's unfinished reading warns,
     and under --strict fails, naming its limit."""
@@ -91,6 +92,7 @@ ANY_TEXT = st.one_of(
 )
 
 
+@pytest.mark.e2e  # a kernelguard process an example: the e2e suite's
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ANY_TEXT)
 def test_kernelguard_gives_a_verdict_within_its_limit_whatever_the_text(text):

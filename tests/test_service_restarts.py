@@ -87,6 +87,7 @@ def stop_mid_batch(store: Path, log: Path, signum: int) -> list[str]:
     return ids
 
 
+@pytest.mark.e2e  # seconds of real processes: the e2e suite's, keeping the fast one short
 def test_a_front_killed_mid_batch_and_started_again_ends_every_candidate_once(tmp_path):
     store, log = tmp_path / "verdicts.sqlite", tmp_path / "judged.log"
     ids = stop_mid_batch(store, log, signal.SIGKILL)

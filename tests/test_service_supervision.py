@@ -110,6 +110,7 @@ def test_a_cancelled_candidate_ends_and_its_judge_judges_the_next(service):
     assert service.get(service.submit("# after\n"), wait_s=30)["passed"] is True
 
 
+@pytest.mark.e2e  # seconds of real processes: the e2e suite's, keeping the fast one short
 def test_a_ray_actor_killed_mid_candidate_is_made_again_and_its_candidate_judged_again(tmp_path):
     ray = pytest.importorskip("ray", reason="the Ray mode needs the `cluster` extra (pip install '.[cluster]')")
     from harness.service.ray_judges import cluster_judges
