@@ -158,7 +158,7 @@ def test_an_error_carries_its_traceback_and_line_and_every_run_its_commit_phases
     assert first["traceback"].startswith("Traceback (most recent call last):") and "harness/" not in first["traceback"]
     assert first["traceback"].rstrip().endswith("RuntimeError: illegal tile configuration 96x80 for this shape")
     assert document["score"] == 0.0 and document["passed_cases"] == 0
-    assert re.fullmatch(r"[0-9a-f]{12}(-dirty)?", document["commit"])
+    assert re.fullmatch(r"[0-9a-f]{7}(-dirty)?", document["commit"])
     status, document, _ = run_json("test", str(cases_file), "--device", "cpu", "--submission", str(TEMPLATE))
     assert document["score"] == 1.0 and document["passed_cases"] == 2
     phases = document["cases"][0]["phases_s"]
