@@ -391,7 +391,7 @@ def _gpus(ctx, param, value: str | None) -> list[int] | None:
 @click.option("--no-store", is_flag=True, help="Keep no verdicts: every candidate is judged.")
 @click.option("--memory-limit-mib", type=click.IntRange(min=1), default=None,
               help="A worker's memory cgroup holds it to this (memfds and tmpfs files count); over it, a crash naming the limit.")
-@click.option("--max-source-bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+@click.option("--max-source-bytes", type=click.IntRange(min=1), default=lint.MAX_BYTES, show_default=True,
               help="A candidate's source over this is refused (422).")
 @click.option("--test-lanes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Judges per GPU (or CPU judge): test-mode candidates run side by side; a timed one has the GPU alone.")

@@ -48,8 +48,9 @@ def over_the_size_limit(size: int) -> str:
 def _size(size: int) -> Finding:
     if not size:
         return Finding("size", FAIL, "the file is empty")
-    if over_the_size_limit(size):
-        return Finding("size", FAIL, over_the_size_limit(size))
+    over = over_the_size_limit(size)
+    if over:
+        return Finding("size", FAIL, over)
     return Finding("size", PASS, f"{size:,} bytes (limit {MAX_BYTES:,})")
 
 

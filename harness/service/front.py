@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from harness.document import SCHEMA
+from harness.lint import MAX_BYTES
 from harness.results import git_commit
 from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
@@ -37,7 +38,7 @@ MODES = ("test", "benchmark", "leaderboard")
 ATTEMPTS = 3  # runs of a candidate whose reply is the machinery's fault, before it is returned as such
 HEARTBEAT_S = 0.5
 RESTART_AFTER_S = 5.0  # between attempts to start a judge that would not start
-MAX_SOURCE_BYTES = 1_000_000  # the competition's limit on a submission
+MAX_SOURCE_BYTES = MAX_BYTES  # the competition's limit on a submission
 # A candidate that names no wall-time limit runs under these: a hanging file holds a judge for
 # minutes, not for ten cases of their own limit each.
 DEFAULT_WALL_LIMIT_S = {"test": 300.0, "benchmark": 900.0, "leaderboard": 900.0}

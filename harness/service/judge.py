@@ -36,6 +36,7 @@ from pathlib import Path
 
 from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
+from harness.service.lanes import TIMED_MODES  # the standard library alone
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
@@ -108,7 +109,7 @@ class Judge:
             tests_file.write_text(request["tests"])
         options = request.get("options", {})
         extra = {key: options[key] for key in RUN_OPTIONS if options.get(key) is not None}
-        if mode in ("benchmark", "leaderboard"):
+        if mode in TIMED_MODES:
             extra.update({key: options[key] for key in TIMED_OPTIONS if options.get(key) is not None})
         report = io.StringIO()
         reporter = Reporter(PopcornLog(None), console=Console(file=report, highlight=False, width=132), json_document=True)
@@ -126,7 +127,7 @@ class Judge:
                 run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
             status, record = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
             document = reporter.document.data
-            if record is not None and mode in ("benchmark", "leaderboard"):
+            if record is not None and mode in TIMED_MODES:
                 rows = [{**row, "submission": submission.name} for row in self._run_rows(record, run_options)]
         except self._cli.Stopped as stopped:
             status, document = stopped.status, {"schema": SCHEMA, "command": mode, "passed": False, "error": stopped.message}
