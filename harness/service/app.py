@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from harness.service.candidates import PAGE_MAX, STATES
 from harness.service.faults import REJECTED
 from harness.service.front import Refused, Service
+from harness.service.names import checked_name
 
 MAX_REQUEST_BYTES = 16_000_000
-NAME_MAX_BYTES = 255
 # The longest time limit a request may name, for a case or a whole candidate: a finite number
 # that the judges' clocks and deadlines can hold (1e308 s overflows them).
 MAX_LIMIT_S = 86_400.0
@@ -80,20 +80,6 @@ class CandidateIn(BaseModel):
         if text is not None:
             text.encode("utf-8")  # a lone surrogate: a ValueError, refused as the request's
         return text
-
-
-def checked_name(name: str) -> str:
-    """`name` where a judge can write a file by it and every reply can carry it; ValueError
-    naming why not otherwise."""
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError("a name must be text (a lone surrogate is not)") from None
-    if name in ("", ".", "..") or "/" in name or "\0" in name:
-        raise ValueError("a name must be a plain file name: not empty, `.` or `..`, without `/` or NUL")
-    if size > NAME_MAX_BYTES:
-        raise ValueError(f"a name must be {NAME_MAX_BYTES} bytes at most")
-    return name
 
 
 class BatchIn(BaseModel):

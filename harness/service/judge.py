@@ -37,6 +37,7 @@ from pathlib import Path
 from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
 from harness.service.lanes import TIMED_MODES  # the standard library alone
+from harness.service.names import checked_name  # the standard library alone
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
@@ -49,7 +50,6 @@ WAITING_WORKERS = {"cuda": 10, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
 REJECTED = "rejected"  # harness/service/faults.py: a request no judge could run
-NAME_MAX_BYTES = 255  # a file name's longest on Linux file systems
 # What is left of a wall limit that the static check spent: the run still starts, and stops at
 # its first case (modes.py: the limit is checked before each case).
 MINIMUM_RUN_S = 0.001
@@ -168,14 +168,10 @@ def copy_name(name: str) -> str:
     """The name the candidate's copy takes in its folder: the request's own where it is a plain
     file name (tracebacks then name the file as the one-shot command's do), `submission.py`
     otherwise (the front refuses other names; a judge fed by another caller stays up)."""
-    base = name.rsplit("/", 1)[-1]
     try:
-        size = len(base.encode("utf-8"))
-    except UnicodeEncodeError:  # a lone surrogate
+        return checked_name(name.rsplit("/", 1)[-1])
+    except ValueError:
         return "submission.py"
-    if base in ("", ".", "..") or "\0" in base or size > NAME_MAX_BYTES:
-        return "submission.py"
-    return base
 
 
 def watch_the_front(descriptor: int) -> None:
