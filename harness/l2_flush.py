@@ -34,10 +34,10 @@ class L2Flush:
 
     def __init__(self, device: torch.device, wanted_bytes: int):
         self.device = device
-        if device.type != "cuda":
+        if device.type != "cuda" or not wanted_bytes:
             self.buffer = None
             self.bytes = 0
-            self.description = "none (CPU)"
+            self.description = "none (CPU)" if device.type != "cuda" else "none (an untimed run)"
             return
         key = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
         if (key, wanted_bytes) not in self._buffers:
@@ -54,6 +54,15 @@ class L2Flush:
     def __call__(self) -> None:
         if self.buffer is not None:
             self.buffer.normal_()
+
+    @classmethod
+    def release(cls) -> None:
+        """Give every buffer of this process back to the device: a process that lives across runs
+        (the service's judge) holds one only while a timed run needs it, since the judges of the
+        other lanes on its GPU start workers of their own meanwhile."""
+        cls._buffers.clear()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
 
 
 def synchronize(device: torch.device) -> None:

@@ -167,7 +167,9 @@ class Executor:
             roots = "|".join(re.escape(root) for root in (logs, workers.folders_root) if root)
             reporter.runs_copy(re.compile(rf"(?:{roots})/runner-[^/\s]+/submission\.py"), options.submission_name)
             device = torch.device(options.device)
-            clock = JudgeClock(device, options.problem.eval.flush_bytes, own_flush=options.official)
+            # Test mode flushes nothing, as the competition's test mode: an untimed run holds no
+            # flush buffer, which lanes of test-mode runs on one GPU would each take a share of.
+            clock = JudgeClock(device, options.problem.eval.flush_bytes if timed else 0, own_flush=options.official)
             pool = SharedPool(device)
             # Where a queue was given up, the pool's memory is never freed: its end would wait on it.
             stack.callback(given_up.keep_or, pool, lambda: None)

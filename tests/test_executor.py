@@ -80,6 +80,28 @@ def test_a_run_builds_its_pieces_in_the_named_order_and_takes_them_down_in_rever
     assert recorded.calls[len(built):] == [f"{name} closed" for name in workers] + ["strays ended", "sandbox closed"]
 
 
+@pytest.mark.parametrize("timed", [False, True])
+def test_only_a_timed_run_asks_its_clock_for_the_eval_s_flush(monkeypatch, recorded, timed):
+    """Test mode flushes nothing (the competition's test mode does not): test-mode runs side by
+    side on one GPU would otherwise each hold a flush buffer of up to half the memory left."""
+    asked = []
+    monkeypatch.setattr(modes, "JudgeClock", lambda device, flush_bytes, own_flush=False: asked.append(flush_bytes))
+    options = modes.RunOptions(submission=ROOT / "tests" / "fixtures" / "torch_submission.py", device="cpu")
+    with modes.Executor.open(options, reporter(), timed=timed, workers=RecordedWorkers(recorded)):
+        pass
+    assert asked == [options.problem.eval.flush_bytes if timed else 0] and options.problem.eval.flush_bytes > 0
+
+
+def test_a_flush_of_no_bytes_holds_no_buffer_on_any_device():
+    import torch
+
+    from harness.l2_flush import L2Flush
+
+    flush = L2Flush(torch.device("cuda", 0), 0)  # no CUDA call is made: nothing to allocate
+    flush()
+    assert (flush.buffer, flush.bytes) == (None, 0) and "untimed" in flush.description
+
+
 def test_what_a_run_sets_up_is_taken_down_when_building_it_fails(recorded, monkeypatch):
     def no_watch(*args, **kwargs):
         raise OSError("the watch could not stamp a file")

@@ -142,6 +142,10 @@ class Judge:
                 for path in folder.iterdir():
                     path.unlink()
                 folder.rmdir()
+            if mode in TIMED_MODES:
+                from harness.l2_flush import L2Flush
+
+                L2Flush.release()
             dev_shm.sweep_own_dev_shm()  # the candidate's workers have ended: what they left goes
             self.dev_shm_full = dev_shm.full_after_sweep()
         document = {**document, "exit_status": status, "submission": name}
