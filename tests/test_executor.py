@@ -95,7 +95,7 @@ def test_only_a_timed_run_asks_its_clock_for_the_eval_s_flush(monkeypatch, recor
 def test_a_flush_of_no_bytes_holds_no_buffer_on_any_device():
     import torch
 
-    from harness.l2_flush import L2Flush
+    from harness.shared.l2_flush import L2Flush
 
     flush = L2Flush(torch.device("cuda", 0), 0)  # no CUDA call is made: nothing to allocate
     flush()

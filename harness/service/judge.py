@@ -146,7 +146,7 @@ class Judge:
                     path.unlink()
                 folder.rmdir()
             if mode in TIMED_MODES:
-                from harness.l2_flush import L2Flush
+                from harness.shared.l2_flush import L2Flush
 
                 L2Flush.release()
             dev_shm.sweep_own_dev_shm()  # the candidate's workers have ended: what they left goes
