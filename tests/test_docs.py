@@ -91,3 +91,36 @@ def test_the_make_test_figure_is_one_row_of_figures_md_which_the_readme_cites():
     readme = (ROOT / "README.md").read_text()
     assert "docs/figures.md#the-kit-on-a-2-core-machine-without-gpu" in readme
     assert not re.search(r"\d+ passed", readme)
+
+
+JUDGE_MAX_WORDS = 4500
+FIXTURES = ROOT / "tests" / "fixtures"
+# A fixture as docs/judge.md names it: a broken, cheating, honest or borderline file, or one of the
+# sandbox's probes, by its module name.
+_FIXTURE_NAME = re.compile(r"`((?:sandbox/)?(?:broken|cheat|honest|borderline|probe|hops)_\w+)(?:\.py)?`")
+
+
+def test_judge_md_stays_a_design_reference():
+    """What reviews found and when goes to docs/history.md, measured figures to docs/figures.md."""
+    words = len((ROOT / "docs" / "judge.md").read_text().split())
+    assert words <= JUDGE_MAX_WORDS, f"docs/judge.md has {words} words; move narrative to docs/history.md"
+
+
+def named_fixtures(text: str) -> set[str]:
+    return set(_FIXTURE_NAME.findall(text))
+
+
+def test_every_fixture_judge_md_names_exists_and_every_fixture_is_in_its_threat_table():
+    judge = (ROOT / "docs" / "judge.md").read_text()
+    table = judge[judge.index("| threat | defence | fixtures |"):]
+    table = table[:table.index("\n\n")]
+    missing = sorted(name for name in named_fixtures(judge) if not (FIXTURES / f"{name}.py").is_file())
+    assert missing == []
+    on_disk = {path.stem for path in FIXTURES.glob("*.py") if _FIXTURE_NAME.fullmatch(f"`{path.stem}`")}
+    on_disk |= {f"sandbox/{path.stem}" for path in (FIXTURES / "sandbox").glob("*.py")}
+    assert on_disk and sorted(on_disk - named_fixtures(table)) == []
+
+
+def test_the_fixture_names_are_found_as_judge_md_writes_them():
+    assert named_fixtures("`cheat_memoizes_on_a`, `broken_hangs.py` (GPU), `sandbox/probe_escape`, `harness/wire.py`") == {
+        "cheat_memoizes_on_a", "broken_hangs", "sandbox/probe_escape"}
