@@ -1,4 +1,4 @@
-"""What a run sets up (harness/modes.py Executor.open): the pieces in their named order, each
+"""What a run sets up (harness/judge/modes.py Executor.open): the pieces in their named order, each
 from the module that owns it, taken down in the reverse order; constructing an Executor itself
 sets nothing up."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import modes
-from harness.popcorn import PopcornLog
+from harness.judge import modes
 from harness.problems import PROBLEMS
-from harness.report import Reporter
+from harness.results.console import Reporter
+from harness.results.popcorn import PopcornLog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,7 +121,7 @@ def test_constructing_an_executor_sets_nothing_up(recorded):
 def test_the_modes_import_nothing_inside_a_function():
     """An import in a function body of modes.py would be one done for its side effect, out of
     sight of the run's named order."""
-    tree = ast.parse((ROOT / "harness" / "modes.py").read_text())
+    tree = ast.parse((ROOT / "harness" / "judge" / "modes.py").read_text())
     functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     imports = [(function.name, inner.lineno) for function in functions for inner in ast.walk(function)
                if isinstance(inner, (ast.Import, ast.ImportFrom))]

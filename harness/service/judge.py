@@ -34,8 +34,8 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
+from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.service.lanes import TIMED_MODES  # the standard library alone
 from harness.service.names import checked_name  # the standard library alone
 
@@ -62,11 +62,14 @@ class Judge:
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once)
 
-        from harness import cli, modes, results, shapes
+        from harness import cli
+        from harness.judge import modes
         from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
-        from harness.recording import run_rows
+        from harness.problems import shapes
+        from harness.results import rows as results
+        from harness.results.recording import run_rows
         from harness.service.pool import WorkerPool
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
@@ -92,9 +95,9 @@ class Judge:
         """One candidate judged: the reply to `request`."""
         from rich.console import Console
 
-        from harness.document import SCHEMA
-        from harness.popcorn import PopcornLog
-        from harness.report import Reporter
+        from harness.results.console import Reporter
+        from harness.results.document import SCHEMA
+        from harness.results.popcorn import PopcornLog
 
         started = time.monotonic()
         rows: list[dict] = []  # a timed run's rows, stored with its verdict for `compare`

@@ -1,11 +1,11 @@
-"""What one run of a mode found, returned by the modes (harness/modes.py): its cases and their
+"""What one run of a mode found, returned by the modes (harness/judge/modes.py): its cases and their
 results, the ceilings its speed-of-light is set against, why it stopped before its last case,
 and its exit status. The reports are read from it: the people's, the POPCORN lines, the --json
 document, the service's reply and store."""
 
 import dataclasses
 
-from harness.jobs import NOT_RUN, CaseResult
+from harness.judge.jobs import NOT_RUN, CaseResult
 
 
 @dataclasses.dataclass

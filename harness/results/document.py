@@ -13,8 +13,8 @@ import json
 import re
 import sys
 
-from harness.results import file_sha256, git_commit
-from harness.stats import geomean, score
+from harness.results.rows import file_sha256, git_commit
+from harness.shared.stats import geomean, score
 
 SCHEMA = "nvfp4-harness/1"
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -33,7 +33,7 @@ def stats_fields(stats) -> dict | None:
 def error_trace(output: str, submission) -> str | None:
     """The last traceback the worker printed, its harness and importlib frames left out and the
     submission named by the user's path, or None."""
-    from harness.report import strip_ansi, without_hidden_frames  # report.py builds this document
+    from harness.results.console import strip_ansi, without_hidden_frames  # console.py builds this document
 
     start = output.rfind(TRACEBACK_START)
     if start < 0:

@@ -15,13 +15,13 @@ from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.document import RunDocument, labelled_mismatches
-from harness.exits import EXIT_FAIL
-from harness.jobs import CRASH, ERROR, NOT_RUN, TIMEOUT
-from harness.popcorn import PopcornLog
-from harness.stats import RANKINGS, geomean
-from harness.stats import score as score_of
-from harness.tables import Fitted, console_for
+from harness.judge.exits import EXIT_FAIL
+from harness.judge.jobs import CRASH, ERROR, NOT_RUN, TIMEOUT
+from harness.results.document import RunDocument, labelled_mismatches
+from harness.results.popcorn import PopcornLog
+from harness.results.tables import Fitted, console_for
+from harness.shared.stats import RANKINGS, geomean
+from harness.shared.stats import score as score_of
 
 
 LOG_EVERY_S = 10.0
@@ -33,7 +33,7 @@ STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
 # escapes): CuTeDSL colours its messages, and inside a panel they show as raw bytes.
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 # Frames of the harness's own code and of the import machinery say nothing about the user's file.
-HIDDEN_FRAME_FILES = (str(Path(__file__).resolve().parent) + "/", str(Path(importlib.__file__).resolve().parent) + "/",
+HIDDEN_FRAME_FILES = (str(Path(__file__).resolve().parents[1]) + "/", str(Path(importlib.__file__).resolve().parent) + "/",
                       "<frozen importlib.")
 _FRAME = re.compile(r'^(\s*)File "([^"]+)", line \d+')
 
@@ -242,7 +242,7 @@ class Reporter:
         self._last_error = (what, result.message) if result.status == ERROR else None
 
     def repeated_error(self, kind: str, first_index: int, result, options, needs_gpu: bool, importing: bool = False) -> str:
-        """The run stops at an error every case would raise (harness/modes.py RepeatedError):
+        """The run stops at an error every case would raise (harness/judge/modes.py RepeatedError):
         the reason the remaining cases are not run. What to do instead follows the verdict."""
         first, submission = f"{kind} {first_index}", escape(options.submission_name)
         if needs_gpu:
