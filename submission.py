@@ -1676,7 +1676,8 @@ def kernel_for_device(device: torch.device) -> type:
 
 
 _PLANS: dict[tuple, LaunchPlan] = {}
-# Where only one device is visible the inputs are on the current one: no need to ask (0.4 us).
+# Where only one device is visible the inputs are on the current one: no need to ask, a host call
+# each time (docs/figures.md, row "the current device's query").
 _SEVERAL_DEVICES = torch.cuda.device_count() > 1
 
 

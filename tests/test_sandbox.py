@@ -342,7 +342,7 @@ def test_a_cuda_worker_has_its_gpus_nodes_and_no_other_device_as_an_unprivileged
 @pytest.mark.xfail(os.geteuid() == 0, strict=True,
                    reason="a root judge's GPU worker is uid 0 in its own user namespace, and /proc/driver stays writable "
                           "for the driver: it opened /proc/driver/nvidia/gpus/*/registry and power files for writing on an "
-                          "H200 (docs/judge.md, what is still in a worker's reach)")
+                          "H200 (docs/judge.md, what is still in a submission's reach)")
 def test_a_cuda_worker_opens_no_kernel_file_for_writing(tmp_path, monkeypatch):
     """The probe through a CUDA worker opens no file under /proc or /sys for writing."""
     if not torch.cuda.is_available():

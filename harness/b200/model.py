@@ -125,9 +125,9 @@ class Overlap:
 
 
 # Until a bandwidth-bound run is recorded: the hand-off as the latency-bound H100 run measured it
-# (0.77-0.81 us, results/logs/2026-11-25-h100-ba2ff26-pdl-overlap.log), and a ratio above that
-# run's worst (1.06) by an allowance for the contention of two streaming CTAs on one SM, which a
-# 2 KB-tile kernel could not show.
+# (docs/figures.md, row "PDL's hand-off, latency-bound"), and a ratio above that run's worst by an
+# allowance for the contention of two streaming CTAs on one SM, which a 2 KB-tile kernel could not
+# show.
 ASSUMED_OVERLAP = Overlap(ratio=1.25, handoff_s=0.8e-6, measured=False,
                           source="ASSUMED: no bandwidth-bound pdl_overlap run recorded in results/")
 

@@ -13,8 +13,8 @@ from harness.shared.stats import geomean
 SHAPE_COLUMNS = tuple("x".join(map(str, shape)) for shape in model.BENCHMARK_SHAPES)
 # The same as headers of a column of figures: spaced, so that a narrow terminal wraps them.
 SHAPE_HEADERS = tuple(" x ".join(map(str, shape)) for shape in model.BENCHMARK_SHAPES)
-# The previous model's figures for this kit's kernel (2198f47, 2026-11-25): one latency, then 300
-# GB/s an SM whatever the pipeline's depth, and two calls in flight as an exact halving. Shown
+# The previous model's figures for this kit's kernel (at PREVIOUS_MODEL_COMMIT): one latency, then
+# 300 GB/s an SM whatever the pipeline's depth, and two calls in flight as an exact halving. Shown
 # beside the current model's so that a reader of older documents can place them.
 PREVIOUS_MODEL_US = (11.98, 3.27, 2.31)
 PREVIOUS_MODEL_COMMIT = "2198f47"

@@ -39,8 +39,8 @@ CALIBRATION_ROUNDS = 6
 # The worker's figure and the judge's may be apart by this share of the judge's, and by three
 # standard deviations of the calibration's window (spread over the calls of a round), before the
 # case fails. On the CPU the judge's window and the worker's host clock share two cores with the
-# host's scheduling: a wider share there (seen on a 2-core machine, 2026-11-27: honest torch files
-# judged up to 6 % above their own loop's time).
+# host's scheduling: a wider share there (docs/figures.md, row "the CPU's judged figure over the
+# worker's").
 FIGURE_TOLERANCE = {"cuda": 0.05, "cpu": 0.10}
 CALIBRATION_SPREADS = 3.0
 # The judge's flush may take this much longer while a worker waits for its go than while the
@@ -48,9 +48,10 @@ CALIBRATION_SPREADS = 3.0
 FLUSH_TOLERANCE = 0.03
 # A worker whose recorded round ran on more than one queue: a queue waiting on the GPU for another
 # of its queues, itself waiting for the judge's go (a joined side stream), is given time slices
-# during the flush with no work done (on an H200, 2026-11-27: a 16 GB flush took 17.2 ms against
-# the partner's 9.5 ms, 81 % longer). Held to twice the partner's flush: what such a worker may
-# run before the window is bounded by about one flush's time, not unbounded.
+# during the flush with no work done, which lengthens the flush by most of the partner's flush
+# (docs/figures.md, row "the judge's 16 GB flush while another process's queues wait for its go").
+# Held to twice the partner's flush: what such a worker may run before the window is bounded by
+# about one flush's time, not unbounded.
 FLUSH_SIDE_QUEUE_TOLERANCE = 1.0
 # The partner's flush, for any kind of its rounds, may take this much longer than the timed
 # rounds' before the calibration counts as disturbed: GPU work the worker left queued when it was

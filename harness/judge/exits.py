@@ -1,4 +1,4 @@
-"""The harness's exit statuses, each defined once; docs/judge.md says which command exits with which."""
+"""The harness's exit statuses, each defined once; docs/commands.md says which command exits with which."""
 
 EXIT_PASS = 0
 # --official: the competition's eval ended on an uncaught exception (its own process's status).

@@ -2,8 +2,8 @@
 and its start and end on the GPU's clock, from CUPTI's activity API.
 
 torch.profiler records the same through Kineto, but Kineto's first session in a process takes
-4 to 7 s to start (H100 and H200, torch 2.11), and every case's worker is a new process; CUPTI's
-own start takes 20 ms (results/logs/2026-11-24-h100-cupti-start.log). NVIDIA's Python bindings
+seconds to start, and every case's worker is a new process; CUPTI's own start is a small fraction
+of that (docs/figures.md, row "CUPTI's start"). NVIDIA's Python bindings
 (cupti-python) pin a CUPTI newer than the one torch ships. So this module calls the libcupti that
 torch's CUDA build ships, through ctypes, for three record kinds, reading only the fields that
 every record version since CUDA 9 places alike (CUPTI's headers, cupti_activity.h).
