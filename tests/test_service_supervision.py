@@ -98,16 +98,55 @@ def test_an_environment_fault_is_retried_returned_as_such_and_never_served_from_
     assert service.metrics()["classes"]["infrastructure"] == 2
 
 
-def test_a_cancelled_candidate_ends_and_its_judge_judges_the_next(service):
-    long = service.submit("# sleep 30\n")
-    queued = service.submit_batch([{"source": "# sleep 30\n# b\n"}, {"source": "# sleep 30\n# c\n"}])
-    running_on(service, long)
-    started = time.monotonic()
-    assert service.cancel(queued[1])["state"] == "cancelled"
-    cancelled = service.cancel(long)
-    assert cancelled["state"] == "cancelled" and time.monotonic() - started < 20
-    service.cancel(queued[0])
-    assert service.get(service.submit("# after\n"), wait_s=30)["passed"] is True
+def test_a_cancelled_candidate_ends_once_and_the_same_judge_process_judges_the_next(tmp_path):
+    log = tmp_path / "judged.log"
+    judge = LocalJudge("cpu", program=FAKE_JUDGE, environment={**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log)})
+    service = Service([judge], Store(tmp_path / "verdicts.sqlite"), commit="fake", candidates=Candidates(tmp_path / "verdicts.sqlite"))
+    service.start()
+    try:
+        long = service.submit("# sleep 30\n")
+        queued = service.submit_batch([{"source": "# sleep 30\n# b\n"}, {"source": "# sleep 30\n# c\n"}])
+        running_on(service, long)
+        pid = judge.status()["pid"]
+        started = time.monotonic()
+        assert service.cancel(queued[1])["state"] == "cancelled"
+        cancelled = service.cancel(long)
+        assert cancelled["state"] == "cancelled" and cancelled["error"] == "cancelled while it ran", cancelled
+        assert time.monotonic() - started < 10
+        service.cancel(queued[0])
+        after = service.submit("# after\n")
+        assert service.get(after, wait_s=30)["passed"] is True
+        assert judge.status()["pid"] == pid and judge.starts == 1
+        # Each candidate ended once; only the one judged to its end has a verdict stored.
+        assert [service.get(identifier)["state"] for identifier in (long, *queued, after)] == ["cancelled"] * 3 + ["done"]
+        assert service.metrics()["classes"] == {"verdict": 1}
+        assert [row["submission"] for row in service.store.rows()] == ["submission.py"]
+    finally:
+        service.close()
+    # One judge process judged every run (queued[0] may have begun before its cancel, and ended at once).
+    judged = {identifier: int(by) for identifier, by, *_ in (line.split() for line in log.read_text().splitlines())}
+    assert {long, after} <= set(judged) and queued[1] not in judged and set(judged.values()) == {pid}, judged
+
+
+def test_a_judge_that_does_not_answer_its_cancel_is_started_again(tmp_path, monkeypatch):
+    from harness.service import judges
+
+    monkeypatch.setattr(judges, "CANCEL_REPLY_S", 1.0)
+    judge = LocalJudge("cpu", program=FAKE_JUDGE, environment=ENVIRONMENT)
+    service = Service([judge], None, commit="fake")
+    service.start()
+    try:
+        stuck = service.submit("# sleep 60\n# ignores cancel\n")
+        running_on(service, stuck)
+        pid = judge.status()["pid"]
+        started = time.monotonic()
+        cancelled = service.cancel(stuck)
+        assert cancelled["state"] == "cancelled" and time.monotonic() - started < 10, cancelled
+        assert service.get(service.submit("# after\n"), wait_s=30)["passed"] is True
+        assert judge.starts == 2 and judge.status()["pid"] != pid
+        assert service.candidates.counts() == {"queued": 0, "running": 0, "done": 1, "cancelled": 1}
+    finally:
+        service.close()
 
 
 @pytest.mark.e2e  # seconds of real processes: the e2e suite's, keeping the fast one short

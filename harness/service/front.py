@@ -44,6 +44,7 @@ MAX_SOURCE_BYTES = MAX_BYTES  # the competition's limit on a submission
 DEFAULT_WALL_LIMIT_S = {"test": 300.0, "benchmark": 900.0, "leaderboard": 900.0}
 NOTE_RESTARTED = "running when the front ended; queued again by the front started next"
 NOTE_STOPPED = "running when the front was stopped; queued again"
+CANCEL_WAIT_S = 30.0  # a cancel's answer waits this long for a running candidate's end (its judge's bound is less)
 
 
 class Refused(ValueError):
@@ -208,7 +209,7 @@ class Service:
 
     def cancel(self, candidate_id: str) -> dict | None:
         """A queued candidate ended as `cancelled`; a running one's judge told to end its run
-        (its worker killed), then the same."""
+        (its workers killed; the judge goes on to the next candidate), then the same."""
         with self._work:  # a dispatching thread takes a queued candidate under the same lock
             row = self.candidates.get(candidate_id)
             if row is None:
@@ -222,7 +223,7 @@ class Service:
             for judge in self.judges:
                 if judge.name == row["judge"]:
                     judge.cancel(candidate_id)
-        return self.get(candidate_id, wait_s=30.0 if row["state"] == RUNNING else 0.0)
+        return self.get(candidate_id, wait_s=CANCEL_WAIT_S if row["state"] == RUNNING else 0.0)
 
     def alive_judges(self) -> int:
         return sum(bool(judge.alive) for judge in self.judges)
