@@ -211,6 +211,51 @@ def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_pa
     assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
 
 
+def lane_runs(log: Path) -> dict:
+    return {identifier: (mode, float(start), float(end))
+            for identifier, _, mode, start, end in (line.split() for line in log.read_text().splitlines())}
+
+
+@pytest.mark.e2e  # a local Ray cluster started: the e2e suite's
+def test_a_ray_actors_lanes_share_its_device_a_timed_candidate_has_it_alone_and_all_come_back_with_it(tmp_path):
+    ray = pytest.importorskip("ray", reason="the Ray mode needs the `cluster` extra (pip install '.[cluster]')")
+    from harness.service.ray_judges import cluster_judges
+
+    log = tmp_path / "judged.log"
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        lanes = cluster_judges("cpu", per_node=1, program=FAKE_JUDGE, environment={"FAKE_JUDGE_LOG": str(log)}, lanes=3)
+        assert [judge.modes for judge in lanes] == [None, ("test",), ("test",)] and len({judge.shares for judge in lanes}) == 1
+        service = Service(lanes, None, commit="fake")
+        service.start()
+        try:
+            requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
+                        + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
+                        + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
+            ids = service.submit_batch(requests)
+            assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+            runs = lane_runs(log)
+            timed = [run for run in runs.values() if run[0] == "benchmark"]
+            tests = [run for run in runs.values() if run[0] == "test"]
+            assert len(timed) == 1 and len(tests) == 6
+            first = [runs[identifier] for identifier in ids[:3]]
+            assert max(start for _, start, _ in first) < min(end for _, _, end in first)
+            assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
+            assert len({judge.name for judge in lanes}) == 3
+            # The actor killed: made again once, every lane's judge started in it, and the lanes judge again.
+            ray.kill(lanes[0]._actor)
+            twenty_true_verdicts(service)
+            deadline = time.monotonic() + 60
+            while not service.healthy():
+                assert time.monotonic() < deadline, service.status()["judges"]
+                time.sleep(0.2)
+            assert [judge.recreated for judge in lanes] == [1, 1, 1]
+        finally:
+            service.close()
+    finally:
+        ray.shutdown()
+
+
 def test_judges_are_named_by_host_and_gpu():
     import socket
 

@@ -58,7 +58,7 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
         ray.init(address=ray_address)
         secret = {"POPCORN_SEED": os.environ["POPCORN_SEED"]} if os.environ.get("POPCORN_SEED") else {}
         secret.update({UNSAFE_ENV: os.environ[UNSAFE_ENV]} if UNSAFE_ENV in os.environ else {})
-        judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret)
+        judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret, lanes=test_lanes)
     else:
         judges = local_judges(gpus, device, judges_per_node, memory_limit_mib, test_lanes)
     return Service(judges, Store(store_path) if store_path else None,
