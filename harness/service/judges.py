@@ -194,9 +194,10 @@ class LocalJudge:
         if self._process is not None:
             self._process.wait()
             self.last_exit = self._process.returncode
-        if self._front_end is not None:
-            os.close(self._front_end)
-            self._front_end = None
+        with self._cancel_lock:  # a cancel writes on it: never once its number may be another file's
+            if self._front_end is not None:
+                os.close(self._front_end)
+                self._front_end = None
 
     def end(self) -> None:
         """The process ended now, whatever it is doing (the front is stopping)."""
