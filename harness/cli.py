@@ -397,9 +397,12 @@ def _gpus(ctx, param, value: str | None) -> list[int] | None:
               help="A candidate's source over this is refused (422).")
 @click.option("--test-lanes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Judges per GPU (or CPU judge): test-mode candidates run side by side; a timed one has the GPU alone.")
+@click.option("--candidates-dir", "candidate_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder whose files a request may name by `path` (repeatable); without one, only sources are taken.")
 @click.option("--unsafe-sandbox", is_flag=True, help="Serve even where the workers' sandbox lacks a layer (each judge names those it lacks).")
 def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, memory_limit_mib, max_source_bytes, test_lanes,
-          unsafe_sandbox):
+          candidate_dirs, unsafe_sandbox):
     """Keep a judge per GPU alive and judge candidates sent over HTTP (docs/service.md)."""
     from harness.judge.sandbox import UNSAFE_ENV
     from harness.service.serve import run_service
@@ -408,7 +411,7 @@ def serve(gpus, device, judges, ray_address, host, port, store_path, no_store, m
         os.environ[UNSAFE_ENV] = "1"
     run_service(gpus=gpus, device=device, judges_per_node=judges, ray_address=ray_address, host=host, port=port,
                 store_path=None if no_store else store_path or STORE_PATH, memory_limit_mib=memory_limit_mib,
-                max_source_bytes=max_source_bytes, test_lanes=test_lanes)
+                max_source_bytes=max_source_bytes, test_lanes=test_lanes, candidate_dirs=candidate_dirs)
 
 
 cli.add_command(benchmark, name="bench")

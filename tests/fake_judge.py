@@ -3,7 +3,9 @@ a line in and a reply a line out, and the end of the front's pipe) without torch
 what the service's supervision, queue and restarts are tested with, in a fraction of a second a
 candidate.
 
-A candidate passes unless its source says `wrong`; `sleep S` in it holds the judge S seconds;
+A candidate passes unless its source says `wrong`; `sleep S` in it holds the judge S seconds, or
+until the front cancels it (its reply then says `cancelled`); `ignores cancel` makes the sleep
+hold through a cancel;
 `no worker` makes its first case end in the worker's start (an environment fault, not the
 file's). Each judged id is appended, with this process's id, to the file FAKE_JUDGE_LOG names, with its mode and when its run began and ended.
 """
@@ -13,16 +15,45 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 
 from harness.service.judge import watch_the_front
 
 
+class Cancels:
+    """The id the front cancelled last, and the running candidate's sleep cut short by it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.cancelled_id = self.running_id = None
+        self.event = threading.Event()
+
+    def cancel(self, candidate_id: str) -> None:
+        with self._lock:
+            self.cancelled_id = candidate_id
+            if candidate_id == self.running_id:
+                self.event.set()
+
+    def begin(self, candidate_id) -> threading.Event:
+        with self._lock:
+            self.running_id, self.event = candidate_id, threading.Event()
+            if candidate_id is not None and candidate_id == self.cancelled_id:
+                self.event.set()
+            return self.event
+
+
+CANCELS = Cancels()
+
+
 def reply_to(request: dict) -> dict:
     source = request["source"]
+    cancelled = CANCELS.begin(request.get("id"))
     sleep = re.search(r"sleep ([0-9.]+)", source)
-    if sleep:
+    if sleep and "ignores cancel" in source:
         time.sleep(float(sleep.group(1)))
+    elif sleep and cancelled.wait(float(sleep.group(1))):
+        return {"exit_status": 112, "report": "", "document": {"passed": False, "cancelled": True, "cases": []}}
     lines = (request.get("tests") or "one case\n").splitlines()
     if "no worker" in source:
         cases = [{"index": 0, "status": "crash", "message": "worker process died without a result", "phases_s": {"start": 0.1}}]
@@ -41,7 +72,7 @@ def main() -> None:
     parser.add_argument("--front-fd", type=int, default=None)
     arguments = parser.parse_args()
     if arguments.front_fd is not None:
-        watch_the_front(arguments.front_fd)
+        watch_the_front(arguments.front_fd, CANCELS.cancel)
     log = os.environ.get("FAKE_JUDGE_LOG")
     print(json.dumps({"ready": True, "device": arguments.device, "device_name": "fake device", "pid": os.getpid()}), flush=True)
     for line in sys.stdin:

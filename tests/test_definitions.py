@@ -78,7 +78,7 @@ def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
 # What stops a run before a case, as docs/judge.md's `not run` row and jobs.NOT_RUN's comment
 # name each: every place the modes make a `not run` result is one of these.
 NOT_RUN_CAUSES = ("--official", "--stop-on-first-failure", "--wall-limit", "own files", "every case would repeat",
-                  "GPU work never ended")
+                  "GPU work never ended", "the service's cancel")
 
 
 def test_not_run_means_one_thing_in_the_modes_the_statuses_and_the_docs():

@@ -108,7 +108,7 @@ def test_the_services_timed_verdict_is_kept_with_its_rows(tmp_path):
     from harness.service.front import Service
     from harness.service.judges import LocalJudge
 
-    service = Service([LocalJudge("cpu")], Store(tmp_path / "verdicts.sqlite"))
+    service = Service([LocalJudge("cpu")], Store(tmp_path / "verdicts.sqlite"), candidate_dirs=[SUBMISSION.parent])
     service.start()
     try:
         candidate = service.submit(path=str(SUBMISSION), mode="benchmark", tests=TESTS.splitlines()[0] + "\n", max_repeats=3)

@@ -80,7 +80,8 @@ class RecordingJudge:
 @pytest.fixture
 def recorded(tmp_path):
     judge = RecordingJudge()
-    service = Service([judge], Store(tmp_path / "verdicts.sqlite"), commit="abc123")
+    (tmp_path / "candidates").mkdir()
+    service = Service([judge], Store(tmp_path / "verdicts.sqlite"), commit="abc123", candidate_dirs=[tmp_path / "candidates"])
     service.start()
     yield judge, service, TestClient(create_app(service))
     service.close()
@@ -190,7 +191,7 @@ def test_verdicts_through_the_service_are_the_one_shot_commands(tmp_path):
         path = tmp_path / f"{fixture}.txt"
         path.write_text(tests)
         expected.append(one_shot(fixture, path, *extra))
-    service = Service([LocalJudge("cpu")], Store(tmp_path / "verdicts.sqlite"))
+    service = Service([LocalJudge("cpu")], Store(tmp_path / "verdicts.sqlite"), candidate_dirs=[FIXTURES])
     service.start()
     try:
         client = TestClient(create_app(service))
@@ -233,7 +234,7 @@ def test_judges_as_ray_actors_one_per_node_of_a_simulated_cluster(tmp_path):
         cluster.wait_for_nodes()
         judges = cluster_judges("cpu", per_node=1)
         assert len(judges) == 2
-        service = Service(judges, Store(tmp_path / "verdicts.sqlite"))
+        service = Service(judges, Store(tmp_path / "verdicts.sqlite"), candidate_dirs=[FIXTURES])
         service.start()
         try:
             client = TestClient(create_app(service))
@@ -424,7 +425,7 @@ def test_a_time_limit_the_judges_cannot_hold_is_refused_not_retried_as_infrastru
 
 def test_a_path_that_is_not_a_regular_file_is_refused_at_once(recorded, tmp_path):
     judge, service, client = recorded
-    fifo = tmp_path / "candidate.py"
+    fifo = tmp_path / "candidates" / "candidate.py"
     os.mkfifo(fifo)
     answered = []
     # A FIFO without a writer blocks a plain read for ever: the request runs in a thread the test can leave behind.
@@ -437,7 +438,7 @@ def test_a_path_that_is_not_a_regular_file_is_refused_at_once(recorded, tmp_path
 
 
 def test_a_path_longer_than_the_limit_is_refused_whatever_its_size_said(tmp_path):
-    service = Service([RecordingJudge()], None, commit="abc123", max_source_bytes=1000)
+    service = Service([RecordingJudge()], None, commit="abc123", max_source_bytes=1000, candidate_dirs=[tmp_path])
     service.start()
     try:
         client = TestClient(create_app(service))
@@ -485,16 +486,18 @@ def test_a_request_sent_again_under_its_key_to_a_front_on_another_commit_gets_it
     assert ids[1] == ids[0], ids
 
 
-@pytest.mark.xfail(strict=True, reason="the front reads any `path` its own user may read and a run's traceback shows the file's "
-                                       "first line: a client of the port reads files only the service's user may (/etc/shadow "
-                                       "under a root service); which paths a request may name is a design decision not made yet")
-def test_a_path_only_the_services_user_may_read_is_refused(recorded, tmp_path):
+def test_a_path_outside_the_candidates_folders_is_refused_and_shown_nowhere(recorded, tmp_path):
     judge, service, client = recorded
     private = tmp_path / "private.py"
     private.write_text("secret-line: not python\n")
     private.chmod(0o600)
     response = client.post("/candidates", json={"path": str(private), "tests": ONE_CASE})
-    assert response.status_code == 422, response.text
+    assert response.status_code == 422 and "secret-line" not in response.text, response.text
+    assert "--candidates-dir" not in response.text and str(tmp_path / "candidates") in response.text, response.text
+    inside = tmp_path / "candidates" / "private.py"
+    private.rename(inside)
+    accepted = client.post("/candidates", json={"path": str(inside), "tests": ONE_CASE})
+    assert accepted.status_code == 200, accepted.text
 
 
 def test_a_wait_that_is_not_a_number_waits_no_longer_than_the_longest_wait(recorded):

@@ -299,3 +299,52 @@ def test_test_mode_lanes_share_a_gpu_and_a_benchmark_has_it_alone(tmp_path):
     assert not [view for view in tests if view["started_at"] < timed["finished_at"] and timed["started_at"] < view["finished_at"]]
     first = views[:3]
     assert max(view["started_at"] for view in first) < min(view["finished_at"] for view in first), "no two ran side by side"
+
+
+def cancel_mid_case_then_judge_the_next(device: str, mode: str, **options) -> None:
+    """A candidate hanging in its first case, cancelled: its workers are killed, its other case is
+    not run, and the judge process that ran it, never started again, judges the next candidate."""
+    from harness.service.front import Service
+    from harness.service.judges import CANCEL_REPLY_S, LocalJudge
+
+    judge = LocalJudge(device, visible_devices="0" if device == "cuda" else None)
+    service = Service([judge], None)
+    service.start()
+    try:
+        pid = judge.status()["pid"]
+        hanging = service.submit((FIXTURES / "broken_hangs.py").read_text(), name="broken_hangs.py", mode=mode, tests=TWO_CASES,
+                                 timeout_s=300.0, **options)
+        deadline = time.monotonic() + 60
+        while service.get(hanging)["state"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(15)  # its worker started, most likely, and in the case
+        started = time.monotonic()
+        cancelled = service.cancel(hanging)
+        assert cancelled["state"] == "cancelled" and time.monotonic() - started < CANCEL_REPLY_S, cancelled
+        cases = cancelled["document"].get("cases")
+        if cases is None:  # the cancel came while the worker still started (a loaded machine): no case judged
+            assert "SIGKILL" in cancelled["document"]["error"], cancelled["document"]
+        else:
+            assert cases[-1]["status"] == "not run" and "cancelled" in cases[-1]["message"], cases
+        after = service.get(service.submit((FIXTURES / "torch_submission.py").read_text(), tests=ONE_CASE), wait_s=300)
+        assert after["passed"] is True, after["report"]
+        assert judge.status()["pid"] == pid and judge.starts == 1
+        assert service.candidates.counts() == {"queued": 0, "running": 0, "done": 1, "cancelled": 1}
+    finally:
+        service.close()
+
+
+@pytest.mark.e2e
+def test_a_cancel_ends_the_candidates_workers_and_the_same_judge_judges_the_next():
+    cancel_mid_case_then_judge_the_next("cpu", "test")
+
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+def test_a_cancelled_benchmark_ends_its_worker_and_partner_and_the_same_gpu_judge_judges_the_next():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a timed run's worker and calibration partner on its GPU")
+    cancel_mid_case_then_judge_the_next("cuda", "benchmark", max_repeats=3)

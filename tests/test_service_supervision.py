@@ -98,16 +98,55 @@ def test_an_environment_fault_is_retried_returned_as_such_and_never_served_from_
     assert service.metrics()["classes"]["infrastructure"] == 2
 
 
-def test_a_cancelled_candidate_ends_and_its_judge_judges_the_next(service):
-    long = service.submit("# sleep 30\n")
-    queued = service.submit_batch([{"source": "# sleep 30\n# b\n"}, {"source": "# sleep 30\n# c\n"}])
-    running_on(service, long)
-    started = time.monotonic()
-    assert service.cancel(queued[1])["state"] == "cancelled"
-    cancelled = service.cancel(long)
-    assert cancelled["state"] == "cancelled" and time.monotonic() - started < 20
-    service.cancel(queued[0])
-    assert service.get(service.submit("# after\n"), wait_s=30)["passed"] is True
+def test_a_cancelled_candidate_ends_once_and_the_same_judge_process_judges_the_next(tmp_path):
+    log = tmp_path / "judged.log"
+    judge = LocalJudge("cpu", program=FAKE_JUDGE, environment={**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log)})
+    service = Service([judge], Store(tmp_path / "verdicts.sqlite"), commit="fake", candidates=Candidates(tmp_path / "verdicts.sqlite"))
+    service.start()
+    try:
+        long = service.submit("# sleep 30\n")
+        queued = service.submit_batch([{"source": "# sleep 30\n# b\n"}, {"source": "# sleep 30\n# c\n"}])
+        running_on(service, long)
+        pid = judge.status()["pid"]
+        started = time.monotonic()
+        assert service.cancel(queued[1])["state"] == "cancelled"
+        cancelled = service.cancel(long)
+        assert cancelled["state"] == "cancelled" and cancelled["error"] == "cancelled while it ran", cancelled
+        assert time.monotonic() - started < 10
+        service.cancel(queued[0])
+        after = service.submit("# after\n")
+        assert service.get(after, wait_s=30)["passed"] is True
+        assert judge.status()["pid"] == pid and judge.starts == 1
+        # Each candidate ended once; only the one judged to its end has a verdict stored.
+        assert [service.get(identifier)["state"] for identifier in (long, *queued, after)] == ["cancelled"] * 3 + ["done"]
+        assert service.metrics()["classes"] == {"verdict": 1}
+        assert [row["submission"] for row in service.store.rows()] == ["submission.py"]
+    finally:
+        service.close()
+    # One judge process judged every run (queued[0] may have begun before its cancel, and ended at once).
+    judged = {identifier: int(by) for identifier, by, *_ in (line.split() for line in log.read_text().splitlines())}
+    assert {long, after} <= set(judged) and queued[1] not in judged and set(judged.values()) == {pid}, judged
+
+
+def test_a_judge_that_does_not_answer_its_cancel_is_started_again(tmp_path, monkeypatch):
+    from harness.service import judges
+
+    monkeypatch.setattr(judges, "CANCEL_REPLY_S", 1.0)
+    judge = LocalJudge("cpu", program=FAKE_JUDGE, environment=ENVIRONMENT)
+    service = Service([judge], None, commit="fake")
+    service.start()
+    try:
+        stuck = service.submit("# sleep 60\n# ignores cancel\n")
+        running_on(service, stuck)
+        pid = judge.status()["pid"]
+        started = time.monotonic()
+        cancelled = service.cancel(stuck)
+        assert cancelled["state"] == "cancelled" and time.monotonic() - started < 10, cancelled
+        assert service.get(service.submit("# after\n"), wait_s=30)["passed"] is True
+        assert judge.starts == 2 and judge.status()["pid"] != pid
+        assert service.candidates.counts() == {"queued": 0, "running": 0, "done": 1, "cancelled": 1}
+    finally:
+        service.close()
 
 
 @pytest.mark.e2e  # seconds of real processes: the e2e suite's, keeping the fast one short
@@ -170,6 +209,51 @@ def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_pa
     assert max(start for _, start, _ in first) < min(end for _, _, end in first)
     assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
     assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
+
+
+def lane_runs(log: Path) -> dict:
+    return {identifier: (mode, float(start), float(end))
+            for identifier, _, mode, start, end in (line.split() for line in log.read_text().splitlines())}
+
+
+@pytest.mark.e2e  # a local Ray cluster started: the e2e suite's
+def test_a_ray_actors_lanes_share_its_device_a_timed_candidate_has_it_alone_and_all_come_back_with_it(tmp_path):
+    ray = pytest.importorskip("ray", reason="the Ray mode needs the `cluster` extra (pip install '.[cluster]')")
+    from harness.service.ray_judges import cluster_judges
+
+    log = tmp_path / "judged.log"
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        lanes = cluster_judges("cpu", per_node=1, program=FAKE_JUDGE, environment={"FAKE_JUDGE_LOG": str(log)}, lanes=3)
+        assert [judge.modes for judge in lanes] == [None, ("test",), ("test",)] and len({judge.shares for judge in lanes}) == 1
+        service = Service(lanes, None, commit="fake")
+        service.start()
+        try:
+            requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
+                        + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
+                        + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
+            ids = service.submit_batch(requests)
+            assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+            runs = lane_runs(log)
+            timed = [run for run in runs.values() if run[0] == "benchmark"]
+            tests = [run for run in runs.values() if run[0] == "test"]
+            assert len(timed) == 1 and len(tests) == 6
+            first = [runs[identifier] for identifier in ids[:3]]
+            assert max(start for _, start, _ in first) < min(end for _, _, end in first)
+            assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
+            assert len({judge.name for judge in lanes}) == 3
+            # The actor killed: made again once, every lane's judge started in it, and the lanes judge again.
+            ray.kill(lanes[0]._actor)
+            twenty_true_verdicts(service)
+            deadline = time.monotonic() + 60
+            while not service.healthy():
+                assert time.monotonic() < deadline, service.status()["judges"]
+                time.sleep(0.2)
+            assert [judge.recreated for judge in lanes] == [1, 1, 1]
+        finally:
+            service.close()
+    finally:
+        ray.shutdown()
 
 
 def test_judges_are_named_by_host_and_gpu():

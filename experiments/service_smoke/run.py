@@ -22,7 +22,7 @@ PLAN = [("torch_submission.py", True), ("cheat_patches_the_judge.py", False), ("
 
 
 def main() -> None:
-    service = Service([LocalJudge("cuda")])
+    service = Service([LocalJudge("cuda")], candidate_dirs=[FIXTURES])
     service.start()
     try:
         for name, should_pass in PLAN:

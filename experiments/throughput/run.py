@@ -158,7 +158,7 @@ def start_service(visible: list[str | None], device: str, settle_s: float) -> tu
     service that runs for hours has its pools full when a candidate comes, which the set measures
     and not the judges' cold start."""
     started = time.monotonic()
-    service = Service([LocalJudge(device, visible_devices=one) for one in visible])
+    service = Service([LocalJudge(device, visible_devices=one) for one in visible], candidate_dirs=[ROOT])
     service.start()
     start_s = time.monotonic() - started
     time.sleep(settle_s)
@@ -175,7 +175,7 @@ def test_mode_rates(device: str, visible: str | None, lanes: int, copies: int, s
     wanted = (expected["exit_status"], verdict(expected["document"], mode))
     figures = {}
     for count in (1, lanes):
-        service = Service([LocalJudge(device, visible_devices=visible, lane=lane) for lane in range(count)])
+        service = Service([LocalJudge(device, visible_devices=visible, lane=lane) for lane in range(count)], candidate_dirs=[ROOT])
         service.start()
         try:
             time.sleep(settle_s)

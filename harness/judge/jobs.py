@@ -14,8 +14,9 @@ CRASH = "crash"  # the worker process died without reporting (segfault, abort, o
 TIMEOUT = "timeout"  # the case ran past its time limit and its process was killed
 # The run stopped before the case (docs/judge.md, "Verdicts"): leaderboard --official after a failed
 # case; not under --official, a failure every case would repeat; --stop-on-first-failure after a
-# case that did not pass; --wall-limit spent; the judge's own files changed in an earlier case; or
-# after an earlier case whose GPU work never ended (a queue of the judge's given up behind it).
+# case that did not pass; --wall-limit spent; the judge's own files changed in an earlier case;
+# after an earlier case whose GPU work never ended (a queue of the judge's given up behind it); or
+# the service's cancel of the candidate.
 NOT_RUN = "not run"
 
 

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -62,6 +63,7 @@ class RunOptions:
     wall_limit_s: float | None = None  # the whole run's limit, worker starts included; each case's is the smaller
     wall_clock_from: float | None = None  # time.monotonic() when wall_limit_s began counting (before the static check); None: the run's start
     shown_as: str | None = None  # the file's name in reports where `submission` is a copy (the service's)
+    cancelled: threading.Event | None = None  # set: no case begins any more (the service's cancel, which ends the run's workers)
 
     def __post_init__(self):
         if self.baselines and self.problem != BASELINES_PROBLEM:
@@ -190,6 +192,8 @@ class Executor:
         if given_up.any_given_up():
             return CaseResult(NOT_RUN, "not run: the judge gave up a queue behind an earlier case's GPU work, which never "
                                        "ended (the process judges nothing more)")
+        if self._options.cancelled is not None and self._options.cancelled.is_set():
+            return CaseResult(NOT_RUN, "not run: the run was cancelled")
         started = time.monotonic()
         timeout_s = min(self._options.timeout_s, self._deadline - started)
         if timeout_s <= 0:

@@ -50,7 +50,7 @@ class CandidateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str | None = None
-    path: str | None = None
+    path: str | None = Field(None, description="a file under a folder the service was started with (serve --candidates-dir)")
     name: str | None = Field(None, description="a plain file name (no `/`, not `.` or `..`), 255 bytes at most")
     problem: str = "nvfp4_gemm"
     mode: Literal["test", "benchmark", "leaderboard"] = "test"

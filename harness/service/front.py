@@ -18,7 +18,6 @@ queue, which a front started again on the same file takes first.
 """
 
 import os
-import stat
 import threading
 import time
 import traceback
@@ -27,6 +26,7 @@ from pathlib import Path
 from harness.results.document import SCHEMA
 from harness.results.rows import git_commit
 from harness.results.store import Store, verdict_key
+from harness.service.candidate_files import CandidateFiles
 from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
 from harness.service.lanes import DeviceGate
@@ -44,6 +44,7 @@ MAX_SOURCE_BYTES = MAX_BYTES  # the competition's limit on a submission
 DEFAULT_WALL_LIMIT_S = {"test": 300.0, "benchmark": 900.0, "leaderboard": 900.0}
 NOTE_RESTARTED = "running when the front ended; queued again by the front started next"
 NOTE_STOPPED = "running when the front was stopped; queued again"
+CANCEL_WAIT_S = 30.0  # a cancel's answer waits this long for a running candidate's end (its judge's bound is less)
 
 
 class Refused(ValueError):
@@ -57,12 +58,13 @@ class Refused(ValueError):
 class Service:
     def __init__(self, judges: list, store: Store | None = None, commit: str | None = None,
                  candidates: Candidates | None = None, attempts: int = ATTEMPTS, max_source_bytes: int = MAX_SOURCE_BYTES,
-                 default_wall_limit_s: dict | None = None):
+                 default_wall_limit_s: dict | None = None, candidate_dirs=()):
         """`judges`: objects with start(), judge(request), cancel(id), status(), close(), end(),
         heartbeat(), revive(), `alive`, `name`, `modes` (those it takes, None for all) and
         `shares` (the device its lanes share: harness/service/lanes.py), as
         harness/service/judges.py LocalJudge. `candidates`: the table (kept in memory without
-        one: nothing outlives the front)."""
+        one: nothing outlives the front). `candidate_dirs`: the folders whose files a request may
+        name by `path` (harness/service/candidate_files.py); none, no path is read."""
         if not judges:
             raise ValueError("a service needs at least one judge")
         self.judges = judges
@@ -70,6 +72,7 @@ class Service:
         self.candidates = candidates or Candidates(":memory:")
         self.commit = commit or git_commit()
         self.attempts, self.max_source_bytes = attempts, max_source_bytes
+        self.candidate_files = CandidateFiles(candidate_dirs, max_source_bytes)
         self.default_wall_limit_s = DEFAULT_WALL_LIMIT_S if default_wall_limit_s is None else default_wall_limit_s
         self.seed_policy = "secret" if os.environ.get("POPCORN_SEED") else "fixed"
         self._work = threading.Condition()  # a candidate queued, or one that ended
@@ -161,7 +164,7 @@ class Service:
         if unknown:
             raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
         if path is not None:
-            source, name = self._read_source(path), name or Path(path).name
+            source, name = self.candidate_files.read(path), name or Path(path).name
         if len(source.encode("utf-8", errors="surrogatepass")) > self.max_source_bytes:
             raise ValueError(f"the source is over {self.max_source_bytes} bytes")
         options = {key: value for key, value in options.items() if value is not None and value is not False}
@@ -175,17 +178,6 @@ class Service:
         if stored is not None:
             entry.update(state=DONE, cached=True, error_class=VERDICT, reply=self._from_the_store(stored, request["name"], fields))
         return entry
-
-    def _read_source(self, path: str) -> str:
-        """A regular file's text, `max_source_bytes` at most: a device, a FIFO or a file that grows
-        while it is read would otherwise hold the request's thread, or fill the front's memory."""
-        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise ValueError("a candidate's path must name a regular file")
-            data = file.read(self.max_source_bytes + 1)
-        if len(data) > self.max_source_bytes:
-            raise ValueError(f"the file is over {self.max_source_bytes} bytes")
-        return data.decode("utf-8")
 
     def _from_the_store(self, stored: dict, name: str, fields: dict) -> dict:
         """A stored verdict as this candidate's reply: its document naming this candidate, and the
@@ -217,7 +209,7 @@ class Service:
 
     def cancel(self, candidate_id: str) -> dict | None:
         """A queued candidate ended as `cancelled`; a running one's judge told to end its run
-        (its worker killed), then the same."""
+        (its workers killed; the judge goes on to the next candidate), then the same."""
         with self._work:  # a dispatching thread takes a queued candidate under the same lock
             row = self.candidates.get(candidate_id)
             if row is None:
@@ -231,7 +223,7 @@ class Service:
             for judge in self.judges:
                 if judge.name == row["judge"]:
                     judge.cancel(candidate_id)
-        return self.get(candidate_id, wait_s=30.0 if row["state"] == RUNNING else 0.0)
+        return self.get(candidate_id, wait_s=CANCEL_WAIT_S if row["state"] == RUNNING else 0.0)
 
     def alive_judges(self) -> int:
         return sum(bool(judge.alive) for judge in self.judges)

@@ -10,6 +10,9 @@ interpreter and its imports, the drawn inputs and references of cases whose seed
 (harness/judge/references.py), and a pool of pre-started workers, one candidate each
 (harness/service/pool.py).
 
+A candidate the front cancels (its id, a line on the pipe the judge ends with) ends here: no case
+of it begins any more and its workers are killed; the judge replies and takes the next one.
+
 This process is made non-dumpable and a subreaper (harness/judge/isolation.py), as the one-shot
 judge makes itself: that is why it is a process of its own, never the caller's. After a case that
 crashed, hung or raised it checks its GPU; a device that no longer answers ends the process with
@@ -50,6 +53,7 @@ WAITING_WORKERS = {"cuda": 10, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
 REJECTED = "rejected"  # harness/service/faults.py: a request no judge could run
+CANCEL_POLL_S = 0.1  # a cancelled run's workers are killed this often until it ends (one handed out late included)
 # What is left of a wall limit that the static check spent: the run still starts, and stops at
 # its first case (modes.py: the limit is checked before each case).
 MINIMUM_RUN_S = 0.001
@@ -86,6 +90,9 @@ class Judge:
         self.pool.prime()
         self.pool.prime(echo=True)  # the timed modes' calibration partner
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-judge-")
+        self._runs = threading.Lock()  # the candidate running and its cancel, against the front's cancels
+        self._running_id = self._cancelled_id = None
+        self._cancel = threading.Event()
 
     def close(self) -> None:
         self.pool.close()
@@ -100,6 +107,7 @@ class Judge:
         from harness.results.popcorn import PopcornLog
 
         started = time.monotonic()
+        cancelled = self._begin(request.get("id"))
         rows: list[dict] = []  # a timed run's rows, stored with its verdict for `compare`
         mode = request.get("mode", "test")
         folder = Path(tempfile.mkdtemp(dir=self._scratch.name))
@@ -128,6 +136,7 @@ class Judge:
             if run_options.wall_limit_s:  # the static check's time is the candidate's too
                 spent = time.monotonic() - started
                 run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
+            run_options = dataclasses.replace(run_options, cancelled=cancelled)
             status, record = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
             document = reporter.document.data
             if record is not None and mode in TIMED_MODES:
@@ -141,6 +150,8 @@ class Judge:
             document = {"schema": SCHEMA, "command": mode, "passed": False, "error": f"{type(error).__name__}: {error}",
                         "traceback": traceback.format_exc()}
         finally:
+            with self._runs:
+                self._running_id = None
             with contextlib.suppress(OSError):
                 for path in folder.iterdir():
                     path.unlink()
@@ -156,6 +167,35 @@ class Judge:
                 **({"error_class": error_class} if error_class else {}),
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
                           "references_kept": self.references.hits, "workers_started": self.pool.started}}
+
+    def cancel(self, candidate_id: str) -> None:
+        """End the run of `candidate_id`, now or as it begins (the front's cancel may come before
+        its request is read): no case of it begins any more, and its workers are killed until the
+        run ends, one handed out after the first kill included. The run then replies as any run
+        does, and the judge goes on to the next candidate."""
+        with self._runs:
+            self._cancelled_id = candidate_id
+            if candidate_id != self._running_id:
+                return
+            self._cancel.set()
+            cancel = self._cancel
+        threading.Thread(target=self._end_workers, args=(cancel,), name="judge-cancel", daemon=True).start()
+
+    def _begin(self, candidate_id: str | None) -> threading.Event:
+        """The run of `candidate_id` begins: its cancel, set already where the front sent it first."""
+        with self._runs:
+            self._running_id, self._cancel = candidate_id, threading.Event()
+            if candidate_id is not None and candidate_id == self._cancelled_id:
+                self._cancel.set()
+            return self._cancel
+
+    def _end_workers(self, cancel: threading.Event) -> None:
+        while True:
+            with self._runs:  # never a later run's workers: that run begins under this lock
+                if self._cancel is not cancel or self._running_id is None:
+                    return
+                self.pool.end_handed_out()
+            time.sleep(CANCEL_POLL_S)
 
     def device_answers(self) -> bool:
         """Whether the judge's GPU still runs work: after a case that crashed, hung or raised, a
@@ -181,20 +221,29 @@ def copy_name(name: str) -> str:
         return "submission.py"
 
 
-def watch_the_front(descriptor: int) -> None:
+def watch_the_front(descriptor: int, cancel=lambda candidate_id: None) -> None:
     """End this process once the front that started it has ended, whatever it is doing: the
-    front holds the write end of this pipe open and never writes, so a read returns only at its
-    end. The workers end with the judge (the sandbox's --die-with-parent)."""
+    front holds the write end of this pipe open and writes on it only the ids of the candidates
+    it cancels, a line each, which go to `cancel`; a read returns nothing only at its end. The
+    workers end with the judge (the sandbox's --die-with-parent)."""
 
     def watch():
+        pending = b""
         while True:
             try:
-                if not os.read(descriptor, 1):
-                    break
+                data = os.read(descriptor, 4096)
             except InterruptedError:
                 continue
             except OSError:
                 break
+            if not data:
+                break
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                try:
+                    cancel(line.decode("utf-8", "replace"))
+                except Exception:  # noqa: BLE001 - the watch must outlive a cancel that failed
+                    traceback.print_exc()
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="judge-front-watch", daemon=True).start()
@@ -217,10 +266,14 @@ def _changed_the_judge(reply: dict) -> bool:
     return any(FILES_CHANGED in (case.get("message") or "") for case in _cases(reply))
 
 
-def serve(device: str, memory_limit_bytes: int | None) -> int:
+def serve(device: str, memory_limit_bytes: int | None, made: list | None = None) -> int:
+    """Judge requests until stdin ends; `made` gets the judge once it is made (the front's
+    cancels go to it)."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     judge = Judge(device, memory_limit_bytes)
+    if made is not None:
+        made.append(judge)
     from harness.judge.sandbox import UNSAFE_ENV  # after Judge: it imports torch, which the judge enters its namespace before
 
     sandbox = judge.pool.sandbox
@@ -261,11 +314,12 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     parser.add_argument("--front-fd", type=int, default=None, help="a pipe whose end is the front's: this judge ends with it")
     arguments = parser.parse_args()
+    made: list[Judge] = []  # the judge, once made: where the front's cancels go
     if arguments.front_fd is not None:
-        watch_the_front(arguments.front_fd)
+        watch_the_front(arguments.front_fd, lambda candidate_id: [judge.cancel(candidate_id) for judge in made])
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
     try:
-        status = serve(arguments.device, limit)
+        status = serve(arguments.device, limit, made)
     except Exception:
         given_up.end_on_own_error()
         raise

@@ -21,6 +21,10 @@ from harness.runner.files import REPO_ROOT
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
 REPLY_GRACE_S = 120.0
 UNLIMITED_RUN_S = 3600.0
+# How long a judge has to reply once its candidate is cancelled (it ends the run's workers, then
+# replies) before it is ended and started again.
+CANCEL_REPLY_S = 20.0
+WAIT_POLL_S = 0.2  # how often a wait for a reply looks for a cancel
 # How a judge ends right after a reply, never while it judges (harness/service/judge.py `serve`): a
 # request written while it was ending was never read, and goes to the judge started next.
 ENDS_AFTER_A_REPLY = (EXIT_DEVICE_LOST, EXIT_DEV_SHM_FULL)
@@ -52,6 +56,9 @@ class LocalJudge:
         self._front_end: int | None = None  # the write end of the pipe the judge ends with
         self._ready = False
         self._lock = threading.Lock()
+        self._cancel_lock = threading.Lock()  # busy_with and the cancel's deadline, against cancel()
+        self._cancel_by: float | None = None
+        self._cancelled_id: str | None = None  # the last cancel, for a run that begins after it
         self.host = socket.gethostname()
         self.starts = 0
         self.judged = 0
@@ -106,18 +113,36 @@ class LocalJudge:
             self._running()
 
     def cancel(self, candidate_id: str) -> bool:
-        """End the run of `candidate_id` where it is this judge's: the judge process is ended
-        (its workers with it) and started again for the next candidate."""
-        if self.busy_with != candidate_id or self._process is None:
-            return False
-        self._process.kill()
+        """End the run of `candidate_id` where it is this judge's: the judge is told (the id, a
+        line on the pipe it ends with), ends the run's workers and replies, and judges the next
+        candidate; one that has not replied within CANCEL_REPLY_S is ended and started again."""
+        with self._cancel_lock:
+            self._cancelled_id = candidate_id  # the front may cancel a candidate it gave this judge before its run began
+            if self.busy_with != candidate_id:
+                return False
+            self._tell_cancel()
         return True
+
+    def _tell_cancel(self) -> None:
+        if self._front_end is None or "\n" in self.busy_with:
+            return
+        self._cancel_by = time.monotonic() + CANCEL_REPLY_S
+        try:
+            os.write(self._front_end, f"{self.busy_with}\n".encode())
+        except OSError:  # the judge has ended: the wait for its reply ends with it
+            pass
+
+    def _busy(self, candidate_id: str | None) -> None:
+        with self._cancel_lock:
+            self.busy_with, self._cancel_by = candidate_id, None
+            if candidate_id is not None and candidate_id == self._cancelled_id:
+                self._tell_cancel()  # before its request: the judge keeps the id for the run it begins
 
     def judge(self, request: dict) -> dict:
         """The judge's reply to `request`; the judge is started (again) where it is not running."""
         with self._lock:
             self._running()
-            self.busy_with = request.get("id")
+            self._busy(request.get("id"))
             try:
                 try:
                     return self._exchange(request)
@@ -127,7 +152,7 @@ class LocalJudge:
                     self._running()
                     return self._exchange(request)
             finally:
-                self.busy_with = None
+                self._busy(None)
 
     def _running(self) -> None:
         """The judge started (again) where it is not running."""
@@ -148,11 +173,16 @@ class LocalJudge:
         reader = threading.Thread(target=lambda: reply.update(line=self._process.stdout.readline()), daemon=True)
         started = time.monotonic()
         reader.start()
-        reader.join(limit_s)
+        while reader.is_alive():
+            cancel_by, now = self._cancel_by, time.monotonic()
+            if now - started >= limit_s or (cancel_by is not None and now >= cancel_by):
+                break
+            reader.join(WAIT_POLL_S)
         line = reply.get("line")
         if not line:
             self._end()
-            why = (f"no reply within {time.monotonic() - started:.0f} s" if reader.is_alive()
+            why = (f"no reply within {CANCEL_REPLY_S:.0f} s of its candidate's cancel" if reader.is_alive() and self._cancel_by
+                   else f"no reply within {time.monotonic() - started:.0f} s" if reader.is_alive()
                    else f"the judge process ended (exit status {self._process.returncode})")
             raise JudgeEnded(f"the judge on {self.name} gave no verdict: {why}; it starts again for the next candidate")
         self.judged += 1
@@ -164,9 +194,10 @@ class LocalJudge:
         if self._process is not None:
             self._process.wait()
             self.last_exit = self._process.returncode
-        if self._front_end is not None:
-            os.close(self._front_end)
-            self._front_end = None
+        with self._cancel_lock:  # a cancel writes on it: never once its number may be another file's
+            if self._front_end is not None:
+                os.close(self._front_end)
+                self._front_end = None
 
     def end(self) -> None:
         """The process ended now, whatever it is doing (the front is stopping)."""

@@ -53,7 +53,7 @@ class WorkerPool:
         self.sandbox = Sandbox(device, memory_bytes=memory_limit_bytes)
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-pool-")
         self._waiting: dict[bool, list[_Spawned]] = {}
-        self._handed_out: dict[int, int] = {}  # pid -> the memory limit it runs under
+        self._handed_out: dict[int, _Spawned] = {}  # by pid: the run's workers, until retired
         self.over_limit: set[int] = set()
         self.started = self.handed_out = 0
         self._lock = threading.Lock()
@@ -94,7 +94,7 @@ class WorkerPool:
             spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
             self.started += 1
         with self._lock:
-            self._handed_out[spawned.process.pid] = self.memory_limit_bytes or 0
+            self._handed_out[spawned.process.pid] = spawned
             self.handed_out += 1
         self.prime(echo)
         return spawned
@@ -102,20 +102,28 @@ class WorkerPool:
     def _watch_memory(self) -> None:
         while not self._closed.wait(WATCH_EVERY_S):
             with self._lock:
-                watched = dict(self._handed_out)
+                watched = list(self._handed_out)
             parents = _parents()
-            for pid, limit in watched.items():
+            for pid in watched:
                 if not is_running(pid):  # ended, whoever ended it: its pid may come back as another's
                     self.released(pid)
                     continue
-                if not limit or pid in self.over_limit:
+                if pid in self.over_limit:
                     continue
                 tree = [pid, *_descendants(pid, parents)]
-                if sum(resident_bytes(member) for member in tree) > limit:
+                if sum(resident_bytes(member) for member in tree) > self.memory_limit_bytes:
                     self.over_limit.add(pid)
                     for member in tree:
                         with contextlib.suppress(ProcessLookupError, PermissionError):
                             os.kill(member, signal.SIGKILL)
+
+    def end_handed_out(self) -> None:
+        """Every worker handed out and not yet retired killed, with all it started, whatever it
+        is doing (a cancelled run's: a judge runs one candidate at a time); the waiting ones kept."""
+        with self._lock:
+            handed_out = list(self._handed_out.values())
+        for spawned in handed_out:
+            spawned.kill()
 
     def released(self, pid: int) -> None:
         with self._lock:

@@ -1,9 +1,10 @@
 """Judges across a Ray cluster (`pip install ".[cluster]"`, `serve --ray ADDRESS`): one actor per
 GPU of every node (or, for `--device cpu`, `per_node` actors a node), each running a judge
-process of its own on its node (harness/service/judges.py LocalJudge), behind the same front
-and API. Ray places the actors; the front feeds each as it does a local judge. A trainer already
-in the cluster can call the actors itself: `JudgeActor.judge.remote(request)` takes the judge's
-request (harness/service/judge.py) and returns its reply.
+process of its own on its node (harness/service/judges.py LocalJudge), or one per lane under
+`serve --test-lanes N`, behind the same front and API. Ray places the actors; the front feeds
+each lane as it does a local judge. A trainer already in the cluster can call the actors itself:
+`JudgeActor.judge.remote(request)` takes the judge's request (harness/service/judge.py) and
+returns its reply.
 """
 
 import socket
@@ -17,70 +18,107 @@ from harness.service.judges import JUDGE_PROGRAM, JudgeEnded, LocalJudge
 HEARTBEAT_TIMEOUT_S = 5.0
 
 
-@ray.remote(max_concurrency=4)  # its heartbeat, status and cancel are answered while it judges
+@ray.remote
 class JudgeActor:
-    """A judge process on this actor's node; Ray's CUDA_VISIBLE_DEVICES gives it its GPU."""
+    """The judge processes of this actor's GPU (Ray's CUDA_VISIBLE_DEVICES gives it the GPU) or
+    CPU slot, on its node: one per lane (harness/service/lanes.py), each called by its lane."""
 
     def __init__(self, device: str, memory_limit_mib: int | None, environment: dict, slot: int = 0,
-                 program: tuple[str, ...] = JUDGE_PROGRAM):
+                 program: tuple[str, ...] = JUDGE_PROGRAM, lanes: int = 1):
         import os
 
         gpus = [str(gpu) for gpu in ray.get_gpu_ids()]
-        self._judge = LocalJudge(device, visible_devices=",".join(gpus) if gpus else None, memory_limit_mib=memory_limit_mib,
-                                 environment={**os.environ, **environment}, slot=slot, program=program)
+        self._judges = [LocalJudge(device, visible_devices=",".join(gpus) if gpus else None, memory_limit_mib=memory_limit_mib,
+                                   environment={**os.environ, **environment}, slot=slot, program=program, lane=lane)
+                        for lane in range(lanes)]
 
-    def start(self) -> dict:
-        return {**self._judge.start(), "node": ray.get_runtime_context().get_node_id(), "name": self._judge.name}
+    def start(self, lane: int = 0) -> dict:
+        return {**self._judges[lane].start(), "node": ray.get_runtime_context().get_node_id(), "name": self._judges[lane].name}
 
-    def judge(self, request: dict) -> dict:
-        return self._judge.judge(request)
+    def judge(self, request: dict, lane: int = 0) -> dict:
+        return self._judges[lane].judge(request)
 
-    def heartbeat(self) -> bool:
-        return self._judge.alive
+    def heartbeat(self, lane: int = 0) -> bool:
+        return self._judges[lane].alive
 
-    def revive(self) -> None:
-        self._judge.revive()
+    def revive(self, lane: int = 0) -> None:
+        self._judges[lane].revive()
 
-    def cancel(self, candidate_id: str) -> bool:
-        return self._judge.cancel(candidate_id)
+    def cancel(self, candidate_id: str, lane: int = 0) -> bool:
+        return self._judges[lane].cancel(candidate_id)
 
-    def status(self) -> dict:
-        return {**self._judge.status(), "host": socket.gethostname()}
+    def status(self, lane: int = 0) -> dict:
+        return {**self._judges[lane].status(), "host": socket.gethostname()}
 
-    def end(self) -> None:
-        self._judge.end()
+    def end(self, lane: int = 0) -> None:
+        self._judges[lane].end()
 
-    def close(self) -> None:
-        self._judge.close()
+    def close(self, lane: int = 0) -> None:
+        self._judges[lane].close()
+
+
+class SharedActor:
+    """One actor, shared by the lanes of its GPU: made again once, by whichever lane finds it
+    gone first; the others then start their judge processes in the new one."""
+
+    def __init__(self, make_actor, lanes: int = 1):
+        self._make_actor = make_actor
+        self.handle = make_actor()
+        self.made = 1
+        self._open_lanes = lanes
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        """A lane closed; the actor killed with the last."""
+        with self._lock:
+            self._open_lanes -= 1
+            if self._open_lanes == 0:
+                ray.kill(self.handle)
+
+    def renew(self, seen) -> None:
+        """A new actor where `seen` is still the current one."""
+        with self._lock:
+            if self.handle is seen:
+                ray.kill(seen)
+                self.handle = self._make_actor()
+                self.made += 1
 
 
 class RayJudge:
-    """One actor, seen from the front as a local judge is. An actor that dies (its node lost, its
-    process killed) fails the call it was running at once; the actor is then made again from
-    `make_actor` and started, and the front queues its candidate again."""
+    """One lane of an actor, seen from the front as a local judge is. An actor that dies (its node
+    lost, its process killed) fails the calls it was running at once; the actor is then made again
+    and each lane's judge started in it, and the front queues their candidates again. Lane 0
+    judges every mode; the others test mode only, beside it (harness/service/lanes.py)."""
 
-    def __init__(self, make_actor, node_id: str, slot: int, device: str):
-        self._make_actor, self.device = make_actor, device
-        self._actor = make_actor()
-        self.name = self.shares = f"{device} #{slot} on node {node_id[:8]}"
-        self.modes = None  # every mode: one actor a GPU
+    def __init__(self, actor: SharedActor, node_id: str, slot: int, device: str, lane: int = 0):
+        self._shared, self.device, self.lane = actor, device, lane
+        self.shares = f"{device} #{slot} on node {node_id[:8]}"
+        self.name = self.shares if lane == 0 else f"{self.shares} lane {lane}"
+        self.modes = None if lane == 0 else ("test",)
         self._alive = False
         self._lock = threading.Lock()
-        self.recreated = 0
+
+    @property
+    def _actor(self):
+        return self._shared.handle
+
+    @property
+    def recreated(self) -> int:
+        return self._shared.made - 1
 
     @property
     def alive(self) -> bool:
         return self._alive
 
     def start(self) -> dict:
-        ready = ray.get(self._actor.start.remote())
+        ready = ray.get(self._actor.start.remote(self.lane))
         self.name = f"{ready['name']} on node {ready['node'][:8]}" if ready.get("name") else self.name
         self._alive = True
         return ready
 
     def judge(self, request: dict) -> dict:
         try:
-            return ray.get(self._actor.judge.remote(request))
+            return ray.get(self._actor.judge.remote(request, self.lane))
         except ray.exceptions.RayActorError as error:
             self._alive = False
             raise JudgeEnded(f"the judge actor {self.name} died: {error}") from None
@@ -93,58 +131,58 @@ class RayJudge:
 
     def heartbeat(self) -> bool:
         try:
-            self._alive = bool(ray.get(self._actor.heartbeat.remote(), timeout=HEARTBEAT_TIMEOUT_S))
+            self._alive = bool(ray.get(self._actor.heartbeat.remote(self.lane), timeout=HEARTBEAT_TIMEOUT_S))
         except Exception:  # gone, or not answering
             self._alive = False
         return self._alive
 
     def revive(self) -> None:
-        """The actor's judge started again, or, where the actor itself is gone, a new actor."""
+        """This lane's judge started again, in a new actor where the actor itself is gone."""
         with self._lock:
+            actor = self._actor
             try:
-                ray.get(self._actor.heartbeat.remote(), timeout=HEARTBEAT_TIMEOUT_S)
-                ray.get(self._actor.revive.remote())
+                ray.get(actor.heartbeat.remote(self.lane), timeout=HEARTBEAT_TIMEOUT_S)
+                ray.get(actor.revive.remote(self.lane))
                 self._alive = True
                 return
             except ray.exceptions.RayActorError:
                 pass
-            ray.kill(self._actor)
-            self._actor = self._make_actor()
-            self.recreated += 1
+            self._shared.renew(actor)
             self.start()
 
     def cancel(self, candidate_id: str) -> bool:
         try:
-            return bool(ray.get(self._actor.cancel.remote(candidate_id), timeout=HEARTBEAT_TIMEOUT_S))
+            return bool(ray.get(self._actor.cancel.remote(candidate_id, self.lane), timeout=HEARTBEAT_TIMEOUT_S))
         except Exception:
             return False
 
     def status(self) -> dict:
         try:
-            found = ray.get(self._actor.status.remote(), timeout=HEARTBEAT_TIMEOUT_S)
+            found = ray.get(self._actor.status.remote(self.lane), timeout=HEARTBEAT_TIMEOUT_S)
         except Exception:  # gone
             found = {}
-        return {**found, "judge": self.name, "actors_made": self.recreated + 1}
+        return {**found, "judge": self.name, "actors_made": self._shared.made}
 
     def end(self) -> None:
         try:
-            ray.get(self._actor.end.remote(), timeout=HEARTBEAT_TIMEOUT_S)
+            ray.get(self._actor.end.remote(self.lane), timeout=HEARTBEAT_TIMEOUT_S)
         except Exception:
             pass
 
     def close(self) -> None:
         try:
-            ray.get(self._actor.close.remote(), timeout=60)
+            ray.get(self._actor.close.remote(self.lane), timeout=60)
         except Exception:  # gone already
             pass
         finally:
-            ray.kill(self._actor)
+            self._shared.release()
 
 
 def cluster_judges(device: str, per_node: int = 1, memory_limit_mib: int | None = None,
-                   environment: dict | None = None, program: tuple[str, ...] = JUDGE_PROGRAM) -> list[RayJudge]:
+                   environment: dict | None = None, program: tuple[str, ...] = JUDGE_PROGRAM, lanes: int = 1) -> list[RayJudge]:
     """An actor per GPU of every alive node (`device` cuda), or `per_node` a node (`device` cpu),
-    each pinned to its node; `program` the judge's command line (harness/service/judges.py)."""
+    each pinned to its node and running `lanes` judge processes, a RayJudge each; `program` the
+    judge's command line (harness/service/judges.py)."""
     judges = []
     for node in ray.nodes():
         if not node.get("Alive"):
@@ -153,12 +191,14 @@ def cluster_judges(device: str, per_node: int = 1, memory_limit_mib: int | None 
         slots = gpus if device.startswith("cuda") else per_node
         for slot in range(slots):
             def make_actor(node_id=node["NodeID"], slot=slot):
+                # Each lane's call may wait for its judge's reply, beside the heartbeats, status and cancels.
                 return JudgeActor.options(
-                    num_gpus=1 if device.startswith("cuda") else 0, num_cpus=0,
+                    num_gpus=1 if device.startswith("cuda") else 0, num_cpus=0, max_concurrency=lanes + 4,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-                ).remote("cuda" if device.startswith("cuda") else device, memory_limit_mib, environment or {}, slot, program)
+                ).remote("cuda" if device.startswith("cuda") else device, memory_limit_mib, environment or {}, slot, program, lanes)
 
-            judges.append(RayJudge(make_actor, node["NodeID"], slot, device))
+            actor = SharedActor(make_actor, lanes)
+            judges += [RayJudge(actor, node["NodeID"], slot, device, lane) for lane in range(lanes)]
     if not judges:
         raise RuntimeError(f"the Ray cluster has no node with a {'GPU' if device.startswith('cuda') else 'CPU'} for a judge")
     return judges

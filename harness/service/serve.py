@@ -44,8 +44,9 @@ def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_m
 
 
 def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None, store_path=DEFAULT_PATH,
-                  memory_limit_mib=None, max_source_bytes=MAX_SOURCE_BYTES, test_lanes=1) -> Service:
-    """`store_path` None: no store, every candidate judged, and the queue in memory alone."""
+                  memory_limit_mib=None, max_source_bytes=MAX_SOURCE_BYTES, test_lanes=1, candidate_dirs=()) -> Service:
+    """`store_path` None: no store, every candidate judged, and the queue in memory alone.
+    `candidate_dirs`: the folders whose files a request may name by `path`."""
     if ray_address:
         try:
             import ray
@@ -57,11 +58,12 @@ def build_service(gpus=None, device="cuda", judges_per_node=1, ray_address=None,
         ray.init(address=ray_address)
         secret = {"POPCORN_SEED": os.environ["POPCORN_SEED"]} if os.environ.get("POPCORN_SEED") else {}
         secret.update({UNSAFE_ENV: os.environ[UNSAFE_ENV]} if UNSAFE_ENV in os.environ else {})
-        judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret)
+        judges = cluster_judges(device, judges_per_node, memory_limit_mib, secret, lanes=test_lanes)
     else:
         judges = local_judges(gpus, device, judges_per_node, memory_limit_mib, test_lanes)
     return Service(judges, Store(store_path) if store_path else None,
-                   candidates=Candidates(store_path) if store_path else None, max_source_bytes=max_source_bytes)
+                   candidates=Candidates(store_path) if store_path else None, max_source_bytes=max_source_bytes,
+                   candidate_dirs=candidate_dirs)
 
 
 def serve_until_stopped(service: Service, host: str, port: int, max_request_bytes: int | None = None,
@@ -90,7 +92,7 @@ def serve_until_stopped(service: Service, host: str, port: int, max_request_byte
 
 
 def run_service(gpus, device, judges_per_node, ray_address, host, port, store_path, memory_limit_mib,
-                max_source_bytes=MAX_SOURCE_BYTES, test_lanes=1) -> None:
+                max_source_bytes=MAX_SOURCE_BYTES, test_lanes=1, candidate_dirs=()) -> None:
     """`store_path` None: no store, every candidate judged."""
     import click
 
@@ -103,7 +105,7 @@ def run_service(gpus, device, judges_per_node, ray_address, host, port, store_pa
 
     try:
         service = build_service(gpus, device, judges_per_node, ray_address, store_path, memory_limit_mib, max_source_bytes,
-                                test_lanes)
+                                test_lanes, candidate_dirs)
     except NoJudge as error:
         raise click.ClickException(str(error)) from None
     try:
