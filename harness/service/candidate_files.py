@@ -49,10 +49,11 @@ class CandidateFiles:
         candidate = Path(os.path.normpath(self.written[0] / path))  # an absolute `path` replaces the folder
         if not _under(candidate, self.written + self.resolved):
             raise ValueError(self.outside())
-        real = Path(os.path.realpath(candidate))
-        if not _under(real, self.resolved):
-            raise ValueError(self.outside())
         try:
+            # realpath reads each link it meets; one changed under it raises (a link gone).
+            real = Path(os.path.realpath(candidate))
+            if not _under(real, self.resolved):
+                raise ValueError(self.outside())
             descriptor = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError as error:
             raise ValueError(f"a candidate's path cannot be read: {error.strerror}") from None
