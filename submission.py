@@ -7,27 +7,19 @@ fp16 into `c`. On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm`
 persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA. On 9.x (H100/H200)
 local runs import the Hopper stand-in, hopper_stand_in.py, which is never submitted.
 
-The file reads top-down as what runs: the kernel (load -> MMA -> epilogue) and its split-K
-reduction; its configurations and the fallback ladder; the host call path (`validate_inputs`,
-compiled-kernel cache, launch plans); the self-check; dispatch (`custom_kernel`).
-
 The kernel computes c transposed: the MMA's A operand is b and its B operand a (fp4 MMAs have
 no M = 64, and the problem's M is 128 in every benchmark). The swap happens once, in
 `Sm100BlockScaledGemm.__call__`; from there on everything is named by the MMA's roles.
 
-Self-check: the first call of each problem runs the chosen plan three times back to back and
-checks every output against the exact product (rtol = atol = 1e-3, as the competition checks).
-A wrong element, an error, a hang or a device fault prints a line starting "nvfp4 self-check
-FALLBACK:" on stderr and the next rung of the ladder is tried (each drops one feature: PDL, the
-second CTA an SM, split-K, 64-row tiles; TVM-FFI where it raised), then the exact product itself
-(`first_call`; NVFP4_SELF_CHECK=0 turns it off). Each rung is tried first in a second process
-(`TrialProcess`, NVFP4_TRIAL_IN_CHILD=0 turns it off), so that a rung that hangs or faults the
-device cannot take this process's CUDA context with it. Configurations and their reasons:
-`sm100_config` and docs/b200.md.
+The first call of each problem checks itself (`first_call`, NVFP4_SELF_CHECK=0 turns it off):
+three calls back to back against the exact product, each rung of a ladder that drops one
+feature at a time tried first in a second process (`TrialProcess`, NVFP4_TRIAL_IN_CHILD=0 turns
+it off), the exact product last. Configurations and their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -1079,10 +1071,15 @@ def split_k_workspace(problem: Problem, splits: int, counter_count: int, device:
 
 # ===== the self-check: the first call of a problem checks its own result =====
 
-# Read once, here: NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies).
-SELF_CHECK_ENV = "NVFP4_SELF_CHECK"
+# Read once, here: NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies), and
+# NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone.
+SELF_CHECK_ENV, TRIAL_IN_CHILD_ENV = "NVFP4_SELF_CHECK", "NVFP4_TRIAL_IN_CHILD"
 SELF_CHECK = os.environ.get(SELF_CHECK_ENV, "1") != "0"
-FALLBACK_PREFIX = "nvfp4 self-check FALLBACK:"
+TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
+FALLBACK_PREFIX, HANG_PREFIX = "nvfp4 self-check FALLBACK:", "nvfp4 self-check HANG:"
+NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
+# The competition's check (its reference.py): |c - reference| <= atol + rtol * |reference|.
+SELF_CHECK_RTOL = SELF_CHECK_ATOL = 1e-3
 _E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 _EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operands' memory
 
@@ -1102,20 +1099,15 @@ def exact_product(data) -> torch.Tensor:
     exact below 2^33; the competition's stay below 2^22."""
     a, b, sfa, sfb, _, _, _ = data
     m, half_k, l = a.shape
-    n = b.shape[0]
-    out = torch.zeros((l, m, n), dtype=torch.float64, device=a.device)
+    out = torch.zeros((l, m, b.shape[0]), dtype=torch.float64, device=a.device)
     for batch in range(l):
         for begin in range(0, 2 * half_k, _EXACT_K_CHUNK):
-            end = min(begin + _EXACT_K_CHUNK, 2 * half_k)
-            rows = _decoded_operand(a[:, begin // 2:end // 2, batch], sfa[:, begin // SF_VEC_SIZE:end // SF_VEC_SIZE, batch])
-            cols = _decoded_operand(b[:, begin // 2:end // 2, batch], sfb[:, begin // SF_VEC_SIZE:end // SF_VEC_SIZE, batch])
+            end = begin + _EXACT_K_CHUNK  # slices stop at K
+            fp4, sf = slice(begin // 2, end // 2), slice(begin // SF_VEC_SIZE, end // SF_VEC_SIZE)
+            rows = _decoded_operand(a[:, fp4, batch], sfa[:, sf, batch])
+            cols = _decoded_operand(b[:, fp4, batch], sfb[:, sf, batch])
             out[batch] += rows @ cols.T
     return out.permute(1, 2, 0)
-
-
-# The competition's check (its reference.py): |c - reference| <= atol + rtol * |reference|.
-SELF_CHECK_RTOL = 1e-3
-SELF_CHECK_ATOL = 1e-3
 
 
 def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int, ...]] | None:
@@ -1127,9 +1119,7 @@ def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int
     for got, want in ((c, reference), (c.float(), reference.float())):
         close &= (got - want).abs() <= SELF_CHECK_ATOL + SELF_CHECK_RTOL * want.abs()
     bad = torch.nonzero(~(close | (c == reference)))
-    if bad.shape[0] == 0:
-        return None
-    return bad.shape[0], tuple(bad[0].tolist())
+    return None if bad.shape[0] == 0 else (bad.shape[0], tuple(bad[0].tolist()))
 
 
 class ExactGemm:
@@ -1153,30 +1143,23 @@ def describe_plan(plan) -> str:
     return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
-def _negated(packed: torch.Tensor) -> torch.Tensor:
-    """Packed e2m1 operand with every value's sign flipped (bit 3 of each nibble)."""
-    out = torch.empty_like(packed)
-    torch.bitwise_xor(packed.view(torch.uint8), 0x88, out=out.view(torch.uint8))
-    return out
-
-
 class ThreeCalls:
     """Three calls of a plan queued back to back, as the competition queues them, each into its own
-    output filled with NaN (the third the caller's c); the second multiplies by b negated, so that
-    its split-K partials differ from its neighbours'. It catches elements unwritten or wrong and,
-    with split-K, partials or counters one call leaves another; not the order of different
-    calls' stores, nor without split-K anything PDL does."""
+    output filled with NaN (the third the caller's c); the second multiplies by b negated (the sign
+    of every e2m1 value is bit 3 of its nibble), so that its split-K partials differ from its
+    neighbours'. It catches elements unwritten or wrong and, with split-K, partials or counters
+    one call leaves another; not the order of different calls' stores, nor without split-K
+    anything PDL does."""
 
-    CALLS = 3
+    SIGNS = (1, -1, 1)
 
     def __init__(self, data, exact: torch.Tensor):
         a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
+        negated_b = torch.empty_like(b)
+        torch.bitwise_xor(b.view(torch.uint8), 0x88, out=negated_b.view(torch.uint8))
         self.exact = exact
-        self.inputs = (
-            (a, b, sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
-            (a, _negated(b), sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
-            tuple(data),
-        )
+        self.inputs = tuple((a, operand, sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c))
+                            for operand in (b, negated_b)) + (tuple(data),)
 
     def fault(self, plan, watch: Callable[[], str | None] | None = None) -> str | None:
         """None where every call of `plan` was right; else its first wrong element, or what
@@ -1188,15 +1171,13 @@ class ThreeCalls:
         late = watch() if watch is not None else None
         if late is not None:
             return late
-        for number, inputs in enumerate(self.inputs, 1):
-            sign = -1 if number == 2 else 1
+        for number, (inputs, sign) in enumerate(zip(self.inputs, self.SIGNS), 1):
             c = sign * inputs[6]
             wrong = wrong_elements(c, self.exact)
             if wrong is not None:
-                count, index = wrong
-                return (f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}: c{list(index)} = "
-                        f"{sign * c[index].item()!r}, exact {sign * self.exact[index].item()!r} "
-                        f"({count} of {c.numel()} elements wrong)")
+                (count, index), negated = wrong, ", b negated" if sign < 0 else ""
+                return (f"call {number} of {len(self.inputs)}{negated}: c{list(index)} = {sign * c[index].item()!r}, "
+                        f"exact {sign * self.exact[index].item()!r} ({count} of {c.numel()} elements wrong)")
         return None
 
 
@@ -1219,6 +1200,19 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Run
     return [rung if isinstance(rung, Rung) else Rung(*rung, frozenset({rung[0]})) for rung in listed]
 
 
+def _try(rung: Rung, trial: ThreeCalls, built: Callable[[str], Callable | None]) -> tuple:
+    """`rung` built and its three calls checked: (its plan, its description, the fault or None,
+    whether it raised). `built(description)`, called once the plan is built, gives the watch of
+    its calls (`ThreeCalls.fault`)."""
+    what = f"{rung.name} (not built)"
+    try:
+        plan = rung.build()
+        what = describe_plan(plan)
+        return plan, what, trial.fault(plan, built(what)), False
+    except Exception as error:  # a plan that cannot be built or run falls back too
+        return None, what, one_line(error), True
+
+
 WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
 
 
@@ -1235,9 +1229,7 @@ class Failure(NamedTuple):
         trial's time is spent; otherwise the configuration's traits."""
         if self.kind == SPENT:
             return frozenset()
-        if self.kind == RAISED and TVM_FFI in traits:
-            return frozenset({TVM_FFI})
-        return traits - {TVM_FFI}
+        return frozenset({TVM_FFI}) if self.kind == RAISED and TVM_FFI in traits else traits - {TVM_FFI}
 
     def lasting(self, blamed: frozenset) -> bool:
         """Whether later problems pass over it too: a hang or fault costs a deadline and a new
@@ -1277,10 +1269,16 @@ def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
     return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
 
 
-# Read once, here: NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone.
-TRIAL_IN_CHILD_ENV = "NVFP4_TRIAL_IN_CHILD"
-TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
-NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
+def _context_lost(device: torch.device) -> bool:
+    """Whether this process's CUDA context on `device` can run nothing more."""
+    if device.type != "cuda":
+        return False
+    try:
+        torch.cuda.synchronize(device)
+        torch.ones(1, device=device).add_(1).item()
+        return False
+    except Exception:
+        return True
 
 
 class TrialProcess:
@@ -1344,8 +1342,7 @@ class TrialProcess:
         try:
             return self._screen(problem, number, name) if self._ready(kernel, device) else None
         except Exception as error:  # the trial's own failure never fails a call: the rung is tried here
-            if self.process is not None:
-                self._end(kill=True)
+            self.close()
             self._give_up(f"it failed: {one_line(error)}")
             return None
 
@@ -1354,12 +1351,9 @@ class TrialProcess:
             self._end(kill=True)
 
     def _ready(self, kernel: type, device: torch.device) -> bool:
-        if self.unavailable is not None:
-            return False
-        if self.process is not None and self.kernel is kernel:
-            return True
-        if self.process is not None:
-            self._end(kill=True)
+        if self.unavailable is not None or (self.process is not None and self.kernel is kernel):
+            return self.unavailable is None
+        self.close()
         began = time.monotonic()
         why = self._start(kernel, device)
         if self.started:  # a new process, after one that hung or died
@@ -1383,7 +1377,6 @@ class TrialProcess:
             self.process = subprocess.Popen([sys.executable, "-c", self.PROGRAM, json.dumps(settings)],
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except (OSError, ValueError, subprocess.SubprocessError) as error:
-            self.process = None
             return f"it could not be started: {one_line(error)}"
         self.kernel, self._buffer = kernel, b""
         reply = self._receive(self.START_DEADLINE_S)
@@ -1402,24 +1395,21 @@ class TrialProcess:
             self.process.stdin.write(json.dumps({"problem": list(problem), "rung": number}).encode() + b"\n")
             self.process.stdin.flush()
         except OSError:  # it ended
-            self._end(kill=True)
+            self.close()
             self._give_up("it ended between problems")
             return None
         begun, what = False, None  # the rung begun; its plan's description once built
-        while True:
-            reply = self._receive(self.BUILD_DEADLINE_S if what is None else self.RUN_DEADLINE_S)
-            if not isinstance(reply, dict):
-                break
+        while isinstance(reply := self._receive(self.BUILD_DEADLINE_S if what is None else self.RUN_DEADLINE_S), dict):
             if "fault" not in reply:  # the rung begun, or built and about to be launched
                 begun, what = True, reply.get("what")
-                continue
-            if reply["fault"] is None:
+            elif reply["fault"] is None:
                 return None
-            if reply["context_lost"]:  # the process ends itself
+            elif reply["context_lost"]:  # the process ends itself
                 self._end(kill=False)
                 self.lost_s += time.monotonic() - began
                 return Failure(reply["what"], f"{reply['fault']} (the trial process's CUDA context was lost)", FAULTED)
-            return Failure(reply["what"], reply["fault"], RAISED if reply["raised"] else WRONG)
+            else:
+                return Failure(reply["what"], reply["fault"], RAISED if reply["raised"] else WRONG)
         ended = self._end(kill=reply == self.SILENT)
         self.lost_s += time.monotonic() - began
         if not begun:
@@ -1451,31 +1441,20 @@ class TrialProcess:
         """End the process: with `kill` at once (then None); else wait for it to exit (its CUDA
         context's teardown may take seconds) and say how it ended ("died of SIGSEGV")."""
         process, self.process, self.kernel = self.process, None, None
-        try:
+        with contextlib.suppress(OSError):
             process.stdin.close()
-        except OSError:
-            pass
         returncode = None
         if not kill:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 returncode = process.wait(timeout=self.BUILD_DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                pass
         if returncode is None:
             process.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # held in the driver: left to it
                 process.wait(timeout=self.RUN_DEADLINE_S)
-            except subprocess.TimeoutExpired:  # held in the driver: left to it
-                pass
         process.stdout.close()
-        if returncode is None:
-            return None
-        if returncode < 0:
-            try:
-                return f"died of {signal.Signals(-returncode).name}"
-            except ValueError:
-                return f"died of signal {-returncode}"
-        return f"exited with status {returncode}"
+        if returncode is None or returncode >= 0:
+            return None if returncode is None else f"exited with status {returncode}"
+        return f"died of {({s.value: s.name for s in signal.Signals}).get(-returncode, f'signal {-returncode}')}"
 
     # ----- the trial process's side -----
 
@@ -1498,7 +1477,7 @@ class TrialProcess:
             reply(unavailable=one_line(error))
             return
         reply(ready=True)
-        problem, trial, rungs = None, None, None
+        problem = None
         for line in sys.stdin.buffer:
             request = json.loads(line)
             if request["problem"] != problem:
@@ -1507,45 +1486,16 @@ class TrialProcess:
                     torch.cuda.empty_cache()
                 data = trial_input(Problem(*problem), device, seed=sum(problem))
                 trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
-            cls._try_rung(trial, rungs, request["rung"], device, reply)
-
-    @staticmethod
-    def _try_rung(trial: ThreeCalls, rungs: list[Rung], number: int, device: torch.device, reply: Callable) -> None:
-        reply(rung=number)
-        what, raised = f"{rungs[number].name} (not built)", False
-        try:
-            plan = rungs[number].build()
-            what = describe_plan(plan)
-            reply(rung=number, what=what)
-            fault = trial.fault(plan)
-        except Exception as error:
-            fault, raised = one_line(error), True
-        plan = None
-        lost = fault is not None and TrialProcess._context_lost(device)
-        reply(rung=number, what=what, fault=fault, raised=raised, context_lost=lost)
-        if lost:
-            os._exit(1)  # nothing more can run in this context
-
-    @staticmethod
-    def _context_lost(device: torch.device) -> bool:
-        if device.type != "cuda":
-            return False
-        try:
-            torch.cuda.synchronize(device)
-            torch.ones(1, device=device).add_(1).item()
-        except Exception:
-            return True
-        return False
+            number = request["rung"]
+            reply(rung=number)
+            what, fault, raised = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
+            lost = fault is not None and _context_lost(device)
+            reply(rung=number, what=what, fault=fault, raised=raised, context_lost=lost)
+            if lost:
+                os._exit(1)  # nothing more can run in this context
 
 
 _TRIAL = TrialProcess()
-
-
-def _fall_back(shape: str, what: str, fault: str, instead: str) -> None:
-    print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
-
-
-HANG_PREFIX = "nvfp4 self-check HANG:"
 
 
 class CallerWatch:
@@ -1595,17 +1545,17 @@ def _queued_work_done() -> Callable[[], bool]:
 
 def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str) -> tuple[object, Failure | None]:
     """`rung` built here and tried by `trial` under a `CallerWatch`: its plan, or how it failed."""
-    what = f"{rung.name} (not built)"
-    try:
-        plan = rung.build()
-        what = describe_plan(plan)
+    watch = None
+
+    def watched(what: str) -> CallerWatch | None:
+        nonlocal watch
         watch = CallerWatch.on(device, shape, what)
-        fault = trial.fault(plan, watch)
-    except Exception as error:  # a plan that cannot be built or run falls back too
-        return None, Failure(what, one_line(error), RAISED)
+        return watch
+
+    plan, what, fault, raised = _try(rung, trial, watched)
     if fault is None:
         return plan, None
-    return None, Failure(what, fault, HUNG if watch is not None and watch.late else WRONG)
+    return None, Failure(what, fault, RAISED if raised else HUNG if watch is not None and watch.late else WRONG)
 
 
 def first_call(kernel: type, call: Call, data):
@@ -1623,14 +1573,15 @@ def first_call(kernel: type, call: Call, data):
     rungs = plan_rungs(kernel, problem, device)
     shape = "x".join(map(str, problem))
 
-    def instead(number: int) -> str:
-        return rungs[number].name if number < len(rungs) else "the exact torch product"
+    def fall_back(what: str, fault: str, number: int) -> None:
+        instead = rungs[number].name if number < len(rungs) else "the exact torch product"
+        print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
 
     doubts = set(_TRIAL.condemned)
     number = next_rung(rungs, 0, doubts)
     if number > 0:
         why = "; ".join(where for blamed, where in _TRIAL.condemned.items() if rungs[0].traits >= blamed)
-        _fall_back(shape, rungs[0].name, f"not tried: it keeps what failed before ({why})", instead(number))
+        fall_back(rungs[0].name, f"not tried: it keeps what failed before ({why})", number)
     while number < len(rungs):
         rung = rungs[number]
         failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
@@ -1643,7 +1594,7 @@ def first_call(kernel: type, call: Call, data):
         if failure.lasting(blamed):
             _TRIAL.condemned.setdefault(blamed, f"{failure.what} {failure.kind} for {shape}")
         number = next_rung(rungs, number + 1, doubts)
-        _fall_back(shape, failure.what, failure.fault, instead(number))
+        fall_back(failure.what, failure.fault, number)
     data[6].copy_(exact.to(torch.float16))
     return ExactGemm
 
