@@ -636,8 +636,12 @@ class Sm100Config:
 
     @classmethod
     def max_stages(cls, mma_n: int, ctas_per_sm: int = 1) -> int:
-        budget = cls.smem_limit(ctas_per_sm) - SM100_STATIC_SMEM_BYTES - SM100_BARRIER_BYTES
-        return budget // cls.stage_bytes(mma_n)
+        return (cls.smem_limit(ctas_per_sm) - SM100_STATIC_SMEM_BYTES - SM100_BARRIER_BYTES) // cls.stage_bytes(mma_n)
+
+    @classmethod
+    def one_cta(cls, mma_n: int, split_k: int = 1) -> Sm100Config:
+        """The deepest pipeline one CTA an SM holds, without PDL: what the ladder falls back to."""
+        return cls(mma_n, split_k, cls.max_stages(mma_n), pdl=False)
 
     @property
     def smem_bytes(self) -> int:
@@ -654,9 +658,7 @@ class Sm100Config:
     def partials_ahead(self) -> int:
         """Epilogue subtiles the split-K reduction loads other partials ahead: as many as
         SM100_PARTIAL_REGISTERS hold (0 with 3 or more other splits)."""
-        if self.split_k == 1:
-            return 0
-        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
+        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS) if self.split_k > 1 else 0
 
     def tiles(self, problem: Problem) -> int:
         """Output tiles of `problem`, all batches."""
@@ -668,10 +670,9 @@ class Sm100Config:
 
     def check_problem(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> None:
         """Every split needs a K tile, or its MMA warp would commit an accumulator it never wrote."""
-        k_tiles = problem.k // SM100_TILE_K
-        if k_tiles < self.split_k:
+        if problem.k // SM100_TILE_K < self.split_k:
             raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
-                             f"K = {problem.k} has {k_tiles}")
+                             f"K = {problem.k} has {problem.k // SM100_TILE_K}")
 
     def describe(self) -> str:
         return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), "
@@ -709,8 +710,7 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
     rungs = []
     for name, config in (("the chosen configuration", chosen),
                          ("the chosen configuration without PDL", dataclasses.replace(chosen, pdl=False)),
-                         ("one CTA an SM without PDL",
-                          Sm100Config(chosen.mma_n, chosen.split_k, Sm100Config.max_stages(chosen.mma_n), pdl=False)),
+                         ("one CTA an SM without PDL", Sm100Config.one_cta(chosen.mma_n, chosen.split_k)),
                          ("whole K without PDL", sm100_config(problem, num_sms, conservative=True)),
                          ("128-row tiles over whole K", sm100_plain_config())):
         if all(config != earlier for _, earlier in rungs):
@@ -720,7 +720,7 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
 
 def sm100_plain_config() -> Sm100Config:
     """128-row tiles over the whole of K, the deepest pipeline, no PDL, one CTA an SM."""
-    return Sm100Config(mma_n=128, split_k=1, stages=Sm100Config.max_stages(128), pdl=False)
+    return Sm100Config.one_cta(128)
 
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
@@ -732,7 +732,7 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = SM100_BENCHMARK_CONFIGS.get(problem) or _sm100_config(problem, num_sms)
-    return Sm100Config(config.mma_n, 1, Sm100Config.max_stages(config.mma_n), pdl=False) if conservative else config
+    return Sm100Config.one_cta(config.mma_n) if conservative else config
 
 
 def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
@@ -784,19 +784,14 @@ class Sm100Gemm:
                     conservative: bool = False, tvm_ffi: bool = HAVE_TVM_FFI) -> LaunchPlan:
         """The plan for `problem` on `device`, for `config` or else `sm100_config`'s."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        if config is None:
-            config = sm100_config(problem, num_sms, conservative=True if conservative else None)
+        config = config or sm100_config(problem, num_sms, conservative=True if conservative else None)
         config.check_problem(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, tvm_ffi),
-                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi, launch_bound=config.ctas_per_sm)[0],
-                                   tvm_ffi=tvm_ffi)
-        workspace_args, workspace = split_k_workspace(problem, config.split_k,
-                                                      len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem), device,
-                                                      tvm_ffi=tvm_ffi)
-        num_ctas = config.grid_ctas(problem, num_sms)
-        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas, tvm_ffi=tvm_ffi)
-        return LaunchPlan(compiled, Sm100BlockScaledGemm.POINTER_TYPES[:5], workspace_args + scalars, workspace, config,
-                          tvm_ffi=tvm_ffi)
+                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi, launch_bound=config.ctas_per_sm)[0], tvm_ffi)
+        counters = len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem)
+        workspace_args, workspace = split_k_workspace(problem, config.split_k, counters, device, tvm_ffi)
+        scalars = int32_args(*problem, config.grid_ctas(problem, num_sms), tvm_ffi=tvm_ffi)
+        return LaunchPlan(compiled, Sm100BlockScaledGemm.POINTER_TYPES[:5], workspace_args + scalars, workspace, config, tvm_ffi)
 
     @classmethod
     def rungs(cls, problem: Problem, device: torch.device) -> list[Rung]:
@@ -826,12 +821,6 @@ def permuted_scale_strides(mn: int, k: int, l: int) -> tuple[int, ...]:
     scale columns as [row % 32][row // 32 % 4][column]; atoms run along K, then MN, then L."""
     rest_mn, rest_k = mn // 128, k // (SF_VEC_SIZE * 4)
     return (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
-
-
-def scale_offset(row: int, k_block: int, batch: int, mn: int, k: int, l: int) -> int:
-    """Element offset of the scale of (row, K block of 16, batch) in a permuted scale buffer."""
-    coords = (row % 32, (row // 32) % 4, row // 128, k_block % 4, k_block // 4, batch)
-    return sum(c * s for c, s in zip(coords, permuted_scale_strides(mn, k, l)))
 
 
 _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
@@ -866,16 +855,17 @@ def operand_addresses(data) -> tuple[int, ...]:
 
 def validate_inputs(data) -> Call:
     """Everything the kernel assumes, checked before anything touches a GPU; ValueError names the
-    first broken constraint. It runs on every call, so a valid input takes `_accept_fast`
-    (whole-tuple comparisons against layouts worked out once per size); the rest goes through
-    `_check_inputs`, which accepts exactly the same inputs and says what is wrong."""
+    first broken constraint. It runs on every call, so a valid input takes `_accept_layout_fast`
+    (whole-tuple comparisons against layouts worked out once per size) and one device check; the
+    rest goes through `_check_inputs`, which accepts exactly the same inputs and says what is wrong."""
     try:
-        call = _accept_fast(data)
+        accepted = _accept_layout_fast(data)
+        # get_device() is -1 off CUDA: c on CUDA and all seven on one index are seven on it.
+        if accepted is not None and data[6].is_cuda and len({t.get_device() for t in data}) == 1:
+            return Call(accepted[0], data[6].get_device(), accepted[1])
     except (AttributeError, IndexError, TypeError, ValueError):  # not seven tensors: the full check says why
-        call = None
-    if call is None:
-        call = Call(_check_inputs(data), data[6].get_device(), operand_addresses(data))
-    return call
+        pass
+    return Call(_check_inputs(data), data[6].get_device(), operand_addresses(data))
 
 
 @functools.lru_cache(maxsize=64)
@@ -889,38 +879,23 @@ def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, t
     return Problem(m, n, k, l), shapes, strides
 
 
-def _accept_fast(data) -> Call | None:
-    """The `Call` of an input valid with exactly the compact strides, else None."""
-    accepted = _accept_layout_fast(data)
-    if accepted is None:
-        return None
-    a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    # get_device() is -1 off CUDA: one CUDA tensor and six on the same index are seven on it.
-    device = c.get_device()
-    if (not c.is_cuda or (a.get_device(), b.get_device(), sfa.get_device(), sfb.get_device(),
-                          sfa_permuted.get_device(), sfb_permuted.get_device()) != (device,) * 6):
-        return None
-    return Call(accepted[0], device, accepted[1])
-
-
 def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
-    """`_accept_fast` but the device: the problem and the operand addresses, else None."""
+    """The problem and the operand addresses of an input valid with exactly the compact strides,
+    its device aside; else None."""
     if not isinstance(data, (tuple, list)):
         return None
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
     if (a.dtype, b.dtype, sfa.dtype, sfb.dtype, sfa_permuted.dtype, sfb_permuted.dtype, c.dtype) != _DTYPES:
         return None
-    shapes = (a.shape, b.shape, sfa.shape, sfb.shape, sfa_permuted.shape, sfb_permuted.shape, c.shape)
-    m, half_k, l = shapes[0]
-    n, k = shapes[1][0], 2 * half_k
+    m, half_k, l = a.shape
+    n, k = b.shape[0], 2 * half_k
     if m <= 0 or n <= 0 or k <= 0 or l <= 0 or m % MN_ALIGN or n % MN_ALIGN or k % K_ALIGN:
         return None
-    problem, expected_shapes, expected_strides = _expected_layouts(m, n, k, l)
-    if (shapes != expected_shapes
-            or (a.stride(), b.stride(), c.stride(), sfa_permuted.stride(), sfb_permuted.stride()) != expected_strides):
-        return None
+    problem, shapes, strides = _expected_layouts(m, n, k, l)
     addresses = operand_addresses(data)
-    if (addresses[0] | addresses[1] | addresses[2] | addresses[3] | addresses[4]) % GMEM_ALIGN:
+    if ((a.shape, b.shape, sfa.shape, sfb.shape, sfa_permuted.shape, sfb_permuted.shape, c.shape) != shapes
+            or (a.stride(), b.stride(), c.stride(), sfa_permuted.stride(), sfb_permuted.stride()) != strides
+            or (addresses[0] | addresses[1] | addresses[2] | addresses[3] | addresses[4]) % GMEM_ALIGN):
         return None
     return problem, addresses
 
@@ -939,8 +914,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
 
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    m, half_k, l = a.shape
-    n = b.shape[0]
+    (m, half_k, l), n = a.shape, b.shape[0]
     k = 2 * half_k
     if l < 1:
         raise ValueError(f"L (a.shape[2]) must be >= 1, got {l}")
@@ -982,15 +956,12 @@ def fake_pointer(dtype) -> cute.Pointer:
 def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
     """A compiled kernel's pointer argument: the bare address through TVM-FFI, else a CuTe
     pointer, cached so that calls on the same buffers reuse it."""
-    if tvm_ffi:
-        return address
-    key = (dtype, address)
-    ptr = _POINTERS.get(key)
-    if ptr is None:
-        if len(_POINTERS) > 4096:
-            _POINTERS.clear()
-        ptr = _POINTERS[key] = make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
-    return ptr
+    return address if tvm_ffi else _cute_pointer(dtype, address)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cute_pointer(dtype, address: int) -> cute.Pointer:
+    return make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
 def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
@@ -999,7 +970,6 @@ def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
     return values if tvm_ffi else tuple(map(cutlass.Int32, values))
 
 
-_POINTERS: dict[tuple, cute.Pointer] = {}
 _COMPILED: dict[tuple, Callable] = {}
 
 

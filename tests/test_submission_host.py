@@ -19,6 +19,7 @@ import torch
 import submission as sub
 from harness import shapes
 from harness.compile import TMEM_COLUMNS
+from harness.problems.scale_layout import permuted_index
 from reference import generate_input
 
 OFFICIAL = sorted({sub.Problem(*case.mnkl) for name in ("tests", "benchmarks")
@@ -213,6 +214,12 @@ def test_units_sharing_b_rows_are_scheduled_together():
 
 # ----- scale-factor layout -----
 
+def scale_offset(row: int, k_block: int, batch: int, mn: int, k: int, l: int) -> int:
+    """Element offset of the scale of (row, K block of 16, batch) in a permuted scale buffer, by
+    the submission's strides and the judge's index."""
+    return sum(c * s for c, s in zip(permuted_index(row, k_block, batch), sub.permuted_scale_strides(mn, k, l)))
+
+
 def test_scale_offsets_match_reference_permuted_tensors():
     m, n, k, l = 256, 384, 1024, 2
     _, _, sfa, sfb, sfa_permuted, sfb_permuted, _ = generate_input(m, n, k, l, seed=7, device="cpu")
@@ -222,7 +229,7 @@ def test_scale_offsets_match_reference_permuted_tensors():
         plain_bytes = plain.view(torch.uint8)
         rows, k_blocks = torch.meshgrid(torch.arange(mn), torch.arange(k // 16), indexing="ij")
         for batch in range(l):
-            offsets = torch.tensor([[sub.scale_offset(r, kb, batch, mn, k, l) for kb in range(k // 16)]
+            offsets = torch.tensor([[scale_offset(r, kb, batch, mn, k, l) for kb in range(k // 16)]
                                     for r in range(mn)])
             assert torch.equal(flat[offsets], plain_bytes[rows, k_blocks, batch])
         # Not vacuous: the scales vary.
@@ -248,7 +255,7 @@ def test_scale_offsets_match_cute_blockscaled_layout():
     cute.compile(probe)
     assert len(found) == len(set(points))
     for (row, k_block, batch), offset in found.items():
-        assert offset == sub.scale_offset(row, k_block, batch, mn, k, l), (row, k_block, batch)
+        assert offset == scale_offset(row, k_block, batch, mn, k, l), (row, k_block, batch)
 
 
 # ----- validation -----
