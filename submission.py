@@ -53,13 +53,7 @@ SF_ATOM_BYTES = 32 * 4 * 4  # (32, 4) rows x 4 scale columns per atom
 GMEM_ALIGN = 16  # bytes; TMA needs 16-byte aligned bases (torch allocations are 256-byte aligned)
 
 
-class Problem(NamedTuple):
-    m: int
-    n: int
-    k: int
-    l: int
-
-
+Problem = NamedTuple("Problem", [("m", int), ("n", int), ("k", int), ("l", int)])
 HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
 
 
@@ -85,12 +79,12 @@ def _round_up(x: int, multiple: int) -> int:
 
 
 class Sm100BlockScaledGemm:
-    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), in the
-    MMA's roles (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
+    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), named by
+    the MMA's operands (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
     `stages` shared-memory buffers; the MMA warp copies the scales to tensor memory and issues 4
-    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps convert an
-    accumulator to fp16 c, or with split-K reduce through fp32 partials (`SplitKReduction`). All
-    walk the same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
+    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps turn an
+    accumulator into fp16 c, with split-K through fp32 partials (`SplitKReduction`). All walk the
+    same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
 
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
@@ -102,17 +96,15 @@ class Sm100BlockScaledGemm:
 
     def __init__(self, config: Sm100Config, launch_bound: int = 1):
         self.config = config
-        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets
-        # the preferred shared-memory carveout to what that many CTAs take, rather than leaving
-        # the second CTA's room to the driver. It reads the device as it compiles, so the compile
+        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets the
+        # shared-memory carveout that many take. It reads the device as it compiles, so the compile
         # check (no GPU) uses 1; the registers fit two either way (tests/test_compile.py).
         self.launch_bound = launch_bound
         self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
         # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one.
         self.mma_tiler_sfb = (SM100_MMA_M, _round_up(config.mma_n, 128), SM100_TILE_K)
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
-        self.tmem_alloc_barrier = pipeline.NamedBarrier(
-            barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
+        self.tmem_alloc_barrier = pipeline.NamedBarrier(barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
 
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
@@ -162,10 +154,8 @@ class Sm100BlockScaledGemm:
         tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(
             load_op, mSFB, _one_stage(self.sfb_smem_layout), self.mma_tiler_sfb, tiled_mma_sfb,
             cluster.shape, internal_type=cutlass.Int16)
-        self.stage_tx_bytes = (cute.size_in_bytes(fp4, _one_stage(self.a_smem_layout))
-                               + cute.size_in_bytes(fp4, _one_stage(self.b_smem_layout))
-                               + cute.size_in_bytes(fp8, _one_stage(self.sfa_smem_layout))
-                               + cute.size_in_bytes(fp8, _one_stage(self.sfb_smem_layout)))
+        self.stage_tx_bytes = sum(cute.size_in_bytes(dtype, _one_stage(layout)) for dtype, layout in (
+            (fp4, self.a_smem_layout), (fp4, self.b_smem_layout), (fp8, self.sfa_smem_layout), (fp8, self.sfb_smem_layout)))
         self.epi_tile = (SM100_MMA_M, SM100_EPILOGUE_COLUMNS)
 
         # A pipeline takes its first barrier and uses the full and empty ones as one array.
@@ -534,16 +524,9 @@ class SplitKReduction:
             cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
 
 
-class WorkUnit(NamedTuple):
-    """One CTA's work on one output tile, the MMA's (M, N) tile: K tiles [k_begin, k_end), the
-    `split`-th K range (and partial slot) of the tile."""
-
-    mma_m_tile: object
-    mma_n_tile: object
-    batch: object
-    k_begin: object
-    k_end: object
-    split: object
+# One CTA's work on one output tile, the MMA's (M, N) tile: K tiles [k_begin, k_end), the
+# `split`-th K range (and partial slot) of the tile.
+WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mma_n_tile", "batch", "k_begin", "k_end", "split")])
 
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
@@ -565,10 +548,8 @@ class Sm100Schedule:
         return self.cta, self.mma_n_tiles * self.mma_m_tiles * self.batches * self.config.split_k, self.ctas
 
     def unit(self, linear) -> WorkUnit:
-        cfg = self.config
-        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, cfg.split_k, self.mma_m_tiles)
-        k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
-        return WorkUnit(mma_m_tile, mma_n_tile, batch, k_begin, k_end, split)
+        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, self.config.split_k, self.mma_m_tiles)
+        return WorkUnit(mma_m_tile, mma_n_tile, batch, *split_k_range(split, self.k_tiles, self.config.split_k), split)
 
 
 def split_k_range(split, k_tiles, splits):
@@ -580,18 +561,15 @@ def tile_coords(linear, inner_tiles, splits, outer_tiles):
     """Work unit `linear` -> (inner tile, split, outer tile, batch). Inner tiles, then splits,
     vary fastest, so units that read the same rows of the large operand (b, the MMA's A, along
     the outer tiles) run side by side and share them through L2."""
-    inner = linear % inner_tiles
-    rest = linear // inner_tiles
-    split = rest % splits
-    rest = rest // splits
+    inner, rest = linear % inner_tiles, linear // inner_tiles
+    split, rest = rest % splits, rest // splits
     return inner, split, rest % outer_tiles, rest // outer_tiles
 
 
 def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
     """At trace time: the tensor-memory columns the kernel's tensors span fit the allocation."""
-    used = accumulator + sfa + sfb
-    if used > config.tmem_columns:
-        raise ValueError(f"{config.describe()}: tensor memory takes {used} columns "
+    if accumulator + sfa + sfb > config.tmem_columns:
+        raise ValueError(f"{config.describe()}: tensor memory takes {accumulator + sfa + sfb} columns "
                          f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
 
 
@@ -764,11 +742,8 @@ class Sm100Gemm:
         """`config` compiled for any problem size (sizes are runtime arguments): the compiled
         function and the kernel object that traced it."""
         kernel = Sm100BlockScaledGemm(config, launch_bound)
-        pointers = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES]
-        sizes = [cutlass.Int32(1)] * 5
-        compiled = cute.compile(kernel, *pointers, *sizes,
-                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
-        return compiled, kernel
+        pointers, sizes = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES], [cutlass.Int32(1)] * 5
+        return cute.compile(kernel, *pointers, *sizes, options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options)), kernel
 
     @classmethod
     def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
@@ -799,13 +774,10 @@ class Sm100Gemm:
         is installed, then through CuTe pointers: a rung taken only where the TVM-FFI one raised
         (`Failure.blamed`), so that a failing TVM-FFI leaves the same configuration."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        rungs = []
-        for name, config in sm100_ladder(problem, num_sms):
-            for tvm_ffi in ((True, False) if HAVE_TVM_FFI else (False,)):
-                rungs.append(Rung(name + ("" if tvm_ffi == HAVE_TVM_FFI else " without TVM-FFI"),
-                                  functools.partial(cls.launch_plan, problem, device, config, tvm_ffi=tvm_ffi),
-                                  sm100_traits(config) | ({TVM_FFI} if tvm_ffi else set())))
-        return rungs
+        return [Rung(name + ("" if tvm_ffi == HAVE_TVM_FFI else " without TVM-FFI"),
+                     functools.partial(cls.launch_plan, problem, device, config, tvm_ffi=tvm_ffi),
+                     sm100_traits(config) | ({TVM_FFI} if tvm_ffi else set()))
+                for name, config in sm100_ladder(problem, num_sms) for tvm_ffi in ((True, False) if HAVE_TVM_FFI else (False,))]
 
 
 # ===== host call path: validation, compiled kernels, launch plans =====
@@ -975,11 +947,9 @@ _COMPILED: dict[tuple, Callable] = {}
 
 def compiled_kernel(key: tuple, build: Callable[[], Callable], tvm_ffi: bool = HAVE_TVM_FFI) -> Callable:
     """The compiled kernel for `key`, built by `build()` once in this process, as plans call it."""
-    kernel = _COMPILED.get(key)
-    if kernel is None:
-        compiled = build()
-        kernel = _COMPILED[key] = bare_tvm_ffi_function(compiled) if tvm_ffi else compiled
-    return kernel
+    if key not in _COMPILED:
+        _COMPILED[key] = bare_tvm_ffi_function(build()) if tvm_ffi else build()
+    return _COMPILED[key]
 
 
 def bare_tvm_ffi_function(compiled: Callable) -> Callable:
@@ -1025,8 +995,7 @@ class LaunchPlan:
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
     """fp32 partial sums of every split of every output tile (one element where unsplit)."""
-    size = splits * problem.l * problem.m * problem.n if splits > 1 else 1
-    return torch.empty(size, dtype=torch.float32, device=device)
+    return torch.empty(splits * problem.l * problem.m * problem.n if splits > 1 else 1, dtype=torch.float32, device=device)
 
 
 def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device,
@@ -1267,26 +1236,12 @@ class TrialProcess:
     LOST_BUDGET_S = 60.0  # of the competition's 180 s for a whole run
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
     # Replies go to the standard output it was given, where nothing else writes (what imports
-    # print goes to stderr); this module is loaded from its file under its name here, wherever it
-    # sits, and the kernel class found by its module and qualified name.
-    PROGRAM = """if True:
-        import importlib, importlib.util, json, os, sys
-        replies = os.dup(1)
-        os.dup2(2, 1)
-        settings = json.loads(sys.argv[1])
-        sys.path[:] = settings["path"]
-        spec = importlib.util.spec_from_file_location(settings["module"], settings["file"])
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        try:
-            kernel_module, qualname = settings["kernel"]
-            kernel = importlib.import_module(kernel_module)
-            for name in qualname.split("."):
-                kernel = getattr(kernel, name)
-        except Exception as error:
-            kernel = error
-        module.TrialProcess.serve(settings, kernel, replies)
-    """
+    # print goes to stderr); this module is loaded from its file under its name here, wherever it sits.
+    PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); "
+               "settings = json.loads(sys.argv[1]); sys.path[:] = settings['path']; "
+               "spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
+               "module = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
+               "spec.loader.exec_module(module); module.TrialProcess.serve(settings, replies)")
 
     def __init__(self):
         self.process: subprocess.Popen | None = None
@@ -1428,17 +1383,17 @@ class TrialProcess:
 
     # ----- the trial process's side -----
 
-    @classmethod
-    def serve(cls, settings: dict, kernel: type | Exception, replies: int) -> None:
-        """A request a line on stdin, a reply a line on the descriptor `replies`. `kernel` is the
-        class the program found, or why none. The last problem's input and rungs are kept."""
+    @staticmethod
+    def serve(settings: dict, replies: int) -> None:
+        """A request a line on stdin, a reply a line on the descriptor `replies`, for the kernel
+        class found by its module and qualified name. The last problem's input and rungs are kept."""
 
         def reply(**message) -> None:
             os.write(replies, json.dumps(message).encode() + b"\n")
 
         try:
-            if isinstance(kernel, Exception):
-                raise kernel
+            kernel_module, qualname = settings["kernel"]
+            kernel = functools.reduce(getattr, qualname.split("."), importlib.import_module(kernel_module))
             device = torch.device(settings["device"])
             if device.type == "cuda":
                 torch.cuda.set_device(device)
@@ -1571,29 +1526,23 @@ def first_call(kernel: type, call: Call, data):
 
 # ===== dispatch: the kernel for the device, its plan per problem =====
 
-_ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
-
-
-def kernel_for_arch(arch: str) -> type | None:
+def kernel_for_arch(arch: str | None) -> type | None:
     """The kernel class for a target, or None: its `launch_plan(problem, device)` and, for
     harness/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
-    if arch == Sm100Gemm.ARCH:
-        return Sm100Gemm
     if arch == "sm_90a":
         from hopper_stand_in import HopperNvfp4Gemm  # local runs only: the leaderboard has no Hopper
 
         return HopperNvfp4Gemm
-    return None
+    return Sm100Gemm if arch == Sm100Gemm.ARCH else None
 
 
 def kernel_for_device(device: torch.device) -> type:
     major, minor = torch.cuda.get_device_capability(device)
-    arch = _ARCH_BY_MAJOR.get(major)
-    if arch is None:
-        raise RuntimeError(
-            f"no kernel for compute capability {major}.{minor}: this submission runs on "
-            "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
-    return kernel_for_arch(arch)
+    kernel = kernel_for_arch({10: "sm_100a", 9: "sm_90a"}.get(major))
+    if kernel is None:
+        raise RuntimeError(f"no kernel for compute capability {major}.{minor}: this submission runs on "
+                           "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
+    return kernel
 
 
 _PLANS: dict[tuple, LaunchPlan] = {}
