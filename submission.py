@@ -435,10 +435,8 @@ def _one_stage(layout):
 @dataclass(frozen=True)  # frozen: the kernel's loops may then use it without carrying it
 class SplitKReduction:
     """Split-K across CTAs in one kernel: every split of a tile stores its fp32 partial and counts
-    its arrival; the last to arrive adds the others' partials (loaded `ahead` subtiles early, so
-    that their round trips overlap), writes c and puts the counter back to zero: no second
-    kernel, no memset. Each epilogue warp counts its own arrivals, so its decision is uniform.
-    experiments/splitk_protocol runs this class on sm_90a, accumulators in global memory."""
+    its arrival; the last adds the others' (loaded `ahead` subtiles early), writes c and zeroes the
+    counter: no second kernel, no memset. experiments/splitk_protocol runs it on sm_90a."""
 
     splits: int
     ahead: int
@@ -480,12 +478,9 @@ class SplitKReduction:
 
     @cute.jit
     def _arrive(self, counter: cute.Pointer) -> cutlass.Int32:
-        """Counts this warp's arrival; every lane gets the arrivals before it.
-
-        Release, in the PTX memory model: the warp barrier puts every lane's partial stores
-        before lane 0's fence, and that fence followed by the relaxed count is a release
-        pattern. Every lane runs the fence, so the order rests on no lane-0-only instruction
-        should ptxas compile a converged warp's barrier to nothing."""
+        """Counts this warp's arrival; every lane gets the arrivals before it. Release: the warp
+        barrier puts every lane's partial stores before the fence, which every lane runs (no
+        lane-0-only order, should ptxas drop a converged warp's barrier), then the relaxed count."""
         cute.arch.sync_warp()
         cute.arch.fence_acq_rel_gpu()
         arrived = cutlass.Int32(0)
@@ -531,9 +526,8 @@ WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mm
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
-    """The work units of one CTA, the same for all its warps; plain arithmetic, which host
-    tests run on ints. Units (`tile_coords`' order) are dealt round-robin: a warp loops over
-    `range(*schedule.units)` and takes `schedule.unit(linear)`."""
+    """The work units of one CTA, the same for all its warps (plain arithmetic, which host tests run
+    on ints), dealt round-robin: a warp takes `schedule.unit(linear)` over `range(*schedule.units)`."""
 
     config: Sm100Config
     cta: object
@@ -592,20 +586,16 @@ class Sm100Config:
     ctas_per_sm: int = 1
 
     def __post_init__(self):
-        shared = self.smem_bytes + SM100_STATIC_SMEM_BYTES
-        if shared > self.smem_limit(self.ctas_per_sm) or self.ctas_per_sm * self.tmem_columns > SM100_TMEM_COLUMNS:
-            raise ValueError(f"{self.describe()}: {shared} bytes of shared memory (at most "
-                             f"{self.smem_limit(self.ctas_per_sm)}) and {self.tmem_columns} tensor-memory "
-                             f"columns (at most {SM100_TMEM_COLUMNS // self.ctas_per_sm}) for each of "
-                             f"{self.ctas_per_sm} CTAs an SM")
+        shared, ctas = self.smem_bytes + SM100_STATIC_SMEM_BYTES, self.ctas_per_sm
+        if shared > self.smem_limit(ctas) or ctas * self.tmem_columns > SM100_TMEM_COLUMNS:
+            raise ValueError(f"{self.describe()}: {shared} bytes of shared memory (at most {self.smem_limit(ctas)}) and "
+                             f"{self.tmem_columns} tensor-memory columns (at most {SM100_TMEM_COLUMNS // ctas}) "
+                             f"for each of {ctas} CTAs an SM")
 
     @staticmethod
     def stage_bytes(mma_n: int) -> int:
         """A, B and both scale tiles of one stage (SFB's always 128 rows: its atoms' height)."""
-        a_tile = SM100_MMA_M * SM100_TILE_K // 2
-        b_tile = mma_n * SM100_TILE_K // 2
-        scales = (SM100_MMA_M + _round_up(mma_n, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
-        return a_tile + b_tile + scales
+        return (SM100_MMA_M + mma_n) * SM100_TILE_K // 2 + (SM100_MMA_M + _round_up(mma_n, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
 
     @staticmethod
     def smem_limit(ctas_per_sm: int) -> int:
@@ -682,31 +672,23 @@ def sm100_traits(config: Sm100Config) -> frozenset:
 
 def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
     """The configurations the self-check tries in turn, each without one more feature, named for
-    the fallback lines; one equal to an earlier one is left out (so with
-    NVFP4_SM100_CONSERVATIVE=1 the ladder starts at whole K)."""
+    the fallback lines; one equal to an earlier one is left out."""
     chosen = sm100_config(problem, num_sms)
     rungs = []
     for name, config in (("the chosen configuration", chosen),
                          ("the chosen configuration without PDL", dataclasses.replace(chosen, pdl=False)),
                          ("one CTA an SM without PDL", Sm100Config.one_cta(chosen.mma_n, chosen.split_k)),
                          ("whole K without PDL", sm100_config(problem, num_sms, conservative=True)),
-                         ("128-row tiles over whole K", sm100_plain_config())):
+                         ("128-row tiles over whole K", Sm100Config.one_cta(128))):
         if all(config != earlier for _, earlier in rungs):
             rungs.append((name, config))
     return rungs
 
 
-def sm100_plain_config() -> Sm100Config:
-    """128-row tiles over the whole of K, the deepest pipeline, no PDL, one CTA an SM."""
-    return Sm100Config.one_cta(128)
-
-
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' configurations; otherwise 64-row tiles while the tiles fill at most
-    half the SMs, two splits where every unit still has an SM of its own, and two CTAs an SM for
-    whole-K 64-row tiles that fill more than half. `conservative` (default: as
-    NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and the second CTA away."""
+    """The benchmark shapes' configurations, else `_sm100_config`'s (docs/b200.md#configuration);
+    `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = SM100_BENCHMARK_CONFIGS.get(problem) or _sm100_config(problem, num_sms)
@@ -714,6 +696,8 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
 
 
 def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
+    """64-row tiles while the tiles fill at most half the SMs, two splits where every unit still has
+    an SM of its own, two CTAs an SM for whole-K 64-row tiles that fill more than half."""
     mma_m_tiles = problem.n // SM100_MMA_M
     mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
     units = mma_m_tiles * (problem.m // mma_n) * problem.l
@@ -770,9 +754,8 @@ class Sm100Gemm:
 
     @classmethod
     def rungs(cls, problem: Problem, device: torch.device) -> list[Rung]:
-        """`sm100_ladder`'s configurations, each called as the plans call it and, where TVM-FFI
-        is installed, then through CuTe pointers: a rung taken only where the TVM-FFI one raised
-        (`Failure.blamed`), so that a failing TVM-FFI leaves the same configuration."""
+        """`sm100_ladder`'s configurations, each as the plans call it and, where TVM-FFI is
+        installed, then through CuTe pointers (taken only where the TVM-FFI one raised)."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         return [Rung(name + ("" if tvm_ffi == HAVE_TVM_FFI else " without TVM-FFI"),
                      functools.partial(cls.launch_plan, problem, device, config, tvm_ffi=tvm_ffi),
@@ -801,22 +784,14 @@ _DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
 _RANKS = (3, 3, 3, 3, 6, 6, 3)
 # The tensors the kernel addresses (compact, batch outermost; the scales as their atoms), in the
 # order of `_expected_layouts`' strides, with the layout each must have.
-_LAYOUT_NAMES = {
-    "a": "K-major (strides (K/2, 1, M*K/2))",
-    "b": "K-major (strides (K/2, 1, N*K/2))",
-    "c": "N-contiguous (strides (N, 1, M*N))",
-    "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
-    "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout",
-}
+_LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
+                 "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
+                 "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
 _STRIDED_NAMES = tuple(_LAYOUT_NAMES)
 
 
-class Call(NamedTuple):
-    """What a launch needs of a valid input."""
-
-    problem: Problem
-    device: int  # CUDA device index
-    addresses: tuple[int, ...]  # `operand_addresses`
+# What a launch needs of a valid input: its problem, CUDA device index and `operand_addresses`.
+Call = NamedTuple("Call", [("problem", Problem), ("device", int), ("addresses", tuple)])
 
 
 def operand_addresses(data) -> tuple[int, ...]:
@@ -826,10 +801,9 @@ def operand_addresses(data) -> tuple[int, ...]:
 
 
 def validate_inputs(data) -> Call:
-    """Everything the kernel assumes, checked before anything touches a GPU; ValueError names the
-    first broken constraint. It runs on every call, so a valid input takes `_accept_layout_fast`
-    (whole-tuple comparisons against layouts worked out once per size) and one device check; the
-    rest goes through `_check_inputs`, which accepts exactly the same inputs and says what is wrong."""
+    """Everything the kernel assumes, before anything touches a GPU. On every call, so a valid input
+    takes `_accept_layout_fast` and one device check; the rest `_check_inputs`, which accepts the
+    same inputs and raises ValueError naming the first broken constraint."""
     try:
         accepted = _accept_layout_fast(data)
         # get_device() is -1 off CUDA: c on CUDA and all seven on one index are seven on it.
@@ -953,9 +927,8 @@ def compiled_kernel(key: tuple, build: Callable[[], Callable], tvm_ffi: bool = H
 
 
 def bare_tvm_ffi_function(compiled: Callable) -> Callable:
-    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi (else `compiled`): the
-    compiled object's Python __call__ inspects every argument, which under CuTeDSL 4.5 took
-    longer than the launch; the plans' bare integers need none of it."""
+    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi (else `compiled`): the compiled
+    object's __call__ inspects every argument, under CuTeDSL 4.5 longer than the launch takes."""
     try:
         import tvm_ffi
     except ImportError:  # then nothing was compiled for TVM-FFI
@@ -965,13 +938,9 @@ def bare_tvm_ffi_function(compiled: Callable) -> Callable:
     return tvm_ffi.Function.__call__.__get__(function) if isinstance(function, tvm_ffi.Function) else compiled
 
 
-@dataclass(frozen=True)
-class CompileFacts:
-    """What a kernel reports about one compiled configuration, for the compile checker."""
-
-    config: str
-    smem_bytes: int  # dynamic shared memory the launch requests
-    tmem_columns: int | None  # tensor-memory columns allocated (None where the arch has none)
+# What a kernel reports about one compiled configuration, for the compile checker: its description,
+# the dynamic shared memory the launch requests, the tensor-memory columns (None where the arch has none).
+CompileFacts = NamedTuple("CompileFacts", [("config", str), ("smem_bytes", int), ("tmem_columns", object)])
 
 
 @dataclass
@@ -1083,12 +1052,9 @@ def describe_plan(plan) -> str:
 
 
 class ThreeCalls:
-    """Three calls of a plan queued back to back, as the competition queues them, each into its own
-    output filled with NaN (the third the caller's c); the second multiplies by b negated (the sign
-    of every e2m1 value is bit 3 of its nibble), so that its split-K partials differ from its
-    neighbours'. It catches elements unwritten or wrong and, with split-K, partials or counters
-    one call leaves another; not the order of different calls' stores, nor without split-K
-    anything PDL does."""
+    """Three calls of a plan queued back to back, each into its own output filled with NaN (the
+    third the caller's c); the second by b negated (bit 3 of each e2m1 nibble), so that its
+    split-K partials differ from its neighbours' (docs/b200-first-run.md says what it catches)."""
 
     SIGNS = (1, -1, 1)
 
@@ -1120,13 +1086,9 @@ class ThreeCalls:
         return None
 
 
-class Rung(NamedTuple):
-    """One step of the self-check's ladder: its name (for the fallback lines), how to build its
-    plan, and its traits: what it keeps that a later rung may drop."""
-
-    name: str
-    build: Callable
-    traits: frozenset
+# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
+# and its traits: what it keeps that a later rung may drop.
+Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
 
 
 def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
@@ -1140,9 +1102,8 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Run
 
 
 def _try(rung: Rung, trial: ThreeCalls, built: Callable[[str], Callable | None]) -> tuple:
-    """`rung` built and its three calls checked: (its plan, its description, the fault or None,
-    whether it raised). `built(description)`, called once the plan is built, gives the watch of
-    its calls (`ThreeCalls.fault`)."""
+    """`rung` built and its three calls checked: (plan, description, fault or None, whether it
+    raised); `built(description)` gives the watch of its calls (`ThreeCalls.fault`)."""
     what = f"{rung.name} (not built)"
     try:
         plan = rung.build()
@@ -1163,9 +1124,8 @@ class Failure(NamedTuple):
     kind: str  # WRONG, RAISED, HUNG or FAULTED (in the trial process), or the trial's time SPENT
 
     def blamed(self, traits: frozenset) -> frozenset:
-        """What this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a rung
-        called through it raised (its configuration is tried next without it); nothing where the
-        trial's time is spent; otherwise the configuration's traits."""
+        """What this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a rung called
+        through it raised; nothing where the trial's time is spent; else the configuration's traits."""
         if self.kind == SPENT:
             return frozenset()
         return frozenset({TVM_FFI}) if self.kind == RAISED and TVM_FFI in traits else traits - {TVM_FFI}
@@ -1221,14 +1181,9 @@ def _context_lost(device: torch.device) -> bool:
 
 
 class TrialProcess:
-    """A second Python process on the same device that tries each rung before this process builds
-    it: a rung that hangs or faults the device takes down the trial process (killed or found dead,
-    then started again), never this one, whose CUDA context every later call needs. One process
-    serves every problem, on inputs of its own (`trial_input`: nothing of the caller's memory is
-    where a wild write could reach it); it reports a rung as it begins it, once built, and its
-    verdict, so that a death or a silence names the rung. Past `LOST_BUDGET_S` lost to hangs,
-    faults and restarts no rung is tried; where no trial process can run, one line says so and
-    the rungs are tried in this process alone, as with NVFP4_TRIAL_IN_CHILD=0."""
+    """A second process on the same device that tries each rung, on inputs of its own, before this
+    one builds it: a rung that hangs or faults the device takes the trial process down (killed or
+    found dead, then started again), never this one (docs/b200-first-run.md#the-trial-process)."""
 
     START_DEADLINE_S = 45.0  # Python, torch and CuTeDSL imported, a CUDA context made
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
@@ -1424,10 +1379,9 @@ _TRIAL = TrialProcess()
 
 
 class CallerWatch:
-    """The guard on a rung's three calls here, behind the caller's own work, after they passed in
-    the trial process: calls later than `RUN_DEADLINE_S` fall back like a hang; with no answer
-    by `GIVE_UP_S` a kernel holds the GPU for good, and the process says so and exits, well
-    before the competition's 180 s end the run with no word."""
+    """The guard on a rung's three calls here after they passed in the trial process: later than
+    `RUN_DEADLINE_S` they fall back like a hang; with no answer by `GIVE_UP_S` the process says
+    so and exits, before the competition's 180 s end the run with no word."""
 
     RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
     GIVE_UP_S = 60.0
@@ -1484,10 +1438,9 @@ def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str)
 
 
 def first_call(kernel: type, call: Call, data):
-    """The kernel's rungs in turn, each tried in the trial process, then here by `ThreeCalls` on
-    the caller's input; the first that passes serves the later calls. A failure prints a
-    FALLBACK_PREFIX line and the ladder skips to the next rung that keeps none of what it, or an
-    earlier problem's hang or fault, put in doubt; after the last, the exact product answers."""
+    """The kernel's rungs in turn, each tried in the trial process, then here on the caller's input;
+    the first that passes serves the later calls. A failure prints a FALLBACK_PREFIX line and
+    skips to the next rung that keeps none of what was put in doubt; after the last, the exact product."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
         plan = kernel.launch_plan(problem, device)

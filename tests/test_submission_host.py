@@ -348,7 +348,7 @@ def test_each_rung_of_the_ladder_drops_one_feature_of_the_one_before(problem, mo
     rungs = sub.sm100_ladder(problem)
     configs = [config for _, config in rungs]
     plain = sub.Sm100Config(mma_n=128, split_k=1, stages=sub.Sm100Config.max_stages(128), pdl=False)
-    assert sub.sm100_plain_config() == plain
+    assert sub.Sm100Config.one_cta(128) == plain
     assert configs[0] == sub.sm100_config(problem, conservative=False) and configs[-1] == plain
     assert len(set(configs)) == len(configs)
     for before, after in zip(configs, configs[1:]):
