@@ -765,17 +765,13 @@ class Sm100Gemm:
 
 # ===== host call path: validation, compiled kernels, launch plans =====
 
-def permuted_scale_shape(mn: int, k: int, l: int) -> tuple[int, ...]:
-    """Shape of `sfa_permuted` / `sfb_permuted`: (32, 4, rest_mn, 4, rest_k, L)."""
-    return (32, 4, mn // 128, 4, k // (SF_VEC_SIZE * 4), l)
-
-
-def permuted_scale_strides(mn: int, k: int, l: int) -> tuple[int, ...]:
-    """The tensor cores' scale atoms, as `blockscaled_layout.tile_atom_to_shape_SF` describes them
-    (so the kernel reads the permuted tensors in place): each 512-byte atom holds 128 rows x 4
-    scale columns as [row % 32][row // 32 % 4][column]; atoms run along K, then MN, then L."""
+def permuted_scale_layout(mn: int, k: int, l: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shape and strides of `sfa_permuted` / `sfb_permuted`, (32, 4, rest_mn, 4, rest_k, L): the tensor
+    cores' scale atoms as `blockscaled_layout.tile_atom_to_shape_SF` describes them (so the kernel
+    reads them in place), each 512-byte atom 128 rows x 4 scale columns as [row % 32][row // 32 % 4]
+    [column], the atoms along K, then MN, then L."""
     rest_mn, rest_k = mn // 128, k // (SF_VEC_SIZE * 4)
-    return (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
+    return (32, 4, rest_mn, 4, rest_k, l), (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
 
 
 _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
@@ -818,10 +814,9 @@ def validate_inputs(data) -> Call:
 def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, tuple]:
     """The problem, the seven tensors' shapes, and the strides of `_STRIDED_NAMES`."""
     half_k, sf_k = k // 2, k // SF_VEC_SIZE
-    shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l),
-              permuted_scale_shape(m, k, l), permuted_scale_shape(n, k, l), (m, n, l))
-    strides = ((half_k, 1, m * half_k), (half_k, 1, n * half_k), (n, 1, m * n),
-               permuted_scale_strides(m, k, l), permuted_scale_strides(n, k, l))
+    (sfa_shape, sfa_strides), (sfb_shape, sfb_strides) = permuted_scale_layout(m, k, l), permuted_scale_layout(n, k, l)
+    shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l), sfa_shape, sfb_shape, (m, n, l))
+    strides = ((half_k, 1, m * half_k), (half_k, 1, n * half_k), (n, 1, m * n), sfa_strides, sfb_strides)
     return Problem(m, n, k, l), shapes, strides
 
 
@@ -1101,16 +1096,18 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Run
     return [rung if isinstance(rung, Rung) else Rung(*rung, frozenset({rung[0]})) for rung in listed]
 
 
-def _try(rung: Rung, trial: ThreeCalls, built: Callable[[str], Callable | None]) -> tuple:
-    """`rung` built and its three calls checked: (plan, description, fault or None, whether it
-    raised); `built(description)` gives the watch of its calls (`ThreeCalls.fault`)."""
-    what = f"{rung.name} (not built)"
+def _try(rung: Rung, trial: ThreeCalls, watch_for: Callable[[str], Callable | None]) -> tuple:
+    """`rung` built and its three calls checked under `watch_for(description)`: (plan, description,
+    fault or None, its kind: RAISED, HUNG where the watch found the calls late, else WRONG)."""
+    what, watch = f"{rung.name} (not built)", None
     try:
         plan = rung.build()
         what = describe_plan(plan)
-        return plan, what, trial.fault(plan, built(what)), False
+        watch = watch_for(what)
+        fault = trial.fault(plan, watch)
     except Exception as error:  # a plan that cannot be built or run falls back too
-        return None, what, one_line(error), True
+        return None, what, one_line(error), RAISED
+    return plan, what, fault, HUNG if getattr(watch, "late", False) else WRONG
 
 
 WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
@@ -1155,8 +1152,7 @@ def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
     def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
         plain = drawn.to(_FP8).permute(1, 2, 0)
-        permuted = torch.empty_strided(permuted_scale_shape(rows, k, l), permuted_scale_strides(rows, k, l),
-                                       dtype=_FP8, device=device)
+        permuted = torch.empty_strided(*permuted_scale_layout(rows, k, l), dtype=_FP8, device=device)
         # (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L), in the atoms' order
         atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
         permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
@@ -1368,9 +1364,9 @@ class TrialProcess:
                 trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
             number = request["rung"]
             reply(rung=number)
-            what, fault, raised = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
+            what, fault, kind = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
             lost = fault is not None and _context_lost(device)
-            reply(rung=number, what=what, fault=fault, raised=raised, context_lost=lost)
+            reply(rung=number, what=what, fault=fault, raised=kind == RAISED, context_lost=lost)
             if lost:
                 os._exit(1)  # nothing more can run in this context
 
@@ -1422,21 +1418,6 @@ def _queued_work_done() -> Callable[[], bool]:
     return event.query
 
 
-def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str) -> tuple[object, Failure | None]:
-    """`rung` built here and tried by `trial` under a `CallerWatch`: its plan, or how it failed."""
-    watch = None
-
-    def watched(what: str) -> CallerWatch | None:
-        nonlocal watch
-        watch = CallerWatch.on(device, shape, what)
-        return watch
-
-    plan, what, fault, raised = _try(rung, trial, watched)
-    if fault is None:
-        return plan, None
-    return None, Failure(what, fault, RAISED if raised else HUNG if watch is not None and watch.late else WRONG)
-
-
 def first_call(kernel: type, call: Call, data):
     """The kernel's rungs in turn, each tried in the trial process, then here on the caller's input;
     the first that passes serves the later calls. A failure prints a FALLBACK_PREFIX line and
@@ -1463,10 +1444,11 @@ def first_call(kernel: type, call: Call, data):
     while number < len(rungs):
         rung = rungs[number]
         failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
-        if failure is None:
-            plan, failure = _check_here(rung, trial, device, shape)
-            if failure is None:
+        if failure is None:  # then built here and tried on the caller's input, under a CallerWatch
+            plan, what, fault, kind = _try(rung, trial, lambda what: CallerWatch.on(device, shape, what))
+            if fault is None:
                 return plan
+            failure = Failure(what, fault, kind)
         blamed = failure.blamed(rung.traits)
         doubts.add(blamed)
         if failure.lasting(blamed):

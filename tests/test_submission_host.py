@@ -217,14 +217,14 @@ def test_units_sharing_b_rows_are_scheduled_together():
 def scale_offset(row: int, k_block: int, batch: int, mn: int, k: int, l: int) -> int:
     """Element offset of the scale of (row, K block of 16, batch) in a permuted scale buffer, by
     the submission's strides and the judge's index."""
-    return sum(c * s for c, s in zip(permuted_index(row, k_block, batch), sub.permuted_scale_strides(mn, k, l)))
+    return sum(c * s for c, s in zip(permuted_index(row, k_block, batch), sub.permuted_scale_layout(mn, k, l)[1]))
 
 
 def test_scale_offsets_match_reference_permuted_tensors():
     m, n, k, l = 256, 384, 1024, 2
     _, _, sfa, sfb, sfa_permuted, sfb_permuted, _ = generate_input(m, n, k, l, seed=7, device="cpu")
     for plain, permuted, mn in ((sfa, sfa_permuted, m), (sfb, sfb_permuted, n)):
-        assert permuted.stride() == sub.permuted_scale_strides(mn, k, l)
+        assert permuted.stride() == sub.permuted_scale_layout(mn, k, l)[1]
         flat = permuted.view(torch.uint8).as_strided((permuted.numel(),), (1,), permuted.storage_offset())
         plain_bytes = plain.view(torch.uint8)
         rows, k_blocks = torch.meshgrid(torch.arange(mn), torch.arange(k // 16), indexing="ij")
