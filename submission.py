@@ -7,27 +7,19 @@ fp16 into `c`. On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm`
 persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA. On 9.x (H100/H200)
 local runs import the Hopper stand-in, hopper_stand_in.py, which is never submitted.
 
-The file reads top-down as what runs: the kernel (load -> MMA -> epilogue) and its split-K
-reduction; its configurations and the fallback ladder; the host call path (`validate_inputs`,
-compiled-kernel cache, launch plans); the self-check; dispatch (`custom_kernel`).
-
 The kernel computes c transposed: the MMA's A operand is b and its B operand a (fp4 MMAs have
 no M = 64, and the problem's M is 128 in every benchmark). The swap happens once, in
 `Sm100BlockScaledGemm.__call__`; from there on everything is named by the MMA's roles.
 
-Self-check: the first call of each problem runs the chosen plan three times back to back and
-checks every output against the exact product (rtol = atol = 1e-3, as the competition checks).
-A wrong element, an error, a hang or a device fault prints a line starting "nvfp4 self-check
-FALLBACK:" on stderr and the next rung of the ladder is tried (each drops one feature: PDL, the
-second CTA an SM, split-K, 64-row tiles; TVM-FFI where it raised), then the exact product itself
-(`first_call`; NVFP4_SELF_CHECK=0 turns it off). Each rung is tried first in a second process
-(`TrialProcess`, NVFP4_TRIAL_IN_CHILD=0 turns it off), so that a rung that hangs or faults the
-device cannot take this process's CUDA context with it. Configurations and their reasons:
-`sm100_config` and docs/b200.md.
+The first call of each problem checks itself (`first_call`, NVFP4_SELF_CHECK=0 turns it off):
+three calls back to back against the exact product, each rung of a ladder that drops one
+feature at a time tried first in a second process (`TrialProcess`, NVFP4_TRIAL_IN_CHILD=0 turns
+it off), the exact product last. Configurations and their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -61,13 +53,7 @@ SF_ATOM_BYTES = 32 * 4 * 4  # (32, 4) rows x 4 scale columns per atom
 GMEM_ALIGN = 16  # bytes; TMA needs 16-byte aligned bases (torch allocations are 256-byte aligned)
 
 
-class Problem(NamedTuple):
-    m: int
-    n: int
-    k: int
-    l: int
-
-
+Problem = NamedTuple("Problem", [("m", int), ("n", int), ("k", int), ("l", int)])
 HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
 
 
@@ -93,12 +79,12 @@ def _round_up(x: int, multiple: int) -> int:
 
 
 class Sm100BlockScaledGemm:
-    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), in the
-    MMA's roles (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
+    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), named by
+    the MMA's operands (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
     `stages` shared-memory buffers; the MMA warp copies the scales to tensor memory and issues 4
-    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps convert an
-    accumulator to fp16 c, or with split-K reduce through fp32 partials (`SplitKReduction`). All
-    walk the same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
+    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps turn an
+    accumulator into fp16 c, with split-K through fp32 partials (`SplitKReduction`). All walk the
+    same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
 
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
@@ -110,17 +96,15 @@ class Sm100BlockScaledGemm:
 
     def __init__(self, config: Sm100Config, launch_bound: int = 1):
         self.config = config
-        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets
-        # the preferred shared-memory carveout to what that many CTAs take, rather than leaving
-        # the second CTA's room to the driver. It reads the device as it compiles, so the compile
+        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets the
+        # shared-memory carveout that many take. It reads the device as it compiles, so the compile
         # check (no GPU) uses 1; the registers fit two either way (tests/test_compile.py).
         self.launch_bound = launch_bound
         self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
         # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one.
         self.mma_tiler_sfb = (SM100_MMA_M, _round_up(config.mma_n, 128), SM100_TILE_K)
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
-        self.tmem_alloc_barrier = pipeline.NamedBarrier(
-            barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
+        self.tmem_alloc_barrier = pipeline.NamedBarrier(barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
 
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
@@ -170,10 +154,8 @@ class Sm100BlockScaledGemm:
         tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(
             load_op, mSFB, _one_stage(self.sfb_smem_layout), self.mma_tiler_sfb, tiled_mma_sfb,
             cluster.shape, internal_type=cutlass.Int16)
-        self.stage_tx_bytes = (cute.size_in_bytes(fp4, _one_stage(self.a_smem_layout))
-                               + cute.size_in_bytes(fp4, _one_stage(self.b_smem_layout))
-                               + cute.size_in_bytes(fp8, _one_stage(self.sfa_smem_layout))
-                               + cute.size_in_bytes(fp8, _one_stage(self.sfb_smem_layout)))
+        self.stage_tx_bytes = sum(cute.size_in_bytes(dtype, _one_stage(layout)) for dtype, layout in (
+            (fp4, self.a_smem_layout), (fp4, self.b_smem_layout), (fp8, self.sfa_smem_layout), (fp8, self.sfb_smem_layout)))
         self.epi_tile = (SM100_MMA_M, SM100_EPILOGUE_COLUMNS)
 
         # A pipeline takes its first barrier and uses the full and empty ones as one array.
@@ -453,10 +435,8 @@ def _one_stage(layout):
 @dataclass(frozen=True)  # frozen: the kernel's loops may then use it without carrying it
 class SplitKReduction:
     """Split-K across CTAs in one kernel: every split of a tile stores its fp32 partial and counts
-    its arrival; the last to arrive adds the others' partials (loaded `ahead` subtiles early, so
-    that their round trips overlap), writes c and puts the counter back to zero: no second
-    kernel, no memset. Each epilogue warp counts its own arrivals, so its decision is uniform.
-    experiments/splitk_protocol runs this class on sm_90a, accumulators in global memory."""
+    its arrival; the last adds the others' (loaded `ahead` subtiles early), writes c and zeroes the
+    counter: no second kernel, no memset. experiments/splitk_protocol runs it on sm_90a."""
 
     splits: int
     ahead: int
@@ -498,12 +478,9 @@ class SplitKReduction:
 
     @cute.jit
     def _arrive(self, counter: cute.Pointer) -> cutlass.Int32:
-        """Counts this warp's arrival; every lane gets the arrivals before it.
-
-        Release, in the PTX memory model: the warp barrier puts every lane's partial stores
-        before lane 0's fence, and that fence followed by the relaxed count is a release
-        pattern. Every lane runs the fence, so the order rests on no lane-0-only instruction
-        should ptxas compile a converged warp's barrier to nothing."""
+        """Counts this warp's arrival; every lane gets the arrivals before it. Release: the warp
+        barrier puts every lane's partial stores before the fence, which every lane runs (no
+        lane-0-only order, should ptxas drop a converged warp's barrier), then the relaxed count."""
         cute.arch.sync_warp()
         cute.arch.fence_acq_rel_gpu()
         arrived = cutlass.Int32(0)
@@ -542,23 +519,15 @@ class SplitKReduction:
             cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
 
 
-class WorkUnit(NamedTuple):
-    """One CTA's work on one output tile, the MMA's (M, N) tile: K tiles [k_begin, k_end), the
-    `split`-th K range (and partial slot) of the tile."""
-
-    mma_m_tile: object
-    mma_n_tile: object
-    batch: object
-    k_begin: object
-    k_end: object
-    split: object
+# One CTA's work on one output tile, the MMA's (M, N) tile: K tiles [k_begin, k_end), the
+# `split`-th K range (and partial slot) of the tile.
+WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mma_n_tile", "batch", "k_begin", "k_end", "split")])
 
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
-    """The work units of one CTA, the same for all its warps; plain arithmetic, which host
-    tests run on ints. Units (`tile_coords`' order) are dealt round-robin: a warp loops over
-    `range(*schedule.units)` and takes `schedule.unit(linear)`."""
+    """The work units of one CTA, the same for all its warps (plain arithmetic, which host tests run
+    on ints), dealt round-robin: a warp takes `schedule.unit(linear)` over `range(*schedule.units)`."""
 
     config: Sm100Config
     cta: object
@@ -573,10 +542,8 @@ class Sm100Schedule:
         return self.cta, self.mma_n_tiles * self.mma_m_tiles * self.batches * self.config.split_k, self.ctas
 
     def unit(self, linear) -> WorkUnit:
-        cfg = self.config
-        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, cfg.split_k, self.mma_m_tiles)
-        k_begin, k_end = split_k_range(split, self.k_tiles, cfg.split_k)
-        return WorkUnit(mma_m_tile, mma_n_tile, batch, k_begin, k_end, split)
+        mma_n_tile, split, mma_m_tile, batch = tile_coords(linear, self.mma_n_tiles, self.config.split_k, self.mma_m_tiles)
+        return WorkUnit(mma_m_tile, mma_n_tile, batch, *split_k_range(split, self.k_tiles, self.config.split_k), split)
 
 
 def split_k_range(split, k_tiles, splits):
@@ -588,18 +555,15 @@ def tile_coords(linear, inner_tiles, splits, outer_tiles):
     """Work unit `linear` -> (inner tile, split, outer tile, batch). Inner tiles, then splits,
     vary fastest, so units that read the same rows of the large operand (b, the MMA's A, along
     the outer tiles) run side by side and share them through L2."""
-    inner = linear % inner_tiles
-    rest = linear // inner_tiles
-    split = rest % splits
-    rest = rest // splits
+    inner, rest = linear % inner_tiles, linear // inner_tiles
+    split, rest = rest % splits, rest // splits
     return inner, split, rest % outer_tiles, rest // outer_tiles
 
 
 def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
     """At trace time: the tensor-memory columns the kernel's tensors span fit the allocation."""
-    used = accumulator + sfa + sfb
-    if used > config.tmem_columns:
-        raise ValueError(f"{config.describe()}: tensor memory takes {used} columns "
+    if accumulator + sfa + sfb > config.tmem_columns:
+        raise ValueError(f"{config.describe()}: tensor memory takes {accumulator + sfa + sfb} columns "
                          f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
 
 
@@ -622,20 +586,16 @@ class Sm100Config:
     ctas_per_sm: int = 1
 
     def __post_init__(self):
-        shared = self.smem_bytes + SM100_STATIC_SMEM_BYTES
-        if shared > self.smem_limit(self.ctas_per_sm) or self.ctas_per_sm * self.tmem_columns > SM100_TMEM_COLUMNS:
-            raise ValueError(f"{self.describe()}: {shared} bytes of shared memory (at most "
-                             f"{self.smem_limit(self.ctas_per_sm)}) and {self.tmem_columns} tensor-memory "
-                             f"columns (at most {SM100_TMEM_COLUMNS // self.ctas_per_sm}) for each of "
-                             f"{self.ctas_per_sm} CTAs an SM")
+        shared, ctas = self.smem_bytes + SM100_STATIC_SMEM_BYTES, self.ctas_per_sm
+        if shared > self.smem_limit(ctas) or ctas * self.tmem_columns > SM100_TMEM_COLUMNS:
+            raise ValueError(f"{self.describe()}: {shared} bytes of shared memory (at most {self.smem_limit(ctas)}) and "
+                             f"{self.tmem_columns} tensor-memory columns (at most {SM100_TMEM_COLUMNS // ctas}) "
+                             f"for each of {ctas} CTAs an SM")
 
     @staticmethod
     def stage_bytes(mma_n: int) -> int:
         """A, B and both scale tiles of one stage (SFB's always 128 rows: its atoms' height)."""
-        a_tile = SM100_MMA_M * SM100_TILE_K // 2
-        b_tile = mma_n * SM100_TILE_K // 2
-        scales = (SM100_MMA_M + _round_up(mma_n, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
-        return a_tile + b_tile + scales
+        return (SM100_MMA_M + mma_n) * SM100_TILE_K // 2 + (SM100_MMA_M + _round_up(mma_n, 128)) * (SM100_TILE_K // SF_VEC_SIZE)
 
     @staticmethod
     def smem_limit(ctas_per_sm: int) -> int:
@@ -644,8 +604,12 @@ class Sm100Config:
 
     @classmethod
     def max_stages(cls, mma_n: int, ctas_per_sm: int = 1) -> int:
-        budget = cls.smem_limit(ctas_per_sm) - SM100_STATIC_SMEM_BYTES - SM100_BARRIER_BYTES
-        return budget // cls.stage_bytes(mma_n)
+        return (cls.smem_limit(ctas_per_sm) - SM100_STATIC_SMEM_BYTES - SM100_BARRIER_BYTES) // cls.stage_bytes(mma_n)
+
+    @classmethod
+    def one_cta(cls, mma_n: int, split_k: int = 1) -> Sm100Config:
+        """The deepest pipeline one CTA an SM holds, without PDL: what the ladder falls back to."""
+        return cls(mma_n, split_k, cls.max_stages(mma_n), pdl=False)
 
     @property
     def smem_bytes(self) -> int:
@@ -662,9 +626,7 @@ class Sm100Config:
     def partials_ahead(self) -> int:
         """Epilogue subtiles the split-K reduction loads other partials ahead: as many as
         SM100_PARTIAL_REGISTERS hold (0 with 3 or more other splits)."""
-        if self.split_k == 1:
-            return 0
-        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS)
+        return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS) if self.split_k > 1 else 0
 
     def tiles(self, problem: Problem) -> int:
         """Output tiles of `problem`, all batches."""
@@ -676,10 +638,9 @@ class Sm100Config:
 
     def check_problem(self, problem: Problem, num_sms: int = SM100_NUM_SMS) -> None:
         """Every split needs a K tile, or its MMA warp would commit an accumulator it never wrote."""
-        k_tiles = problem.k // SM100_TILE_K
-        if k_tiles < self.split_k:
+        if problem.k // SM100_TILE_K < self.split_k:
             raise ValueError(f"split-K {self.split_k} needs at least {self.split_k} K tiles of {SM100_TILE_K}; "
-                             f"K = {problem.k} has {k_tiles}")
+                             f"K = {problem.k} has {problem.k // SM100_TILE_K}")
 
     def describe(self) -> str:
         return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), "
@@ -711,39 +672,32 @@ def sm100_traits(config: Sm100Config) -> frozenset:
 
 def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
     """The configurations the self-check tries in turn, each without one more feature, named for
-    the fallback lines; one equal to an earlier one is left out (so with
-    NVFP4_SM100_CONSERVATIVE=1 the ladder starts at whole K)."""
+    the fallback lines; one equal to an earlier one is left out."""
     chosen = sm100_config(problem, num_sms)
     rungs = []
     for name, config in (("the chosen configuration", chosen),
                          ("the chosen configuration without PDL", dataclasses.replace(chosen, pdl=False)),
-                         ("one CTA an SM without PDL",
-                          Sm100Config(chosen.mma_n, chosen.split_k, Sm100Config.max_stages(chosen.mma_n), pdl=False)),
+                         ("one CTA an SM without PDL", Sm100Config.one_cta(chosen.mma_n, chosen.split_k)),
                          ("whole K without PDL", sm100_config(problem, num_sms, conservative=True)),
-                         ("128-row tiles over whole K", sm100_plain_config())):
+                         ("128-row tiles over whole K", Sm100Config.one_cta(128))):
         if all(config != earlier for _, earlier in rungs):
             rungs.append((name, config))
     return rungs
 
 
-def sm100_plain_config() -> Sm100Config:
-    """128-row tiles over the whole of K, the deepest pipeline, no PDL, one CTA an SM."""
-    return Sm100Config(mma_n=128, split_k=1, stages=Sm100Config.max_stages(128), pdl=False)
-
-
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' configurations; otherwise 64-row tiles while the tiles fill at most
-    half the SMs, two splits where every unit still has an SM of its own, and two CTAs an SM for
-    whole-K 64-row tiles that fill more than half. `conservative` (default: as
-    NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and the second CTA away."""
+    """The benchmark shapes' configurations, else `_sm100_config`'s (docs/b200.md#configuration);
+    `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = SM100_BENCHMARK_CONFIGS.get(problem) or _sm100_config(problem, num_sms)
-    return Sm100Config(config.mma_n, 1, Sm100Config.max_stages(config.mma_n), pdl=False) if conservative else config
+    return Sm100Config.one_cta(config.mma_n) if conservative else config
 
 
 def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
+    """64-row tiles while the tiles fill at most half the SMs, two splits where every unit still has
+    an SM of its own, two CTAs an SM for whole-K 64-row tiles that fill more than half."""
     mma_m_tiles = problem.n // SM100_MMA_M
     mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
     units = mma_m_tiles * (problem.m // mma_n) * problem.l
@@ -772,11 +726,8 @@ class Sm100Gemm:
         """`config` compiled for any problem size (sizes are runtime arguments): the compiled
         function and the kernel object that traced it."""
         kernel = Sm100BlockScaledGemm(config, launch_bound)
-        pointers = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES]
-        sizes = [cutlass.Int32(1)] * 5
-        compiled = cute.compile(kernel, *pointers, *sizes,
-                                options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options))
-        return compiled, kernel
+        pointers, sizes = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES], [cutlass.Int32(1)] * 5
+        return cute.compile(kernel, *pointers, *sizes, options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options)), kernel
 
     @classmethod
     def compile_for_check(cls, problem: Problem, arch: str, extra_options: str) -> CompileFacts:
@@ -792,54 +743,35 @@ class Sm100Gemm:
                     conservative: bool = False, tvm_ffi: bool = HAVE_TVM_FFI) -> LaunchPlan:
         """The plan for `problem` on `device`, for `config` or else `sm100_config`'s."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        if config is None:
-            config = sm100_config(problem, num_sms, conservative=True if conservative else None)
+        config = config or sm100_config(problem, num_sms, conservative=True if conservative else None)
         config.check_problem(problem, num_sms)
         compiled = compiled_kernel((cls.__name__, config, tvm_ffi),
-                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi, launch_bound=config.ctas_per_sm)[0],
-                                   tvm_ffi=tvm_ffi)
-        workspace_args, workspace = split_k_workspace(problem, config.split_k,
-                                                      len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem), device,
-                                                      tvm_ffi=tvm_ffi)
-        num_ctas = config.grid_ctas(problem, num_sms)
-        scalars = int32_args(problem.m, problem.n, problem.k, problem.l, num_ctas, tvm_ffi=tvm_ffi)
-        return LaunchPlan(compiled, Sm100BlockScaledGemm.POINTER_TYPES[:5], workspace_args + scalars, workspace, config,
-                          tvm_ffi=tvm_ffi)
+                                   lambda: cls.compile(config, tvm_ffi=tvm_ffi, launch_bound=config.ctas_per_sm)[0], tvm_ffi)
+        counters = len(Sm100BlockScaledGemm.EPILOGUE_WARPS) * config.tiles(problem)
+        workspace_args, workspace = split_k_workspace(problem, config.split_k, counters, device, tvm_ffi)
+        scalars = int32_args(*problem, config.grid_ctas(problem, num_sms), tvm_ffi=tvm_ffi)
+        return LaunchPlan(compiled, Sm100BlockScaledGemm.POINTER_TYPES[:5], workspace_args + scalars, workspace, config, tvm_ffi)
 
     @classmethod
     def rungs(cls, problem: Problem, device: torch.device) -> list[Rung]:
-        """`sm100_ladder`'s configurations, each called as the plans call it and, where TVM-FFI
-        is installed, then through CuTe pointers: a rung taken only where the TVM-FFI one raised
-        (`Failure.blamed`), so that a failing TVM-FFI leaves the same configuration."""
+        """`sm100_ladder`'s configurations, each as the plans call it and, where TVM-FFI is
+        installed, then through CuTe pointers (taken only where the TVM-FFI one raised)."""
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        rungs = []
-        for name, config in sm100_ladder(problem, num_sms):
-            for tvm_ffi in ((True, False) if HAVE_TVM_FFI else (False,)):
-                rungs.append(Rung(name + ("" if tvm_ffi == HAVE_TVM_FFI else " without TVM-FFI"),
-                                  functools.partial(cls.launch_plan, problem, device, config, tvm_ffi=tvm_ffi),
-                                  sm100_traits(config) | ({TVM_FFI} if tvm_ffi else set())))
-        return rungs
+        return [Rung(name + ("" if tvm_ffi == HAVE_TVM_FFI else " without TVM-FFI"),
+                     functools.partial(cls.launch_plan, problem, device, config, tvm_ffi=tvm_ffi),
+                     sm100_traits(config) | ({TVM_FFI} if tvm_ffi else set()))
+                for name, config in sm100_ladder(problem, num_sms) for tvm_ffi in ((True, False) if HAVE_TVM_FFI else (False,))]
 
 
 # ===== host call path: validation, compiled kernels, launch plans =====
 
-def permuted_scale_shape(mn: int, k: int, l: int) -> tuple[int, ...]:
-    """Shape of `sfa_permuted` / `sfb_permuted`: (32, 4, rest_mn, 4, rest_k, L)."""
-    return (32, 4, mn // 128, 4, k // (SF_VEC_SIZE * 4), l)
-
-
-def permuted_scale_strides(mn: int, k: int, l: int) -> tuple[int, ...]:
-    """The tensor cores' scale atoms, as `blockscaled_layout.tile_atom_to_shape_SF` describes them
-    (so the kernel reads the permuted tensors in place): each 512-byte atom holds 128 rows x 4
-    scale columns as [row % 32][row // 32 % 4][column]; atoms run along K, then MN, then L."""
+def permuted_scale_layout(mn: int, k: int, l: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shape and strides of `sfa_permuted` / `sfb_permuted`, (32, 4, rest_mn, 4, rest_k, L): the tensor
+    cores' scale atoms as `blockscaled_layout.tile_atom_to_shape_SF` describes them (so the kernel
+    reads them in place), each 512-byte atom 128 rows x 4 scale columns as [row % 32][row // 32 % 4]
+    [column], the atoms along K, then MN, then L."""
     rest_mn, rest_k = mn // 128, k // (SF_VEC_SIZE * 4)
-    return (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
-
-
-def scale_offset(row: int, k_block: int, batch: int, mn: int, k: int, l: int) -> int:
-    """Element offset of the scale of (row, K block of 16, batch) in a permuted scale buffer."""
-    coords = (row % 32, (row // 32) % 4, row // 128, k_block % 4, k_block // 4, batch)
-    return sum(c * s for c, s in zip(coords, permuted_scale_strides(mn, k, l)))
+    return (32, 4, rest_mn, 4, rest_k, l), (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
 
 
 _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
@@ -848,22 +780,14 @@ _DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
 _RANKS = (3, 3, 3, 3, 6, 6, 3)
 # The tensors the kernel addresses (compact, batch outermost; the scales as their atoms), in the
 # order of `_expected_layouts`' strides, with the layout each must have.
-_LAYOUT_NAMES = {
-    "a": "K-major (strides (K/2, 1, M*K/2))",
-    "b": "K-major (strides (K/2, 1, N*K/2))",
-    "c": "N-contiguous (strides (N, 1, M*N))",
-    "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
-    "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout",
-}
+_LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
+                 "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
+                 "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
 _STRIDED_NAMES = tuple(_LAYOUT_NAMES)
 
 
-class Call(NamedTuple):
-    """What a launch needs of a valid input."""
-
-    problem: Problem
-    device: int  # CUDA device index
-    addresses: tuple[int, ...]  # `operand_addresses`
+# What a launch needs of a valid input: its problem, CUDA device index and `operand_addresses`.
+Call = NamedTuple("Call", [("problem", Problem), ("device", int), ("addresses", tuple)])
 
 
 def operand_addresses(data) -> tuple[int, ...]:
@@ -873,62 +797,46 @@ def operand_addresses(data) -> tuple[int, ...]:
 
 
 def validate_inputs(data) -> Call:
-    """Everything the kernel assumes, checked before anything touches a GPU; ValueError names the
-    first broken constraint. It runs on every call, so a valid input takes `_accept_fast`
-    (whole-tuple comparisons against layouts worked out once per size); the rest goes through
-    `_check_inputs`, which accepts exactly the same inputs and says what is wrong."""
+    """Everything the kernel assumes, before anything touches a GPU. On every call, so a valid input
+    takes `_accept_layout_fast` and one device check; the rest `_check_inputs`, which accepts the
+    same inputs and raises ValueError naming the first broken constraint."""
     try:
-        call = _accept_fast(data)
+        accepted = _accept_layout_fast(data)
+        # get_device() is -1 off CUDA: c on CUDA and all seven on one index are seven on it.
+        if accepted is not None and data[6].is_cuda and len({t.get_device() for t in data}) == 1:
+            return Call(accepted[0], data[6].get_device(), accepted[1])
     except (AttributeError, IndexError, TypeError, ValueError):  # not seven tensors: the full check says why
-        call = None
-    if call is None:
-        call = Call(_check_inputs(data), data[6].get_device(), operand_addresses(data))
-    return call
+        pass
+    return Call(_check_inputs(data), data[6].get_device(), operand_addresses(data))
 
 
 @functools.lru_cache(maxsize=64)
 def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, tuple]:
     """The problem, the seven tensors' shapes, and the strides of `_STRIDED_NAMES`."""
     half_k, sf_k = k // 2, k // SF_VEC_SIZE
-    shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l),
-              permuted_scale_shape(m, k, l), permuted_scale_shape(n, k, l), (m, n, l))
-    strides = ((half_k, 1, m * half_k), (half_k, 1, n * half_k), (n, 1, m * n),
-               permuted_scale_strides(m, k, l), permuted_scale_strides(n, k, l))
+    (sfa_shape, sfa_strides), (sfb_shape, sfb_strides) = permuted_scale_layout(m, k, l), permuted_scale_layout(n, k, l)
+    shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l), sfa_shape, sfb_shape, (m, n, l))
+    strides = ((half_k, 1, m * half_k), (half_k, 1, n * half_k), (n, 1, m * n), sfa_strides, sfb_strides)
     return Problem(m, n, k, l), shapes, strides
 
 
-def _accept_fast(data) -> Call | None:
-    """The `Call` of an input valid with exactly the compact strides, else None."""
-    accepted = _accept_layout_fast(data)
-    if accepted is None:
-        return None
-    a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    # get_device() is -1 off CUDA: one CUDA tensor and six on the same index are seven on it.
-    device = c.get_device()
-    if (not c.is_cuda or (a.get_device(), b.get_device(), sfa.get_device(), sfb.get_device(),
-                          sfa_permuted.get_device(), sfb_permuted.get_device()) != (device,) * 6):
-        return None
-    return Call(accepted[0], device, accepted[1])
-
-
 def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
-    """`_accept_fast` but the device: the problem and the operand addresses, else None."""
+    """The problem and the operand addresses of an input valid with exactly the compact strides,
+    its device aside; else None."""
     if not isinstance(data, (tuple, list)):
         return None
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
     if (a.dtype, b.dtype, sfa.dtype, sfb.dtype, sfa_permuted.dtype, sfb_permuted.dtype, c.dtype) != _DTYPES:
         return None
-    shapes = (a.shape, b.shape, sfa.shape, sfb.shape, sfa_permuted.shape, sfb_permuted.shape, c.shape)
-    m, half_k, l = shapes[0]
-    n, k = shapes[1][0], 2 * half_k
+    m, half_k, l = a.shape
+    n, k = b.shape[0], 2 * half_k
     if m <= 0 or n <= 0 or k <= 0 or l <= 0 or m % MN_ALIGN or n % MN_ALIGN or k % K_ALIGN:
         return None
-    problem, expected_shapes, expected_strides = _expected_layouts(m, n, k, l)
-    if (shapes != expected_shapes
-            or (a.stride(), b.stride(), c.stride(), sfa_permuted.stride(), sfb_permuted.stride()) != expected_strides):
-        return None
+    problem, shapes, strides = _expected_layouts(m, n, k, l)
     addresses = operand_addresses(data)
-    if (addresses[0] | addresses[1] | addresses[2] | addresses[3] | addresses[4]) % GMEM_ALIGN:
+    if ((a.shape, b.shape, sfa.shape, sfb.shape, sfa_permuted.shape, sfb_permuted.shape, c.shape) != shapes
+            or (a.stride(), b.stride(), c.stride(), sfa_permuted.stride(), sfb_permuted.stride()) != strides
+            or (addresses[0] | addresses[1] | addresses[2] | addresses[3] | addresses[4]) % GMEM_ALIGN):
         return None
     return problem, addresses
 
@@ -947,8 +855,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
 
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    m, half_k, l = a.shape
-    n = b.shape[0]
+    (m, half_k, l), n = a.shape, b.shape[0]
     k = 2 * half_k
     if l < 1:
         raise ValueError(f"L (a.shape[2]) must be >= 1, got {l}")
@@ -990,15 +897,12 @@ def fake_pointer(dtype) -> cute.Pointer:
 def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
     """A compiled kernel's pointer argument: the bare address through TVM-FFI, else a CuTe
     pointer, cached so that calls on the same buffers reuse it."""
-    if tvm_ffi:
-        return address
-    key = (dtype, address)
-    ptr = _POINTERS.get(key)
-    if ptr is None:
-        if len(_POINTERS) > 4096:
-            _POINTERS.clear()
-        ptr = _POINTERS[key] = make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
-    return ptr
+    return address if tvm_ffi else _cute_pointer(dtype, address)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cute_pointer(dtype, address: int) -> cute.Pointer:
+    return make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
 def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
@@ -1007,23 +911,19 @@ def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
     return values if tvm_ffi else tuple(map(cutlass.Int32, values))
 
 
-_POINTERS: dict[tuple, cute.Pointer] = {}
 _COMPILED: dict[tuple, Callable] = {}
 
 
 def compiled_kernel(key: tuple, build: Callable[[], Callable], tvm_ffi: bool = HAVE_TVM_FFI) -> Callable:
     """The compiled kernel for `key`, built by `build()` once in this process, as plans call it."""
-    kernel = _COMPILED.get(key)
-    if kernel is None:
-        compiled = build()
-        kernel = _COMPILED[key] = bare_tvm_ffi_function(compiled) if tvm_ffi else compiled
-    return kernel
+    if key not in _COMPILED:
+        _COMPILED[key] = bare_tvm_ffi_function(build()) if tvm_ffi else build()
+    return _COMPILED[key]
 
 
 def bare_tvm_ffi_function(compiled: Callable) -> Callable:
-    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi (else `compiled`): the
-    compiled object's Python __call__ inspects every argument, which under CuTeDSL 4.5 took
-    longer than the launch; the plans' bare integers need none of it."""
+    """The TVM-FFI function of a kernel compiled with --enable-tvm-ffi (else `compiled`): the compiled
+    object's __call__ inspects every argument, under CuTeDSL 4.5 longer than the launch takes."""
     try:
         import tvm_ffi
     except ImportError:  # then nothing was compiled for TVM-FFI
@@ -1033,13 +933,9 @@ def bare_tvm_ffi_function(compiled: Callable) -> Callable:
     return tvm_ffi.Function.__call__.__get__(function) if isinstance(function, tvm_ffi.Function) else compiled
 
 
-@dataclass(frozen=True)
-class CompileFacts:
-    """What a kernel reports about one compiled configuration, for the compile checker."""
-
-    config: str
-    smem_bytes: int  # dynamic shared memory the launch requests
-    tmem_columns: int | None  # tensor-memory columns allocated (None where the arch has none)
+# What a kernel reports about one compiled configuration, for the compile checker: its description,
+# the dynamic shared memory the launch requests, the tensor-memory columns (None where the arch has none).
+CompileFacts = NamedTuple("CompileFacts", [("config", str), ("smem_bytes", int), ("tmem_columns", object)])
 
 
 @dataclass
@@ -1063,8 +959,7 @@ class LaunchPlan:
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
     """fp32 partial sums of every split of every output tile (one element where unsplit)."""
-    size = splits * problem.l * problem.m * problem.n if splits > 1 else 1
-    return torch.empty(size, dtype=torch.float32, device=device)
+    return torch.empty(splits * problem.l * problem.m * problem.n if splits > 1 else 1, dtype=torch.float32, device=device)
 
 
 def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device,
@@ -1079,10 +974,15 @@ def split_k_workspace(problem: Problem, splits: int, counter_count: int, device:
 
 # ===== the self-check: the first call of a problem checks its own result =====
 
-# Read once, here: NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies).
-SELF_CHECK_ENV = "NVFP4_SELF_CHECK"
+# Read once, here: NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies), and
+# NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone.
+SELF_CHECK_ENV, TRIAL_IN_CHILD_ENV = "NVFP4_SELF_CHECK", "NVFP4_TRIAL_IN_CHILD"
 SELF_CHECK = os.environ.get(SELF_CHECK_ENV, "1") != "0"
-FALLBACK_PREFIX = "nvfp4 self-check FALLBACK:"
+TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
+FALLBACK_PREFIX, HANG_PREFIX = "nvfp4 self-check FALLBACK:", "nvfp4 self-check HANG:"
+NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
+# The competition's check (its reference.py): |c - reference| <= atol + rtol * |reference|.
+SELF_CHECK_RTOL = SELF_CHECK_ATOL = 1e-3
 _E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 _EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operands' memory
 
@@ -1102,20 +1002,15 @@ def exact_product(data) -> torch.Tensor:
     exact below 2^33; the competition's stay below 2^22."""
     a, b, sfa, sfb, _, _, _ = data
     m, half_k, l = a.shape
-    n = b.shape[0]
-    out = torch.zeros((l, m, n), dtype=torch.float64, device=a.device)
+    out = torch.zeros((l, m, b.shape[0]), dtype=torch.float64, device=a.device)
     for batch in range(l):
         for begin in range(0, 2 * half_k, _EXACT_K_CHUNK):
-            end = min(begin + _EXACT_K_CHUNK, 2 * half_k)
-            rows = _decoded_operand(a[:, begin // 2:end // 2, batch], sfa[:, begin // SF_VEC_SIZE:end // SF_VEC_SIZE, batch])
-            cols = _decoded_operand(b[:, begin // 2:end // 2, batch], sfb[:, begin // SF_VEC_SIZE:end // SF_VEC_SIZE, batch])
+            end = begin + _EXACT_K_CHUNK  # slices stop at K
+            fp4, sf = slice(begin // 2, end // 2), slice(begin // SF_VEC_SIZE, end // SF_VEC_SIZE)
+            rows = _decoded_operand(a[:, fp4, batch], sfa[:, sf, batch])
+            cols = _decoded_operand(b[:, fp4, batch], sfb[:, sf, batch])
             out[batch] += rows @ cols.T
     return out.permute(1, 2, 0)
-
-
-# The competition's check (its reference.py): |c - reference| <= atol + rtol * |reference|.
-SELF_CHECK_RTOL = 1e-3
-SELF_CHECK_ATOL = 1e-3
 
 
 def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int, ...]] | None:
@@ -1127,9 +1022,7 @@ def wrong_elements(c: torch.Tensor, exact: torch.Tensor) -> tuple[int, tuple[int
     for got, want in ((c, reference), (c.float(), reference.float())):
         close &= (got - want).abs() <= SELF_CHECK_ATOL + SELF_CHECK_RTOL * want.abs()
     bad = torch.nonzero(~(close | (c == reference)))
-    if bad.shape[0] == 0:
-        return None
-    return bad.shape[0], tuple(bad[0].tolist())
+    return None if bad.shape[0] == 0 else (bad.shape[0], tuple(bad[0].tolist()))
 
 
 class ExactGemm:
@@ -1153,30 +1046,20 @@ def describe_plan(plan) -> str:
     return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
-def _negated(packed: torch.Tensor) -> torch.Tensor:
-    """Packed e2m1 operand with every value's sign flipped (bit 3 of each nibble)."""
-    out = torch.empty_like(packed)
-    torch.bitwise_xor(packed.view(torch.uint8), 0x88, out=out.view(torch.uint8))
-    return out
-
-
 class ThreeCalls:
-    """Three calls of a plan queued back to back, as the competition queues them, each into its own
-    output filled with NaN (the third the caller's c); the second multiplies by b negated, so that
-    its split-K partials differ from its neighbours'. It catches elements unwritten or wrong and,
-    with split-K, partials or counters one call leaves another; not the order of different
-    calls' stores, nor without split-K anything PDL does."""
+    """Three calls of a plan queued back to back, each into its own output filled with NaN (the
+    third the caller's c); the second by b negated (bit 3 of each e2m1 nibble), so that its
+    split-K partials differ from its neighbours' (docs/b200-first-run.md says what it catches)."""
 
-    CALLS = 3
+    SIGNS = (1, -1, 1)
 
     def __init__(self, data, exact: torch.Tensor):
         a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
+        negated_b = torch.empty_like(b)
+        torch.bitwise_xor(b.view(torch.uint8), 0x88, out=negated_b.view(torch.uint8))
         self.exact = exact
-        self.inputs = (
-            (a, b, sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
-            (a, _negated(b), sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c)),
-            tuple(data),
-        )
+        self.inputs = tuple((a, operand, sfa, sfb, sfa_permuted, sfb_permuted, torch.empty_like(c))
+                            for operand in (b, negated_b)) + (tuple(data),)
 
     def fault(self, plan, watch: Callable[[], str | None] | None = None) -> str | None:
         """None where every call of `plan` was right; else its first wrong element, or what
@@ -1188,25 +1071,19 @@ class ThreeCalls:
         late = watch() if watch is not None else None
         if late is not None:
             return late
-        for number, inputs in enumerate(self.inputs, 1):
-            sign = -1 if number == 2 else 1
+        for number, (inputs, sign) in enumerate(zip(self.inputs, self.SIGNS), 1):
             c = sign * inputs[6]
             wrong = wrong_elements(c, self.exact)
             if wrong is not None:
-                count, index = wrong
-                return (f"call {number} of {self.CALLS}{', b negated' if sign < 0 else ''}: c{list(index)} = "
-                        f"{sign * c[index].item()!r}, exact {sign * self.exact[index].item()!r} "
-                        f"({count} of {c.numel()} elements wrong)")
+                (count, index), negated = wrong, ", b negated" if sign < 0 else ""
+                return (f"call {number} of {len(self.inputs)}{negated}: c{list(index)} = {sign * c[index].item()!r}, "
+                        f"exact {sign * self.exact[index].item()!r} ({count} of {c.numel()} elements wrong)")
         return None
 
 
-class Rung(NamedTuple):
-    """One step of the self-check's ladder: its name (for the fallback lines), how to build its
-    plan, and its traits: what it keeps that a later rung may drop."""
-
-    name: str
-    build: Callable
-    traits: frozenset
+# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
+# and its traits: what it keeps that a later rung may drop.
+Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
 
 
 def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
@@ -1217,6 +1094,20 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Run
         ("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
         ("the conservative configuration", lambda: kernel.launch_plan(problem, device, conservative=True))]
     return [rung if isinstance(rung, Rung) else Rung(*rung, frozenset({rung[0]})) for rung in listed]
+
+
+def _try(rung: Rung, trial: ThreeCalls, watch_for: Callable[[str], Callable | None]) -> tuple:
+    """`rung` built and its three calls checked under `watch_for(description)`: (plan, description,
+    fault or None, its kind: RAISED, HUNG where the watch found the calls late, else WRONG)."""
+    what, watch = f"{rung.name} (not built)", None
+    try:
+        plan = rung.build()
+        what = describe_plan(plan)
+        watch = watch_for(what)
+        fault = trial.fault(plan, watch)
+    except Exception as error:  # a plan that cannot be built or run falls back too
+        return None, what, one_line(error), RAISED
+    return plan, what, fault, HUNG if getattr(watch, "late", False) else WRONG
 
 
 WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
@@ -1230,14 +1121,11 @@ class Failure(NamedTuple):
     kind: str  # WRONG, RAISED, HUNG or FAULTED (in the trial process), or the trial's time SPENT
 
     def blamed(self, traits: frozenset) -> frozenset:
-        """What this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a rung
-        called through it raised (its configuration is tried next without it); nothing where the
-        trial's time is spent; otherwise the configuration's traits."""
+        """What this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a rung called
+        through it raised; nothing where the trial's time is spent; else the configuration's traits."""
         if self.kind == SPENT:
             return frozenset()
-        if self.kind == RAISED and TVM_FFI in traits:
-            return frozenset({TVM_FFI})
-        return traits - {TVM_FFI}
+        return frozenset({TVM_FFI}) if self.kind == RAISED and TVM_FFI in traits else traits - {TVM_FFI}
 
     def lasting(self, blamed: frozenset) -> bool:
         """Whether later problems pass over it too: a hang or fault costs a deadline and a new
@@ -1264,8 +1152,7 @@ def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
     def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
         plain = drawn.to(_FP8).permute(1, 2, 0)
-        permuted = torch.empty_strided(permuted_scale_shape(rows, k, l), permuted_scale_strides(rows, k, l),
-                                       dtype=_FP8, device=device)
+        permuted = torch.empty_strided(*permuted_scale_layout(rows, k, l), dtype=_FP8, device=device)
         # (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L), in the atoms' order
         atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
         permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
@@ -1277,21 +1164,22 @@ def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
     return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
 
 
-# Read once, here: NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone.
-TRIAL_IN_CHILD_ENV = "NVFP4_TRIAL_IN_CHILD"
-TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
-NO_TRIAL_PROCESS = "nvfp4 self-check: no trial process"
+def _context_lost(device: torch.device) -> bool:
+    """Whether this process's CUDA context on `device` can run nothing more."""
+    if device.type != "cuda":
+        return False
+    try:
+        torch.cuda.synchronize(device)
+        torch.ones(1, device=device).add_(1).item()
+        return False
+    except Exception:
+        return True
 
 
 class TrialProcess:
-    """A second Python process on the same device that tries each rung before this process builds
-    it: a rung that hangs or faults the device takes down the trial process (killed or found dead,
-    then started again), never this one, whose CUDA context every later call needs. One process
-    serves every problem, on inputs of its own (`trial_input`: nothing of the caller's memory is
-    where a wild write could reach it); it reports a rung as it begins it, once built, and its
-    verdict, so that a death or a silence names the rung. Past `LOST_BUDGET_S` lost to hangs,
-    faults and restarts no rung is tried; where no trial process can run, one line says so and
-    the rungs are tried in this process alone, as with NVFP4_TRIAL_IN_CHILD=0."""
+    """A second process on the same device that tries each rung, on inputs of its own, before this
+    one builds it: a rung that hangs or faults the device takes the trial process down (killed or
+    found dead, then started again), never this one (docs/b200-first-run.md#the-trial-process)."""
 
     START_DEADLINE_S = 45.0  # Python, torch and CuTeDSL imported, a CUDA context made
     BUILD_DEADLINE_S = 60.0  # a cold compile of one configuration, or the trial's input and exact product
@@ -1299,26 +1187,12 @@ class TrialProcess:
     LOST_BUDGET_S = 60.0  # of the competition's 180 s for a whole run
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
     # Replies go to the standard output it was given, where nothing else writes (what imports
-    # print goes to stderr); this module is loaded from its file under its name here, wherever it
-    # sits, and the kernel class found by its module and qualified name.
-    PROGRAM = """if True:
-        import importlib, importlib.util, json, os, sys
-        replies = os.dup(1)
-        os.dup2(2, 1)
-        settings = json.loads(sys.argv[1])
-        sys.path[:] = settings["path"]
-        spec = importlib.util.spec_from_file_location(settings["module"], settings["file"])
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        try:
-            kernel_module, qualname = settings["kernel"]
-            kernel = importlib.import_module(kernel_module)
-            for name in qualname.split("."):
-                kernel = getattr(kernel, name)
-        except Exception as error:
-            kernel = error
-        module.TrialProcess.serve(settings, kernel, replies)
-    """
+    # print goes to stderr); this module is loaded from its file under its name here, wherever it sits.
+    PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); "
+               "settings = json.loads(sys.argv[1]); sys.path[:] = settings['path']; "
+               "spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
+               "module = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
+               "spec.loader.exec_module(module); module.TrialProcess.serve(settings, replies)")
 
     def __init__(self):
         self.process: subprocess.Popen | None = None
@@ -1344,8 +1218,7 @@ class TrialProcess:
         try:
             return self._screen(problem, number, name) if self._ready(kernel, device) else None
         except Exception as error:  # the trial's own failure never fails a call: the rung is tried here
-            if self.process is not None:
-                self._end(kill=True)
+            self.close()
             self._give_up(f"it failed: {one_line(error)}")
             return None
 
@@ -1354,12 +1227,9 @@ class TrialProcess:
             self._end(kill=True)
 
     def _ready(self, kernel: type, device: torch.device) -> bool:
-        if self.unavailable is not None:
-            return False
-        if self.process is not None and self.kernel is kernel:
-            return True
-        if self.process is not None:
-            self._end(kill=True)
+        if self.unavailable is not None or (self.process is not None and self.kernel is kernel):
+            return self.unavailable is None
+        self.close()
         began = time.monotonic()
         why = self._start(kernel, device)
         if self.started:  # a new process, after one that hung or died
@@ -1383,7 +1253,6 @@ class TrialProcess:
             self.process = subprocess.Popen([sys.executable, "-c", self.PROGRAM, json.dumps(settings)],
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except (OSError, ValueError, subprocess.SubprocessError) as error:
-            self.process = None
             return f"it could not be started: {one_line(error)}"
         self.kernel, self._buffer = kernel, b""
         reply = self._receive(self.START_DEADLINE_S)
@@ -1402,24 +1271,21 @@ class TrialProcess:
             self.process.stdin.write(json.dumps({"problem": list(problem), "rung": number}).encode() + b"\n")
             self.process.stdin.flush()
         except OSError:  # it ended
-            self._end(kill=True)
+            self.close()
             self._give_up("it ended between problems")
             return None
         begun, what = False, None  # the rung begun; its plan's description once built
-        while True:
-            reply = self._receive(self.BUILD_DEADLINE_S if what is None else self.RUN_DEADLINE_S)
-            if not isinstance(reply, dict):
-                break
+        while isinstance(reply := self._receive(self.BUILD_DEADLINE_S if what is None else self.RUN_DEADLINE_S), dict):
             if "fault" not in reply:  # the rung begun, or built and about to be launched
                 begun, what = True, reply.get("what")
-                continue
-            if reply["fault"] is None:
+            elif reply["fault"] is None:
                 return None
-            if reply["context_lost"]:  # the process ends itself
+            elif reply["context_lost"]:  # the process ends itself
                 self._end(kill=False)
                 self.lost_s += time.monotonic() - began
                 return Failure(reply["what"], f"{reply['fault']} (the trial process's CUDA context was lost)", FAULTED)
-            return Failure(reply["what"], reply["fault"], RAISED if reply["raised"] else WRONG)
+            else:
+                return Failure(reply["what"], reply["fault"], RAISED if reply["raised"] else WRONG)
         ended = self._end(kill=reply == self.SILENT)
         self.lost_s += time.monotonic() - began
         if not begun:
@@ -1451,45 +1317,34 @@ class TrialProcess:
         """End the process: with `kill` at once (then None); else wait for it to exit (its CUDA
         context's teardown may take seconds) and say how it ended ("died of SIGSEGV")."""
         process, self.process, self.kernel = self.process, None, None
-        try:
+        with contextlib.suppress(OSError):
             process.stdin.close()
-        except OSError:
-            pass
         returncode = None
         if not kill:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 returncode = process.wait(timeout=self.BUILD_DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                pass
         if returncode is None:
             process.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # held in the driver: left to it
                 process.wait(timeout=self.RUN_DEADLINE_S)
-            except subprocess.TimeoutExpired:  # held in the driver: left to it
-                pass
         process.stdout.close()
-        if returncode is None:
-            return None
-        if returncode < 0:
-            try:
-                return f"died of {signal.Signals(-returncode).name}"
-            except ValueError:
-                return f"died of signal {-returncode}"
-        return f"exited with status {returncode}"
+        if returncode is None or returncode >= 0:
+            return None if returncode is None else f"exited with status {returncode}"
+        return f"died of {({s.value: s.name for s in signal.Signals}).get(-returncode, f'signal {-returncode}')}"
 
     # ----- the trial process's side -----
 
-    @classmethod
-    def serve(cls, settings: dict, kernel: type | Exception, replies: int) -> None:
-        """A request a line on stdin, a reply a line on the descriptor `replies`. `kernel` is the
-        class the program found, or why none. The last problem's input and rungs are kept."""
+    @staticmethod
+    def serve(settings: dict, replies: int) -> None:
+        """A request a line on stdin, a reply a line on the descriptor `replies`, for the kernel
+        class found by its module and qualified name. The last problem's input and rungs are kept."""
 
         def reply(**message) -> None:
             os.write(replies, json.dumps(message).encode() + b"\n")
 
         try:
-            if isinstance(kernel, Exception):
-                raise kernel
+            kernel_module, qualname = settings["kernel"]
+            kernel = functools.reduce(getattr, qualname.split("."), importlib.import_module(kernel_module))
             device = torch.device(settings["device"])
             if device.type == "cuda":
                 torch.cuda.set_device(device)
@@ -1498,7 +1353,7 @@ class TrialProcess:
             reply(unavailable=one_line(error))
             return
         reply(ready=True)
-        problem, trial, rungs = None, None, None
+        problem = None
         for line in sys.stdin.buffer:
             request = json.loads(line)
             if request["problem"] != problem:
@@ -1507,52 +1362,22 @@ class TrialProcess:
                     torch.cuda.empty_cache()
                 data = trial_input(Problem(*problem), device, seed=sum(problem))
                 trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
-            cls._try_rung(trial, rungs, request["rung"], device, reply)
-
-    @staticmethod
-    def _try_rung(trial: ThreeCalls, rungs: list[Rung], number: int, device: torch.device, reply: Callable) -> None:
-        reply(rung=number)
-        what, raised = f"{rungs[number].name} (not built)", False
-        try:
-            plan = rungs[number].build()
-            what = describe_plan(plan)
-            reply(rung=number, what=what)
-            fault = trial.fault(plan)
-        except Exception as error:
-            fault, raised = one_line(error), True
-        plan = None
-        lost = fault is not None and TrialProcess._context_lost(device)
-        reply(rung=number, what=what, fault=fault, raised=raised, context_lost=lost)
-        if lost:
-            os._exit(1)  # nothing more can run in this context
-
-    @staticmethod
-    def _context_lost(device: torch.device) -> bool:
-        if device.type != "cuda":
-            return False
-        try:
-            torch.cuda.synchronize(device)
-            torch.ones(1, device=device).add_(1).item()
-        except Exception:
-            return True
-        return False
+            number = request["rung"]
+            reply(rung=number)
+            what, fault, kind = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
+            lost = fault is not None and _context_lost(device)
+            reply(rung=number, what=what, fault=fault, raised=kind == RAISED, context_lost=lost)
+            if lost:
+                os._exit(1)  # nothing more can run in this context
 
 
 _TRIAL = TrialProcess()
 
 
-def _fall_back(shape: str, what: str, fault: str, instead: str) -> None:
-    print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
-
-
-HANG_PREFIX = "nvfp4 self-check HANG:"
-
-
 class CallerWatch:
-    """The guard on a rung's three calls here, behind the caller's own work, after they passed in
-    the trial process: calls later than `RUN_DEADLINE_S` fall back like a hang; with no answer
-    by `GIVE_UP_S` a kernel holds the GPU for good, and the process says so and exits, well
-    before the competition's 180 s end the run with no word."""
+    """The guard on a rung's three calls here after they passed in the trial process: later than
+    `RUN_DEADLINE_S` they fall back like a hang; with no answer by `GIVE_UP_S` the process says
+    so and exits, before the competition's 180 s end the run with no word."""
 
     RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
     GIVE_UP_S = 60.0
@@ -1593,26 +1418,10 @@ def _queued_work_done() -> Callable[[], bool]:
     return event.query
 
 
-def _check_here(rung: Rung, trial: ThreeCalls, device: torch.device, shape: str) -> tuple[object, Failure | None]:
-    """`rung` built here and tried by `trial` under a `CallerWatch`: its plan, or how it failed."""
-    what = f"{rung.name} (not built)"
-    try:
-        plan = rung.build()
-        what = describe_plan(plan)
-        watch = CallerWatch.on(device, shape, what)
-        fault = trial.fault(plan, watch)
-    except Exception as error:  # a plan that cannot be built or run falls back too
-        return None, Failure(what, one_line(error), RAISED)
-    if fault is None:
-        return plan, None
-    return None, Failure(what, fault, HUNG if watch is not None and watch.late else WRONG)
-
-
 def first_call(kernel: type, call: Call, data):
-    """The kernel's rungs in turn, each tried in the trial process, then here by `ThreeCalls` on
-    the caller's input; the first that passes serves the later calls. A failure prints a
-    FALLBACK_PREFIX line and the ladder skips to the next rung that keeps none of what it, or an
-    earlier problem's hang or fault, put in doubt; after the last, the exact product answers."""
+    """The kernel's rungs in turn, each tried in the trial process, then here on the caller's input;
+    the first that passes serves the later calls. A failure prints a FALLBACK_PREFIX line and
+    skips to the next rung that keeps none of what was put in doubt; after the last, the exact product."""
     problem, device = call.problem, data[6].device
     if not SELF_CHECK:
         plan = kernel.launch_plan(problem, device)
@@ -1623,56 +1432,52 @@ def first_call(kernel: type, call: Call, data):
     rungs = plan_rungs(kernel, problem, device)
     shape = "x".join(map(str, problem))
 
-    def instead(number: int) -> str:
-        return rungs[number].name if number < len(rungs) else "the exact torch product"
+    def fall_back(what: str, fault: str, number: int) -> None:
+        instead = rungs[number].name if number < len(rungs) else "the exact torch product"
+        print(f"{FALLBACK_PREFIX} M x N x K x L = {shape}, {what}: {fault}; now {instead}", file=sys.stderr, flush=True)
 
     doubts = set(_TRIAL.condemned)
     number = next_rung(rungs, 0, doubts)
     if number > 0:
         why = "; ".join(where for blamed, where in _TRIAL.condemned.items() if rungs[0].traits >= blamed)
-        _fall_back(shape, rungs[0].name, f"not tried: it keeps what failed before ({why})", instead(number))
+        fall_back(rungs[0].name, f"not tried: it keeps what failed before ({why})", number)
     while number < len(rungs):
         rung = rungs[number]
         failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
-        if failure is None:
-            plan, failure = _check_here(rung, trial, device, shape)
-            if failure is None:
+        if failure is None:  # then built here and tried on the caller's input, under a CallerWatch
+            plan, what, fault, kind = _try(rung, trial, lambda what: CallerWatch.on(device, shape, what))
+            if fault is None:
                 return plan
+            failure = Failure(what, fault, kind)
         blamed = failure.blamed(rung.traits)
         doubts.add(blamed)
         if failure.lasting(blamed):
             _TRIAL.condemned.setdefault(blamed, f"{failure.what} {failure.kind} for {shape}")
         number = next_rung(rungs, number + 1, doubts)
-        _fall_back(shape, failure.what, failure.fault, instead(number))
+        fall_back(failure.what, failure.fault, number)
     data[6].copy_(exact.to(torch.float16))
     return ExactGemm
 
 
 # ===== dispatch: the kernel for the device, its plan per problem =====
 
-_ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
-
-
-def kernel_for_arch(arch: str) -> type | None:
+def kernel_for_arch(arch: str | None) -> type | None:
     """The kernel class for a target, or None: its `launch_plan(problem, device)` and, for
     harness/submitting/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
-    if arch == Sm100Gemm.ARCH:
-        return Sm100Gemm
     if arch == "sm_90a":
         from hopper_stand_in import HopperNvfp4Gemm  # local runs only: the leaderboard has no Hopper
 
         return HopperNvfp4Gemm
-    return None
+    return Sm100Gemm if arch == Sm100Gemm.ARCH else None
 
 
 def kernel_for_device(device: torch.device) -> type:
     major, minor = torch.cuda.get_device_capability(device)
-    arch = _ARCH_BY_MAJOR.get(major)
-    if arch is None:
-        raise RuntimeError(
-            f"no kernel for compute capability {major}.{minor}: this submission runs on "
-            "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
-    return kernel_for_arch(arch)
+    kernel = kernel_for_arch({10: "sm_100a", 9: "sm_90a"}.get(major))
+    if kernel is None:
+        raise RuntimeError(f"no kernel for compute capability {major}.{minor}: this submission runs on "
+                           "10.x (B200, sm_100a) and 9.x (H100/H200, sm_90a)")
+    return kernel
 
 
 _PLANS: dict[tuple, LaunchPlan] = {}

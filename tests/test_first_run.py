@@ -116,7 +116,7 @@ def test_the_refit_moves_the_constants_toward_what_was_measured():
 
 def test_the_table_shows_measured_beside_modelled_and_the_chosen_one():
     config = sub.sm100_config(sub.Problem(*SHAPES[2]))
-    other = sub.sm100_plain_config()
+    other = sub.Sm100Config.one_cta(128)
     rows = [first_run.Measured(SHAPES[2], config, 4.25, 3.62), first_run.Measured(SHAPES[2], other, None, 6.0,
                                                                                    note="ValueError: refused")]
     console = Console(width=250, record=True)
