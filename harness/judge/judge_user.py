@@ -24,6 +24,7 @@ the judge's files are outside the worker's root or bound read-only there (`/sys`
 among them).
 """
 
+import contextlib
 import ctypes
 import os
 import pwd
@@ -49,19 +50,23 @@ def judge_ids() -> tuple[int, int]:
     """(uid, gid) of `JUDGE_USER_ENV`: a user's name, or a number (its own gid then). ValueError for
     root or a name the system lacks."""
     wanted = os.environ.get(JUDGE_USER_ENV, "").strip() or DEFAULT_USER
-    if wanted.isdigit():
+    if wanted.isascii() and wanted.isdigit():
         uid, gid = int(wanted), int(wanted)
     else:
         try:
             entry = pwd.getpwnam(wanted)
             uid, gid = entry.pw_uid, entry.pw_gid
-        except KeyError:
+        except (KeyError, ValueError):  # no such name; a NUL in it
             if wanted != DEFAULT_USER:
                 raise ValueError(f"{JUDGE_USER_ENV}={wanted!r} names no user of this system") from None
             uid, gid = DEFAULT_ID, DEFAULT_ID
     if uid == 0 or gid == 0:
         raise ValueError(f"{JUDGE_USER_ENV}={wanted!r} is root's: the judge's own user must be unprivileged")
     return uid, gid
+
+
+def _kept_mask() -> int:
+    return sum(1 << CAPABILITY_NUMBERS[name] for name in KEPT_CAPABILITIES)
 
 
 def _capset(libc, capabilities: int) -> None:
@@ -98,14 +103,13 @@ def drop_root() -> str | None:
         return _REFUSED[0]
     os.environ.setdefault("HARNESS_COMMIT", git_commit())
     libc = ctypes.CDLL(None, use_errno=True)
-    kept = sum(1 << CAPABILITY_NUMBERS[name] for name in KEPT_CAPABILITIES)
     try:
         if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
-        _capset(libc, kept)
+        _capset(libc, _kept_mask())
         libc.prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0)
     except OSError as error:
         _REFUSED.append(f"its own user (uid {uid}: {error}): its GPU workers cannot open its CUDA IPC handles")
@@ -130,6 +134,27 @@ def regain_root() -> None:
     if _DROPPED:
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
+
+
+@contextlib.contextmanager
+def files_of_root():
+    """Files and folders made in the block owned by root, not by the judge's user (this thread's
+    file-system uid and gid 0 for the block): the cgroups the judge makes for its workers, whose
+    limits a worker of the judge's uid could otherwise write wherever it reached them."""
+    if not _DROPPED:
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = _DROPPED[0]
+    libc.setfsgid(0)
+    libc.setfsuid(0)
+    try:
+        yield
+    finally:
+        libc.setfsuid(uid)
+        libc.setfsgid(gid)
+        # A file-system uid back from 0 clears the file capabilities from the effective set.
+        _capset(libc, _kept_mask())
 
 
 def refused() -> list[str]:

@@ -121,10 +121,10 @@ class Launch:
     as_root: bool = False  # bubblewrap started as root by a judge that changed its user
 
     def preexec(self) -> None:
+        if self.as_root:  # first: the modules it imports may be readable by root alone
+            judge_user.regain_root()
         import resource
 
-        if self.as_root:
-            judge_user.regain_root()
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
         self.cgroup.enter()
 
@@ -172,7 +172,8 @@ class Sandbox:
         self._cuda = device.startswith("cuda")
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
-        self._cgroups = JudgeCgroups("cgroup" not in layers_off())
+        with judge_user.files_of_root():
+            self._cgroups = JudgeCgroups("cgroup" not in layers_off())
         self.memory_bytes = memory_bytes
         # The (uid, gid) a worker's bootstrap changes to where the judge is root (`_user_arguments`):
         # the judge's own where it changed to one (a GPU judge: CUDA IPC needs the exporter's uid),
@@ -264,7 +265,8 @@ class Sandbox:
         """The command that starts a worker whose own writable folder is `folder`, talking on
         `socket_fd` (its number in the new process too) and printing to `log_fd`."""
         self._count += 1
-        cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
+        with judge_user.files_of_root():
+            cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
         if self.user is not None:
             # The judge's copies in it, readable by the worker's user, which reads them inside the
             # sandbox (`HANDED_OVER_FOLDER`). The judge's folder above it is closed to others.
