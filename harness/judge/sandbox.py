@@ -35,8 +35,8 @@ from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
 from harness.runner.files import HANDED_OVER_FOLDER
 
-# A file a worker writes past this size gets SIGXFSZ: its log stays bounded, and each file in its
-# folder (not their number: the folder is on the judge's disk, docs/judge.md says what is in reach).
+# A file a worker writes past this size gets SIGXFSZ: its log, on the judge's disk, stays bounded
+# (its folder and /tmp are tmpfs held to the memory limit inside bubblewrap).
 MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
 # Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock, user): to find
@@ -192,7 +192,8 @@ class Sandbox:
                                       self._root_in_namespace)
         self._tmp_bytes = memory_bytes if memory_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
         if memory_bytes and self._bwrap and self._tmp_bytes is None:
-            self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
+            self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp and folder are held to the memory limit by its "
+                                "cgroup alone")
         self._generated = Path(tempfile.mkdtemp(prefix="nvfp4-sandbox-"))
         worker_root.write_etc(self._generated / "etc", *(self.user or (os.getuid(), os.getgid())))
         self._count = 0
