@@ -51,7 +51,8 @@ def test_a_root_judge_changes_to_its_own_user_keeping_only_the_capabilities_its_
             os._exit(0 if os.getresuid() == (0, 0, 0) else 1)
         print(json.dumps({{"refused": refused, "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups(),
                           "status": status, "executed": executed, "after": after, "regained": os.waitpid(child, 0)[1] == 0,
-                          "commit": os.environ.get("HARNESS_COMMIT")}}))
+                          "commit": os.environ.get("HARNESS_COMMIT"),
+                          "processes": __import__("resource").getrlimit(__import__("resource").RLIMIT_NPROC)}}))
     """)
     uid, gid = judge_user.judge_ids()
     assert found["refused"] is None
@@ -65,6 +66,10 @@ def test_a_root_judge_changes_to_its_own_user_keeping_only_the_capabilities_its_
     assert found["after"] == status, "the files made as root cost the judge no capability"
     assert (tmp_path / "root.txt").stat().st_uid == 0 and (tmp_path / "own.txt").stat().st_uid == uid
     assert found["regained"] and found["commit"]
+    import resource
+
+    soft, hard = found["processes"]
+    assert soft == hard and hard >= resource.getrlimit(resource.RLIMIT_NPROC)[1], "its uid's process limit at its highest"
 
 
 @NEEDS_ROOT

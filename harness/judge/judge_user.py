@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import os
 import pwd
+import resource
 import sys
 
 JUDGE_USER_ENV = "NVFP4_JUDGE_USER"  # a user name or a uid; `nobody` where unset
@@ -103,6 +104,16 @@ def drop_root() -> str | None:
         return _REFUSED[0]
     os.environ.setdefault("HARNESS_COMMIT", git_commit())
     libc = ctypes.CDLL(None, use_errno=True)
+    # Its workers' processes count against its uid's process limit too: none where root may lift it
+    # (CAP_SYS_RESOURCE), else the highest, for the judge and them alike (their cgroups' pids.max
+    # bounds theirs), so that they can hardly refuse it a fork.
+    processes = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    for limit in (resource.RLIM_INFINITY, processes):
+        try:
+            resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+            break
+        except (ValueError, OSError):
+            continue
     try:
         if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
