@@ -505,6 +505,18 @@ def test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it(tmp_p
     sandbox.close()
 
 
+@pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")
+def test_a_root_judge_of_its_own_user_freezes_and_ends_a_worker_that_hops_pids(tmp_path):
+    """The test above with a root judge that changed to its own user: the cgroups it makes (root's)
+    still freeze and end its worker's whole tree."""
+    ran = subprocess.run([sys.executable, str(Path(__file__).parent / "judge_of_its_own_user.py"), str(tmp_path), "--test",
+                          test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it.__name__],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, sandbox_module.LAYERS_OFF_ENV: ""})
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-3000:]
+    judge = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert judge["refused"] is None and judge["uids"] == [judge_user.judge_ids()[0]] * 3
+
+
 @pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own (the test's files stay off the host's) needs root")
 def test_a_gpu_workers_rules_shrink_no_file_under_dev_by_any_path():
     """A GPU worker's Landlock rules (write under /dev and /proc, shrink nothing under /dev),
