@@ -75,7 +75,10 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         from harness.judge import judge_user
 
-        print("judge's own user:", judge_user.drop_root() or judge_user.dropped_ids(), flush=True)
+        refused = judge_user.drop_root()
+        if judge_user.dropped_ids() is None:
+            sys.exit(f"the judge kept its user: {refused or 'it is not root'}")
+        print("judge's own user (uid, gid):", judge_user.dropped_ids(), flush=True)
     exported = torch.arange(1024, device="cuda", dtype=torch.float32)
     event = torch.cuda.Event(interprocess=True)
     event.record()
