@@ -22,6 +22,7 @@ from harness.problems import shapes, sol, taskfile
 from harness.judge.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_INFRASTRUCTURE,
                            EXIT_NO_GPU, EXIT_PASS, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED, EXIT_USAGE)
 from harness.judge.dev_shm import own_dev_shm
+from harness.judge.judge_user import drop_root
 from harness.judge.given_up import end_on_own_error, end_process
 from harness.judge.isolation import WorkerNotStarted
 from harness.judge.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
@@ -153,6 +154,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
                                      "answers 413)")
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
+        drop_root()  # a root judge's own user, before CUDA starts (its workers' too: CUDA IPC)
     if official and problem.official_refused:
         raise click.UsageError(problem.official_refused)
     cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)

@@ -19,16 +19,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.judge import judge_user
 from harness.judge import sandbox as sandbox_module
 from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.runner.calls import SANITIZER_ENV
-from harness.runner.files import REPO_ROOT, runner_files
+from harness.runner.files import HANDED_OVER_FOLDER, REPO_ROOT, runner_files
 
 LINUX = sys.platform.startswith("linux")
+ROOT = LINUX and os.geteuid() == 0
 FIXTURES = Path(__file__).parent / "fixtures" / "sandbox"
 # What the probe says of itself; its writes are judged by what reached the judge's own files.
-ATTEMPTS = ("signal the judge", "trace the judge", "see the judge's process", "reach a network interface",
+ATTEMPTS = ("signal the judge", "signal every other process of its user", "trace the judge", "read the judge's memory",
+            "see the judge's process", "rewrite the judge's copies", "reach a network interface",
             "set the clock", "keep a capability", "run as root", "run as root on the host", "open a kernel setting for writing",
             "read the judge's log folder", "read the judge's records", "reach the sandbox's init")
 # The device nodes a CPU worker has, every one of them (harness/judge/worker_root.py).
@@ -72,7 +75,8 @@ def _probe(tmp_path, monkeypatch, layers_off: str = "", device: str = "cpu", mem
     aims = tmp_path / "aims"
     aims.mkdir(exist_ok=True)
     (aims / "probe_targets.json").write_text(json.dumps(
-        {"judge_pid": os.getpid(), "repo": str(REPO_ROOT), "judge_tmp": str(tmp_path), **targets}))
+        {"judge_pid": os.getpid(), "repo": str(REPO_ROOT), "judge_tmp": str(tmp_path), "handed_over": HANDED_OVER_FOLDER,
+         **targets}))
     protect_the_judge()
     sandbox = sandbox_module.Sandbox(device, memory_bytes=memory_bytes)
     files = {**runner_files(), "submission.py": FIXTURES / "probe_escape.py", "probe_targets.json": aims / "probe_targets.json"}
@@ -98,6 +102,18 @@ def _probe(tmp_path, monkeypatch, layers_off: str = "", device: str = "cpu", mem
             environment[name] = value
     assert crash is not None or set(said) >= set(ATTEMPTS) | {"write its own folder"}, output
     return Probe(said, environment, given, _planted(tmp_path), output, crash)
+
+
+def _probe_by_a_judge_of_its_own_user(tmp_path, device: str, **targets) -> tuple[Probe, dict]:
+    """`_probe` with a root judge that changed to its own user (tests/judge_of_its_own_user.py, a
+    process of its own), and that judge's report: what it refused, its uids, the sandbox's layers."""
+    ran = subprocess.run([sys.executable, str(Path(__file__).parent / "judge_of_its_own_user.py"), str(tmp_path), device,
+                          json.dumps(targets)], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, sandbox_module.LAYERS_OFF_ENV: ""})
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    judge = json.loads(ran.stdout.strip().splitlines()[-1])
+    found = judge.pop("probe")
+    return Probe(**{**found, "given": set(found["given"])}), judge
 
 
 def _attempts(tmp_path, monkeypatch, probe: str, layers_off: str = "") -> dict[str, bool]:
@@ -160,6 +176,24 @@ def test_a_worker_with_every_layer_gets_out_by_no_way_an_attacker_tries(tmp_path
     assert all(_allowed(name) for name in found.given)
 
 
+@pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")
+def test_a_root_judge_of_its_own_user_has_workers_of_its_uid_that_reach_nothing_of_its(tmp_path):
+    """A root judge that changed to its own user (as a GPU judge does, for CUDA IPC): its worker
+    runs as the judge's uid on the host, without a capability, and as that same user still
+    reaches nothing of the judge's: no signal (to it or to every process of the user), no trace,
+    no /proc file or memory of it, none of its files; the judge still ends the worker's tree."""
+    _skip_without_every_layer()
+    found, judge = _probe_by_a_judge_of_its_own_user(tmp_path, "cpu")
+    uid, gid = judge_user.judge_ids()
+    assert judge["refused"] is None and judge["uids"] == [uid] * 3
+    layers = judge["layers"]
+    assert layers["uid"] == layers["host_uid"] == uid and layers["gid"] == gid and layers["capabilities"] == 0
+    assert layers["refused"] == []
+    assert [what for what in ATTEMPTS if found.said[what]] == [], found.output
+    assert found.planted == [] and found.got("open for writing ") == [] and found.got("connect to socket ") == []
+    assert found.said["write its own folder"]
+
+
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
 def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_path, monkeypatch):
     """A Unix socket listening in a folder the worker's root binds (on the judge's import path),
@@ -183,14 +217,12 @@ def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_pat
 
 
 @pytest.mark.skipif(not LINUX, reason="cgroups are Linux's")
-@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm", pytest.param(".", marks=pytest.mark.xfail(
-    strict=True, reason="the worker's own folder is a folder of the judge's on the host's disk, bound in: its page cache "
-                        "is written back, not held, so no memory limit counts it, and only each file's size is bounded "
-                        "(RLIMIT_FSIZE): a worker fills the host's disk"))])
+@pytest.mark.parametrize("place", ["memfd", "/tmp", "/dev/shm", "."])
 def test_memory_hoarded_past_the_limit_anywhere_is_a_crash_naming_the_limit_or_refused(tmp_path, monkeypatch, place):
-    """Memory a worker holds where no resident size counts (a memfd never mapped, a tmpfs file):
-    the worker's memory cgroup counts it, and the kernel ends the worker past the limit (a crash
-    naming the limit); a tmpfs held to the limit refuses the write first."""
+    """Memory a worker holds where no resident size counts (a memfd never mapped, a tmpfs file, its
+    own folder, a tmpfs of its sandbox's rather than the judge's disk): the worker's memory cgroup
+    counts it, and the kernel ends the worker past the limit (a crash naming the limit); a tmpfs
+    held to the limit refuses the write first."""
     limit = 192 << 20
     sandbox = sandbox_module.Sandbox("cpu", memory_bytes=limit)
     sandbox.close()
@@ -315,40 +347,45 @@ def test_a_judge_in_a_virtual_environment_under_tmp_starts_its_workers(tmp_path)
         shutil.rmtree(venv.parent, ignore_errors=True)
 
 
+def _cuda_probe(tmp_path, monkeypatch) -> Probe:
+    """The probe through a CUDA worker, whose judge is this process, or where this process is root,
+    a root judge that changed to its own user before CUDA started, as a GPU judge does (a test
+    process that stays root would export its memory as root: CUDA IPC needs the worker as root)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    _skip_without_every_layer()
+    if not ROOT:
+        return _probe(tmp_path, monkeypatch, device="cuda")
+    found, judge = _probe_by_a_judge_of_its_own_user(tmp_path, "cuda")
+    assert judge["refused"] is None and judge["layers"]["host_uid"] == judge["uids"][0] != 0
+    assert judge["layers"]["refused"] == [], judge["layers"]
+    return found
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
 def test_a_cuda_worker_has_its_gpus_nodes_and_no_other_device_as_an_unprivileged_user(tmp_path, monkeypatch):
     """Item 1 on a GPU: the probe through a CUDA worker opens the harmless five, the GPU's own
     nodes (nvidia<N> of the judge's GPUs, nvidiactl, nvidia-uvm and -tools, nvidia-caps) and
-    nothing else, and runs as the judge's user (under a root judge, uid 0 in a user namespace of
-    its own, without a capability: CUDA IPC opens only under the exporter's uid)."""
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    _skip_without_every_layer()
-    found = _probe(tmp_path, monkeypatch, device="cuda")
-    assert not found.said["keep a capability"]
-    # Under a root judge, uid 0 in a user namespace of its own: CUDA IPC needs the exporter's uid.
-    assert found.said["run as root"] == found.said["run as root on the host"] == (os.geteuid() == 0)
+    nothing else, and runs as the judge's user (under a root judge, the user it changed to before
+    CUDA started), without a capability, reaching nothing of the judge's."""
+    found = _cuda_probe(tmp_path, monkeypatch)
+    assert found.crash is None, found.output
+    assert [what for what in ATTEMPTS if found.said[what]] == [], found.output
     gpu_nodes = {path for path in found.got("open device ") if path.startswith("/dev/nvidia")}
     assert set(found.got("open device ")) - gpu_nodes <= CPU_DEVICES
     assert "/dev/nvidiactl" in gpu_nodes and any(re.fullmatch(r"/dev/nvidia\d+", path) for path in gpu_nodes)
     assert found.got("connect to socket ") == []
-    # uid 0 like bubblewrap's init in its namespace, without the capabilities it may keep there.
-    assert not found.said["reach the sandbox's init"] and not found.said["read the judge's records"]
+    assert found.said["write its own folder"] and found.planted == []
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
-@pytest.mark.xfail(os.geteuid() == 0, strict=True,
-                   reason="a root judge's GPU worker is uid 0 in its own user namespace, and /proc/driver stays writable "
-                          "for the driver: it opened /proc/driver/nvidia/gpus/*/registry and power files for writing on an "
-                          "H200 (docs/judge.md, what is still in a submission's reach)")
 def test_a_cuda_worker_opens_no_kernel_file_for_writing(tmp_path, monkeypatch):
-    """The probe through a CUDA worker opens no file under /proc or /sys for writing."""
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    _skip_without_every_layer()
-    assert _probe(tmp_path, monkeypatch, device="cuda").got("open for writing ") == []
+    """The probe through a CUDA worker opens no file under /proc or /sys for writing: a root
+    judge's worker is the judge's own unprivileged user, and /proc/driver's files are root's."""
+    found = _cuda_probe(tmp_path, monkeypatch)
+    assert found.tried("open for writing /proc/") and found.got("open for writing ") == []
 
 
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
@@ -466,6 +503,18 @@ def test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it(tmp_p
         worker.close()
     assert not cgroup.exists()
     sandbox.close()
+
+
+@pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")
+def test_a_root_judge_of_its_own_user_freezes_and_ends_a_worker_that_hops_pids(tmp_path):
+    """The test above with a root judge that changed to its own user: the cgroups it makes (root's)
+    still freeze and end its worker's whole tree."""
+    ran = subprocess.run([sys.executable, str(Path(__file__).parent / "judge_of_its_own_user.py"), str(tmp_path), "--test",
+                          test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it.__name__],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, sandbox_module.LAYERS_OFF_ENV: ""})
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-3000:]
+    judge = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert judge["refused"] is None and judge["uids"] == [judge_user.judge_ids()[0]] * 3
 
 
 @pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own (the test's files stay off the host's) needs root")

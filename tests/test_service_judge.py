@@ -125,8 +125,8 @@ def test_a_benchmark_case_is_measured_inside_the_scope_that_freezes_them(monkeyp
 @pytest.mark.e2e
 def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory_limit(tmp_path):
     """A candidate's log (64 MiB of it) is gone with its worker, so that candidates cannot fill the
-    judge's disk one after another; a candidate's /tmp (memory no resident size counts) holds no
-    more than the memory limit."""
+    judge's disk one after another; a candidate's /tmp and its own folder (memory no resident size
+    counts, never the judge's disk) hold no more than the memory limit."""
     from harness.service.judges import LocalJudge
 
     scratch = tmp_path / "judge"
@@ -142,11 +142,14 @@ def test_nothing_a_candidate_wrote_outlives_it_and_its_tmp_is_held_to_the_memory
         assert judged("cheat_leaves_a_log_behind")["status"] == "pass"
         left = {str(path): path.stat().st_size for path in scratch.rglob("*") if path.is_file()}
         assert sum(left.values()) < 8 << 20, left
-        hoarded = judged("cheat_hoards_memory_in_tmp")
-        # The worker's memory cgroup ends it first where the system has one (its tmpfs pages count),
-        # else the tmpfs, held to the limit, refuses the write.
-        assert (hoarded["status"] == "crash" and "over the 1024 MiB limit" in hoarded["message"]
-                or hoarded["status"] == "error" and "No space left on device" in hoarded["message"]), hoarded
+        for hoarding in ("cheat_hoards_memory_in_tmp", "cheat_hoards_memory_in_its_folder"):
+            hoarded = judged(hoarding)
+            # The worker's memory cgroup ends it first where the system has one (its tmpfs pages
+            # count), else the tmpfs, held to the limit, refuses the write.
+            assert (hoarded["status"] == "crash" and "over the 1024 MiB limit" in hoarded["message"]
+                    or hoarded["status"] == "error" and "No space left on device" in hoarded["message"]), hoarded
+        left = {str(path): path.stat().st_size for path in scratch.rglob("*") if path.is_file()}
+        assert sum(left.values()) < 8 << 20, left
     finally:
         judge.close()
 

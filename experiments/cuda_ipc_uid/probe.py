@@ -7,6 +7,11 @@ opens them (harness/shared/cuda_ipc.py); the sandbox chooses the worker's uid, n
 in a child started under each variation and prints one line each:
 
     python experiments/cuda_ipc_uid/probe.py        # as root on a GPU machine, bubblewrap on PATH or NVFP4_BWRAP
+    python experiments/cuda_ipc_uid/probe.py --judge-user   # the exporter a root judge of its own user
+
+With `--judge-user` the exporter first changes to the judge's own user as a root GPU judge does
+(harness/judge/judge_user.py), and the openers are its children: as its uid, and under bubblewrap
+started as root again, changing to that uid (setpriv) or staying root.
 """
 
 import base64
@@ -14,6 +19,7 @@ import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 from torch.multiprocessing.reductions import reduce_tensor
@@ -52,18 +58,40 @@ def variations(bwrap: str) -> dict[str, list[str]]:
     }
 
 
+def judge_user_variations(bwrap: str, uid: int, gid: int) -> dict[str, list[str]]:
+    whole = [bwrap, "--bind", "/", "/", "--proc", "/proc", "--die-with-parent", "--dev-bind", "/dev", "/dev",
+             "--unshare-pid", "--unshare-ipc", "--unshare-net"]
+    as_judge = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    return {
+        "no sandbox, the judge's uid": [],
+        "bubblewrap as root, then the judge's uid": whole + ["--"] + as_judge,
+        "bubblewrap as root, staying root": whole,
+    }
+
+
 def main() -> None:
+    dropped = "--judge-user" in sys.argv[1:]
+    if dropped:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from harness.judge import judge_user
+
+        refused = judge_user.drop_root()
+        if judge_user.dropped_ids() is None:
+            sys.exit(f"the judge kept its user: {refused or 'it is not root'}")
+        print("judge's own user (uid, gid):", judge_user.dropped_ids(), flush=True)
     exported = torch.arange(1024, device="cuda", dtype=torch.float32)
     event = torch.cuda.Event(interprocess=True)
     event.record()
     torch.cuda.synchronize()
     handles = {"memory": reduce_tensor(exported)[1], "event": event.ipc_handle()}
     bwrap = os.environ.get("NVFP4_BWRAP", "bwrap")
-    for name, prefix in variations(bwrap).items():
+    chosen = judge_user_variations(bwrap, *judge_user.dropped_ids()) if dropped else variations(bwrap)
+    for name, prefix in chosen.items():
         for kind, handle in handles.items():
-            separator = ["--"] if prefix[:1] == [bwrap] else []
+            separator = ["--"] if prefix[:1] == [bwrap] and "--" not in prefix else []
             argv = prefix + separator + [sys.executable, "-c", OPENER, kind, base64.b64encode(pickle.dumps(handle)).decode()]
-            child = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            as_root = judge_user.regain_root if dropped and prefix[:1] == [bwrap] else None
+            child = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=as_root)
             said = (child.stdout.strip().splitlines() or [child.stderr.strip()[-200:]])[-1]
             print(f"{name:58s} {kind:6s} {said}", flush=True)
 

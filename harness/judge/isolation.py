@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from harness.judge import claims, dev_shm, given_up
+from harness.judge import claims, dev_shm, given_up, judge_user
 from harness.judge.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
@@ -61,12 +61,13 @@ PR_SET_CHILD_SUBREAPER = 36
 
 def protect_the_judge() -> list[str]:
     """Close this process's /proc files to its workers and adopt the processes they orphan; on a
-    GPU (where `dev_shm.own_dev_shm` ran), say whether its /dev/shm is its own. Returns what the kernel
-    refused (a sandbox may lack any), for the run to warn of."""
+    GPU (where `dev_shm.own_dev_shm` and `judge_user.drop_root` ran), say whether its /dev/shm is its
+    own and whether a root judge changed to its own user. Returns what the kernel refused (a
+    sandbox may lack any), for the run to warn of."""
     if not sys.platform.startswith("linux"):
         return ["not Linux: the judge's /proc files stay open to its workers and orphans are not adopted"]
     libc = ctypes.CDLL(None, use_errno=True)
-    refused = dev_shm.refused()
+    refused = dev_shm.refused() + judge_user.refused()
     for option, value, what in ((PR_SET_DUMPABLE, 0, "closing its /proc files to its workers"),
                                 (PR_SET_CHILD_SUBREAPER, 1, "adopting the processes its workers orphan")):
         if libc.prctl(option, value, 0, 0, 0) != 0:

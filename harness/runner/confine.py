@@ -134,13 +134,14 @@ def _seccomp() -> str | None:
     return None
 
 
-def _change_user(user: int) -> list[str]:
-    """The unprivileged user and group, no supplementary group: the judge is root, and bubblewrap
-    left this process the two capabilities this takes (changing the uid from 0 clears them)."""
+def _change_user(uid: int, gid: int) -> list[str]:
+    """The unprivileged user and group, no supplementary group: the judge is root (or changed from
+    root to `uid`, harness/judge/judge_user.py), and bubblewrap left this process the two
+    capabilities this takes (changing the uid from 0 clears them)."""
     try:
         os.setgroups([])
-        os.setresgid(user, user, user)
-        os.setresuid(user, user, user)
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
     except OSError as error:
         return [f"the worker's user ({error})"]
     return []
@@ -175,7 +176,7 @@ def confine(settings: dict) -> list[str]:
     os.dup2(settings["log"], 2)
     if not sys.platform.startswith("linux"):
         return ["every layer (not Linux)"]
-    refused = _change_user(settings["user"]) if settings.get("user") is not None else []
+    refused = _change_user(*settings["user"]) if settings.get("user") is not None else []
     refused += _give_up_privileges()
     # The calibration partner, not dumpable: where a worker shares its pid namespace (no
     # bubblewrap), its /proc files and memory stay closed to it even as the same user.

@@ -12,6 +12,7 @@ module that sits beside the user's file at home is not importable on the runner 
 
 import importlib
 import importlib.util
+import os
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,10 @@ from harness.shared.paths import REPO_ROOT
 RUNNER_MODULES = frozenset(problem_folder.RUNNER_MODULES)
 KIT_LOCAL_FILES = ("hopper_stand_in.py",)
 KIT_LOCAL_MODULES = frozenset(Path(name).stem for name in KIT_LOCAL_FILES)
+# Where a sandboxed worker sees the judge's copies of the runner folder's files, read-only: its own
+# folder is a tmpfs of the sandbox's (held to its memory limit), into which it copies them
+# before its first request (`take_handed_over`).
+HANDED_OVER_FOLDER = "/handed-over"
 
 
 def runner_files(problem: Problem = PROBLEMS["nvfp4_gemm"]) -> dict[str, Path]:
@@ -31,6 +36,16 @@ def runner_files(problem: Problem = PROBLEMS["nvfp4_gemm"]) -> dict[str, Path]:
     the kit's local ones (the submission is added by whoever runs it)."""
     files = {f"{module}.py": path for module, path in problem.runner_files().items()}
     return {**files, **{name: REPO_ROOT / name for name in KIT_LOCAL_FILES}}
+
+
+def take_handed_over(handed_over: str | None, folder: str) -> None:
+    """Copy the files the judge handed over (`HANDED_OVER_FOLDER`) into the worker's own folder,
+    where the submission finds them as on the runner; nothing where the folder is the judge's own."""
+    if handed_over is None:
+        return
+    for entry in os.scandir(handed_over):
+        if entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, os.path.join(folder, entry.name))
 
 
 def make_runner_folder(submission: Path, parent: str | None = None, problem: Problem = PROBLEMS["nvfp4_gemm"]) -> Path:

@@ -2,9 +2,10 @@
 
 The judge starts it sandboxed (harness/judge/sandbox.py) as `python -I -B -c BOOTSTRAP SETTINGS`
 (harness/runner/confine.py), which confines it further and calls `main` before anything but the
-standard library is imported. It runs in a folder of its own, into which the judge copies the
-submission and the problem's files (`task`, `utils`, `reference`) before its first request, and
-imports them from there, as the competition's eval does. Its stdout and stderr go to a log the
+standard library is imported. It runs in a folder of its own, which holds the submission and
+the problem's files (`task`, `utils`, `reference`) by its first request (the judge's copies, taken
+from where the sandbox shows them: harness/runner/files.py `take_handed_over`), and imports them
+from there, as the competition's eval does. Its stdout and stderr go to a log the
 judge opened and shows beside the verdict. Requests come from the judge (trusted); replies go
 through harness/shared/wire.py, which the judge reads as untrusted.
 """
@@ -75,6 +76,9 @@ def serve(settings: dict) -> None:
         operation, arguments = request
         try:
             if calls is None:  # the judge has copied the runner's files by the first request
+                from harness.runner.files import take_handed_over
+
+                take_handed_over(settings.get("handed_over"), settings["folder"])
                 calls = handler(settings["folder"], settings["device"], settings["rng_seed"],
                                 lambda text: wire.send(connection, (wire.PROGRESS, text)))
             encoded = wire.encode((wire.REPLY, getattr(calls, operation)(*arguments)))

@@ -37,7 +37,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
+from harness.judge import dev_shm, given_up, judge_user  # the standard library alone: imported before torch
 from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.service.lanes import TIMED_MODES  # the standard library alone
 from harness.service.names import checked_name  # the standard library alone
@@ -63,6 +63,7 @@ class Judge:
     def __init__(self, device: str, memory_limit_bytes: int | None = None):
         if device.startswith("cuda"):
             dev_shm.own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
+            judge_user.drop_root()  # after its /dev/shm (a mount), before CUDA starts: its workers' uid
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once)
 

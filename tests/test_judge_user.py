@@ -1,0 +1,103 @@
+"""A root judge's own user (harness/judge/judge_user.py): the change, what it keeps, and what its
+operator's setting may name. The change cannot be undone, so each run is a process of its own."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.judge import judge_user
+from harness.judge.sandbox import LAYERS_OFF_ENV
+
+ROOT = sys.platform.startswith("linux") and os.geteuid() == 0
+NEEDS_ROOT = pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _judge(program: str, **environment) -> dict:
+    """`program` run after `drop_root` in a process of its own, which prints one JSON line."""
+    prologue = textwrap.dedent(f"""
+        import json, os, subprocess, sys
+        sys.path.insert(0, {REPO!r})
+        from harness.judge import judge_user
+        refused = judge_user.drop_root()
+        def capabilities(status):
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            return {{name: int(fields[name], 16) for name in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd")}}
+    """)
+    ran = subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(program)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, LAYERS_OFF_ENV: "", **environment})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+@NEEDS_ROOT
+def test_a_root_judge_changes_to_its_own_user_keeping_only_the_capabilities_its_work_takes(tmp_path):
+    found = _judge(f"""
+        status = capabilities(open("/proc/self/status").read())
+        executed = capabilities(subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True).stdout)
+        with judge_user.files_of_root():
+            open({str(tmp_path / "root.txt")!r}, "w").close()
+        open({str(tmp_path / "own.txt")!r}, "w").close()
+        after = capabilities(open("/proc/self/status").read())
+        child = os.fork()
+        if child == 0:
+            judge_user.regain_root()
+            os._exit(0 if os.getresuid() == (0, 0, 0) else 1)
+        print(json.dumps({{"refused": refused, "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups(),
+                          "status": status, "executed": executed, "after": after, "regained": os.waitpid(child, 0)[1] == 0,
+                          "commit": os.environ.get("HARNESS_COMMIT"),
+                          "processes": __import__("resource").getrlimit(__import__("resource").RLIMIT_NPROC)}}))
+    """)
+    uid, gid = judge_user.judge_ids()
+    assert found["refused"] is None
+    assert found["uids"] == [uid] * 3 and found["gids"] == [gid] * 3 and found["groups"] == []
+    kept = sum(1 << judge_user.CAPABILITY_NUMBERS[name] for name in judge_user.KEPT_CAPABILITIES)
+    status = found["status"]
+    assert status["CapEff"] == status["CapPrm"] == kept & status["CapBnd"] != 0
+    assert status["CapInh"] == status["CapAmb"] == 0
+    # What it runs (git, ldconfig, kernelguard's interpreter) runs as its uid with no capability.
+    assert found["executed"]["CapEff"] == found["executed"]["CapPrm"] == 0
+    assert found["after"] == status, "the files made as root cost the judge no capability"
+    assert (tmp_path / "root.txt").stat().st_uid == 0 and (tmp_path / "own.txt").stat().st_uid == uid
+    assert found["regained"] and found["commit"]
+    import resource
+
+    soft, hard = found["processes"]
+    assert soft == hard and hard >= resource.getrlimit(resource.RLIMIT_NPROC)[1], "its uid's process limit at its highest"
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize("setting", ["root", "0", "no-such-user-of-this-system"])
+def test_a_judge_user_that_is_root_or_unknown_is_refused_and_named_and_the_judge_stays_root(setting):
+    found = _judge('print(json.dumps({"refused": refused, "uid": os.geteuid(), "listed": judge_user.refused()}))',
+                   **{judge_user.JUDGE_USER_ENV: setting})
+    assert found["uid"] == 0 and found["refused"] and found["listed"] == [found["refused"]]
+    assert judge_user.JUDGE_USER_ENV in found["refused"]
+
+
+@NEEDS_ROOT
+def test_the_user_layer_switched_off_keeps_the_judge_root():
+    found = _judge('print(json.dumps({"refused": refused, "uid": os.geteuid()}))', **{LAYERS_OFF_ENV: "user"})
+    assert found == {"refused": None, "uid": 0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(setting=st.one_of(st.text(max_size=12), st.integers(min_value=0, max_value=2**32).map(str),
+                         st.sampled_from(["root", "0", "00", " 0 ", "nobody", "daemon"])))
+def test_no_setting_of_the_judge_user_names_root(setting):
+    """Whatever the operator's setting holds, the judge's own user is never root: ids of an
+    unprivileged user, or ValueError naming the setting."""
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(judge_user.JUDGE_USER_ENV, setting.replace("\x00", ""))  # no NUL in an environment
+            uid, gid = judge_user.judge_ids()
+    except ValueError as error:
+        assert judge_user.JUDGE_USER_ENV in str(error)
+        return
+    assert uid != 0 and gid != 0
