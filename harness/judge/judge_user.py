@@ -93,7 +93,7 @@ def drop_root() -> str | None:
     if _DROPPED or _REFUSED or not sys.platform.startswith("linux") or os.geteuid() != 0:
         return None
     from harness.judge.sandbox import layers_off
-    from harness.results import git_commit
+    from harness.results.rows import git_commit
 
     if "user" in layers_off():
         return None
