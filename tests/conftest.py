@@ -14,7 +14,8 @@ def pytest_configure(config):
     set is kept."""
     processes = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if processes and "OMP_NUM_THREADS" not in os.environ:
-        share = max(1, len(os.sched_getaffinity(0)) // int(processes))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # Linux's, or all
+        share = max(1, cores // int(processes))
         os.environ["OMP_NUM_THREADS"] = str(share)
         torch.set_num_threads(share)
 
