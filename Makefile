@@ -37,7 +37,8 @@ sandbox-tools:
 	else echo "note: install bubblewrap (e.g. sudo apt-get install bubblewrap): without it the judge's workers run without their namespaces" >&2; fi
 
 # Unit tests (CPU; GPU tests skip with a reason when there is no CUDA device), all but the e2e ones,
-# in TEST_JOBS processes (pytest-xdist): two by default, the cores of the machines CI runs on.
+# in TEST_JOBS processes (pytest-xdist): two by default, the cores of the machines CI runs on; each
+# process, and what its tests start, on its share of the cores' threads (tests/conftest.py).
 TEST_JOBS ?= 2
 test:
 	@$(PYTHON) -m pytest -q -rs -n $(TEST_JOBS)

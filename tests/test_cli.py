@@ -20,12 +20,15 @@ def harness(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+# A harness command each (seconds of imports): one case of each kind of refusal in the fast
+# suite, the second of a kind under e2e.
 @pytest.mark.parametrize("args, said", [
     (("test", "--device", "gpu"), "Invalid value for '--device': 'gpu' is not cpu, cuda or cuda:N"),
-    (("test", "--device", "cpu:3"), "Invalid value for '--device': 'cpu:3' is not cpu, cuda or cuda:N"),
+    pytest.param(("test", "--device", "cpu:3"), "Invalid value for '--device': 'cpu:3' is not cpu, cuda or cuda:N",
+                 marks=pytest.mark.e2e),
     (("benchmark", "--timeout", "-1"), "Invalid value for '--timeout': -1.0 is not in the range x>0."),
     (("test", "--max-repeats", "5"), "No such option '--max-repeats'."),  # it would do nothing there
-    (("profile", "--max-repeats", "5"), "No such option '--max-repeats'."),
+    pytest.param(("profile", "--max-repeats", "5"), "No such option '--max-repeats'.", marks=pytest.mark.e2e),
 ])
 def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(args, said):
     result = harness(*args)
@@ -151,6 +154,7 @@ def test_a_case_the_problems_reference_refuses_is_the_tests_files_error(tmp_path
     assert "test 0" not in result.stdout
 
 
+@pytest.mark.e2e  # a judged run; test_tables keeps every table whole when piped, test_report the mismatch lines
 def test_piped_output_keeps_every_line_whole(tmp_path):
     """Piped, with COLUMNS unset: the header whole, each mismatch on a line of its own with its
     numbers named, no box that folds a long path or a number, nothing cut."""

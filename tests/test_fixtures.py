@@ -460,6 +460,10 @@ def test_every_broken_fixture_has_a_verdict():
     assert len(BROKEN) >= 8
 
 
+# The lint command once a fixture (a python -m harness and a kernelguard process each): e2e. The
+# fast suite keeps lint's checks (tests/test_lint.py), kernelguard over the honest files (below)
+# and the command's failing verdict (tests/test_json.py's lint document).
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", BROKEN + [CONTROL, TEMPLATE], ids=lambda path: path.stem)
 def test_lint_verdict(path, tally):
     result = harness("lint", "--submission", str(path))

@@ -316,9 +316,11 @@ print(sweep_own_dev_shm())
 
 
 @NEEDS_ROOT
-def test_the_judge_enters_its_own_dev_shm_before_torch_starts_a_thread():
+def test_the_judge_enters_its_own_dev_shm_before_torch_starts_a_thread(monkeypatch):
     """`python -m harness` (and the service's judge) enters it before importing the judge, whose
-    torch starts a thread on import."""
+    torch starts a thread on import (with its default threads: not the one thread a test process
+    of `make test` may give what it starts, tests/conftest.py)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     program = """
 import runpy, sys
 from harness.judge import dev_shm

@@ -114,9 +114,12 @@ def test_compile_document_lists_shapes_and_kernels():
 
 @pytest.mark.parametrize("args, exit_status, error", [
     (("test", "{tmp}/absent.txt", "--device", "cpu"), 113, "could not open tests file `{tmp}/absent.txt`"),
-    (("test", "{tmp}/cases.txt", "--device", "cpu"), 113, "{tmp}/cases.txt:1: unknown key `sed`"),
+    # A harness command each: a second stop of the same kind (the tests file's, click's) under e2e.
+    pytest.param(("test", "{tmp}/cases.txt", "--device", "cpu"), 113, "{tmp}/cases.txt:1: unknown key `sed`",
+                 marks=pytest.mark.e2e),
     (("benchmark", "--device", "gpu"), 2, "Invalid value for '--device': 'gpu' is not cpu, cuda or cuda:N"),
-    (("lint", "--submission", "{tmp}/absent.py"), 2, "Invalid value for '--submission': File '{tmp}/absent.py' does not exist."),
+    pytest.param(("lint", "--submission", "{tmp}/absent.py"), 2,
+                 "Invalid value for '--submission': File '{tmp}/absent.py' does not exist.", marks=pytest.mark.e2e),
     pytest.param(("test", "--device", "cuda"), 114, "no CUDA device: ",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")),
     (("compile", "--arch", "sm_100a", "--submission", "{tmp}/no_kernel.py"), 1,
