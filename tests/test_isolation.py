@@ -13,7 +13,7 @@ import time
 import pytest
 
 from harness.judge.isolation import end_strays, is_running, protect_the_judge
-from harness.judge.sandbox import LAYERS_OFF_ENV
+from harness.judge.layers import LAYERS_OFF_ENV
 
 LINUX = sys.platform.startswith("linux")
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.judge import judge_user
-from harness.judge.sandbox import LAYERS_OFF_ENV
+from harness.judge.layers import LAYERS_OFF_ENV
 
 ROOT = sys.platform.startswith("linux") and os.geteuid() == 0
 NEEDS_ROOT = pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")

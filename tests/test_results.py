@@ -56,7 +56,7 @@ def test_append_leaves_earlier_rows_byte_for_byte(tmp_path):
 
 
 def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
-    from harness.results.rows import git_commit
+    from harness.shared.paths import git_commit
 
     monkeypatch.setenv("HARNESS_COMMIT", "abc123")
     assert git_commit() == "abc123"
@@ -92,7 +92,7 @@ def test_a_commit_is_recorded_at_the_length_every_output_prints(tmp_path, monkey
     same length."""
     import subprocess
 
-    from harness.results.rows import COMMIT_CHARACTERS, git_commit, short_commit
+    from harness.shared.paths import COMMIT_CHARACTERS, git_commit, short_commit
 
     def git(*args):
         return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,

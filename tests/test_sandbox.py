@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from harness.judge import judge_user
 from harness.judge import sandbox as sandbox_module
+from harness.judge.layers import LAYERS_OFF_ENV
 from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
 from harness.judge.memory import SharedPool
 from harness.runner.calls import SANITIZER_ENV
@@ -69,7 +70,7 @@ def _planted(tmp_path) -> list[str]:
 def _probe(tmp_path, monkeypatch, layers_off: str = "", device: str = "cpu", memory_bytes: int | None = None,
            **targets) -> Probe:
     """Runs the probe in a sandboxed worker, aimed at this process as its judge and at `targets`."""
-    monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, layers_off)
+    monkeypatch.setenv(LAYERS_OFF_ENV, layers_off)
     monkeypatch.setenv(*JUDGES_SECRET)
     (tmp_path / "judges-secret.txt").write_text("another candidate's file\n")
     aims = tmp_path / "aims"
@@ -109,7 +110,7 @@ def _probe_by_a_judge_of_its_own_user(tmp_path, device: str, **targets) -> tuple
     process of its own), and that judge's report: what it refused, its uids, the sandbox's layers."""
     ran = subprocess.run([sys.executable, str(Path(__file__).parent / "judge_of_its_own_user.py"), str(tmp_path), device,
                           json.dumps(targets)], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, sandbox_module.LAYERS_OFF_ENV: ""})
+                         env={**os.environ, LAYERS_OFF_ENV: ""})
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     judge = json.loads(ran.stdout.strip().splitlines()[-1])
     found = judge.pop("probe")
@@ -250,7 +251,7 @@ def test_the_judge_checks_each_layer_in_force_inside_a_sandboxed_process():
 
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
 def test_a_layer_switched_off_is_named_in_the_check(monkeypatch):
-    monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, "landlock")
+    monkeypatch.setenv(LAYERS_OFF_ENV, "landlock")
     sandbox = sandbox_module.Sandbox("cpu")
     sandbox.close()
     assert sandbox.layers["landlock"] is False
@@ -300,9 +301,9 @@ def test_a_services_judge_refuses_to_serve_without_a_layer_unless_told_it_is_uns
     assert whole.returncode == 0, whole.stderr
     ready = json.loads(whole.stdout.splitlines()[0])
     assert ready["sandbox"]["uid"] != 0 and ready["sandbox"]["landlock"] and ready["sandbox"]["refused"] == []
-    lacking = _judge_process({**environment, sandbox_module.LAYERS_OFF_ENV: "landlock"})
+    lacking = _judge_process({**environment, LAYERS_OFF_ENV: "landlock"})
     assert lacking.returncode == EXIT_SANDBOX_REFUSED and "Landlock" in lacking.stderr and lacking.stdout == ""
-    unsafe = _judge_process({**environment, sandbox_module.LAYERS_OFF_ENV: "landlock", sandbox_module.UNSAFE_ENV: "1"})
+    unsafe = _judge_process({**environment, LAYERS_OFF_ENV: "landlock", sandbox_module.UNSAFE_ENV: "1"})
     assert unsafe.returncode == 0, unsafe.stderr
     assert json.loads(unsafe.stdout.splitlines()[0])["sandbox"]["landlock"] is False
 
@@ -474,7 +475,7 @@ def test_a_gpu_worker_may_shrink_nothing_under_dev_and_a_cpu_worker_writes_its_o
 
 
 def test_a_layer_named_wrongly_is_refused_by_name(monkeypatch):
-    monkeypatch.setenv(sandbox_module.LAYERS_OFF_ENV, "bubblewrap,firewall")
+    monkeypatch.setenv(LAYERS_OFF_ENV, "bubblewrap,firewall")
     with pytest.raises(ValueError, match="firewall"):
         sandbox_module.layers_off()
 
@@ -511,7 +512,7 @@ def test_a_root_judge_of_its_own_user_freezes_and_ends_a_worker_that_hops_pids(t
     still freeze and end its worker's whole tree."""
     ran = subprocess.run([sys.executable, str(Path(__file__).parent / "judge_of_its_own_user.py"), str(tmp_path), "--test",
                           test_a_worker_that_hops_pids_is_frozen_by_its_cgroup_and_ended_with_it.__name__],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, sandbox_module.LAYERS_OFF_ENV: ""})
+                         capture_output=True, text=True, timeout=300, env={**os.environ, LAYERS_OFF_ENV: ""})
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-3000:]
     judge = json.loads(ran.stdout.strip().splitlines()[-1])
     assert judge["refused"] is None and judge["uids"] == [judge_user.judge_ids()[0]] * 3

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
-from harness.results.rows import git_commit  # noqa: E402
+from harness.shared.paths import git_commit  # noqa: E402
 from harness.runner.files import make_runner_folder  # noqa: E402
 
 LIMIT_S = 600

@@ -92,8 +92,8 @@ def drop_root() -> str | None:
     repository another user owns."""
     if _DROPPED or _REFUSED or not sys.platform.startswith("linux") or os.geteuid() != 0:
         return None
-    from harness.judge.sandbox import layers_off
-    from harness.results.rows import git_commit
+    from harness.judge.layers import layers_off
+    from harness.shared.paths import git_commit
 
     if "user" in layers_off():
         return None

@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from harness.judge import judge_user, worker_root
+from harness.judge.layers import layers_off
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
 from harness.runner.files import HANDED_OVER_FOLDER
@@ -39,10 +40,6 @@ from harness.runner.files import HANDED_OVER_FOLDER
 # (its folder and /tmp are tmpfs held to the memory limit inside bubblewrap).
 MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
-# Layers switched off by hand, comma-separated (bubblewrap, seccomp, cgroup, landlock, user): to find
-# which layer a system or a driver does not bear. Every layer switched off is reported as refused.
-LAYERS_OFF_ENV = "NVFP4_SANDBOX_OFF"
-LAYERS = ("bubblewrap", "seccomp", "cgroup", "landlock", "user")
 # Set (to 1) by `serve --unsafe-sandbox`: a service's judge serves even where a layer is refused.
 UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
 # The worker's user where the judge is root and kept root's uid: nobody's, which owns no file of the host.
@@ -66,14 +63,6 @@ def passed_to_workers(name: str) -> bool:
     from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
 
     return name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV
-
-
-def layers_off() -> set[str]:
-    off = {name.strip() for name in os.environ.get(LAYERS_OFF_ENV, "").split(",") if name.strip()}
-    unknown = off - set(LAYERS)
-    if unknown:
-        raise ValueError(f"{LAYERS_OFF_ENV} names no layer {sorted(unknown)}: the layers are {', '.join(LAYERS)}")
-    return off
 
 
 def _bwrap() -> str | None:

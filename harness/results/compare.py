@@ -29,7 +29,8 @@ from rich.table import Table
 from harness.judge.exits import EXIT_NO_RUNS
 from harness.problems.shapes import GEMM_KEYS, Case
 from harness.problems.sol import Ceilings, gemm_work
-from harness.results.rows import REFERENCE_CSV, append_rows, short_commit
+from harness.results.rows import REFERENCE_CSV, append_rows
+from harness.shared.paths import short_commit
 from harness.results.store import DEFAULT_PATH as STORE_PATH, Store
 from harness.results.tables import Fitted, console_for
 from harness.shared.stats import geomean

@@ -13,7 +13,8 @@ import json
 import re
 import sys
 
-from harness.results.rows import file_sha256, git_commit
+from harness.results.rows import file_sha256
+from harness.shared.paths import git_commit
 from harness.shared.stats import geomean, score
 
 SCHEMA = "nvfp4-harness/1"

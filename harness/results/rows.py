@@ -8,42 +8,12 @@ results/reference/runs.csv (tracked), written with `--results results/reference/
 import contextlib
 import datetime
 import hashlib
-import os
-import subprocess
 from pathlib import Path
 
-from harness.shared.paths import RESULTS_DIR
+from harness.shared.paths import RESULTS_DIR, git_commit
 
 RESULTS_CSV = RESULTS_DIR / "runs.csv"
 REFERENCE_CSV = RESULTS_DIR / "reference" / "runs.csv"
-
-
-# Every commit is recorded and printed at git's default abbreviation, the length docs/figures.md
-# cites: runs recorded at different lengths would otherwise sit side by side in `compare`.
-COMMIT_CHARACTERS = 7
-
-
-def short_commit(commit: str) -> str:
-    """`commit` as every output prints it: its hash's first COMMIT_CHARACTERS characters, then
-    what follows the hash (`-dirty`) unchanged."""
-    sha, dash, rest = str(commit).partition("-")
-    return sha[:COMMIT_CHARACTERS] + dash + rest
-
-
-def git_commit(repo: Path = RESULTS_DIR.parent) -> str:
-    """HEAD's short hash (`short_commit`), with `-dirty` when the working tree differs from it.
-
-    A copy of the tree without its git history (a machine the tree was shipped to) names its
-    commit through HARNESS_COMMIT.
-    """
-    if os.environ.get("HARNESS_COMMIT"):
-        return os.environ["HARNESS_COMMIT"]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return short_commit(commit + ("-dirty" if dirty else ""))
 
 
 def file_sha256(path) -> str:

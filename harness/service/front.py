@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 
 from harness.results.document import SCHEMA
-from harness.results.rows import git_commit
+from harness.shared.paths import git_commit
 from harness.results.store import Store, verdict_key
 from harness.service.candidate_files import CandidateFiles
 from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken

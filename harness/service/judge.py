@@ -73,16 +73,16 @@ class Judge:
         from harness.judge.references import REFERENCES
         from harness.problems import load_problem
         from harness.problems import shapes
-        from harness.results import rows as results
         from harness.results.recording import run_rows
         from harness.service.pool import WorkerPool
+        from harness.shared.paths import git_commit
 
         self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
         self.dev_shm_full: str | None = None
         self.refused = protect_the_judge()
         self.device = device
         self.device_name = modes._device_name(device)
-        self.commit = results.git_commit()
+        self.commit = git_commit()
         if self.secret is None:  # a secret seed's cases are not kept beyond their run
             REFERENCES.enable(REFERENCES_MAX_BYTES)
         self.references = REFERENCES
