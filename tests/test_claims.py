@@ -22,8 +22,9 @@ from harness.jobs import PASS, CaseResult
 from harness.judge import claims
 from harness.judge.verdicts import claimed_figures_problem, figures_problem
 from harness.modes import RunOptions
-from harness.popcorn import PopcornLog
+from harness.document import run_document
 from harness.problems import PROBLEMS
+from harness.record import RunRecord
 from harness.report import Reporter
 from harness.shapes import parse_cases
 from harness.sol import Ceilings
@@ -68,16 +69,19 @@ def _report(result: CaseResult, official: bool, ceilings: Ceilings | None) -> st
     """The report and the --json document of a benchmark run of one case with `result`, as
     harness/modes.py makes them (ceilings held by what the case reached)."""
     console = Console(file=io.StringIO(), width=160, color_system=None)
-    reporter = Reporter(PopcornLog(None), console=console, json_document=True)
+    reporter = Reporter(console=console)
     options = RunOptions(submission=ROOT / "tests" / "fixtures" / "torch_submission.py", problem=GEMM, device="cpu",
                          official=official)
-    reporter.begin_benchmarks([CASE], options, "benchmark")
-    reporter.benchmark_result(0, CASE, result)
+    record = RunRecord("benchmark", [CASE], options)
+    reporter.run_started(record)
+    record.results.append(result)
+    reporter.case_judged(0, CASE, result)
     work = GEMM.work(CASE.args)
     if ceilings is not None and result.passed:
         ceilings = ceilings.held_by([(CASE.label, work, result.stats.mean / 1e9)])
-    reporter.end_benchmarks([CASE], [result], [work], ceilings, "measured", "benchmark", ceilings)
-    json.dumps(reporter.document.data, allow_nan=False)  # every figure finite
+    record.ceilings, record.ceilings_note, record.floor, record.works = ceilings, "measured", ceilings, [work]
+    reporter.run_ended(record)
+    json.dumps(run_document(record), allow_nan=False)  # every figure finite
     return console.file.getvalue()
 
 
