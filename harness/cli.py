@@ -86,7 +86,7 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
     if api.DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
         _cpu_benchmarks_note(reporter, problem, cases, tests_file, extra.get("wall_limit_s"))
     try:
-        record = api.run(mode, cases, options, Listeners(reporter, PopcornLines(popcorn)))
+        record = api.run(mode, cases, options, Listeners(PopcornLines(popcorn), reporter))
     finally:
         popcorn.close()
     data = document.run_document(record) if as_json or recording is not None else None
