@@ -91,7 +91,7 @@ model:
 # goes to results/logs/. STAND_IN=1 runs the same flow with the Hopper stand-in on an H100/H200.
 b200-first-run:
 	@mkdir -p results/logs
-	@bash -c 'set -o pipefail; $(PYTHON) -m harness.b200_first_run $(if $(STAND_IN),--stand-in) $(ARGS) 2>&1 | \
+	@bash -c 'set -o pipefail; $(PYTHON) -m harness.b200.first_run $(if $(STAND_IN),--stand-in) $(ARGS) 2>&1 | \
 	  tee results/logs/$$(date +%Y-%m-%d)-$$(git rev-parse --short HEAD)-b200-first-run$(if $(STAND_IN),-stand-in).log'
 
 task-yml:

@@ -1655,7 +1655,7 @@ _ARCH_BY_MAJOR = {10: "sm_100a", 9: "sm_90a"}
 
 def kernel_for_arch(arch: str) -> type | None:
     """The kernel class for a target, or None: its `launch_plan(problem, device)` and, for
-    harness/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
+    harness/submitting/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
     if arch == Sm100Gemm.ARCH:
         return Sm100Gemm
     if arch == "sm_90a":

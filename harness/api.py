@@ -1,5 +1,5 @@
 """The harness as a library: `prepare` one run of a mode (its cases and options) and `run` it,
-which returns its record (harness/record.py). The command line (harness/cli.py) and the
+which returns its record (harness/judge/record.py). The command line (harness/cli.py) and the
 service's judges (harness/service/judge.py) both call these; what each shows of a run (the
 people's report, the POPCORN lines, the --json document, the store's rows) is made from the
 record by a sink of its own, the streaming ones attached as listeners."""
@@ -10,12 +10,16 @@ from pathlib import Path
 
 import click
 
-from harness import lint, modes, shapes
-from harness.exits import EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED
+from harness.submitting import lint
+
+from harness.judge import modes
+
 from harness.judge.dev_shm import own_dev_shm
+from harness.judge.exits import EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED
 from harness.judge.isolation import WorkerNotStarted
-from harness.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
-from harness.record import RunListener, RunRecord
+from harness.judge.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
+from harness.judge.record import RunListener, RunRecord
+from harness.problems import shapes
 
 
 DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}

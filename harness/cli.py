@@ -6,7 +6,7 @@ timeout); 1 (--official) the submission raised what the competition's eval does 
 of another type than its problem's; 114 no CUDA device for a GPU run; 115 the problem's own
 reference (a folder's, `--problem DIR`) cannot run on the device; 116 no verdict, a worker did not
 start (the machine's failure); 117 the file is over the competition's size limit; 2 bad command
-line (harness/exits.py).
+line (harness/judge/exits.py).
 """
 
 import os
@@ -16,19 +16,21 @@ from pathlib import Path
 
 import click
 
-from harness import api, sol, taskfile
-from harness.exits import EXIT_ABORTED, EXIT_CHECK_FAILED, EXIT_PASS, EXIT_USAGE
-from harness import compare, document, lint, submit
-from harness.compile import compile_command
-from harness.options import json_option, problem_option, strict_option, submission_option
+from harness import api
+from harness.judge.exits import EXIT_ABORTED, EXIT_CHECK_FAILED, EXIT_PASS, EXIT_USAGE
 from harness.judge.given_up import end_on_own_error, end_process
-from harness.popcorn import PopcornLines, PopcornLog
-from harness.record import Listeners
-from harness.recording import Recording, keep_run
-from harness.results import RESULTS_CSV
-from harness.store import DEFAULT_PATH as STORE_PATH
-from harness.report import Reporter
-from harness.stats import geomean
+from harness.judge.record import Listeners
+from harness.problems import sol, taskfile
+from harness.results import compare, document
+from harness.results.console import Reporter
+from harness.results.popcorn import PopcornLines, PopcornLog
+from harness.results.recording import Recording, keep_run
+from harness.results.rows import RESULTS_CSV
+from harness.results.store import DEFAULT_PATH as STORE_PATH
+from harness.shared.stats import geomean
+from harness.submitting import lint, submit
+from harness.submitting.compile import compile_command
+from harness.submitting.options import json_option, problem_option, strict_option, submission_option
 
 
 def _secret_seed() -> int | None:
@@ -226,9 +228,9 @@ def model_command(fit):
     """The B200 cost model: its constants, its calibration against published times (a fit set
     and a held-out set), and its times for this kit's sm_100a configurations, with their spread
     over the near-optimal constants. A model's figures, not measurements."""
-    from harness import b200_calibration, b200_model, b200_report
+    from harness.b200 import calibration as b200_calibration, model as b200_model, report as b200_report
     from harness.runner.files import import_submission
-    from harness.tables import console_for
+    from harness.results.tables import console_for
 
     console = console_for()
     errors = b200_calibration.grid_errors()

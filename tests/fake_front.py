@@ -7,11 +7,11 @@ tests/fake_judge.py: what the tests of restarts and signals kill and start again
 import sys
 from pathlib import Path
 
+from harness.results.store import Store
 from harness.service.candidates import Candidates
 from harness.service.front import Service
 from harness.service.judges import LocalJudge
 from harness.service.serve import serve_until_stopped
-from harness.store import Store
 
 FAKE_JUDGE = str(Path(__file__).resolve().parent / "fake_judge.py")
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.jobs import CaseResult
-from harness.modes import RunOptions
+from harness.judge.jobs import CaseResult
+from harness.judge.modes import RunOptions
+from harness.judge.record import RunRecord
 from harness.problems import PROBLEMS
-from harness.record import RunRecord
-from harness.report import BASELINE_COLUMNS, BENCHMARK_COLUMNS, Reporter, us
-from harness.shapes import parse_cases
-from harness.sol import DEVICES
-from harness.stats import Stats
+from harness.problems.shapes import parse_cases
+from harness.problems.sol import DEVICES
+from harness.results.console import BASELINE_COLUMNS, BENCHMARK_COLUMNS, Reporter, us
+from harness.shared.stats import Stats
 
 GEMM, GROUPED = PROBLEMS["nvfp4_gemm"], PROBLEMS["nvfp4_group_gemm"]
 GEMM_CASES = parse_cases("m: 128; n: 7168; k: 16384; l: 1; seed: 1111\nm: 128; n: 4096; k: 7168; l: 1; seed: 1111\n"
@@ -133,10 +133,10 @@ def test_each_cases_work_is_computed_once_a_run(monkeypatch, tmp_path):
     and the results' rows read that list."""
     import contextlib
 
-    from harness import modes
-    from harness.document import run_document
+    from harness.judge import modes
+    from harness.results.document import run_document
     from harness.problems import Problem
-    from harness.recording import run_rows
+    from harness.results.recording import run_rows
 
     computed = []
     work = Problem.work

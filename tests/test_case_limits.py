@@ -76,7 +76,7 @@ def with_a_constant(tmp_path: Path, constant: str) -> Path:
 
 
 def test_a_file_over_the_size_limit_is_refused_before_anything_runs(tmp_path):
-    from harness.exits import EXIT_REJECTED
+    from harness.judge.exits import EXIT_REJECTED
 
     started = time.monotonic()
     document = judged(tmp_path, with_a_constant(tmp_path, "x" * 3_000_000), limit_s=120)

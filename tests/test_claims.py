@@ -18,18 +18,18 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from harness.jobs import PASS, CaseResult
 from harness.judge import claims
+from harness.judge.jobs import PASS, CaseResult
+from harness.judge.modes import RunOptions
+from harness.judge.record import RunRecord
 from harness.judge.verdicts import claimed_figures_problem, figures_problem
-from harness.modes import RunOptions
-from harness.document import run_document
 from harness.problems import PROBLEMS
-from harness.record import RunRecord
-from harness.report import Reporter
-from harness.shapes import parse_cases
-from harness.sol import Ceilings
-from harness.stats import StoppingRule, calculate_stats
-from harness.wire import UntrustedMessageError
+from harness.problems.shapes import parse_cases
+from harness.problems.sol import Ceilings
+from harness.results.console import Reporter
+from harness.results.document import run_document
+from harness.shared.stats import StoppingRule, calculate_stats
+from harness.shared.wire import UntrustedMessageError
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = PROBLEMS["nvfp4_gemm"]
@@ -67,7 +67,7 @@ def test_each_kind_takes_its_range_and_refuses_the_rest_naming_the_claim(value):
 
 def _report(result: CaseResult, official: bool, ceilings: Ceilings | None) -> str:
     """The report and the --json document of a benchmark run of one case with `result`, as
-    harness/modes.py makes them (ceilings held by what the case reached)."""
+    harness/judge/modes.py makes them (ceilings held by what the case reached)."""
     console = Console(file=io.StringIO(), width=160, color_system=None)
     reporter = Reporter(console=console)
     options = RunOptions(submission=ROOT / "tests" / "fixtures" / "torch_submission.py", problem=GEMM, device="cpu",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.stats import StoppingRule
+from harness.shared.stats import StoppingRule
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "tests" / "fixtures" / "template_torch_submission.py"
@@ -189,7 +189,7 @@ def test_without_a_gpu_the_hint_gives_the_flag_and_its_make_form(monkeypatch, mo
     import torch
 
     from harness.api import Stopped, _require_device
-    from harness.exits import EXIT_NO_GPU
+    from harness.judge.exits import EXIT_NO_GPU
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(Stopped) as stopped:
@@ -206,8 +206,8 @@ def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
 
     from harness.cli import _cpu_benchmarks_note
     from harness.problems import PROBLEMS
-    from harness.report import Reporter
-    from harness.shapes import parse_cases
+    from harness.results.console import Reporter
+    from harness.problems.shapes import parse_cases
 
     gemm = PROBLEMS["nvfp4_gemm"]
 
@@ -229,8 +229,9 @@ def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
 
 def test_a_worker_that_did_not_start_ends_the_run_without_a_verdict(monkeypatch):
     """The judge's machine failed, not the file: no case's status, its own exit status."""
-    from harness import api, modes
-    from harness.exits import EXIT_FAIL, EXIT_INFRASTRUCTURE
+    from harness import api
+    from harness.judge import modes
+    from harness.judge.exits import EXIT_FAIL, EXIT_INFRASTRUCTURE
     from harness.judge.isolation import WorkerNotStarted
 
     def not_started(*args):

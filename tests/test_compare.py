@@ -1,4 +1,4 @@
-"""`compare` on a history written by harness.results and harness.store themselves, so all agree
+"""`compare` on a history written by harness.results.rows and harness.results.store themselves, so all agree
 on the schema: your runs in the store (as the benchmark command keeps them), the reference ones
 in a CSV."""
 
@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from harness.compare import NOISE_FRACTION, NOISE_SIGMAS, compare_command, histories, load_history, noise_band, runs_table, stored_runs
-from harness.jobs import CaseResult
+from harness.judge.jobs import CaseResult
 from harness.problems import PROBLEMS
-from harness.results import append_rows, rows_for_run
-from harness.shapes import parse_cases
-from harness.sol import DEVICES
-from harness.stats import Stats
-from harness.store import Store, verdict_key
+from harness.problems.shapes import parse_cases
+from harness.problems.sol import DEVICES
+from harness.results.compare import NOISE_FRACTION, NOISE_SIGMAS, compare_command, histories, load_history, noise_band, runs_table, stored_runs
+from harness.results.rows import append_rows, rows_for_run
+from harness.results.store import Store, verdict_key
+from harness.shared.stats import Stats
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = parse_cases("m: 128; n: 7168; k: 16384; l: 1; seed: 1111\nm: 128; n: 4096; k: 7168; l: 1; seed: 1111\n")
@@ -254,7 +254,7 @@ def test_a_ceiling_a_run_beat_is_raised_and_the_table_and_the_plot_say_so_alike(
     no other line speaks of ceilings."""
     from matplotlib.figure import Figure
 
-    from harness.compare import ceilings_caption, common_ceilings
+    from harness.results.compare import ceilings_caption, common_ceilings
 
     path = tmp_path / "verdicts.sqlite"
     sol_ns = DEVICES["H100"].sol_seconds(128, 7168, 16384, 1) * 1e9
@@ -282,7 +282,7 @@ def test_a_ceiling_a_run_beat_is_raised_and_the_table_and_the_plot_say_so_alike(
 
 
 def test_the_plot_sets_every_run_of_a_panel_against_its_latest_ceilings(tmp_path):
-    from harness.compare import common_ceilings, histories, load_history, pct_sol_at, time_label
+    from harness.results.compare import common_ceilings, histories, load_history, pct_sol_at, time_label
 
     path = tmp_path / "runs.csv"
     record_run(path, H100, [37.9e3, 11.0e3], "2026-11-24T10:00:00+00:00")
@@ -305,7 +305,7 @@ def test_the_plot_sets_every_run_of_a_panel_against_its_latest_ceilings(tmp_path
 def test_the_table_sets_every_run_against_the_plots_ceilings(tmp_path):
     """Two runs at the same times, recorded against other ceilings, read the same % SOL in the
     table, as in the plot: a person reads no regression where the time did not move."""
-    from harness.compare import histories, history_table, load_history
+    from harness.results.compare import histories, history_table, load_history
 
     path = tmp_path / "runs.csv"
     record_run(path, H100, [37.9e3, 11.0e3], "2026-11-24T10:00:00+00:00")
@@ -406,7 +406,7 @@ def test_the_device_of_your_latest_run_is_shown_first(tmp_path):
 
 
 def test_an_80_column_terminal_keeps_every_figure_whole_and_names_the_runs_left_out(history_store, tmp_path):
-    from harness.compare import history_table
+    from harness.results.compare import history_table
 
     reference = tmp_path / "reference.csv"
     record_run(reference, H100, [80e3, 50e3], "2026-11-21T12:00:00+00:00")

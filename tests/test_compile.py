@@ -1,4 +1,4 @@
-"""The compile checker (harness/compile.py): it passes the real kernels and fails kernels that
+"""The compile checker (harness/submitting/compile.py): it passes the real kernels and fails kernels that
 lack what it checks for. Compiles with fake pointers, so it needs no GPU."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.console import Console
 import cutlass
 import cutlass.cute as cute
 import submission as sub
-from harness import compile as checker
+from harness.submitting import compile as checker
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -271,7 +271,7 @@ def test_the_hook_replaces_custom_kernel_and_reports_what_it_compiled(tmp_path):
 def test_capture_reads_the_sm100_kernels_shared_and_tensor_memory_from_its_artifacts():
     """The facts the check reads for a foreign kernel (launch smem from the host code, TMEM
     columns from the PTX) agree with what this kit's kernel says of itself."""
-    from harness.compile_capture import capturing_compiles, launch_smem_bytes, tmem_columns
+    from harness.submitting.compile_capture import capturing_compiles, launch_smem_bytes, tmem_columns
 
     config = sub.Sm100Gemm.config_for(sub.Problem(128, 7168, 16384, 1))
     with capturing_compiles("sm_100a") as capture:  # the artifacts live as long as the capture
@@ -285,7 +285,7 @@ def test_capture_reads_the_sm100_kernels_shared_and_tensor_memory_from_its_artif
 def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
     """With PDL the TMA warp lets the next grid launch at once and the epilogue waits for the
     previous grid before its first store; the conservative configuration has neither."""
-    from harness.compile_capture import capturing_compiles
+    from harness.submitting.compile_capture import capturing_compiles
 
     config = sub.Sm100Config(mma_n=128, split_k=2, stages=6, pdl=pdl)
     with capturing_compiles("sm_100a") as capture:
@@ -298,7 +298,7 @@ def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
 
 
 def _split_k_ptx() -> str:
-    from harness.compile_capture import capturing_compiles
+    from harness.submitting.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_100a") as capture:
         sub.Sm100Gemm.compile(sub.Sm100Config(mma_n=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
@@ -332,7 +332,7 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(mma_n, stage
     come before its first accumulator load: with two splits, two subtiles of the other split's;
     with four (whose partials of one subtile fill the register budget), one subtile of each of
     the three others."""
-    from harness.compile_capture import capturing_compiles
+    from harness.submitting.compile_capture import capturing_compiles
 
     def loads_before_first_accumulator_load(config):
         with capturing_compiles("sm_100a") as capture:

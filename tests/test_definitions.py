@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 import harness
-from harness.jobs import Rules
+from harness.judge.jobs import Rules
 
 HARNESS = Path(harness.__file__).resolve().parent
 SOURCES = {path.relative_to(HARNESS).as_posix(): path.read_text() for path in HARNESS.rglob("*.py")}
@@ -13,7 +13,7 @@ SOURCES = {path.relative_to(HARNESS).as_posix(): path.read_text() for path in HA
 
 def test_every_exit_status_is_defined_in_exits_py_alone():
     defining = sorted(name for name, text in SOURCES.items() if re.search(r"^EXIT_\w+ = ", text, re.M))
-    assert defining == ["exits.py"]
+    assert defining == ["judge/exits.py"]
 
 
 def test_the_sanitizer_flag_is_named_once():
@@ -63,7 +63,7 @@ def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
     import subprocess
     import sys
 
-    from harness.exits import EXIT_USAGE
+    from harness.judge.exits import EXIT_USAGE
     from harness.problems import PROBLEMS
 
     folder = tmp_path / "my_gemv"
@@ -82,11 +82,11 @@ NOT_RUN_CAUSES = ("--official", "--stop-on-first-failure", "--wall-limit", "own 
 
 
 def test_not_run_means_one_thing_in_the_modes_the_statuses_and_the_docs():
-    import harness.jobs
+    import harness.judge.jobs
 
-    modes_sites = SOURCES["modes.py"].count("CaseResult(NOT_RUN")
+    modes_sites = SOURCES["judge/modes.py"].count("CaseResult(NOT_RUN")
     assert modes_sites == len(NOT_RUN_CAUSES), "a new cause of `not run`: name it in jobs.py and docs/judge.md"
-    jobs_text = Path(harness.jobs.__file__).read_text()
+    jobs_text = Path(harness.judge.jobs.__file__).read_text()
     comment = jobs_text[:jobs_text.index('NOT_RUN = "not run"')].rsplit("\n\n", 1)[1]
     docs_row = next(line for line in (HARNESS.parent / "docs" / "judge.md").read_text().splitlines()
                     if line.startswith("| `not run` |"))

@@ -10,7 +10,7 @@ import torch
 from harness.judge import edits
 from harness.judge.verdicts import bits, clone_data, input_leaves
 from harness.problems import PROBLEMS
-from harness.wire import leaves
+from harness.shared.wire import leaves
 
 # Small cases of each problem; the grouped one's m leaves padding in the scales' atoms.
 SPECS = {

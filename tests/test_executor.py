@@ -1,4 +1,4 @@
-"""What a run sets up (harness/modes.py Executor.open): the pieces in their named order, each
+"""What a run sets up (harness/judge/modes.py Executor.open): the pieces in their named order, each
 from the module that owns it, taken down in the reverse order; constructing an Executor itself
 sets nothing up."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import modes
+from harness.judge import modes
 from harness.problems import PROBLEMS
-from harness.report import Reporter
+from harness.results.console import Reporter
 
 ROOT = Path(__file__).resolve().parent.parent
 

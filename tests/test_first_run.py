@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import submission as sub
-from harness import b200_calibration as calibration
-from harness import b200_first_run as first_run
-from harness import b200_model as model
+from harness.b200 import calibration
+from harness.b200 import first_run
+from harness.b200 import model
 
 SHAPES = model.BENCHMARK_SHAPES
 
@@ -163,16 +163,16 @@ def test_the_screened_rungs_are_the_timed_configurations_in_order(monkeypatch):
 
 
 def test_the_candidate_classes_are_importable_by_name_when_the_flow_runs_as_a_script():
-    """`python -m harness.b200_first_run` runs `main` from the module imported by its own name,
+    """`python -m harness.b200.first_run` runs `main` from the module imported by its own name,
     so that the trial process finds the candidate classes there."""
     import subprocess
 
     program = ("import runpy, sys; sys.argv = ['b200_first_run', '--help']\n"
-               "try:\n    runpy.run_module('harness.b200_first_run', run_name='__main__')\n"
+               "try:\n    runpy.run_module('harness.b200.first_run', run_name='__main__')\n"
                "except SystemExit:\n    pass\n"
-               "module = sys.modules['harness.b200_first_run']\n"
+               "module = sys.modules['harness.b200.first_run']\n"
                "print(module.Sm100Candidates.__module__, module.StandInCandidates.__qualname__)")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=first_run.ROOT,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "harness.b200_first_run StandInCandidates"
+    assert done.stdout.strip().splitlines()[-1] == "harness.b200.first_run StandInCandidates"

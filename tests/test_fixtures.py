@@ -613,7 +613,7 @@ HONEST = [ROOT / "submission.py", CONTROL, TEMPLATE, FIXTURES / "template_cuteds
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda path: path.stem)
 def test_kernelguard_finds_nothing_against_the_honest_files(path):
-    from harness.precheck import precheck
+    from harness.judge.precheck import precheck
 
     found = precheck(path.read_text())
     assert found.available and found.hits == [], found

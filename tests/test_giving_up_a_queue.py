@@ -27,7 +27,7 @@ PROCESS_LIMIT_S = 180
 
 WORKER = textwrap.dedent("""
     import sys, time, torch
-    from harness import cuda_ipc
+    from harness.shared import cuda_ipc
     device = torch.device("cuda", torch.cuda.current_device())
     done = torch.cuda.Event.from_ipc_handle(device, bytes.fromhex(sys.argv[1]))
     own = torch.randn(1 << 22, device=device)  # 16 MiB the judge maps and copies
@@ -42,7 +42,7 @@ WORKER = textwrap.dedent("""
 
 JUDGE = textwrap.dedent("""
     import os, subprocess, sys, threading, time, torch
-    from harness import cuda_ipc
+    from harness.shared import cuda_ipc
     device = torch.device("cuda", torch.cuda.current_device())
     done = torch.cuda.Event(interprocess=True)
     worker = subprocess.Popen([sys.executable, "-c", WORKER, done.ipc_handle().hex()], stdout=subprocess.PIPE, text=True)

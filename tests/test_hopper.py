@@ -14,7 +14,7 @@ import torch
 import hopper_stand_in
 import reference
 import submission
-from harness.shapes import official_cases
+from harness.problems.shapes import official_cases
 from hopper_stand_in import (SM90_CLUSTER_CAPACITY, SM90_DECODED_A_BUFFERS, HopperNvfp4Gemm, Sm90Config, Sm90Tiling,
                              TunedPlan)
 from submission import Problem, split_k_range

@@ -648,7 +648,7 @@ def test_a_run_ended_otherwise_after_a_give_up_still_ends(ending):
     """)
     ran = subprocess.run([sys.executable, "-c", program], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, timeout=60)
-    from harness.exits import EXIT_ABORTED
+    from harness.judge.exits import EXIT_ABORTED
     if ending == "Ctrl-C":
         assert ran.returncode == EXIT_ABORTED, ran
     else:

@@ -54,11 +54,11 @@ def test_a_failing_case_carries_its_message(cases_file):
 
 
 def test_a_mismatch_is_labelled_in_message_and_kept_as_the_competition_wrote_it():
-    from harness.document import run_document
-    from harness.jobs import FAIL, CaseResult
-    from harness.modes import RunOptions
-    from harness.record import RunRecord
-    from harness.shapes import parse_cases
+    from harness.results.document import run_document
+    from harness.judge.jobs import FAIL, CaseResult
+    from harness.judge.modes import RunOptions
+    from harness.judge.record import RunRecord
+    from harness.problems.shapes import parse_cases
 
     said = ("mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 2 "
             "ERROR AT (0, 0, 0): -540.0 -949.5 ERROR AT (0, 1, 0): 12.25 234.75")

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from harness.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes
+from harness.submitting.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes
 
 CLEAN = """#!POPCORN leaderboard nvfp4_gemm
 #!POPCORN gpu NVIDIA

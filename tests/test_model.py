@@ -9,10 +9,10 @@ import re
 import pytest
 
 import submission as sub
-from harness import b200_calibration as calibration
-from harness import b200_model as model
-from harness.sol import DEVICES
-from harness.stats import geomean
+from harness.b200 import calibration
+from harness.b200 import model
+from harness.problems.sol import DEVICES
+from harness.shared.stats import geomean
 
 S1, S2, S3 = model.BENCHMARK_SHAPES
 
@@ -65,7 +65,7 @@ def test_the_residuals_on_both_sets():
 def test_the_calibration_table_prints_both_sets_residuals():
     from rich.console import Console
 
-    from harness import b200_report
+    from harness.b200 import report as b200_report
 
     console = Console(width=250, record=True)
     console.print(b200_report.calibration_table())
@@ -219,7 +219,7 @@ def test_each_shapes_range_holds_its_point_and_reaches_the_pdl_bounds(errors):
             assert high >= model.call_seconds(kernel, shape, overlap=no_overlap)
     from rich.console import Console
 
-    from harness import b200_report
+    from harness.b200 import report as b200_report
 
     console = Console(width=250, record=True)
     configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}

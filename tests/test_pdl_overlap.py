@@ -1,4 +1,4 @@
-"""experiments/pdl_overlap: its predictions are harness/b200_model.py's arithmetic, its stamp
+"""experiments/pdl_overlap: its predictions are harness/b200/model.py's arithmetic, its stamp
 analysis reads overlap where there is some and none where there is none, and its CUDA source
 compiles for sm_90a. No GPU needed: the timings themselves are for a GPU machine to take."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import b200_model as model
+from harness.b200 import model
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = ROOT / "experiments" / "pdl_overlap"

@@ -1,11 +1,11 @@
 """A case's seconds per phase (harness/judge/phases.py) and a worker's traceback as --json gives it
-(harness/document.py error_trace)."""
+(harness/results/document.py error_trace)."""
 
 import time
 from pathlib import Path
 
-from harness.document import error_trace, raised_where
 from harness.judge.phases import PhaseTimer, phase_of
+from harness.results.document import error_trace, raised_where
 
 
 def test_each_progress_line_starts_its_phase_and_the_time_before_the_first_is_the_start():

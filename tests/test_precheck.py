@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harness import precheck as precheck_module
-from harness.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes, lint_file
-from harness.precheck import UNFINISHED, precheck
+from harness.judge import precheck as precheck_module
+from harness.judge.precheck import UNFINISHED, precheck
+from harness.submitting.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes, lint_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

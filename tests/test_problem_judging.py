@@ -15,16 +15,18 @@ import pytest
 import torch
 from rich.console import Console
 
-from harness import modes, wire
-from harness.jobs import FAIL, PASS
+from harness.judge import modes
+
+from harness.judge import edits
+from harness.judge.jobs import FAIL, PASS
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import JudgeClock
-from harness.judge import edits
 from harness.judge.verdicts import bits, changed_inputs, check_call, clone_data, repeated_outputs, shared_outputs
-from harness.document import run_document
 from harness.problems import PROBLEMS
-from harness.report import Reporter
-from harness.shapes import Case
+from harness.problems.shapes import Case
+from harness.results.console import Reporter
+from harness.results.document import run_document
+from harness.shared import wire
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "problems"
 MISMATCH = "mismatch found! custom implementation doesn't match reference: "

@@ -15,9 +15,9 @@ import torch
 import yaml
 
 import reference
-from harness import sol
-from harness.jobs import Job
+from harness.judge.jobs import Job
 from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS, load_problem
+from harness.problems import sol
 from harness.problems.folder import plain_names_bound_to
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "problems"

@@ -1,4 +1,4 @@
-"""A benchmark run kept (harness/recording.py): its verdict and rows in the store, the same rows
+"""A benchmark run kept (harness/results/recording.py): its verdict and rows in the store, the same rows
 appended to the CSV export, `compare` showing it from the store; the key the service would give
 the same file. One test builds the run without judging; the e2e one runs the command."""
 
@@ -13,15 +13,15 @@ import pandas
 import pytest
 from click.testing import CliRunner
 
-from harness.compare import compare_command, runs_table, stored_runs
-from harness.jobs import FAIL, PASS, CaseResult
-from harness.modes import RunOptions
+from harness.judge.jobs import FAIL, PASS, CaseResult
+from harness.judge.modes import RunOptions
+from harness.judge.record import RunRecord
 from harness.problems import PROBLEMS
-from harness.record import RunRecord
-from harness.recording import Recording, keep_run
-from harness.shapes import parse_cases
-from harness.stats import calculate_stats
-from harness.store import verdict_key
+from harness.problems.shapes import parse_cases
+from harness.results.compare import compare_command, runs_table, stored_runs
+from harness.results.recording import Recording, keep_run
+from harness.results.store import verdict_key
+from harness.shared.stats import calculate_stats
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "tests" / "fixtures" / "torch_submission.py"
@@ -104,9 +104,9 @@ def test_a_cpu_benchmark_is_kept_and_compared(tmp_path):
 
 @pytest.mark.e2e
 def test_the_services_timed_verdict_is_kept_with_its_rows(tmp_path):
+    from harness.results.store import Store
     from harness.service.front import Service
     from harness.service.judges import LocalJudge
-    from harness.store import Store
 
     service = Service([LocalJudge("cpu")], Store(tmp_path / "verdicts.sqlite"))
     service.start()

@@ -17,12 +17,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import stats, wire
 from harness.judge.verdicts import check_call
 from harness.problems import PLAIN_EVAL, load_problem
 from harness.problems.eval_flavours import FLAVOURS, UNKNOWN, flavour_of
 from harness.problems.folder_task import TaskFileError
-from harness.shapes import CaseFormat, ShapeFileError, parse_cases
+from harness.problems.shapes import CaseFormat, ShapeFileError, parse_cases
+from harness.shared import stats, wire
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY = ROOT / "tests" / "fixtures" / "reference_kernels" / "practice"

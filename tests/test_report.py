@@ -5,11 +5,11 @@ from pathlib import Path
 
 from hypothesis import assume, given, settings, strategies as st
 
+from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
+from harness.judge.modes import RepeatedError, RunOptions
+from harness.problems.shapes import parse_cases
+from harness.results.worker_text import as_the_user_wrote_it, strip_ansi, visible_boundaries, without_hidden_frames
 import harness
-from harness.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
-from harness.modes import RepeatedError, RunOptions
-from harness.worker_text import as_the_user_wrote_it, strip_ansi, visible_boundaries, without_hidden_frames
-from harness.shapes import parse_cases
 
 HARNESS = Path(harness.__file__).resolve().parent
 RUNNER_COPY = Path("/tmp/nvfp4-harness-x1/runner-y2/submission.py")
@@ -145,7 +145,7 @@ def test_crashes_by_one_signal_on_two_shapes_in_a_row_stop_the_run():
 
 
 def test_the_stop_line_names_timeouts_and_crashes_for_what_they_are():
-    from harness.record import RepeatedFailure
+    from harness.judge.record import RepeatedFailure
 
     repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device="cpu"))
     for index, result in enumerate([CaseResult(PASS), CaseResult(PASS), CaseResult(TIMEOUT, "no result"), CaseResult(TIMEOUT, "no result")]):
@@ -175,7 +175,7 @@ def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_th
 
 
 def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
-    from harness.worker_text import labelled_mismatches
+    from harness.results.worker_text import labelled_mismatches
 
     message = ("mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 2 "
                "ERROR AT (0, 0, 0): -897.5 -949.5 ERROR AT (3, 1, 0): nan 2.0")
@@ -185,7 +185,7 @@ def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
 
 
 def test_the_grouped_checks_group_is_named_and_its_reasons_read_as_the_others():
-    from harness.worker_text import labelled_mismatches
+    from harness.results.worker_text import labelled_mismatches
 
     message = ("mismatch found! custom implementation doesn't match reference: 1 ['Number of mismatched elements: 7', "
                "'ERROR AT (0, 3, 0): -32768.0 15.5', 'ERROR AT (5, 7, 0): 1.0 2.0', '... and 5 more mismatched elements.']")
@@ -202,7 +202,7 @@ def test_a_grouped_message_of_any_reasons_is_named_or_left_as_it_is(group, reaso
     """Whatever text the reasons hold (their numbers come from a submission's output), the group
     is named and the reasons follow it whole; a message not of that form (text after the list) is
     shown as it was. Nothing raises."""
-    from harness.worker_text import labelled_mismatches
+    from harness.results.worker_text import labelled_mismatches
 
     assume(not any("ERROR AT" in text for text in (*reasons, tail)))
     prefix = "mismatch found! custom implementation doesn't match reference: "
@@ -218,10 +218,10 @@ def test_a_copy_of_the_file_is_reported_under_the_name_it_was_given(tmp_path):
 
     from rich.console import Console
 
-    from harness.modes import RunOptions
-    from harness.record import RunRecord
-    from harness.report import Reporter
-    from harness.shapes import parse_cases
+    from harness.judge.modes import RunOptions
+    from harness.judge.record import RunRecord
+    from harness.results.console import Reporter
+    from harness.problems.shapes import parse_cases
 
     copy = tmp_path / "nvfp4-judge-x" / "mine.py"
     console = Console(file=io.StringIO(), width=120, color_system=None)
@@ -240,8 +240,8 @@ def test_the_stop_line_says_what_was_seen_and_no_lint_for_a_runtime_error():
 
     from rich.console import Console
 
-    from harness.record import RepeatedFailure, RunRecord
-    from harness.report import Reporter
+    from harness.judge.record import RepeatedFailure, RunRecord
+    from harness.results.console import Reporter
 
     console = Console(file=io.StringIO(), width=200, color_system=None)
     reporter = Reporter(console=console)

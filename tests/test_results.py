@@ -3,12 +3,12 @@ import subprocess
 import pandas
 import pytest
 
-from harness.jobs import FAIL, PASS, CaseResult
+from harness.judge.jobs import FAIL, PASS, CaseResult
 from harness.problems import PROBLEMS
-from harness.results import append_rows, rows_for_run
-from harness.shapes import parse_cases
-from harness.sol import DEVICES
-from harness.stats import calculate_stats
+from harness.problems.shapes import parse_cases
+from harness.problems.sol import DEVICES
+from harness.results.rows import append_rows, rows_for_run
+from harness.shared.stats import calculate_stats
 
 CASES = parse_cases("m: 128; n: 7168; k: 16384; l: 1; seed: 1111\nm: 128; n: 4096; k: 7168; l: 1; seed: 1111\n")
 
@@ -56,7 +56,7 @@ def test_append_leaves_earlier_rows_byte_for_byte(tmp_path):
 
 
 def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
-    from harness.results import git_commit
+    from harness.results.rows import git_commit
 
     monkeypatch.setenv("HARNESS_COMMIT", "abc123")
     assert git_commit() == "abc123"
@@ -67,8 +67,8 @@ def test_commit_can_be_named_where_git_history_is_missing(monkeypatch):
 def test_your_runs_file_is_ignored_and_the_reference_file_is_tracked():
     """A user's first recorded run must not mark every later row `-dirty`: neither the store nor
     its CSV export is tracked."""
-    from harness.results import REFERENCE_CSV, RESULTS_CSV
-    from harness.store import DEFAULT_PATH
+    from harness.results.rows import REFERENCE_CSV, RESULTS_CSV
+    from harness.results.store import DEFAULT_PATH
 
     root = RESULTS_CSV.parent.parent
     if not (root / ".git").exists():
@@ -92,7 +92,7 @@ def test_a_commit_is_recorded_at_the_length_every_output_prints(tmp_path, monkey
     same length."""
     import subprocess
 
-    from harness.results import COMMIT_CHARACTERS, git_commit, short_commit
+    from harness.results.rows import COMMIT_CHARACTERS, git_commit, short_commit
 
     def git(*args):
         return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,

@@ -260,7 +260,7 @@ def _judge_process(environment: dict) -> subprocess.CompletedProcess:
 @pytest.mark.e2e
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
 def test_a_services_judge_refuses_to_serve_without_a_layer_unless_told_it_is_unsafe():
-    from harness.exits import EXIT_SANDBOX_REFUSED
+    from harness.judge.exits import EXIT_SANDBOX_REFUSED
 
     _skip_without_every_layer()
     environment = {name: value for name, value in os.environ.items() if not name.startswith(("POPCORN_", "NVFP4_"))}

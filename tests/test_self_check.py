@@ -376,16 +376,16 @@ def test_a_wrong_first_result_on_hopper_falls_back(conservative_wrong, monkeypat
         assert plan.config.splits == 1 and not plan.config.decode_in_grid
 
 
-# ----- the judge's side: harness/self_check.py -----
+# ----- the judge's side: harness/judge/self_check.py -----
 
 def test_the_judge_reads_the_submissions_prefix():
-    from harness import self_check
+    from harness.judge import self_check
 
     assert self_check.FALLBACK_PREFIX == sub.FALLBACK_PREFIX
 
 
 def test_the_judge_finds_every_fallback_line_and_nothing_else(fresh_plans, monkeypatch, capsys):
-    from harness.self_check import fallbacks_in
+    from harness.judge.self_check import fallbacks_in
 
     kernel = _stand_in_kernel(_one_element_off, _one_element_off)
     print("compiling 128x256x512x2", file=sys.stderr)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import Store, sha256, verdict_key
+from harness.results.store import Store, sha256, verdict_key
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -1,7 +1,7 @@
 """Whose fault a judge's reply is (harness/service/faults.py): a run the judge stopped without a
 verdict on the file is never a verdict, whatever cases ran before it stopped."""
 
-from harness.exits import EXIT_FAIL, EXIT_INFRASTRUCTURE, EXIT_REJECTED
+from harness.judge.exits import EXIT_FAIL, EXIT_INFRASTRUCTURE, EXIT_REJECTED
 from harness.service.faults import INFRASTRUCTURE, REJECTED, VERDICT, classify
 
 PASSED = {"index": 0, "status": "pass", "phases_s": {"start": 1.0, "import": 0.5, "calls": 0.1}}

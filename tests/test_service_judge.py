@@ -224,7 +224,7 @@ def test_a_candidate_that_removes_the_judges_driver_files_leaves_the_next_candid
 # taking a while to close its waiting workers first.
 ENDS_AFTER_ITS_REPLY = """
 import json, sys, time
-from harness.exits import EXIT_DEVICE_LOST
+from harness.judge.exits import EXIT_DEVICE_LOST
 print(json.dumps({"ready": True}), flush=True)
 request = json.loads(sys.stdin.readline())
 print(json.dumps({"id": request["id"], "exit_status": 0, "document": {"cases": []}}), flush=True)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.results.store import Store
 from harness.service.candidates import Candidates
 from harness.service.front import Service
 from harness.service.judges import LocalJudge
-from harness.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_JUDGE = (sys.executable, str(ROOT / "tests" / "fake_judge.py"))

@@ -4,9 +4,9 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness import taskfile
 from harness.problems import PROBLEMS
-from harness.shapes import CaseFormat, ShapeFileError, apply_secret_seed, combine_seeds, official_cases, parse_cases
+from harness.problems import taskfile
+from harness.problems.shapes import CaseFormat, ShapeFileError, apply_secret_seed, combine_seeds, official_cases, parse_cases
 
 ISSUE_TESTS = [
     (128, 256, 256), (128, 1536, 7168), (128, 3072, 1536), (256, 7168, 256), (256, 7168, 2048),

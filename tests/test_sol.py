@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from harness.sol import DEVICES, ceilings_for, device_key, gemm_bytes, gemm_flops, gemm_work
+from harness.problems.sol import DEVICES, ceilings_for, device_key, gemm_bytes, gemm_flops, gemm_work
 
 BENCHMARKS_B200_US = [((128, 7168, 16384, 1), "8.994"), ((128, 4096, 7168, 1), "2.354"), ((128, 7168, 2048, 1), "1.333")]
 
@@ -67,7 +67,7 @@ def test_sol_command_reproduces_each_problems_published_table(name):
 
 
 def test_a_ceiling_that_is_beaten_is_raised_to_the_rate_reached_and_says_so():
-    from harness.sol import Ceilings, gemm_flops, gemm_work
+    from harness.problems.sol import Ceilings, gemm_flops, gemm_work
 
     measured = Ceilings("NVIDIA H200", 775e12, 4.2e12, "measured now")
     big = (128, 7168, 16384, 1)

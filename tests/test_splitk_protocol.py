@@ -30,7 +30,7 @@ run = _load("run")
 
 
 def _ptx(splits: int, subtiles: int, pdl: bool = True) -> str:
-    from harness.compile_capture import capturing_compiles
+    from harness.submitting.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_90a") as capture:
         protocol.compile_kernel(splits, subtiles, pdl, arch="sm_90a")

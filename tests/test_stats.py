@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from harness.stats import StoppingRule, calculate_stats, geomean
+from harness.shared.stats import StoppingRule, calculate_stats, geomean
 
 
 def test_stats_match_hand_computation():

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import submission as sub
-from harness import shapes
-from harness.compile import TMEM_COLUMNS
+from harness.problems import shapes
+from harness.submitting.compile import TMEM_COLUMNS
 from reference import generate_input
 
 OFFICIAL = sorted({sub.Problem(*case.mnkl) for name in ("tests", "benchmarks")

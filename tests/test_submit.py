@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import harness.submit as submit
 from harness.problems import PROBLEMS
+import harness.submitting.submit as submit
 
 SUBMISSION = """#!POPCORN leaderboard nvfp4_gemm
 #!POPCORN gpu NVIDIA

@@ -1,4 +1,4 @@
-"""Tables fitted to the terminal (harness/tables.py): the cost model's and the compile check's at
+"""Tables fitted to the terminal (harness/results/tables.py): the cost model's and the compile check's at
 80 columns keep every figure whole, leave out whole columns and name them; piped, nothing is
 left out."""
 
@@ -9,10 +9,10 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from harness import b200_model as model
-from harness import b200_report
-from harness import compile as checker
-from harness.tables import Fitted
+from harness.b200 import model
+from harness.b200 import report as b200_report
+from harness.results.tables import Fitted
+from harness.submitting import compile as checker
 
 FIGURE = re.compile(r"(?<![\w.+-])[-+]?\d[\d,]*(?:\.\d+)?(?:-\d+(?:\.\d+)?)?(?![\w.])")
 

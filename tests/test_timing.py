@@ -5,18 +5,18 @@ import time
 import pytest
 import torch
 
-from harness.jobs import Job, Rules
 from harness.judge import cases
+from harness.judge.jobs import Job, Rules
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import Calibration, JudgeClock, Round
 from harness.judge.verdicts import bits
 from harness.problems import BETTER_BENCH, PLAIN_EVAL, PROBLEMS
-from harness.l2_flush import L2Flush, flush_bytes
 from harness.runner.timing import time_rounds
+from harness.shared.l2_flush import L2Flush, flush_bytes
 from reference import ref_kernel
-from harness.shapes import parse_cases
-from harness.stats import StoppingRule
-from harness.wire import returned, storage_index
+from harness.problems.shapes import parse_cases
+from harness.shared.stats import StoppingRule
+from harness.shared.wire import returned, storage_index
 
 CPU = torch.device("cpu")
 COMPETITION_FLUSH_BYTES = BETTER_BENCH.flush_bytes  # 64 GB: the better-bench evals'
@@ -370,7 +370,7 @@ def test_a_flush_longer_than_the_partners_fails_and_a_second_queue_buys_a_bounde
     the GPU time-slices against the flush: 17.2 ms against 9.5 ms on an H200) passes that
     honest length, and fails a flush longer than twice the partner's: showing a second queue in
     the recorded round no longer buys unbounded work before the window."""
-    from harness.jobs import PASS, CaseResult
+    from harness.judge.jobs import PASS, CaseResult
 
     case = dataclasses.make_dataclass("Case", ["strict"])(strict)
     calibration = Calibration({(False, False): 0.0}, spread_ns=0.0, flush_ns=9.5e6, longest_flush_ns=9.5e6)
@@ -401,7 +401,7 @@ def test_a_calibration_whose_flush_ran_long_for_one_kind_of_round_was_disturbed(
     """GPU work a worker left queued when it was frozen runs through the partner's rounds of one
     kind (they run in a row) and the judge's flush beside them, lengthening the fixed cost
     subtracted: it fails (a warning under --official). An honest difference passes."""
-    from harness.jobs import PASS, CaseResult
+    from harness.judge.jobs import PASS, CaseResult
 
     case = dataclasses.make_dataclass("Case", ["strict"])(strict)
     kinds = [(own, exposed) for own in (0.0, 1.0) for exposed in (False, True)]  # three rounds each, in a row

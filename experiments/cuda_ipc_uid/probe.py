@@ -2,7 +2,7 @@
 namespace or not, with the exporter's /dev/shm or a private one.
 
 The judge exports its inputs (memory) and its timing events as CUDA IPC handles, and a worker
-opens them (harness/cuda_ipc.py); the sandbox chooses the worker's uid, namespaces and /dev
+opens them (harness/shared/cuda_ipc.py); the sandbox chooses the worker's uid, namespaces and /dev
 (harness/judge/sandbox.py). This exports one tensor and one interprocess event, then opens both
 in a child started under each variation and prints one line each:
 

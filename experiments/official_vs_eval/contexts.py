@@ -46,9 +46,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.judge.rounds import own_flush_bytes  # noqa: E402
-from harness.l2_flush import L2Flush  # noqa: E402
 from harness.problems import load_problem  # noqa: E402
 from harness.runner.files import make_runner_folder  # noqa: E402
+from harness.shared.l2_flush import L2Flush  # noqa: E402
 
 CALLS = 50  # the eval's calls per batch
 SETTLE_CYCLES = 20_000  # about 10 us at Hopper's clocks: a kernel, not a wait

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
-from harness.results import git_commit  # noqa: E402
+from harness.results.rows import git_commit  # noqa: E402
 from harness.runner.files import make_runner_folder  # noqa: E402
 
 OP_ERROR_IMPORT = re.compile(r"^from cutlass\.cute\.nvgpu\.common import OpError$", re.MULTILINE)

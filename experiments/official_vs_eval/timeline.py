@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
-from harness.results import git_commit  # noqa: E402
+from harness.results.rows import git_commit  # noqa: E402
 from harness.runner.files import make_runner_folder  # noqa: E402
 
 LIMIT_S = 600
@@ -56,8 +56,8 @@ FIGURES = textwrap.dedent("""
 EVAL_WAY = FIGURES + textwrap.dedent("""
     import json, sys, torch
     sys.path.append(sys.argv[4])
-    from harness.l2_flush import L2Flush
     from harness.runner import gpu_activity
+    from harness.shared.l2_flush import L2Flush
     from reference import generate_input
     from submission import custom_kernel
 

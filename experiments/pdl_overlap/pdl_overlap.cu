@@ -1,7 +1,7 @@
 // A synthetic persistent kernel that asks one question of the GPU's block scheduler: with
 // programmatic dependent launch (PDL) and an SM that has room for two CTAs, does the next
 // call's CTA start beside this call's on every SM, so that two calls are in flight?
-// harness/b200_model.py's figure for 128 x 7168 x 2048 (two CTAs an SM) rests on it.
+// harness/b200/model.py's figure for 128 x 7168 x 2048 (two CTAs an SM) rests on it.
 //
 // One process runs a list of cases read from stdin (one a line, `key=value` words; see
 // run.py), so that the context, the buffers and the measured DRAM rate are shared. For each

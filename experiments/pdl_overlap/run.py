@@ -1,6 +1,6 @@
 """Two calls in flight with PDL: do they overlap on every SM, and how near the model's formula?
 
-A Hopper test of the PDL assumptions behind harness/b200_model.py's figures for 128 x 4096 x
+A Hopper test of the PDL assumptions behind harness/b200/model.py's figures for 128 x 4096 x
 7168 and 128 x 7168 x 2048 (two calls in flight).
 
     python experiments/pdl_overlap/run.py --out pdl_overlap.csv
@@ -280,7 +280,7 @@ def dram_bound_us(bytes_per_call: float, dram_bytes_per_s: float) -> float:
 
 def predicted_us(case: str, *, alone_us: float, chain: float, mainloop_bound_us: float, dram_us: float,
                  serial_tail_us: float = 0.0) -> float:
-    """harness/b200_model.py's `call`, per case, on measured parts, before its overlap factor
+    """harness/b200/model.py's `call`, per case, on measured parts, before its overlap factor
     (which is what this run measures: measured / this):
     - b, e (no PDL): launch + chain, each call after the last: one call alone's time;
     - c (PDL, one CTA an SM, no SM free): CTA start + main loop + tail, i.e. the chain;
@@ -488,7 +488,7 @@ def report(device: dict, results: dict, k_tiles_list) -> list[dict]:
 
 
 LEGEND = """
-measured: us per call (events around the calls / calls, median of the rounds). model: harness/b200_model.py's
+measured: us per call (events around the calls / calls, median of the rounds). model: harness/b200/model.py's
 formula on this run's measured parts; ratio = measured / model. beside prev: the fraction of a call's CTAs
 that entered while the previous call's CTA on the same SM still ran. CTAs/SM: the most CTAs on one SM at
 once; in flight: the most calls with a CTA running at once. slot gap: an SM's last exit to its next entry
@@ -500,7 +500,7 @@ whose smallest step seen was {step} ns."""
 
 def overlap_record(mode: str, device: dict, results: dict, k_tiles: int, knobs: Knobs, commit: str,
                    date: str) -> dict:
-    """What harness/b200_model.py reads of this run (results/pdl-overlap-bandwidth.json): two
+    """What harness/b200/model.py reads of this run (results/pdl-overlap-bandwidth.json): two
     calls in flight with room for two CTAs an SM (case d), measured over the model's formula on
     this run's parts (`overlap_ratio`), and the hand-off of each epilogue behind the previous
     grid (case d's, else f's; None where no CTA waited)."""

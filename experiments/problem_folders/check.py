@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
 from harness.problems.folder_task import read_task  # noqa: E402
-from harness.results import git_commit  # noqa: E402
+from harness.results.rows import git_commit  # noqa: E402
 
 MEANS_WITHIN = 0.05
 LIMIT_S = 600

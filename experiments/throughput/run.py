@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.judge.sandbox import UNSAFE_ENV  # noqa: E402
-from harness.results import git_commit  # noqa: E402
+from harness.results.rows import git_commit  # noqa: E402
 from harness.service.front import Service  # noqa: E402
 from harness.service.judges import LocalJudge  # noqa: E402
 

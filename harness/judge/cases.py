@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from harness.jobs import ERROR, FAIL, PASS, CaseResult, Job
 from harness.judge import activity, claims, edits
 from harness.judge.isolation import CaseStopped
+from harness.judge.jobs import ERROR, FAIL, PASS, CaseResult, Job
 from harness.judge.memory import SharedPool
 from harness.judge.probes import ProbeEdits
 from harness.judge.references import REFERENCES
@@ -31,8 +31,8 @@ from harness.judge.verdicts import (Refills, all_pass_quickly, beyond_the_compet
                                     claimed_figures_problem, clone_data, figures_problem, first_changed_inputs,
                                     input_leaves)
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
-from harness.stats import MIN_ROUNDS, StoppingRule, calculate_stats
-from harness.wire import leaves
+from harness.shared.stats import MIN_ROUNDS, StoppingRule, calculate_stats
+from harness.shared.wire import leaves
 
 # Rounds of the calibration partner before and after the timed rounds.
 CALIBRATION_ROUNDS = 6

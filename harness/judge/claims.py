@@ -5,7 +5,7 @@ batch's time and its host time (every round), the baselines' rounds, the ceiling
 the timestamps of its GPU activity, the line a raised exception names. Each is read here, as it
 arrives, as what it must be: a number of its kind within the range every honest value lies in,
 or refused with wire.UntrustedMessageError naming the claim, which fails the case
-(harness/modes.py). Another type (a bool, a string, None), nan, an infinity, a negative, a
+(harness/judge/modes.py). Another type (a bool, a string, None), nan, an infinity, a negative, a
 subnormal, an int no float holds and a value past the range are all refused alike.
 
 Within these ranges every sum, square, ratio and count that the statistics, the stopping rule,
@@ -14,7 +14,7 @@ claim, and no mix of claims across rounds, can end the judge with an arithmetic 
 (tests/test_claims.py drives arbitrary claims through all of them).
 """
 
-from harness.wire import UntrustedMessageError
+from harness.shared.wire import UntrustedMessageError
 
 # A time in ns is 0 or within [SHORTEST_NS, LONGEST_NS]. The worker's clocks tick no finer than a
 # nanosecond (perf_counter_ns counts whole ones, CUDA events about half a microsecond), so a time

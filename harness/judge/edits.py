@@ -21,7 +21,7 @@ import torch
 
 from harness.judge.verdicts import clone_data, input_leaves
 from harness.problems import Problem
-from harness.wire import leaves
+from harness.shared.wire import leaves
 
 FP4 = torch.float4_e2m1fn_x2
 EDITED_BYTES = 4  # bytes written in each part an edit takes

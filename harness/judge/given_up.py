@@ -7,7 +7,7 @@ that wait on the whole device can then wait with it (tests/test_giving_up_a_queu
 a kernel's first launch (loading its module) holds its thread, and an allocation's out-of-memory
 retry (its cudaFree of cached blocks) can. So once a queue is given up,
 what it reads and writes, the run's memory pool and every worker mapping are kept here instead of
-freed; no later case runs in the process (harness/modes.py); and the process ends without the
+freed; no later case runs in the process (harness/judge/modes.py); and the process ends without the
 interpreter's teardown (`end_process`).
 """
 

@@ -116,7 +116,7 @@ class CodeWatch:
 
 def import_the_row_writer() -> None:
     """pandas, which a timed run's rows are appended to the CSV export with once its cases are
-    over (harness/results.py append_rows), imported now: a run calls this before its first worker
+    over (harness/results/rows.py append_rows), imported now: a run calls this before its first worker
     starts, since the judge runs only code it loaded before a submission could write its files.
     Without pandas (the compile check's minimal environment) there is nothing to import."""
     with contextlib.suppress(ImportError):

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from harness import cuda_ipc, wire
 from harness.judge import claims, dev_shm, given_up
-from harness.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
+from harness.judge.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
+from harness.shared import cuda_ipc, wire
 
 POLL_S = 0.2
 OUTPUT_TAIL_CHARS = 4000

@@ -1,7 +1,7 @@
 """The memory the judge shares with a worker, apart from everything else the judge holds.
 
 A worker maps what it is handed: on a GPU the whole allocation around a tensor (CUDA IPC maps
-allocations, not tensors), on the CPU a sealed memfd (harness/host_memory.py). So the tensors a
+allocations, not tensors), on the CPU a sealed memfd (harness/shared/host_memory.py). So the tensors a
 worker is handed are allocated on a GPU from a pool of their own, and the judge's references,
 pristine inputs and copies of outputs never sit in memory a worker maps. A case's inputs may
 hold CPU tensors beside the GPU's (the grouped GEMM's plain scales): those go in a memfd of
@@ -12,9 +12,9 @@ import contextlib
 
 import torch
 
-from harness import cuda_ipc
-from harness.host_memory import HostArena
-from harness.wire import SharedTensor, dtype_name, leaves, map_tensors
+from harness.shared import cuda_ipc
+from harness.shared.host_memory import HostArena
+from harness.shared.wire import SharedTensor, dtype_name, leaves, map_tensors
 
 
 class SharedPool:

@@ -12,7 +12,7 @@ import collections
 import torch
 
 from harness.judge.verdicts import clone_data
-from harness.wire import leaves
+from harness.shared.wire import leaves
 
 
 def _bytes_of(value) -> int:

@@ -34,11 +34,11 @@ import time
 
 import torch
 
-from harness import wire
 from harness.judge import claims, given_up
 from harness.judge.isolation import ran_through
 from harness.judge.verdicts import shared_outputs
-from harness.l2_flush import L2Flush
+from harness.shared import wire
+from harness.shared.l2_flush import L2Flush
 
 BATCH = "batch"  # the name under which a worker holds the case's inputs
 # The batch's own overwrite of L2 under --official, in multiples of the L2's size: enough that none

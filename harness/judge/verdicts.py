@@ -12,7 +12,7 @@ import math
 import torch
 
 from harness.problems import Problem
-from harness.wire import NotATensor, leaves, map_tensors
+from harness.shared.wire import NotATensor, leaves, map_tensors
 
 
 def clone_data(data):

@@ -17,10 +17,11 @@ from types import ModuleType
 
 import torch
 
-from harness import sol, stats
+from harness.problems import sol
 from harness.problems.folder import RUNNER_MODULES, import_runner_files
 from harness.problems.scale_layout import permuted_index
-from harness.shapes import Case, CaseFormat, load_cases
+from harness.problems.shapes import Case, CaseFormat, load_cases
+from harness.shared import stats
 
 PROBLEMS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROBLEMS_DIR.parents[1]
@@ -265,7 +266,7 @@ class Problem:
 
     def ceilings(self, gpu: str) -> sol.Ceilings:
         """`gpu`'s ceilings for this problem: on a B200 the rates its published table is stated
-        at, on the others harness/sol.py's (H100, H200)."""
+        at, on the others harness/problems/sol.py's (H100, H200)."""
         if gpu == "B200" and self.speed_of_light is not None:
             return sol.Ceilings("B200", self.speed_of_light.b200_peak_flops, self.speed_of_light.b200_bandwidth,
                                 self.speed_of_light.basis)
@@ -319,7 +320,7 @@ def _group_gemm_work(spec: dict) -> tuple[int, int]:
 
 # The dual GEMM's two compute-bound rows (8.714 and 6.535 us) both put the FP4 rate at
 # 6.9004e15-6.9007e15 FLOP/s (5% under the 148 SMs x 32768 FLOP/clk at 1.5 GHz that
-# harness/sol.py infers and no memory-bound table can confirm): the table's own rate is used.
+# harness/problems/sol.py infers and no memory-bound table can confirm): the table's own rate is used.
 DUAL_GEMM_TABLE_FP4_PEAK = 6.9005e15
 
 
@@ -357,7 +358,7 @@ PROBLEMS = {
         eval=BETTER_BENCH, input_names=GEMM_INPUT_NAMES, scale_twins=_scale_twins(*GEMM_SCALES), multiples=SCALED_K,
         speed_of_light=SpeedOfLight(
             _gemm_work, B200.peak_flops, B200.bandwidth,
-            "max(FP4 math, DRAM traffic): harness/sol.py's B200 ceilings", _table(
+            "max(FP4 math, DRAM traffic): harness/problems/sol.py's B200 ceilings", _table(
                 (dict(m=128, n=7168, k=16384, l=1), 8.994), (dict(m=128, n=4096, k=7168, l=1), 2.354),
                 (dict(m=128, n=7168, k=2048, l=1), 1.333))),
     ),
@@ -368,7 +369,7 @@ PROBLEMS = {
         rows_read=(("b", 1), ("sfb", 1)),
         speed_of_light=SpeedOfLight(
             _gemv_work, B200_SMS * B200_FFMA_FLOP_PER_SM_CLK * sol.B200_CLOCK_HZ, B200.bandwidth,
-            "max(FFMA math, DRAM traffic); every row memory-bound at harness/sol.py's B200 bandwidth", _table(
+            "max(FFMA math, DRAM traffic); every row memory-bound at harness/problems/sol.py's B200 bandwidth", _table(
                 (dict(m=7168, k=16384, l=1), 8.622), (dict(m=4096, k=7168, l=8), 17.275),
                 (dict(m=7168, k=2048, l=4), 4.317))),
     ),

@@ -3,5 +3,5 @@
 The submission can reach and change everything here, so nothing here decides a verdict: it calls
 the submission on inputs the judge shares with it, in batches bracketed by the judge's events,
 times them its own way (the competition's, a claim the judge sets against its own clock), records
-a batch's GPU activity when asked, and sends back what it saw (harness/wire.py).
+a batch's GPU activity when asked, and sends back what it saw (harness/shared/wire.py).
 """

@@ -1,6 +1,6 @@
 """What plain torch, cuBLAS and an empty CuTeDSL kernel achieve on the same inputs, timed beside
 the submission: nvfp4_gemm's inputs (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), and no
-other problem's (harness/modes.py refuses --baselines for them)."""
+other problem's (harness/judge/modes.py refuses --baselines for them)."""
 
 import functools
 import importlib.util

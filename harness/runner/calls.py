@@ -2,7 +2,7 @@
 submission on them in batches the judge times, record a batch's GPU activity, time the baselines.
 
 Each method is one request (harness/judge/isolation.py sends them by name); each returns plain
-values and tensors only, which is all the judge will read (harness/wire.py). The inputs are any
+values and tensors only, which is all the judge will read (harness/shared/wire.py). The inputs are any
 problem's: tensors nested in tuples and lists beside plain values, which the worker passes to
 custom_kernel as they came.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from harness import wire
 from harness.runner import baselines, ceilings, gpu_activity
-from harness.l2_flush import L2Flush, synchronize
 from harness.runner.timing import time_rounds
-from harness.stats import StoppingRule
+from harness.shared import wire
+from harness.shared.l2_flush import L2Flush, synchronize
+from harness.shared.stats import StoppingRule
 
 # A marker kernel on the timed queue in a recorded batch: one right behind the wait for the judge's
 # go, before the batch's start event, which starts once the judge's window is open, and one after
@@ -63,7 +63,7 @@ class Calls:
             # competition's machine (`--device cuda:1` would otherwise time device 0's queue).
             torch.cuda.set_device(self._device.index)
         # The eval's set_seed before the submission runs, on the eval's seed or, under a secret seed,
-        # one unrelated to the secret (harness/shapes.py worker_rng_seed): the inputs are the judge's.
+        # one unrelated to the secret (harness/problems/shapes.py worker_rng_seed): the inputs are the judge's.
         set_seed(rng_seed)
 
     @property

@@ -10,7 +10,7 @@ submission cannot reach, it cannot be inflated to make the submission's rounds l
 import torch
 
 from harness.runner.calls import Calls
-from harness.wire import at
+from harness.shared.wire import at
 
 
 class EchoKernel:

@@ -1,13 +1,13 @@
 """Event-timed rounds of back-to-back calls in a worker (the baselines), each after the L2 flush
-(harness/l2_flush.py)."""
+(harness/shared/l2_flush.py)."""
 
 import time
 from typing import Callable
 
 import torch
 
-from harness.l2_flush import L2Flush, synchronize
-from harness.stats import StoppingRule
+from harness.shared.l2_flush import L2Flush, synchronize
+from harness.shared.stats import StoppingRule
 
 
 def timed_round(call: Callable, inputs: list, flush: L2Flush, device: torch.device) -> tuple[float, float, list]:

@@ -6,7 +6,7 @@ standard library is imported. It runs in a folder of its own, into which the jud
 submission and the problem's files (`task`, `utils`, `reference`) before its first request, and
 imports them from there, as the competition's eval does. Its stdout and stderr go to a log the
 judge opened and shows beside the verdict. Requests come from the judge (trusted); replies go
-through harness/wire.py, which the judge reads as untrusted.
+through harness/shared/wire.py, which the judge reads as untrusted.
 """
 
 import contextlib
@@ -50,7 +50,7 @@ def main(settings: dict) -> None:
 
 
 def serve(settings: dict) -> None:
-    from harness import cuda_ipc, wire
+    from harness.shared import cuda_ipc, wire
 
     connection = multiprocessing.connection.Connection(settings["socket"])
     request_socket = socket.socket(fileno=os.dup(settings["socket"]))

@@ -1,5 +1,5 @@
 """The service's candidates in SQLite: every candidate, its request, state and reply, from the
-moment the front accepts it, in the same file as the verdicts (harness/store.py) and in WAL mode
+moment the front accepts it, in the same file as the verdicts (harness/results/store.py) and in WAL mode
 so that a reader never waits for the front's writes.
 
 What this table gives the front (harness/service/front.py):
@@ -68,7 +68,7 @@ class KeyTaken(ValueError):
 
 
 def same_request(fields: dict, other: dict) -> bool:
-    """Whether two candidates' key fields (harness/store.py verdict_key) ask for the same run: the
+    """Whether two candidates' key fields (harness/results/store.py verdict_key) ask for the same run: the
     same file, problem, mode, cases and options. The front's commit, device and seed policy are
     not the request's: a request sent again to a front started again on another commit is the
     same request."""

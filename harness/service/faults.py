@@ -9,7 +9,7 @@
   cannot run. Nothing is judged again.
 """
 
-from harness.exits import (EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN,
+from harness.judge.exits import (EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN,
                            EXIT_REJECTED)
 
 VERDICT, INFRASTRUCTURE, REJECTED = "verdict", "infrastructure", "rejected"

@@ -3,7 +3,7 @@
 The front never judges: it hands each candidate to the next free judge (a process per local
 GPU, harness/service/judges.py, or a Ray actor per GPU of a cluster, harness/service/ray_judges.py),
 keeps each candidate in the candidates table (harness/service/candidates.py) from the moment it
-accepts it, and stores every verdict (harness/store.py), answering a candidate already judged
+accepts it, and stores every verdict (harness/results/store.py), answering a candidate already judged
 under the same key from the store unless a re-run is asked for.
 
 Every reply names its class (harness/service/faults.py). Only a verdict is stored as the file's;
@@ -24,13 +24,13 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.document import SCHEMA
-from harness.lint import MAX_BYTES
-from harness.results import git_commit
+from harness.results.document import SCHEMA
+from harness.results.rows import git_commit
+from harness.results.store import Store, verdict_key
 from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
 from harness.service.lanes import DeviceGate
-from harness.store import Store, verdict_key
+from harness.submitting.lint import MAX_BYTES
 
 # The options a request may set; everything else is the judge's.
 OPTION_NAMES = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s", "max_repeats", "baselines")

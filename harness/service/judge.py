@@ -34,7 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
+from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
 from harness.judge import dev_shm, given_up  # the standard library alone: imported before torch
 from harness.service.lanes import TIMED_MODES  # the standard library alone
 from harness.service.names import checked_name  # the standard library alone
@@ -62,8 +62,10 @@ class Judge:
         self.secret = _secret_seed()
         import torch  # noqa: F401  (the imports every run shares, done once, before any worker starts)
 
-        import harness.api, harness.document, harness.recording, harness.report  # noqa: F401  (as torch)
-        from harness import modes, results, shapes
+        import harness.api, harness.results.console, harness.results.document, harness.results.recording  # noqa: F401  (as torch)
+        from harness.judge import modes
+        from harness.results import rows as results
+        from harness.problems import shapes
         from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
         from harness.service.pool import WorkerPool
@@ -92,10 +94,10 @@ class Judge:
         from rich.console import Console
 
         from harness import api
-        from harness.document import SCHEMA, run_document
+        from harness.results.document import SCHEMA, run_document
         from harness.problems import load_problem
-        from harness.recording import run_rows
-        from harness.report import Reporter
+        from harness.results.recording import run_rows
+        from harness.results.console import Reporter
 
         started = time.monotonic()
         rows: list[dict] = []  # a timed run's rows, stored with its verdict for `compare`

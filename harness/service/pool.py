@@ -26,8 +26,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from harness.jobs import CRASH, CaseResult
 from harness.judge.isolation import WorkerProcess, _descendants, _parents, _Spawned, is_running
+from harness.judge.jobs import CRASH, CaseResult
 from harness.judge.sandbox import Sandbox
 
 WATCH_EVERY_S = 0.1
@@ -179,7 +179,7 @@ class PooledWorker(WorkerProcess):
 
 
 class PooledWorkers:
-    """modes.FreshWorkers' interface over a pool (harness/modes.py Executor)."""
+    """modes.FreshWorkers' interface over a pool (harness/judge/modes.py Executor)."""
 
     def __init__(self, pool: WorkerPool):
         self._pool = pool

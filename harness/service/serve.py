@@ -6,10 +6,10 @@ import os
 import signal
 
 from harness.judge.sandbox import UNSAFE_ENV
+from harness.results.store import DEFAULT_PATH, Store
 from harness.service.candidates import Candidates
 from harness.service.front import MAX_SOURCE_BYTES, Service
 from harness.service.judges import JudgeEnded, LocalJudge
-from harness.store import DEFAULT_PATH, Store
 
 
 class NoJudge(Exception):

@@ -6,7 +6,7 @@ run's verdict holds its rows (`case_rows`, one per case, results/runs.csv's colu
 `compare` reads.
 
 Written by the judge's process only: a one-shot benchmark or leaderboard command's
-(harness/recording.py), or the service's front, which its judges send their replies to. Never a
+(harness/results/recording.py), or the service's front, which its judges send their replies to. Never a
 worker (its file system is read-only).
 """
 
@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness.results import RESULTS_DIR
+from harness.results.rows import RESULTS_DIR
 
 DEFAULT_PATH = RESULTS_DIR / "verdicts.sqlite"
 SCHEMA = """

@@ -9,8 +9,8 @@ nothing the judge rebuilds does I/O on a worker's say. Every number the worker c
 activity) passes harness/judge/claims.py as it arrives, before the judge computes with it.
 
 Tensors travel as descriptions. The judge's requests carry the inputs it shares: a CUDA tensor as
-its allocation's IPC handle and place (harness/cuda_ipc.py), a CPU tensor as a place in a sealed
-memfd whose descriptor follows the request on the socket (harness/host_memory.py). A worker's
+its allocation's IPC handle and place (harness/shared/cuda_ipc.py), a CPU tensor as a place in a sealed
+memfd whose descriptor follows the request on the socket (harness/shared/host_memory.py). A worker's
 reply describes each output: a view of memory the judge shares (its path in the inputs and its
 place), a CUDA tensor of its own as an IPC handle, or a CPU tensor of its own as its bytes.
 
@@ -29,8 +29,8 @@ import socket
 
 import torch
 
-from harness import cuda_ipc
-from harness.host_memory import MappedArenas
+from harness.shared import cuda_ipc
+from harness.shared.host_memory import MappedArenas
 
 PROGRESS = "progress"  # worker -> judge, any number before a reply: a line for the progress display
 REPLY = "reply"  # worker -> judge: (REPLY, value)

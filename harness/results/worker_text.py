@@ -1,7 +1,7 @@
 """What a worker said, made readable: terminal escapes stripped, line boundaries other than
 "\\n" escaped, the harness's own traceback frames left out, the runner folder's copy of the
 submission named by the user's path, and the check's mismatch lines labelled. The people's
-report (harness/report.py) and the --json document (harness/document.py) both show it so."""
+report (harness/results/console.py) and the --json document (harness/results/document.py) both show it so."""
 
 import ast
 import importlib

@@ -26,13 +26,13 @@ import pandas
 from rich.console import Group
 from rich.table import Table
 
-from harness.exits import EXIT_NO_RUNS
-from harness.results import REFERENCE_CSV, append_rows, short_commit
-from harness.store import DEFAULT_PATH as STORE_PATH, Store
-from harness.shapes import GEMM_KEYS, Case
-from harness.sol import Ceilings, gemm_work
-from harness.stats import geomean
-from harness.tables import Fitted, console_for
+from harness.judge.exits import EXIT_NO_RUNS
+from harness.problems.shapes import GEMM_KEYS, Case
+from harness.problems.sol import Ceilings, gemm_work
+from harness.results.rows import REFERENCE_CSV, append_rows, short_commit
+from harness.results.store import DEFAULT_PATH as STORE_PATH, Store
+from harness.results.tables import Fitted, console_for
+from harness.shared.stats import geomean
 
 RUN_KEYS = ["source", "time", "commit", "submission_sha256", "mode", "problem", "device"]
 GEMM = "nvfp4_gemm"

@@ -3,8 +3,8 @@
 import dataclasses
 
 from harness.problems import PROBLEMS, Problem
-from harness.shapes import Case
-from harness.stats import Stats
+from harness.problems.shapes import Case
+from harness.shared.stats import Stats
 
 # Case statuses, in the words the reports use.
 PASS = "pass"

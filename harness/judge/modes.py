@@ -12,25 +12,25 @@ from typing import Iterator
 
 import torch
 
-from harness import sol
-from harness.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult, Job, Rules
 from harness.judge import given_up
 from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
+from harness.judge.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_PASS
 from harness.judge.integrity import CodeWatch, import_the_row_writer
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, protect_the_judge
+from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult, Job, Rules
 from harness.judge.memory import SharedPool
 from harness.judge.phases import PhaseTimer
-from harness.judge.sandbox import Sandbox
+from harness.judge.precheck import Precheck
+from harness.judge.record import RepeatedFailure, RunListener, RunRecord
 from harness.judge.rounds import BATCH, JudgeClock
+from harness.judge.sandbox import Sandbox
+from harness.judge.self_check import fallbacks_in
 from harness.judge.verdicts import beyond_the_competition
-from harness.precheck import Precheck
-from harness.record import RepeatedFailure, RunListener, RunRecord
 from harness.problems import PROBLEMS, Problem
-from harness.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_PASS
+from harness.problems import sol
+from harness.problems.shapes import EVAL_RNG_SEED, Case
 from harness.runner.files import runner_files
-from harness.self_check import fallbacks_in
-from harness.shapes import EVAL_RNG_SEED, Case
-from harness.wire import UntrustedMessageError
+from harness.shared.wire import UntrustedMessageError
 
 # A failure's message with its numbers (sizes, indices) masked names its kind; the check's
 # message for wrong values (the competition's utils.py) is never one failure repeated.

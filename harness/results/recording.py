@@ -1,14 +1,14 @@
 """A one-shot benchmark or leaderboard run kept, by the judge's process once its cases are over:
-its verdict and its rows in the store (harness/store.py), under the key the service would give
+its verdict and its rows in the store (harness/results/store.py), under the key the service would give
 the same file, cases and options, and the same rows appended to the CSV export
 (results/runs.csv by default)."""
 
 import dataclasses
 from pathlib import Path
 
-from harness.record import RunRecord
-from harness.results import append_rows, rows_for_run
-from harness.store import Store, verdict_key
+from harness.judge.record import RunRecord
+from harness.results.rows import append_rows, rows_for_run
+from harness.results.store import Store, verdict_key
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 RESULTS_CSV = RESULTS_DIR / "runs.csv"
 REFERENCE_CSV = RESULTS_DIR / "reference" / "runs.csv"
 

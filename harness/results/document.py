@@ -13,9 +13,9 @@ import json
 import re
 import sys
 
-from harness.results import file_sha256, git_commit
-from harness.stats import geomean, score
-from harness.worker_text import labelled_mismatches, strip_ansi, without_hidden_frames
+from harness.results.rows import file_sha256, git_commit
+from harness.results.worker_text import labelled_mismatches, strip_ansi, without_hidden_frames
+from harness.shared.stats import geomean, score
 
 SCHEMA = "nvfp4-harness/1"
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -57,7 +57,7 @@ def ceilings_fields(ceilings, note: str) -> dict | None:
 
 
 def run_document(record) -> dict:
-    """What a test, benchmark, leaderboard or profile run found (its harness.record.RunRecord)."""
+    """What a test, benchmark, leaderboard or profile run found (its harness.judge.record.RunRecord)."""
     options = record.options
     data = {
         "schema": SCHEMA,

@@ -12,12 +12,12 @@ from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.jobs import ERROR, NOT_RUN
-from harness.record import RunListener, RunRecord
-from harness.stats import RANKINGS, geomean
-from harness.stats import score as score_of
-from harness.tables import Fitted, console_for
-from harness.worker_text import as_the_user_wrote_it, labelled_mismatches, visible_boundaries
+from harness.judge.jobs import ERROR, NOT_RUN
+from harness.judge.record import RunListener, RunRecord
+from harness.results.tables import Fitted, console_for
+from harness.results.worker_text import as_the_user_wrote_it, labelled_mismatches, visible_boundaries
+from harness.shared.stats import RANKINGS, geomean
+from harness.shared.stats import score as score_of
 
 
 LOG_EVERY_S = 10.0
@@ -317,7 +317,7 @@ class Reporter(RunListener):
 
 def _instead(record: RunRecord) -> list[str]:
     """What to do instead, where a failure every case would meet stopped the run
-    (harness/modes.py RepeatedError): the lines that follow the verdict."""
+    (harness/judge/modes.py RepeatedError): the lines that follow the verdict."""
     found = record.repeated
     if found is None:
         return []

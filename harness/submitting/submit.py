@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from harness.exits import EXIT_CHECK_FAILED, EXIT_CLOSED, EXIT_NO_CLIENT
-from harness.lint import GPU, failed, lint_file, print_report
-from harness.options import problem_option, submission_option
+from harness.judge.exits import EXIT_CHECK_FAILED, EXIT_CLOSED, EXIT_NO_CLIENT
+from harness.submitting.lint import GPU, failed, lint_file, print_report
+from harness.submitting.options import problem_option, submission_option
 
 MODES = ("test", "benchmark", "leaderboard", "profile")
 # The current client installs `popcorn` (and a `popcorn-cli` beside it); older releases only

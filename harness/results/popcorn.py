@@ -4,8 +4,8 @@ written as the run goes, as the competition's eval writes them."""
 import base64
 import os
 
-from harness.jobs import ERROR
-from harness.record import RunListener, RunRecord
+from harness.judge.jobs import ERROR
+from harness.judge.record import RunListener, RunRecord
 
 STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
 

@@ -1,8 +1,9 @@
-"""What one run of a mode found, filled in by the modes (harness/modes.py) as the run goes and
-returned whole: the options it ran under, its cases and their results, the ceilings its
+"""What one run of a mode found, filled in by the modes (harness/judge/modes.py) as the run goes
+and returned whole: the options it ran under, its cases and their results, the ceilings its
 speed-of-light is set against, why it stopped before its last case, and its exit status. Every
-output is made from it: the people's report, the POPCORN lines, the --json document, the store's
-rows and the CSV export (harness/report.py, popcorn.py, document.py, recording.py).
+output is made from it (harness/results/): the people's report (console.py), the POPCORN lines
+(popcorn.py), the --json document (document.py), the store's rows and the CSV export
+(recording.py).
 
 `RunListener` is what a caller attaches to watch a run as it goes (the people's progress, the
 POPCORN lines as the competition writes them): the modes call it and know nothing of what it
@@ -13,7 +14,7 @@ import dataclasses
 import re
 from typing import Callable, Iterator
 
-from harness.jobs import CRASH, ERROR, NOT_RUN, TIMEOUT, CaseResult
+from harness.judge.jobs import CRASH, ERROR, NOT_RUN, TIMEOUT, CaseResult
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ competition's timing (50 calls back to back after an L2 flush, each on its own i
 - More work units than SMs run one after another, each paying its first load's latency.
 
 The free constants (launch, latency, per-SM ingest cap, DRAM efficiency) have physical meaning
-and bounds; `harness/b200_calibration.py` fits them to some published B200 times and checks
+and bounds; `harness/b200/calibration.py` fits them to some published B200 times and checks
 them on others it holds out.
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, SF_VEC_SIZE
+from harness.problems.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, SF_VEC_SIZE
 
 BENCHMARK_SHAPES = ((128, 7168, 16384, 1), (128, 4096, 7168, 1), (128, 7168, 2048, 1))
 TILE_K = 256  # K per load: one 128-byte swizzle row of fp4
@@ -60,7 +60,7 @@ CTA_START_S = 1.0e-6
 # A cluster barrier's round trip, for the split-K exchange through distributed shared memory:
 # set, not fitted (no published kernel did it).
 CLUSTER_BARRIER_S = 0.5e-6
-OVERLAP_RECORD = Path(__file__).resolve().parent.parent / "results" / "pdl-overlap-bandwidth.json"
+OVERLAP_RECORD = Path(__file__).resolve().parents[2] / "results" / "pdl-overlap-bandwidth.json"
 
 
 class Reduction(enum.Enum):
@@ -106,7 +106,7 @@ class Constants:
     dram_efficiency: float  # the fraction of the SOL table's DRAM rate these kernels' loads reach
 
 
-# The fit's (harness/b200_calibration.py; `python -m harness model` says so where they differ, and
+# The fit's (harness/b200/calibration.py; `python -m harness model` says so where they differ, and
 # results/b200-model-calibration.txt holds its output).
 FITTED = Constants(launch_s=3.25e-6, latency_s=1.1e-6, ingest_bytes_per_s=135e9, dram_efficiency=0.65)
 

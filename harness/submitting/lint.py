@@ -16,10 +16,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from harness import document
-from harness.options import json_option, problem_option, strict_option, submission_option
-from harness.precheck import precheck
+from harness.judge.precheck import precheck
+from harness.results import document
 from harness.runner.files import KIT_LOCAL_MODULES, RUNNER_MODULES
+from harness.submitting.options import json_option, problem_option, strict_option, submission_option
 
 DEFAULT_LEADERBOARD = "nvfp4_gemm"
 GPU = "NVIDIA"

@@ -5,11 +5,11 @@ import dataclasses
 
 from rich.table import Table
 
-from harness import b200_calibration as calibration
-from harness import b200_model as model
-from harness.sol import DEVICES
-from harness.stats import geomean
-from harness.tables import Fitted
+from harness.b200 import calibration
+from harness.b200 import model
+from harness.problems.sol import DEVICES
+from harness.results.tables import Fitted
+from harness.shared.stats import geomean
 
 SHAPE_COLUMNS = tuple("x".join(map(str, shape)) for shape in model.BENCHMARK_SHAPES)
 # The same as headers of a column of figures: spaced, so that a narrow terminal wraps them.

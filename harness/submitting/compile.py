@@ -1,7 +1,7 @@
 """`python -m harness compile --arch sm_100a|sm_90a`: prove what can be proven without the GPU.
 
 Compiles a submission's kernels for one arch, for every official test and benchmark shape of its
-problem (`--problem`, nvfp4_gemm by default), on a machine that needs no GPU: every `cute.compile` is captured (harness/compile_capture.py), each
+problem (`--problem`, nvfp4_gemm by default), on a machine that needs no GPU: every `cute.compile` is captured (harness/submitting/compile_capture.py), each
 cubin is disassembled with cuobjdump (PyPI wheel nvidia-cuda-cuobjdump), and the check reports,
 per compiled kernel, registers, shared memory, tensor-memory columns, local memory (spills) and
 the tcgen05 / wgmma / TMA instructions in its SASS. It fails on spills and on shared or tensor
@@ -37,14 +37,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import b200_model, b200_report, document, shapes
-from harness.exits import EXIT_CHECK_FAILED, EXIT_PATH_MISSING
+from harness.b200 import model as b200_model, report as b200_report
+from harness.judge.exits import EXIT_CHECK_FAILED, EXIT_PATH_MISSING
 from harness.problems import PROBLEMS, Problem
-from harness.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
-from harness.options import json_option, problem_option, submission_option
-from harness.report import as_the_user_wrote_it
+from harness.problems import shapes
+from harness.results import document
+from harness.results.console import as_the_user_wrote_it
+from harness.results.tables import Fitted, console_for
 from harness.runner.files import import_submission, make_runner_folder
-from harness.tables import Fitted, console_for
+from harness.submitting.compile_capture import LaunchStopped, capturing_compiles, launch_smem_bytes, tmem_columns
+from harness.submitting.options import json_option, problem_option, submission_option
 
 # Shared memory one block may use (dynamic + static) on both sm_90 and sm_100.
 SMEM_LIMIT_BYTES = 232_448

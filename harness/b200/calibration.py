@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from harness.b200_model import (B200_SMS, BENCHMARK_SHAPES, FITTED, L2_TO_SM_BYTES_PER_S, Constants, Kernel,
+from harness.b200.model import (B200_SMS, BENCHMARK_SHAPES, FITTED, L2_TO_SM_BYTES_PER_S, Constants, Kernel,
                                 Reduction, call_seconds)
-from harness.stats import geomean
+from harness.shared.stats import geomean
 
 S1, S2, S3 = BENCHMARK_SHAPES
 
