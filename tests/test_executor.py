@@ -121,7 +121,7 @@ def test_constructing_an_executor_sets_nothing_up(recorded):
 def test_the_modes_import_nothing_inside_a_function():
     """An import in a function body of modes.py would be one done for its side effect, out of
     sight of the run's named order."""
-    tree = ast.parse((ROOT / "harness" / "modes.py").read_text())
+    tree = ast.parse((ROOT / "harness" / "judge" / "modes.py").read_text())
     functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     imports = [(function.name, inner.lineno) for function in functions for inner in ast.walk(function)
                if isinstance(inner, (ast.Import, ast.ImportFrom))]

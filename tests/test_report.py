@@ -5,11 +5,11 @@ from pathlib import Path
 
 from hypothesis import assume, given, settings, strategies as st
 
+import harness
 from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
 from harness.judge.modes import RepeatedError, RunOptions
 from harness.problems.shapes import parse_cases
 from harness.results.worker_text import as_the_user_wrote_it, strip_ansi, visible_boundaries, without_hidden_frames
-import harness
 
 HARNESS = Path(harness.__file__).resolve().parent
 RUNNER_COPY = Path("/tmp/nvfp4-harness-x1/runner-y2/submission.py")
