@@ -15,9 +15,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import submission as sub
-from harness.b200 import calibration
-from harness.b200 import first_run
-from harness.b200 import model
+from harness.b200 import calibration, first_run, model
 
 SHAPES = model.BENCHMARK_SHAPES
 

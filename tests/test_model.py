@@ -9,8 +9,7 @@ import re
 import pytest
 
 import submission as sub
-from harness.b200 import calibration
-from harness.b200 import model
+from harness.b200 import calibration, model
 from harness.problems.sol import DEVICES
 from harness.shared.stats import geomean
 

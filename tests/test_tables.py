@@ -9,8 +9,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from harness.b200 import model
-from harness.b200 import report as b200_report
+from harness.b200 import model, report as b200_report
 from harness.results.tables import Fitted
 from harness.submitting import compile as checker
 

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.problems.sol import B200_CLOCK_HZ, B200_FP4_FLOP_PER_SM_CLK, B200_SMS, B200_TABLE_BANDWIDTH, SF_VEC_SIZE
+from harness.shared.paths import RESULTS_DIR
 
 BENCHMARK_SHAPES = ((128, 7168, 16384, 1), (128, 4096, 7168, 1), (128, 7168, 2048, 1))
 TILE_K = 256  # K per load: one 128-byte swizzle row of fp4
@@ -60,7 +61,7 @@ CTA_START_S = 1.0e-6
 # A cluster barrier's round trip, for the split-K exchange through distributed shared memory:
 # set, not fitted (no published kernel did it).
 CLUSTER_BARRIER_S = 0.5e-6
-OVERLAP_RECORD = Path(__file__).resolve().parents[2] / "results" / "pdl-overlap-bandwidth.json"
+OVERLAP_RECORD = RESULTS_DIR / "pdl-overlap-bandwidth.json"
 
 
 class Reduction(enum.Enum):

@@ -5,8 +5,7 @@ import dataclasses
 
 from rich.table import Table
 
-from harness.b200 import calibration
-from harness.b200 import model
+from harness.b200 import calibration, model
 from harness.problems.sol import DEVICES
 from harness.results.tables import Fitted
 from harness.shared.stats import geomean

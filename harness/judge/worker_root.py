@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.results.rows import RESULTS_DIR
+from harness.shared.paths import RESULTS_DIR
 
 SYSTEM_LINKS = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")

@@ -1,4 +1,5 @@
-"""Which of reference-kernels' evals a problem folder runs, told from its eval file.
+"""reference-kernels' evals: each one's parameters (`EvalParameters`), and which of them a problem
+folder runs, told from its eval file.
 
 Each family of problems ships its own eval, and they time and check differently: NVIDIA's
 better-bench (a batch of inputs between two events, the 64 GB flush), the plain eval of NVIDIA's
@@ -15,7 +16,57 @@ and checks whatever the flavour.
 import dataclasses
 from pathlib import Path
 
-from harness.problems import BETTER_BENCH, GROUPED_BENCH, MIB, PLAIN_EVAL, EvalParameters
+from harness.shared import stats
+
+MIB = 1024**2
+GIB = 1024**3
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalParameters:
+    """The competition's eval around a problem (its eval.py); (max_repeats, max_time_ns) pairs."""
+
+    script: str  # the eval file in reference-kernels' problems/nvidia/ these figures come from
+    calls_per_batch: int  # custom_kernel calls between the timing events, each on its own input
+    seed_step: int  # added to the seed before drawing each input of a batch (0: the case's seed itself)
+    flush_bytes: int  # the L2 flush before each timed batch
+    benchmark_warmup: tuple[int, float]  # on the first case only
+    benchmark_run: tuple[int, float]
+    leaderboard_warmup: tuple[int, float]
+    leaderboard_warms_every_case: bool  # else the first case only
+    leaderboard_run: tuple[int, float]
+    leaderboard_rechecks: bool  # the timed outputs are checked again in leaderboard mode
+    recheck_fresh_seed_step: int  # > 0: every timed round draws a new input, its seed this much on
+    recheck_judges_last_output_only: bool  # the eval's recheck loop keeps only the last call's verdict
+    min_total_ns: float = stats.MIN_TOTAL_NS  # the wall time its stopping rule waits for before it may stop
+
+    def batch_seeds(self, seed: int) -> list[int]:
+        """The seeds of a batch's inputs for a case of `seed`: seed_step added before each draw, as
+        the competition's eval does (a step of 0: the case's own seed)."""
+        return [seed + self.seed_step * (call + 1) for call in range(self.calls_per_batch)]
+
+
+# eval_better_bench.py: 50 inputs per batch, each seed 42 past the one before; the 64 GB flush;
+# its recheck loop checks every output but returns on the last one's verdict only.
+BETTER_BENCH = EvalParameters(
+    script="eval_better_bench.py", calls_per_batch=50, seed_step=42, flush_bytes=16000 * 1024 * 1024 * 4,
+    benchmark_warmup=(200, 1e8), benchmark_run=(200, 10e9),
+    leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=True, leaderboard_run=(1000, 30e9),
+    leaderboard_rechecks=True, recheck_fresh_seed_step=0, recheck_judges_last_output_only=True,
+)
+# eval.py: one call per timed round on the case's own input; the 4 GiB flush (utils.clear_l2_cache);
+# on the leaderboard every round draws a fresh input (seed + 13) and checks its output.
+PLAIN_EVAL = EvalParameters(
+    script="eval.py", calls_per_batch=1, seed_step=0, flush_bytes=4 * GIB,
+    benchmark_warmup=(200, 1e8), benchmark_run=(200, 10e9),
+    leaderboard_warmup=(1000, 5e8), leaderboard_warms_every_case=False, leaderboard_run=(1000, 30e9),
+    leaderboard_rechecks=True, recheck_fresh_seed_step=13, recheck_judges_last_output_only=False,
+)
+# eval_better_bench_grouped_gemm.py: 15 inputs per batch, lower caps, the same recheck loop.
+GROUPED_BENCH = dataclasses.replace(
+    BETTER_BENCH, script="eval_better_bench_grouped_gemm.py", calls_per_batch=15,
+    benchmark_warmup=(100, 1e8), benchmark_run=(100, 10e9), leaderboard_warmup=(50, 5e8), leaderboard_run=(100, 30e9),
+)
 
 
 @dataclasses.dataclass(frozen=True)

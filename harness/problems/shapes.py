@@ -11,7 +11,9 @@ import random
 import re
 from pathlib import Path
 
-SHAPES_DIR = Path(__file__).resolve().parents[2] / "shapes"
+from harness.shared.paths import REPO_ROOT
+
+SHAPES_DIR = REPO_ROOT / "shapes"
 OFFICIAL_SETS = {"tests": SHAPES_DIR / "tests.txt", "benchmarks": SHAPES_DIR / "benchmarks.txt"}
 GEMM_KEYS = ("m", "n", "k", "l")
 

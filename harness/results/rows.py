@@ -11,7 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+from harness.shared.paths import RESULTS_DIR
+
 RESULTS_CSV = RESULTS_DIR / "runs.csv"
 REFERENCE_CSV = RESULTS_DIR / "reference" / "runs.csv"
 

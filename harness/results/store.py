@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness.results.rows import RESULTS_DIR
+from harness.shared.paths import RESULTS_DIR
 
 DEFAULT_PATH = RESULTS_DIR / "verdicts.sqlite"
 SCHEMA = """

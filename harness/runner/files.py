@@ -19,8 +19,8 @@ from pathlib import Path
 
 from harness.problems import PROBLEMS, Problem
 from harness.problems import folder as problem_folder
+from harness.shared.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER_MODULES = frozenset(problem_folder.RUNNER_MODULES)
 KIT_LOCAL_FILES = ("hopper_stand_in.py",)
 KIT_LOCAL_MODULES = frozenset(Path(name).stem for name in KIT_LOCAL_FILES)
