@@ -385,6 +385,7 @@ def run_tests(cases: list[Case], options: RunOptions, listener: RunListener, wor
         record.repeated = repeated.found
     return record
 
+
 def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
     """(warm-up jobs, measured jobs) following the competition's schedule for the mode: the
     problem's eval's caps, warm-ups and recheck."""

@@ -74,9 +74,11 @@ class Reporter(RunListener):
     """What people read of a run, printed as it goes: its header, each case's line (or panel) as
     it is judged, and once it ends the tables and the verdict, made from its record."""
 
-    def __init__(self, console: Console | None = None, stream=sys.stdout):
-        """`stream`: where people read the report (the command line picks the one its --json
-        document and POPCORN lines leave free); `console`: one made already, which it is on."""
+    def __init__(self, console: Console | None = None, stream=None):
+        """`stream`: where people read the report (stdout unless the command line picks the one
+        its --json document and POPCORN lines leave free); `console`: one made already, which it
+        is on."""
+        stream = stream or sys.stdout
         if console is None and hasattr(stream, "reconfigure"):
             # A worker's text may hold a lone surrogate (a str crosses the wire whole), which no
             # encoding writes: shown escaped, never raised on.
