@@ -3,11 +3,17 @@ and the --json document, made from its record once it is over, agree on every ca
 and the run's, whatever the messages a submission made its cases fail with."""
 
 import io
+import json
 import os
 import re
+import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -71,3 +77,36 @@ def test_the_lines_the_report_and_the_document_of_one_record_agree(verdicts, off
         assert values[f"test.{index}.status"] == ("pass" if status == PASS else "fail")
         assert (f"test.{index}.error" in values) is (status != PASS)
     assert document["stop_reason"] == (next((message for status, message in verdicts if status == NOT_RUN), "") or None)
+
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: a timed run's figures on a GPU need one")
+def test_a_gpu_benchmarks_lines_document_and_stored_rows_are_one_records(tmp_path):
+    """A benchmark on the GPU with POPCORN_FD, --json and a store: each case's mean is the same
+    number in the POPCORN lines, the document and the stored row, and the document has the
+    ceilings and the sandbox the run had."""
+    cases = tmp_path / "bench.txt"
+    cases.write_text("m: 128; n: 4096; k: 7168; l: 1; seed: 1111\nm: 128; n: 7168; k: 2048; l: 1; seed: 1111\n")
+    store, export = tmp_path / "verdicts.sqlite", tmp_path / "runs.csv"
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen([sys.executable, "-m", "harness", "benchmark", str(cases), "--max-repeats", "5", "--json",
+                                "--store", str(store), "--results", str(export), "--submission", str(SUBMISSION)],
+                               cwd=SUBMISSION.parents[2], env={**os.environ, "POPCORN_FD": str(write_end)},
+                               pass_fds=(write_end,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        values = dict(line.split(": ", 1) for line in reader.read().splitlines())
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    document = json.loads(stdout)
+    assert document["passed"] is True and values["check"] == "pass" and document["ceilings"] is not None
+    assert document["sandbox"] and document["device_name"] != "cpu"
+    with sqlite3.connect(store) as connection:
+        rows = [json.loads(row) for (row,) in connection.execute("SELECT row FROM case_rows ORDER BY position")]
+        (stored,) = [json.loads(text) for (text,) in connection.execute("SELECT document FROM verdicts")]
+    assert stored == document
+    for index, case in enumerate(document["cases"]):
+        mean_ns = case["stats"]["mean_ns"]
+        assert float(values[f"benchmark.{index}.mean"]) == mean_ns == rows[index]["mean_ns"]
+        assert case["sol_ns"] == rows[index]["sol_ns"]
