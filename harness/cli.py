@@ -12,23 +12,18 @@ line (harness/judge/exits.py).
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 import click
 
-from harness.judge import modes
-from harness.problems import shapes, sol, taskfile
-from harness.judge.exits import (EXIT_ABORTED, EXIT_BAD_TESTS_FILE, EXIT_CHECK_FAILED, EXIT_EVAL_STOPPED, EXIT_INFRASTRUCTURE,
-                           EXIT_NO_GPU, EXIT_PASS, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED, EXIT_USAGE)
-from harness.judge.dev_shm import own_dev_shm
-from harness.judge.judge_user import drop_root
+from harness import api
+from harness.judge.exits import EXIT_ABORTED, EXIT_CHECK_FAILED, EXIT_PASS, EXIT_USAGE
 from harness.judge.given_up import end_on_own_error, end_process
-from harness.judge.isolation import WorkerNotStarted
-from harness.judge.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
+from harness.judge.record import Listeners
+from harness.problems import sol, taskfile
 from harness.results import compare, document
 from harness.results.console import Reporter
-from harness.results.popcorn import PopcornLog
+from harness.results.popcorn import PopcornLines, PopcornLog
 from harness.results.recording import Recording, keep_run
 from harness.results.rows import RESULTS_CSV
 from harness.results.store import DEFAULT_PATH as STORE_PATH
@@ -38,69 +33,10 @@ from harness.submitting.compile import compile_command
 from harness.submitting.options import json_option, problem_option, strict_option, submission_option
 
 
-DEFAULT_TIMEOUT_S = {"test": 180, "benchmark": 300, "leaderboard": 600, "profile": 180}
-
-
-class Stopped(Exception):
-    """The command ends without a verdict, before it judges anything or where the judge's machine
-    failed: `message` goes to stderr (and into the --json document as its `error`), and the
-    command exits with `status`."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
-def _load(tests_file, default_set: str, secret_seed: int | None, problem, device: str = "cuda"):
-    """The cases: the tests file's, else the problem's official set; on the CPU the benchmarks'
-    stand-ins (Problem.cpu_benchmarks)."""
-    try:
-        if tests_file:
-            cases = shapes.load_cases(tests_file, problem.case_format)
-        elif default_set == "benchmarks" and device == "cpu":
-            cases = problem.cpu_benchmarks()
-        else:
-            cases = problem.cases(default_set)
-    except shapes.ShapeFileError as error:
-        raise Stopped(EXIT_BAD_TESTS_FILE, str(error)) from None
-    return shapes.apply_secret_seed(cases, secret_seed)
-
-
-def _require_runnable_reference(problem, case, device: str) -> None:
-    """A folder's reference.py is the user's, used as it is: where it cannot run here (the
-    competition's call cuBLAS's FP4 GEMM through torch._scaled_mm, which needs a B200), say so
-    once, before any case, rather than as every case's failure. The built-in ones run anywhere."""
-    if problem.builtin:
-        return
-    try:
-        problem.expected(problem.generate(case.args, case.args["seed"], device))
-    except Exception as error:  # whatever the folder's reference raises is the finding
-        raise Stopped(EXIT_REFERENCE_CANNOT_RUN,
-                      f"{problem.name}'s reference.py cannot run on {device} ({type(error).__name__}: {error}); "
-                      "nothing was judged") from None
-
-
 def _secret_seed() -> int | None:
     """POPCORN_SEED, read once and removed from the environment before any worker starts."""
     value = os.environ.pop("POPCORN_SEED", None)
     return int(value) if value else None
-
-
-# The make target that runs each mode (Makefile): its options go in ARGS.
-MAKE_TARGETS = {"test": "check", "benchmark": "bench", "leaderboard": "leaderboard", "profile": "profile"}
-
-
-def _require_device(device: str, mode: str, submission: str = "FILE") -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one for a CUDA file; without one, `lint` and `compile --arch sm_100a` "
-                                       "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone "
-                                       f"(through make: `make {MAKE_TARGETS[mode]} SUBMISSION={submission} ARGS=\"--device cpu\"`)"))
-        index, count = torch.device(device).index, torch.cuda.device_count()
-        if index is not None and index >= count:
-            raise Stopped(EXIT_NO_GPU, f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})")
 
 
 def _device(ctx, param, value: str) -> str:
@@ -138,87 +74,32 @@ max_repeats_option = click.option("--max-repeats", type=click.IntRange(min=3), d
                                   help="Cap on timed rounds per case (quick runs); the competition's caps otherwise.")
 
 
-DEFAULT_SETS = {"test": "tests", "benchmark": "benchmarks", "leaderboard": "benchmarks", "profile": "benchmarks"}
-
-
-def prepare(mode: str, tests_file, submission, problem, device: str, official: bool = False, timeout_s=None,
-            strict: bool = False, secret: int | None = None, **extra) -> tuple[list, "modes.RunOptions"]:
-    """The cases and options of one run of `mode`, or Stopped where nothing can be judged. The
-    one-shot commands and the service's judges (harness/service/judge.py) both start here.
-    First the file's size (the competition's limit, before anything reads it); the run's
-    --wall-limit counts from there, kernelguard's reading of the file included."""
-    began = time.monotonic()
-    oversize = lint.over_the_size_limit(Path(submission).stat().st_size)
-    if oversize:
-        raise Stopped(EXIT_REJECTED, f"{submission} is refused before anything runs: {oversize} (the competition's server "
-                                     "answers 413)")
-    if device.startswith("cuda"):
-        own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
-        drop_root()  # a root judge's own user, before CUDA starts (its workers' too: CUDA IPC)
-    if official and problem.official_refused:
-        raise click.UsageError(problem.official_refused)
-    cases = _load(tests_file, DEFAULT_SETS[mode], secret, problem, device)
-    _require_device(device, mode, os.path.relpath(submission) if os.path.isabs(str(submission)) else str(submission))
-    _require_runnable_reference(problem, cases[0], device)
-    try:
-        options = modes.RunOptions(
-            submission=Path(submission), problem=problem, device=device, official=official,
-            timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode],
-            rng_seed=shapes.worker_rng_seed(secret), strict=strict,
-            precheck=precheck(Path(submission).read_text(errors="replace"),
-                              min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf"))),
-            wall_clock_from=began, **extra,
-        )
-    except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)
-        raise click.UsageError(str(error)) from None
-    return cases, options
-
-
-def execute(mode: str, cases: list, options, reporter: Reporter, workers=None) -> tuple[int, "modes.RunRecord | None"]:
-    """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
-    default); the exit status and the run's record (None where the official eval stopped), or
-    Stopped where a worker did not start (the judge's machine, not the file: EXIT_INFRASTRUCTURE).
-    The reporter's sinks hold what was found, the --json document the record's stop reason too."""
-    try:
-        if mode == "test":
-            record = modes.run_tests(cases, options, reporter, workers)
-        elif mode == "profile":
-            record = modes.run_profile(cases, options, reporter, workers)
-        else:
-            record = modes.run_benchmarks(cases, options, reporter, leaderboard=mode == "leaderboard", workers=workers)
-    except modes.OfficialEvalStopped as stopped:
-        reporter.eval_stopped(stopped.result)
-        return EXIT_EVAL_STOPPED, None
-    except WorkerNotStarted as failure:
-        raise Stopped(EXIT_INFRASTRUCTURE, f"no verdict: {failure}") from None
-    if reporter.document:
-        reporter.document.data["stop_reason"] = record.stop_reason or None
-    return record.exit_status, record
-
-
 def _run(mode: str, tests_file, submission, problem, device, official, timeout_s, as_json, strict,
          recording: Recording | None = None, **extra) -> None:
     if as_json and os.environ.get("POPCORN_FD") == "1":
         raise click.UsageError("--json and POPCORN_FD=1 would both write to stdout")
     secret = _secret_seed()
-    cases, options = prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, secret, **extra)
+    cases, options = api.prepare(mode, tests_file, submission, problem, device, official, timeout_s, strict, secret, **extra)
     popcorn = PopcornLog.from_environment()
-    reporter = Reporter(popcorn, json_document=as_json, keep_document=recording is not None)
-    if DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
+    # People read whichever standard stream the verdicts and the --json document leave free:
+    # stderr when POPCORN_FD is set (it may be 1, and on the runner stdout is captured) or with
+    # --json, stdout when POPCORN_FD is 2.
+    reporter = Reporter(stream=sys.stderr if as_json or (popcorn.active and popcorn.fd != 2) else sys.stdout)
+    if api.DEFAULT_SETS[mode] == "benchmarks" and device == "cpu":
         _cpu_benchmarks_note(reporter, problem, cases, tests_file, extra.get("wall_limit_s"))
     try:
-        status, record = execute(mode, cases, options, reporter)
+        record = api.run(mode, cases, options, Listeners(PopcornLines(popcorn), reporter))
     finally:
         popcorn.close()
-    if recording is not None and record is not None:
+    data = document.run_document(record) if as_json or recording is not None else None
+    if recording is not None:
         asked = {"official": official, "strict": strict, "timeout_s": timeout_s, **extra}
-        written = keep_run(recording, record, options, tests_file, asked, "secret" if secret is not None else "fixed",
-                           reporter.document.data)
+        written = keep_run(recording, record, tests_file, asked, "secret" if secret is not None else "fixed", data)
         for path, count in written:
             reporter.console.print(f"[dim]run kept in {os.path.relpath(path)} ({count} row{'' if count == 1 else 's'})[/dim]")
     if as_json:
-        document.write(reporter.document.data, status)
-    end_process(status)
+        document.write(data, record.exit_status)
+    end_process(record.exit_status)
 
 
 def _cpu_benchmarks_note(reporter: Reporter, problem, cases: list, tests_file, wall_limit_s: float | None) -> None:
@@ -308,7 +189,7 @@ def profile(tests_file, ncu, **options):
 def sol_command(tests_file, problem, gpu):
     """Speed-of-light per benchmark shape (or TESTS_FILE) on a GPU from the devices table, by the
     problem's formula; on a B200 beside the competition's published table where it lists the shape."""
-    cases = _load(tests_file, "benchmarks", None, problem)
+    cases = api.load_cases(tests_file, "benchmarks", None, problem)
     if problem.speed_of_light is None:
         raise click.UsageError(f"{problem.name} has no speed-of-light formula")
     ceilings = problem.ceilings(gpu)
@@ -348,8 +229,8 @@ def model_command(fit):
     and a held-out set), and its times for this kit's sm_100a configurations, with their spread
     over the near-optimal constants. A model's figures, not measurements."""
     from harness.b200 import calibration as b200_calibration, model as b200_model, report as b200_report
-    from harness.results.tables import console_for
     from harness.runner.files import import_submission
+    from harness.results.tables import console_for
 
     console = console_for()
     errors = b200_calibration.grid_errors()
@@ -441,7 +322,7 @@ def main():
         status = cli.main(standalone_mode=False)
     except click.UsageError as error:
         _end_early(EXIT_USAGE, f"error: {error.format_message()}", error.format_message())
-    except Stopped as stopped:
+    except api.Stopped as stopped:
         _end_early(stopped.status, stopped.message, stopped.message)
     except click.ClickException as error:
         _end_early(error.exit_code, f"Error: {error.format_message()}", error.format_message())

@@ -3,16 +3,18 @@ width is short, never a number or a shape cut."""
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from harness.judge.jobs import CaseResult
+from harness.judge.modes import RunOptions
+from harness.judge.record import RunRecord
 from harness.problems import PROBLEMS
 from harness.problems.shapes import parse_cases
 from harness.problems.sol import DEVICES
 from harness.results.console import BASELINE_COLUMNS, BENCHMARK_COLUMNS, Reporter, us
-from harness.results.popcorn import PopcornLog
 from harness.shared.stats import Stats
 
 GEMM, GROUPED = PROBLEMS["nvfp4_gemm"], PROBLEMS["nvfp4_group_gemm"]
@@ -35,10 +37,9 @@ def passed(mean_ns: float, baselines: bool = False) -> CaseResult:
 
 def render(width: int, problem, cases, results, ceilings, floor=None) -> str:
     console = Console(file=io.StringIO(), width=width, force_terminal=width < 250, color_system=None, highlight=False)
-    reporter = Reporter(PopcornLog(None), console=console)
-    reporter._problem = problem
     works = [problem.work(case.args) for case in cases]
-    reporter.end_benchmarks(cases, results, works, ceilings, "the device's table", "benchmark", floor)
+    Reporter(console=console).run_ended(RunRecord("benchmark", cases, RunOptions(submission=Path("submission.py"), problem=problem),
+                                                  results, ceilings, "the device's table", floor, works))
     return console.file.getvalue()
 
 
@@ -133,6 +134,7 @@ def test_each_cases_work_is_computed_once_a_run(monkeypatch, tmp_path):
     import contextlib
 
     from harness.judge import modes
+    from harness.results.document import run_document
     from harness.problems import Problem
     from harness.results.recording import run_rows
 
@@ -142,6 +144,8 @@ def test_each_cases_work_is_computed_once_a_run(monkeypatch, tmp_path):
     means = iter((1_234_567.891, 98_765.4321, 45_678.9))
 
     class Judged:
+        sandbox_layers, runner_copies = {}, None
+
         def run(self, job, label):
             return passed(next(means), baselines=True)
 
@@ -154,9 +158,9 @@ def test_each_cases_work_is_computed_once_a_run(monkeypatch, tmp_path):
     submission.write_text("def custom_kernel(data):\n    return data[-1]\n")
     options = modes.RunOptions(submission=submission, device="cpu")
     console = Console(file=io.StringIO(), width=250)
-    record = modes.run_benchmarks(GEMM_CASES, options, Reporter(PopcornLog(None), console=console, keep_document=True),
-                                  leaderboard=False)
-    rows = run_rows(record, options)
+    record = modes.run_benchmarks(GEMM_CASES, options, Reporter(console=console), leaderboard=False)
+    run_document(record)
+    rows = run_rows(record)
     assert len(computed) == len(GEMM_CASES)
     assert [(row["flops"], row["dram_bytes"]) for row in rows] == [GEMM.work(case.args) for case in GEMM_CASES]
     assert "128x7168x16384" in console.file.getvalue()

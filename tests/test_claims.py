@@ -21,12 +21,13 @@ from rich.console import Console
 from harness.judge import claims
 from harness.judge.jobs import PASS, CaseResult
 from harness.judge.modes import RunOptions
+from harness.judge.record import RunRecord
 from harness.judge.verdicts import claimed_figures_problem, figures_problem
 from harness.problems import PROBLEMS
 from harness.problems.shapes import parse_cases
 from harness.problems.sol import Ceilings
 from harness.results.console import Reporter
-from harness.results.popcorn import PopcornLog
+from harness.results.document import run_document
 from harness.shared.stats import StoppingRule, calculate_stats
 from harness.shared.wire import UntrustedMessageError
 
@@ -68,16 +69,19 @@ def _report(result: CaseResult, official: bool, ceilings: Ceilings | None) -> st
     """The report and the --json document of a benchmark run of one case with `result`, as
     harness/judge/modes.py makes them (ceilings held by what the case reached)."""
     console = Console(file=io.StringIO(), width=160, color_system=None)
-    reporter = Reporter(PopcornLog(None), console=console, json_document=True)
+    reporter = Reporter(console=console)
     options = RunOptions(submission=ROOT / "tests" / "fixtures" / "torch_submission.py", problem=GEMM, device="cpu",
                          official=official)
-    reporter.begin_benchmarks([CASE], options, "benchmark")
-    reporter.benchmark_result(0, CASE, result)
+    record = RunRecord("benchmark", [CASE], options)
+    reporter.run_started(record)
+    record.results.append(result)
+    reporter.case_judged(0, CASE, result)
     work = GEMM.work(CASE.args)
     if ceilings is not None and result.passed:
         ceilings = ceilings.held_by([(CASE.label, work, result.stats.mean / 1e9)])
-    reporter.end_benchmarks([CASE], [result], [work], ceilings, "measured", "benchmark", ceilings)
-    json.dumps(reporter.document.data, allow_nan=False)  # every figure finite
+    record.ceilings, record.ceilings_note, record.floor, record.works = ceilings, "measured", ceilings, [work]
+    reporter.run_ended(record)
+    json.dumps(run_document(record), allow_nan=False)  # every figure finite
     return console.file.getvalue()
 
 

@@ -192,7 +192,7 @@ def test_a_case_that_ran_out_of_time_leaves_the_next_its_calibration_partner(tmp
 def test_without_a_gpu_the_hint_gives_the_flag_and_its_make_form(monkeypatch, mode, target):
     import torch
 
-    from harness.cli import Stopped, _require_device
+    from harness.api import Stopped, _require_device
     from harness.judge.exits import EXIT_NO_GPU
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -210,15 +210,14 @@ def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
 
     from harness.cli import _cpu_benchmarks_note
     from harness.problems import PROBLEMS
-    from harness.problems.shapes import parse_cases
     from harness.results.console import Reporter
-    from harness.results.popcorn import PopcornLog
+    from harness.problems.shapes import parse_cases
 
     gemm = PROBLEMS["nvfp4_gemm"]
 
     def note(cases_text, wall_limit_s=None, tests_file="mine.txt"):
         console = Console(file=io.StringIO(), width=400, color_system=None)
-        _cpu_benchmarks_note(Reporter(PopcornLog(None), console=console), gemm, parse_cases(cases_text), tests_file, wall_limit_s)
+        _cpu_benchmarks_note(Reporter(console=console), gemm, parse_cases(cases_text), tests_file, wall_limit_s)
         return console.file.getvalue()
 
     official = gemm.benchmarks_file.read_text()
@@ -234,7 +233,7 @@ def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
 
 def test_a_worker_that_did_not_start_ends_the_run_without_a_verdict(monkeypatch):
     """The judge's machine failed, not the file: no case's status, its own exit status."""
-    from harness import cli
+    from harness import api
     from harness.judge import modes
     from harness.judge.exits import EXIT_FAIL, EXIT_INFRASTRUCTURE
     from harness.judge.isolation import WorkerNotStarted
@@ -243,7 +242,7 @@ def test_a_worker_that_did_not_start_ends_the_run_without_a_verdict(monkeypatch)
         raise WorkerNotStarted("a worker sent nothing within the 120 s its start may take")
 
     monkeypatch.setattr(modes, "run_tests", not_started)
-    with pytest.raises(cli.Stopped) as stopped:
-        cli.execute("test", [], None, None)
+    with pytest.raises(api.Stopped) as stopped:
+        api.run("test", [], None)
     assert stopped.value.status == EXIT_INFRASTRUCTURE not in (EXIT_FAIL, 0)
     assert stopped.value.message == "no verdict: a worker sent nothing within the 120 s its start may take"

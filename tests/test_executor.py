@@ -12,7 +12,6 @@ from rich.console import Console
 from harness.judge import modes
 from harness.problems import PROBLEMS
 from harness.results.console import Reporter
-from harness.results.popcorn import PopcornLog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +55,7 @@ class RecordedWorkers:
 def recorded(monkeypatch):
     recorder = Recorder()
     monkeypatch.setattr(modes, "protect_the_judge", lambda: recorder.calls.append("protection") or ["refused for the test"])
-    monkeypatch.setattr(modes, "Sandbox", recorder.piece("sandbox", refused=[]))
+    monkeypatch.setattr(modes, "Sandbox", recorder.piece("sandbox", refused=[], layers={}))
     monkeypatch.setattr(modes, "JudgeClock", recorder.piece("clock"))
     monkeypatch.setattr(modes, "SharedPool", recorder.piece("shared memory"))
     monkeypatch.setattr(modes, "end_strays", lambda pids: recorder.calls.append("strays ended"))
@@ -66,7 +65,7 @@ def recorded(monkeypatch):
 
 
 def reporter() -> Reporter:
-    return Reporter(PopcornLog(None), console=Console(file=io.StringIO(), width=120))
+    return Reporter(console=Console(file=io.StringIO(), width=120))
 
 
 @pytest.mark.parametrize("timed", [False, True])
@@ -136,7 +135,8 @@ def test_constructing_an_executor_sets_nothing_up(recorded):
     """Everything a run sets up happens in Executor.open; the constructor only keeps what it is given."""
     options = modes.RunOptions(submission=ROOT / "tests" / "fixtures" / "torch_submission.py", device="cpu")
     modes.Executor(options, reporter(), clock=None, pool=None, worker=None, partner=None,
-                   workers=RecordedWorkers(recorded), watch=None, reuse=False, deadline=0.0)
+                   workers=RecordedWorkers(recorded), watch=None, reuse=False, deadline=0.0, sandbox_layers={},
+                   runner_copies=None)
     assert recorded.calls == []
 
 

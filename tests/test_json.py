@@ -54,18 +54,18 @@ def test_a_failing_case_carries_its_message(cases_file):
 
 
 def test_a_mismatch_is_labelled_in_message_and_kept_as_the_competition_wrote_it():
+    from harness.results.document import run_document
     from harness.judge.jobs import FAIL, CaseResult
     from harness.judge.modes import RunOptions
+    from harness.judge.record import RunRecord
     from harness.problems.shapes import parse_cases
-    from harness.results.document import RunDocument
 
     said = ("mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 2 "
             "ERROR AT (0, 0, 0): -540.0 -949.5 ERROR AT (0, 1, 0): 12.25 234.75")
     cases = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\n")
     for official in (False, True):
-        run = RunDocument("test", RunOptions(submission=TEMPLATE, device="cpu", official=official), cases)
-        run.case(0, CaseResult(FAIL, said))
-        entry = run.data["cases"][0]
+        record = RunRecord("test", cases, RunOptions(submission=TEMPLATE, device="cpu", official=official), [CaseResult(FAIL, said)])
+        entry = run_document(record)["cases"][0]
         assert entry["competition_message"] == said
         if official:
             assert entry["message"] == said

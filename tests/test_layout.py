@@ -95,34 +95,21 @@ def reached_from(package: str) -> set[str]:
 
 
 MODULES_BUT_THE_ROOT = sorted(module for module in MODULES if module != "harness")
-# The violations that one record of a run, made by harness.api and read by its sinks, removes; each
-# mark is strict, so it fails once its violation is gone, and goes with it.
-CALLS_THE_CLI = "the service's judge calls prepare and execute in cli.py until it calls harness.api"
-SINKS_IN_THE_JUDGE = ("the modes build the console report and the timed run's rows until the caller "
-                      "attaches them as sinks of the run's record")
-REPORT_AND_DOCUMENT = "console.py and document.py import each other until the document is made from the run's record"
 
 
-def expected_to_fail(modules: dict[str, str]) -> list:
-    return [pytest.param(module, marks=pytest.mark.xfail(strict=True, reason=modules[module]))
-            if module in modules else module for module in MODULES_BUT_THE_ROOT]
-
-
-@pytest.mark.parametrize("module", expected_to_fail({"harness.service.judge": CALLS_THE_CLI}))
+@pytest.mark.parametrize("module", MODULES_BUT_THE_ROOT)
 def test_no_module_imports_the_command_line(module):
     if module != "harness.__main__":  # the program's entry runs the command line
         assert not GRAPH.has_edge(module, "harness.cli"), f"{module} imports harness.cli"
 
 
-@pytest.mark.parametrize("module", expected_to_fail({"harness.results.console": REPORT_AND_DOCUMENT,
-                                                     "harness.results.document": REPORT_AND_DOCUMENT}))
+@pytest.mark.parametrize("module", MODULES_BUT_THE_ROOT)
 def test_no_module_is_part_of_an_import_cycle(module):
     loop = cycle_through(module)
     assert not loop, " -> ".join(loop)
 
 
-@pytest.mark.parametrize("module", expected_to_fail({"harness.service.judge": CALLS_THE_CLI,
-                                                     "harness.judge.modes": SINKS_IN_THE_JUDGE}))
+@pytest.mark.parametrize("module", MODULES_BUT_THE_ROOT)
 def test_each_module_imports_only_its_own_and_lower_layers(module):
     above = sorted(imported for imported in GRAPH.successors(module) if layer_of(imported) < layer_of(module))
     assert not above, f"{module} ({home(module)}) imports from a layer above it: {above}"

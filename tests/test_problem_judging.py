@@ -15,8 +15,9 @@ import pytest
 import torch
 from rich.console import Console
 
-from harness.judge import edits
 from harness.judge import modes
+
+from harness.judge import edits
 from harness.judge.jobs import FAIL, PASS
 from harness.judge.memory import SharedPool
 from harness.judge.rounds import JudgeClock
@@ -24,7 +25,7 @@ from harness.judge.verdicts import bits, changed_inputs, check_call, clone_data,
 from harness.problems import PROBLEMS
 from harness.problems.shapes import Case
 from harness.results.console import Reporter
-from harness.results.popcorn import PopcornLog
+from harness.results.document import run_document
 from harness.shared import wire
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "problems"
@@ -55,14 +56,13 @@ def options(name: str, submission: Path, **fields) -> modes.RunOptions:
 
 
 def reporter() -> Reporter:
-    return Reporter(PopcornLog(None), console=Console(file=io.StringIO(), width=200), json_document=True)
+    return Reporter(console=Console(file=io.StringIO(), width=200))
 
 
 def run_tests(name: str, submission: Path, **fields) -> tuple[int, list[dict]]:
     """modes.run_tests on the problem's small case: (exit status, each case's document entry)."""
-    report = reporter()
-    status = modes.run_tests([case(name)], options(name, submission, **fields), report).exit_status
-    return status, report.document.data["cases"]
+    record = modes.run_tests([case(name)], options(name, submission, **fields), reporter())
+    return record.exit_status, run_document(record)["cases"]
 
 
 def judge_benchmarks(name: str, submission: Path, leaderboard: bool = False, **fields) -> list:
@@ -114,10 +114,10 @@ def test_a_short_benchmark_of_the_wrong_fixture_fails_in_its_first_batch(name):
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", ["nvfp4_gemm", "nvfp4_dual_gemm"])
 def test_run_benchmarks_passes_the_torch_fixture(name):
-    report = reporter()
-    status = modes.run_benchmarks([case(name)], options(name, FIXTURES / f"{name}_torch.py"), report, leaderboard=False).exit_status
-    assert status == modes.EXIT_PASS, report.document.data
-    assert report.document.data["cases"][0]["stats"]["runs"] == QUICK
+    record = modes.run_benchmarks([case(name)], options(name, FIXTURES / f"{name}_torch.py"), reporter(), leaderboard=False)
+    document = run_document(record)
+    assert record.exit_status == modes.EXIT_PASS, document
+    assert document["cases"][0]["stats"]["runs"] == QUICK
 
 
 @pytest.mark.e2e

@@ -31,11 +31,11 @@ TESTS = "m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 128; n: 512; k: 256; l: 1;
 def cpu_run(tmp_path) -> tuple[RunRecord, RunOptions, Path]:
     tests_file = tmp_path / "tiny.txt"
     tests_file.write_text(TESTS)
-    record = RunRecord("benchmark", parse_cases(TESTS), exit_status=112)
+    options = RunOptions(submission=SUBMISSION, problem=PROBLEMS["nvfp4_gemm"], device="cpu", max_repeats=3)
+    record = RunRecord("benchmark", parse_cases(TESTS), options, exit_status=112)
     record.results = [CaseResult(PASS, stats=calculate_stats([41000.0, 43000.0, 42000.0]), host_ns=40000.0, device_name="cpu"),
                       CaseResult(FAIL, "mismatch found! custom implementation doesn't match reference", device_name="cpu")]
     record.works = [PROBLEMS["nvfp4_gemm"].work(case.args) for case in record.cases]
-    options = RunOptions(submission=SUBMISSION, problem=PROBLEMS["nvfp4_gemm"], device="cpu", max_repeats=3)
     return record, options, tests_file
 
 
@@ -49,7 +49,7 @@ def test_a_kept_run_lands_in_the_store_and_the_export_and_compare_shows_it(tmp_p
     record, options, tests_file = cpu_run(tmp_path)
     recording = Recording(store=tmp_path / "verdicts.sqlite", csv=tmp_path / "runs.csv")
     asked = {"official": False, "strict": False, "timeout_s": None, "max_repeats": 3, "baselines": False, "measure_ceilings": False}
-    written = keep_run(recording, record, options, tests_file, asked, "fixed", {"command": "benchmark", "passed": False})
+    written = keep_run(recording, record, tests_file, asked, "fixed", {"command": "benchmark", "passed": False})
     assert written == [(recording.store, 2), (recording.csv, 2)]
 
     with sqlite3.connect(recording.store) as connection:
@@ -76,7 +76,7 @@ def test_no_record_and_a_run_that_reached_no_device_keep_nothing(tmp_path):
     for result in record.results:
         result.device_name = ""
     recording = Recording(store=tmp_path / "verdicts.sqlite", csv=tmp_path / "runs.csv")
-    assert keep_run(recording, record, options, tests_file, {}, "fixed", {}) == []
+    assert keep_run(recording, record, tests_file, {}, "fixed", {}) == []
     assert not recording.store.exists() and not recording.csv.exists()
 
 

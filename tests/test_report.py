@@ -9,7 +9,7 @@ import harness
 from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
 from harness.judge.modes import RepeatedError, RunOptions
 from harness.problems.shapes import parse_cases
-from harness.results.console import as_the_user_wrote_it, strip_ansi, visible_boundaries, without_hidden_frames
+from harness.results.worker_text import as_the_user_wrote_it, strip_ansi, visible_boundaries, without_hidden_frames
 
 HARNESS = Path(harness.__file__).resolve().parent
 RUNNER_COPY = Path("/tmp/nvfp4-harness-x1/runner-y2/submission.py")
@@ -61,27 +61,19 @@ def test_the_runner_copy_is_named_by_the_users_path():
     assert syntax_error == f"SyntaxError: expected ':' ({USER_FILE}, line 2)"
 
 
-class _Reporter:
-    def __init__(self):
-        self.stops = []
-
-    def repeated_error(self, kind, first_index, result, options, needs_gpu):
-        self.stops.append((kind, first_index, result.message, needs_gpu))
-        return f"not run: as {kind} {first_index}"
-
-
 CASES = parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 256; k: 256; l: 1; seed: 2\n"
                     "m: 256; n: 256; k: 256; l: 1; seed: 1\nm: 128; n: 512; k: 256; l: 1; seed: 1\n")
 
 
 def _judge(results, official=False, device="cpu"):
-    reporter = _Reporter()
-    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device=device, official=official), reporter)
+    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device=device, official=official))
     seen = []
     for index, result in enumerate(results):
         seen.append(repeated.not_run() or result)
         repeated.judged(index, seen[-1])
-    return [result.status for result in seen], reporter.stops
+    found = repeated.found
+    stops = [(found.kind, found.first_index, found.result.message, found.cause == "needs_gpu")] if found else []
+    return [result.status for result in seen], stops
 
 
 def test_the_same_error_on_two_shapes_in_a_row_stops_the_run():
@@ -153,19 +145,13 @@ def test_crashes_by_one_signal_on_two_shapes_in_a_row_stop_the_run():
 
 
 def test_the_stop_line_names_timeouts_and_crashes_for_what_they_are():
-    import io
+    from harness.judge.record import RepeatedFailure
 
-    from rich.console import Console
-
-    from harness.results.console import Reporter
-    from harness.results.popcorn import PopcornLog
-
-    reporter = Reporter(PopcornLog(None), console=Console(file=io.StringIO(), width=200, color_system=None))
-    options = RunOptions(submission=USER_FILE, device="cpu")
-    assert reporter.repeated_error("test", 2, CaseResult(TIMEOUT, "no result"), options, needs_gpu=False) == \
-        "not run: test 2 and test 3 ran out of time on different shapes"
-    assert reporter.repeated_error("test", 0, CaseResult(CRASH, "killed"), options, needs_gpu=False) == \
-        "not run: test 0 and test 1 crashed alike on different shapes"
+    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device="cpu"))
+    for index, result in enumerate([CaseResult(PASS), CaseResult(PASS), CaseResult(TIMEOUT, "no result"), CaseResult(TIMEOUT, "no result")]):
+        repeated.judged(index, result)
+    assert repeated.not_run().message == "not run: test 2 and test 3 ran out of time on different shapes"
+    assert RepeatedFailure("test", 0, CaseResult(CRASH, "killed"), "alike").seen(str(USER_FILE)) == "test 0 and test 1 crashed alike"
 
 
 def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_through(tmp_path):
@@ -189,7 +175,7 @@ def test_the_worker_names_the_type_and_the_submissions_line_an_exception_came_th
 
 
 def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
-    from harness.results.console import labelled_mismatches
+    from harness.results.worker_text import labelled_mismatches
 
     message = ("mismatch found! custom implementation doesn't match reference: Number of mismatched elements: 2 "
                "ERROR AT (0, 0, 0): -897.5 -949.5 ERROR AT (3, 1, 0): nan 2.0")
@@ -199,7 +185,7 @@ def test_the_mismatch_numbers_are_named_in_what_the_judge_shows():
 
 
 def test_the_grouped_checks_group_is_named_and_its_reasons_read_as_the_others():
-    from harness.results.console import labelled_mismatches
+    from harness.results.worker_text import labelled_mismatches
 
     message = ("mismatch found! custom implementation doesn't match reference: 1 ['Number of mismatched elements: 7', "
                "'ERROR AT (0, 3, 0): -32768.0 15.5', 'ERROR AT (5, 7, 0): 1.0 2.0', '... and 5 more mismatched elements.']")
@@ -216,7 +202,7 @@ def test_a_grouped_message_of_any_reasons_is_named_or_left_as_it_is(group, reaso
     """Whatever text the reasons hold (their numbers come from a submission's output), the group
     is named and the reasons follow it whole; a message not of that form (text after the list) is
     shown as it was. Nothing raises."""
-    from harness.results.console import labelled_mismatches
+    from harness.results.worker_text import labelled_mismatches
 
     assume(not any("ERROR AT" in text for text in (*reasons, tail)))
     prefix = "mismatch found! custom implementation doesn't match reference: "
@@ -233,15 +219,15 @@ def test_a_copy_of_the_file_is_reported_under_the_name_it_was_given(tmp_path):
     from rich.console import Console
 
     from harness.judge.modes import RunOptions
-    from harness.problems.shapes import parse_cases
+    from harness.judge.record import RunRecord
     from harness.results.console import Reporter
-    from harness.results.popcorn import PopcornLog
+    from harness.problems.shapes import parse_cases
 
     copy = tmp_path / "nvfp4-judge-x" / "mine.py"
     console = Console(file=io.StringIO(), width=120, color_system=None)
-    reporter = Reporter(PopcornLog(None), console=console)
+    reporter = Reporter(console=console)
     options = RunOptions(submission=copy, device="cpu", shown_as="mine.py")
-    reporter.begin_tests(parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\n"), options)
+    reporter.run_started(RunRecord("test", parse_cases("m: 128; n: 256; k: 256; l: 1; seed: 1\n"), options))
     text = console.file.getvalue()
     assert "test mine.py for nvfp4_gemm on cpu" in text and "nvfp4-judge-x" not in text
     assert RunOptions(submission=copy).submission_name == str(copy)
@@ -254,21 +240,22 @@ def test_the_stop_line_says_what_was_seen_and_no_lint_for_a_runtime_error():
 
     from rich.console import Console
 
+    from harness.judge.record import RepeatedFailure, RunRecord
     from harness.results.console import Reporter
-    from harness.results.popcorn import PopcornLog
 
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    reporter = Reporter(PopcornLog(None), console=console)
+    reporter = Reporter(console=console)
     error = CaseResult(ERROR, "ValueError: no tile for 256", origin="ValueError at submission.py:9")
-    repeated = RepeatedError("test", CASES, RunOptions(submission=USER_FILE, device="cpu"), reporter)
+    options = RunOptions(submission=USER_FILE, device="cpu")
+    repeated = RepeatedError("test", CASES, options)
     seen = []
     for index, result in enumerate([CaseResult(FAIL, "mismatch"), error, error, error]):
         seen.append(repeated.not_run() or result)
         repeated.judged(index, seen[-1])
     reason = seen[-1].message
     assert reason == "not run: test 1 and test 2 raised the same error (ValueError at kernels/mine.py:9) on different shapes"
-    after = " ".join(reporter._after_verdict)
+    reporter.run_ended(RunRecord("test", CASES, options, results=seen, repeated=repeated.found))
+    after = console.file.getvalue().split("check: fail", 1)[1]
     assert "every case" not in after and "lint" not in after and "test 1 and test 2 raised the same error" in after
     failed = CaseResult(FAIL, "output dtype torch.float32, expected torch.float16")
-    assert reporter.repeated_error("test", 0, failed, RunOptions(submission=USER_FILE), needs_gpu=False) == \
-        "not run: test 0 and test 1 failed alike on different shapes"
+    assert RepeatedFailure("test", 0, failed, "alike").seen(str(USER_FILE)) == "test 0 and test 1 failed alike"

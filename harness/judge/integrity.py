@@ -11,6 +11,7 @@ back without CAP_SYS_TIME, which a worker gives up (harness/runner/worker.py): a
 and restored between two looks still shows.
 """
 
+import contextlib
 import importlib.util
 import marshal
 import os
@@ -111,3 +112,12 @@ class CodeWatch:
         changed += [path for path, stamp in _harness_bytecode().items()
                     if self._bytecode.get(path) != stamp and path not in self._stamps]
         return [str(path) for path in changed if path.suffix != ".pyc" or not compiled_from_its_source(path)]
+
+
+def import_the_row_writer() -> None:
+    """pandas, which a timed run's rows are appended to the CSV export with once its cases are
+    over (harness/results/rows.py append_rows), imported now: a run calls this before its first worker
+    starts, since the judge runs only code it loaded before a submission could write its files.
+    Without pandas (the compile check's minimal environment) there is nothing to import."""
+    with contextlib.suppress(ImportError):
+        import pandas  # noqa: F401

@@ -15,14 +15,14 @@ import torch
 
 from harness.judge import given_up
 from harness.judge.cases import PARTNER_TIME_LIMIT_S, RUNNERS, Judging
-from harness.judge.exits import EXIT_FAIL, EXIT_PASS
-from harness.judge.integrity import CodeWatch
+from harness.judge.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_PASS
+from harness.judge.integrity import CodeWatch, import_the_row_writer
 from harness.judge.isolation import CaseStopped, WorkerProcess, end_strays, protect_the_judge
 from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult, Job, Rules
 from harness.judge.memory import SharedPool
 from harness.judge.phases import PhaseTimer
 from harness.judge.precheck import Precheck
-from harness.judge.record import RunRecord
+from harness.judge.record import RepeatedFailure, RunListener, RunRecord
 from harness.judge.rounds import BATCH, JudgeClock
 from harness.judge.sandbox import Sandbox
 from harness.judge.self_check import fallbacks_in
@@ -30,8 +30,6 @@ from harness.judge.verdicts import beyond_the_competition
 from harness.problems import PROBLEMS, Problem
 from harness.problems import sol
 from harness.problems.shapes import EVAL_RNG_SEED, Case
-from harness.results.console import Reporter
-from harness.results.rows import import_the_row_writer
 from harness.runner.files import runner_files
 from harness.shared.wire import UntrustedMessageError
 
@@ -125,20 +123,21 @@ class Executor:
     (harness/judge/integrity.py).
     """
 
-    def __init__(self, options: RunOptions, reporter: Reporter, clock: JudgeClock, pool: SharedPool,
+    def __init__(self, options: RunOptions, listener: RunListener, clock: JudgeClock, pool: SharedPool,
                  worker: WorkerProcess, partner: WorkerProcess | None, workers: FreshWorkers, watch: CodeWatch,
-                 reuse: bool, deadline: float):
-        self._options, self._reporter = options, reporter
+                 reuse: bool, deadline: float, sandbox_layers: dict, runner_copies: re.Pattern):
+        self._options, self._listener = options, listener
         self._clock, self._pool = clock, pool
         self._worker, self._partner, self._workers = worker, partner, workers
         self._watch = watch
         self._reuse = reuse
         self._deadline = deadline
         self._tampered: list[str] = []
+        self.sandbox_layers, self.runner_copies = sandbox_layers, runner_copies
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, options: RunOptions, reporter: Reporter, reuse: bool = False, timed: bool = False,
+    def open(cls, options: RunOptions, listener: RunListener, reuse: bool = False, timed: bool = False,
              workers: FreshWorkers | None = None) -> Iterator["Executor"]:
         """A run's pieces, built in this order and taken down in the reverse one:
 
@@ -155,19 +154,17 @@ class Executor:
         began = time.monotonic() if options.wall_clock_from is None else options.wall_clock_from
         deadline = began + (options.wall_limit_s or float("inf"))
         for refused in protect_the_judge():
-            reporter.console.print(f"[yellow]warning[/yellow]: the system refused the judge {refused}")
+            listener.warning(f"the system refused the judge {refused}")
         with contextlib.ExitStack() as stack:
             sandbox = Sandbox(options.device)
             stack.callback(sandbox.close)
             for refused in sandbox.refused:
-                reporter.console.print(f"[yellow]warning[/yellow]: the workers' sandbox lacks a layer: {refused}")
-            if reporter.document:
-                reporter.document.data["sandbox"] = sandbox.layers
+                listener.warning(f"the workers' sandbox lacks a layer: {refused}")
             logs = stack.enter_context(tempfile.TemporaryDirectory(prefix="nvfp4-harness-"))
             workers = workers or FreshWorkers()
             # The worker's copy of the file, wherever its folder is, reads as the file's own name.
             roots = "|".join(re.escape(root) for root in (logs, workers.folders_root) if root)
-            reporter.runs_copy(re.compile(rf"(?:{roots})/runner-[^/\s]+/submission\.py"), options.submission_name)
+            runner_copies = re.compile(rf"(?:{roots})/runner-[^/\s]+/submission\.py")
             device = torch.device(options.device)
             # Test mode flushes nothing, as the competition's test mode: an untimed run holds no
             # flush buffer, which lanes of test-mode runs on one GPU would each take a share of.
@@ -181,7 +178,8 @@ class Executor:
             partner = workers.worker(sandbox, logs, files, options, pool.describe, echo=True) if timed else None
             stack.callback(_end_processes, worker, partner, workers, options.ncu)
             watch = _watch_the_judges_code(options.problem)
-            yield cls(options, reporter, clock, pool, worker, partner, workers, watch, reuse, deadline)
+            yield cls(options, listener, clock, pool, worker, partner, workers, watch, reuse, deadline, sandbox.layers,
+                      runner_copies)
 
     def _processes(self) -> list[WorkerProcess]:
         return [process for process in (self._worker, self._partner) if process is not None]
@@ -199,8 +197,8 @@ class Executor:
         if timeout_s <= 0:
             return CaseResult(NOT_RUN, f"not run: the run's wall-time limit ({self._options.wall_limit_s:g} s) is spent")
         phases = PhaseTimer()
-        with self._reporter.case_progress(label) as on_reporter_progress:
-            on_progress = phases.wrap(on_reporter_progress)
+        with self._listener.case_progress(label) as on_listener_progress:
+            on_progress = phases.wrap(on_listener_progress)
             try:
                 # Every process started first, then each connected: their starts overlap.
                 new_processes = [process for process in self._processes() if process.begin_case(timeout_s, on_progress)]
@@ -270,33 +268,42 @@ class RepeatedError:
     not from a case. A file that hangs or dies on every shape thus holds the judge for two
     cases' limits, not for all of them."""
 
-    def __init__(self, kind: str, cases: list[Case], options: RunOptions, reporter: Reporter):
-        self._kind, self._cases, self._options, self._reporter = kind, cases, options, reporter
+    def __init__(self, kind: str, cases: list[Case], options: RunOptions):
+        self._kind, self._cases, self._options = kind, cases, options
         self._previous: CaseResult | None = None
-        self._reason = ""
+        self.found: RepeatedFailure | None = None
 
     def not_run(self) -> CaseResult | None:
         """The result of a case the run no longer reaches, or None while it goes on."""
-        return CaseResult(NOT_RUN, self._reason) if self._reason else None
+        return CaseResult(NOT_RUN, self._reason()) if self.found else None
 
     def judged(self, index: int, result: CaseResult) -> None:
         previous, self._previous = self._previous, result
-        if self._reason or self._options.official or result.status not in REPEATABLE:
+        if self.found or self._options.official or result.status not in REPEATABLE:
             return
         if result.status == ERROR and index == 0 and not self._options.device.startswith("cuda") and "cuda" in result.message.lower():
-            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=True)
+            self.found = RepeatedFailure(self._kind, index, result, "needs_gpu")
         elif result.while_importing:
-            self._reason = self._reporter.repeated_error(self._kind, index, result, self._options, needs_gpu=False, importing=True)
+            self.found = RepeatedFailure(self._kind, index, result, "importing")
         elif (previous is not None and _same_failure(previous, result)
               and self._cases[index].shape != self._cases[index - 1].shape):
-            self._reason = self._reporter.repeated_error(self._kind, index - 1, result, self._options, needs_gpu=False)
+            self.found = RepeatedFailure(self._kind, index - 1, result, "alike")
+
+    def _reason(self) -> str:
+        """Why the remaining cases are not run."""
+        found, first = self.found, f"{self.found.kind} {self.found.first_index}"
+        if found.cause == "needs_gpu":
+            return f"not run: {first} raised an error naming CUDA on --device {self._options.device}"
+        if found.cause == "importing":
+            return f"not run: the submission does not import ({first})"
+        return f"not run: {found.seen(self._options.submission_name)} on different shapes"
 
 
 class FirstFailure:
     """--stop-on-first-failure: the cases after the first that did not pass are not run."""
 
-    def __init__(self, kind: str, options: RunOptions):
-        self._kind, self._on = kind, options.stop_on_first_failure
+    def __init__(self, kind: str, on: bool):
+        self._kind, self._on = kind, on
         self._reason = ""
 
     def not_run(self) -> CaseResult | None:
@@ -348,28 +355,40 @@ def _device_name(device: str) -> str:
     return "cpu"
 
 
-def _refused(record: RunRecord, reporter: Reporter, options: RunOptions) -> RunRecord:
-    record.refused, record.exit_status = True, reporter.refused(options.precheck.refusal)
-    return record
+@contextlib.contextmanager
+def _judging(record: RunRecord, listener: RunListener, workers: FreshWorkers | None, **executor) -> Iterator[Executor | None]:
+    """Around a run's cases: the listener told of its start and end, the record's exit status set;
+    None in place of an executor where --strict refused the file (no case runs), and an official
+    eval's uncaught exception ends the run where the competition's would."""
+    listener.run_started(record)
+    options = record.options
+    try:
+        if options.refused:
+            record.refused = True
+            yield None
+        else:
+            with Executor.open(options, listener, workers=workers, **executor) as opened:
+                record.sandbox, record.runner_copies = opened.sandbox_layers, opened.runner_copies
+                yield opened
+    except OfficialEvalStopped as stopped:
+        record.eval_stopped = stopped.result
+    record.exit_status = EXIT_EVAL_STOPPED if record.eval_stopped else EXIT_PASS if record.passed else EXIT_FAIL
+    listener.run_ended(record)
 
 
-def run_tests(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> RunRecord:
-    record = RunRecord("test", cases)
-    reporter.begin_tests(cases, options)
-    if options.refused:
-        return _refused(record, reporter, options)
-    repeated, first_failure = RepeatedError("test", cases, options, reporter), FirstFailure("test", options)
-    with Executor.open(options, reporter, reuse=True, workers=workers) as executor:
-        for index, case in enumerate(cases):
-            reporter.case_started("test", index, case)
+def run_tests(cases: list[Case], options: RunOptions, listener: RunListener, workers: FreshWorkers | None = None) -> RunRecord:
+    record = RunRecord("test", cases, options)
+    repeated, first_failure = RepeatedError("test", cases, options), FirstFailure("test", options.stop_on_first_failure)
+    with _judging(record, listener, workers, reuse=True) as executor:
+        for index, case in enumerate(cases if executor else ()):
+            listener.case_started(index, case)
             result = (first_failure.not_run() or repeated.not_run()
                       or executor.run(options.job("test", case), f"test {index}: {case.label}"))
-            reporter.test_result(index, case, result)
+            record.results.append(result)
+            listener.case_judged(index, case, result)
             repeated.judged(index, result)
             first_failure.judged(index, result)
-            record.results.append(result)
-    reporter.end_tests(record.passed)
-    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+        record.repeated = repeated.found
     return record
 
 
@@ -395,63 +414,59 @@ def _benchmark_jobs(cases, options: RunOptions, leaderboard: bool):
     return [], measured
 
 
-def run_benchmarks(cases: list[Case], options: RunOptions, reporter: Reporter, leaderboard: bool,
+def run_benchmarks(cases: list[Case], options: RunOptions, listener: RunListener, leaderboard: bool,
                    workers: FreshWorkers | None = None) -> RunRecord:
     mode = "leaderboard" if leaderboard else "benchmark"
-    record = RunRecord(mode, cases)
+    record = RunRecord(mode, cases, options)
     results = record.results
-    reporter.begin_benchmarks(cases, options, mode)
-    if options.refused:
-        return _refused(record, reporter, options)
     warmups, measured = _benchmark_jobs(cases, options, leaderboard)
-    repeated, first_failure = RepeatedError("benchmark", cases, options, reporter), FirstFailure("benchmark", options)
-    with Executor.open(options, reporter, reuse=True, timed=True, workers=workers) as executor:
+    repeated, first_failure = RepeatedError("benchmark", cases, options), FirstFailure("benchmark", options.stop_on_first_failure)
+    with _judging(record, listener, workers, reuse=True, timed=True) as executor:
+        if executor is None:
+            return record
         measured_ceilings = None
         if (options.measure_ceilings or options.baselines) and options.device.startswith("cuda"):
             measured_ceilings = executor.run(options.job("ceilings", None), "measuring ceilings")
-            reporter.ceilings_measured(measured_ceilings)
+            listener.ceilings_measured(measured_ceilings)
         for job in warmups:
             executor.run(job, f"warm-up {job.case.label}")
         stop = False
         for index, (case, job) in enumerate(zip(cases, measured)):
-            reporter.case_started("benchmark", index, case)
+            listener.case_started(index, case)
             if stop:
                 result = CaseResult(NOT_RUN, "not run: an earlier case failed (the competition stops there)")
             else:
                 result = first_failure.not_run() or repeated.not_run() or executor.run(job, f"{mode} {index}: {case.label}")
-            reporter.benchmark_result(index, case, result)
+            results.append(result)
+            listener.case_judged(index, case, result)
             repeated.judged(index, result)
             first_failure.judged(index, result)
-            results.append(result)
             stop = options.official and leaderboard and not result.passed
-    device_name = next((result.device_name for result in results if result.device_name), "")
-    measured_values = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
-    ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
-    floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
-             if measured_values else None)
-    works = record.works = [options.problem.work(case.args) for case in cases]
-    reached = [(case.label, work, result.stats.mean / 1e9)
-               for case, result, work in zip(cases, results, works) if result.passed and work]
-    ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
-    record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
-    reporter.end_benchmarks(cases, results, works, ceilings, note, mode, floor, options.problem.ranking_by)
-    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+        record.repeated = repeated.found
+        # The speed-of-light, set before the listener hears the run ended: each case's work, and
+        # the ceilings from the devices table or measured, raised where a case beat them.
+        device_name = next((result.device_name for result in results if result.device_name), "")
+        measured_values = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
+        ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
+        floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
+                 if measured_values else None)
+        works = record.works = [options.problem.work(case.args) for case in cases]
+        reached = [(case.label, work, result.stats.mean / 1e9)
+                   for case, result, work in zip(cases, results, works) if result.passed and work]
+        ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
+        record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
     return record
 
 
-def run_profile(cases: list[Case], options: RunOptions, reporter: Reporter, workers: FreshWorkers | None = None) -> RunRecord:
-    record = RunRecord("profile", cases)
-    reporter.begin_benchmarks(cases, options, "profile")
-    if options.refused:
-        return _refused(record, reporter, options)
-    repeated = RepeatedError("profile", cases, options, reporter)
-    with Executor.open(options, reporter, workers=workers) as executor:
-        for index, case in enumerate(cases):
-            reporter.case_started("benchmark", index, case)
+def run_profile(cases: list[Case], options: RunOptions, listener: RunListener, workers: FreshWorkers | None = None) -> RunRecord:
+    record = RunRecord("profile", cases, options)
+    repeated = RepeatedError("profile", cases, options)
+    with _judging(record, listener, workers) as executor:
+        for index, case in enumerate(cases if executor else ()):
+            listener.case_started(index, case)
             result = repeated.not_run() or executor.run(options.job("profile", case, ncu=options.ncu), f"profile {index}: {case.label}")
-            reporter.profile_result(index, case, result)
-            repeated.judged(index, result)
             record.results.append(result)
-    reporter.end_profile(record.passed)
-    record.exit_status = EXIT_PASS if record.passed else EXIT_FAIL
+            listener.case_judged(index, case, result)
+            repeated.judged(index, result)
+        record.repeated = repeated.found
     return record

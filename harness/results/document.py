@@ -1,19 +1,20 @@
 """`--json`: one JSON document a command, on stdout, for programs that drive the harness.
 
 Kernel-search loops read verdicts, messages, statistics, speed-of-light and the score from it
-instead of parsing tables; the people's report goes to stderr meanwhile. The schema is in the
-README (Machine-readable output); `SCHEMA` names its version and changes with any field that
+instead of parsing tables; the people's report goes to stderr meanwhile. A run's document is made
+from its record once the run is over (`run_document`); the store keeps the same document. The
+schema is in docs/output-formats.md; `SCHEMA` names its version and changes with any field that
 changes meaning.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import sys
 
 from harness.results.rows import file_sha256
+from harness.results.worker_text import labelled_mismatches, strip_ansi, without_hidden_frames
 from harness.shared.paths import git_commit
 from harness.shared.stats import geomean, score
 
@@ -34,8 +35,6 @@ def stats_fields(stats) -> dict | None:
 def error_trace(output: str, submission) -> str | None:
     """The last traceback the worker printed, its harness and importlib frames left out and the
     submission named by the user's path, or None."""
-    from harness.results.console import strip_ansi, without_hidden_frames  # console.py builds this document
-
     start = output.rfind(TRACEBACK_START)
     if start < 0:
         return None
@@ -58,104 +57,92 @@ def ceilings_fields(ceilings, note: str) -> dict | None:
     return {"peak_flops": ceilings.peak_flops, "bandwidth": ceilings.bandwidth, "source": ceilings.source, "origin": note}
 
 
-# The competition's check names a mismatch `ERROR AT (i, j, l): <got> <expected>`.
-MISMATCH = re.compile(r"\s*ERROR AT (\([^)]*\)): (\S+) (\S+)(?=\s|$)")
+def run_document(record) -> dict:
+    """What a test, benchmark, leaderboard or profile run found (its harness.judge.record.RunRecord)."""
+    options = record.options
+    data = {
+        "schema": SCHEMA,
+        "command": record.mode,
+        "problem": options.problem.name,
+        "submission": options.submission_name,
+        "submission_sha256": file_sha256(options.submission),
+        "commit": git_commit(),
+        "device": options.device,
+        "device_name": None,
+        "official": options.official,  # `message` is then the competition's text, as the report's
+        "cases": [{"index": index, "spec": case.spec, "shape": dict(case.args), "status": None}
+                  for index, case in enumerate(record.cases)],
+        "passed": None,
+        "exit_status": record.exit_status,
+    }
+    if options.precheck is not None:
+        data["precheck"] = options.precheck.fields()
+    if record.sandbox is not None:
+        data["sandbox"] = record.sandbox
+    for index, result in enumerate(record.results):
+        _case(data, index, result)
+    if record.eval_stopped is not None:
+        _finish(data, False, eval_stopped=record.eval_stopped.message)
+        return data
+    if record.refused:
+        _finish(data, False, refused=f"{options.precheck.refusal} (--strict)")
+    else:
+        if record.mode in ("benchmark", "leaderboard"):
+            _benchmark_summary(data, record.results, record.ceilings, record.ceilings_note, record.works,
+                               options.problem.ranking_by)
+        _finish(data, record.passed)
+    data["stop_reason"] = record.stop_reason or None
+    return data
 
 
-# The grouped problem's check names the group that failed by its bare index, then its reasons as
-# a Python list: `mismatch found! ...: 1 ['Number of mismatched elements: 3', 'ERROR AT ...']`.
-GROUP_MISMATCH = re.compile(r"(mismatch found![^:]*: )(\d+) (\[.*\])", re.DOTALL)
+def _case(data: dict, index: int, result) -> None:
+    entry = data["cases"][index]
+    message = result.message if data["official"] or result.message is None else labelled_mismatches(result.message)
+    entry.update(status=result.status, message=message, competition_message=result.message, warning=result.warning, activity=result.activity, wall_s=result.wall_s,
+                 stats=stats_fields(result.stats), judged_stats=stats_fields(result.judged_stats),
+                 worker_stats=stats_fields(result.worker_stats), fixed_ns=result.fixed_ns, host_ns=result.host_ns,
+                 baselines={name: stats_fields(stats) for name, stats in result.baselines.items()})
+    entry["phases_s"] = dict(result.phases_s)
+    if result.status in _ERRORED:
+        entry["traceback"] = error_trace(result.output, data["submission"])
+        entry["raised_at"] = raised_where(result.raised_at, data["submission"])
+    if result.report:
+        entry["profile_table"] = result.report
+    if result.device_name:
+        data["device_name"] = result.device_name
 
 
-def _group_named(message: str) -> str:
-    """A grouped check's message with its group named and its reasons as the other problems'
-    checks give theirs (joined by spaces); any other message as it is."""
-    found = GROUP_MISMATCH.fullmatch(message)
-    if found is None:
-        return message
-    try:
-        reasons = ast.literal_eval(found[3])
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return message
-    if not isinstance(reasons, list) or not all(isinstance(reason, str) for reason in reasons):
-        return message
-    return f"{found[1]}group {found[2]}: " + " ".join(reasons)
+def _benchmark_summary(data: dict, results, ceilings, note: str, works: list, ranking_by: str) -> None:
+    """`works`: each case's (flops, DRAM bytes), or None where its problem has no SOL."""
+    if None in works:
+        ceilings = None
+    for index, (result, work) in enumerate(zip(results, works)):
+        if result.passed and ceilings is not None:
+            sol_ns = ceilings.seconds(work) * 1e9
+            data["cases"][index].update(sol_ns=sol_ns, pct_sol=100 * sol_ns / result.stats.mean,
+                                        bound=ceilings.bound_of(work))
+    passed = all(result.passed for result in results)
+    means = [result.stats.mean for result in results] if passed else []
+    data.update(
+        ceilings=ceilings_fields(ceilings, note),
+        score_ns=score(means, ranking_by) if means else None,
+        ranking_by=ranking_by,
+        sol_geomean_ns=geomean(ceilings.seconds(work) * 1e9 for work in works) if means and ceilings else None,
+    )
 
 
-def labelled_mismatches(message: str) -> str:
-    """The check's mismatch lines with their two numbers named, one a line, and a grouped check's
-    group named: what the judge shows and the --json document's `message` (its
-    `competition_message`, POPCORN_FD's lines and everything under --official keep the
-    competition's text)."""
-    return MISMATCH.sub(lambda found: f"\nERROR AT {found[1]}: got {found[2]}, expected {found[3]}", _group_named(message))
-
-
-class RunDocument:
-    """What test, benchmark, leaderboard and profile found, filled in as the run goes."""
-
-    def __init__(self, command: str, options, cases):
-        self.data = {
-            "schema": SCHEMA,
-            "command": command,
-            "problem": options.problem.name,
-            "submission": options.submission_name,
-            "submission_sha256": file_sha256(options.submission),
-            "commit": git_commit(),
-            "device": options.device,
-            "device_name": None,
-            "official": options.official,  # `message` is then the competition's text, as the report's
-            "cases": [{"index": index, "spec": case.spec, "shape": dict(case.args), "status": None}
-                      for index, case in enumerate(cases)],
-            "passed": None,
-            "exit_status": None,
-        }
-
-    def case(self, index: int, result, **extra) -> None:
-        entry = self.data["cases"][index]
-        message = result.message if self.data["official"] or result.message is None else labelled_mismatches(result.message)
-        entry.update(status=result.status, message=message, competition_message=result.message, warning=result.warning, activity=result.activity, wall_s=result.wall_s,
-                     stats=stats_fields(result.stats), judged_stats=stats_fields(result.judged_stats),
-                     worker_stats=stats_fields(result.worker_stats), fixed_ns=result.fixed_ns, host_ns=result.host_ns,
-                     baselines={name: stats_fields(stats) for name, stats in result.baselines.items()}, **extra)
-        entry["phases_s"] = dict(result.phases_s)
-        if result.status in _ERRORED:
-            entry["traceback"] = error_trace(result.output, self.data["submission"])
-            entry["raised_at"] = raised_where(result.raised_at, self.data["submission"])
-        if result.report:
-            entry["profile_table"] = result.report
-        if result.device_name:
-            self.data["device_name"] = result.device_name
-
-    def benchmark_summary(self, cases, results, ceilings, note: str, works: list, ranking_by: str = "geom") -> None:
-        """`works`: each case's (flops, DRAM bytes), or None where its problem has no SOL."""
-        if None in works:
-            ceilings = None
-        for index, (result, work) in enumerate(zip(results, works)):
-            if result.passed and ceilings is not None:
-                sol_ns = ceilings.seconds(work) * 1e9
-                self.data["cases"][index].update(sol_ns=sol_ns, pct_sol=100 * sol_ns / result.stats.mean,
-                                                 bound=ceilings.bound_of(work))
-        passed = all(result.passed for result in results)
-        means = [result.stats.mean for result in results] if passed else []
-        self.data.update(
-            ceilings=ceilings_fields(ceilings, note),
-            score_ns=score(means, ranking_by) if means else None,
-            ranking_by=ranking_by,
-            sol_geomean_ns=geomean(ceilings.seconds(work) * 1e9 for work in works) if means and ceilings else None,
-        )
-
-    def finish(self, passed: bool, **extra) -> None:
-        """The verdict; `passed_cases` and, for a test or a profile, `score` (the fraction of the
-        cases that passed), and `phases_s`, the cases' seconds per phase summed."""
-        cases = self.data["cases"]
-        passed_cases = sum(case["status"] == "pass" for case in cases)
-        phases: dict[str, float] = {}
-        for case in cases:
-            for phase, seconds in (case.get("phases_s") or {}).items():
-                phases[phase] = phases.get(phase, 0.0) + seconds
-        self.data.update(passed=passed, passed_cases=passed_cases, phases_s=phases, **extra)
-        if self.data["command"] in ("test", "profile"):
-            self.data["score"] = passed_cases / len(cases) if cases else 0.0
+def _finish(data: dict, passed: bool, **extra) -> None:
+    """The verdict; `passed_cases` and, for a test or a profile, `score` (the fraction of the
+    cases that passed), and `phases_s`, the cases' seconds per phase summed."""
+    cases = data["cases"]
+    passed_cases = sum(case["status"] == "pass" for case in cases)
+    phases: dict[str, float] = {}
+    for case in cases:
+        for phase, seconds in (case.get("phases_s") or {}).items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+    data.update(passed=passed, passed_cases=passed_cases, phases_s=phases, **extra)
+    if data["command"] in ("test", "profile"):
+        data["score"] = passed_cases / len(cases) if cases else 0.0
 
 
 def write(document: dict, exit_status: int) -> None:

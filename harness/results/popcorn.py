@@ -1,7 +1,13 @@
-"""The competition's machine-readable output: `key: value` lines on the descriptor in POPCORN_FD."""
+"""The competition's machine-readable output: `key: value` lines on the descriptor in POPCORN_FD,
+written as the run goes, as the competition's eval writes them."""
 
 import base64
 import os
+
+from harness.judge.jobs import ERROR
+from harness.judge.record import RunListener, RunRecord
+
+STATS_FIELDS = ("runs", "mean", "std", "err", "best", "worst")
 
 
 def one_line(value) -> str:
@@ -48,3 +54,52 @@ class PopcornLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class PopcornLines(RunListener):
+    """A run's lines: the count, each case's spec before it and its verdict after (a timed case's
+    statistics, a profile's table), and `check` at the end, where the competition's eval logs one
+    (none where its eval stops at an uncaught exception)."""
+
+    def __init__(self, log: PopcornLog):
+        self._log = log
+        self._record: RunRecord | None = None
+
+    @property
+    def _kind(self) -> str:
+        return "test" if self._record.mode == "test" else "benchmark"
+
+    def run_started(self, record: RunRecord) -> None:
+        self._record = record
+        self._log.log(f"{self._kind}-count", len(record.cases))
+
+    def case_started(self, index: int, case) -> None:
+        self._log.log(f"{self._kind}.{index}.spec", case.spec)
+
+    def case_judged(self, index: int, case, result) -> None:
+        kind = self._kind
+        if not result.passed:
+            self._failure(kind, index, result)
+        elif self._record.mode == "test":
+            self._log.log(f"test.{index}.status", "pass")
+        elif self._record.mode == "profile":
+            self._log.log_report(f"benchmark.{index}.report", result.report)
+        else:
+            for field in STATS_FIELDS:
+                self._log.log(f"benchmark.{index}.{field}", getattr(result.stats, field))
+
+    def run_ended(self, record: RunRecord) -> None:
+        if record.eval_stopped is None:
+            self._log.log("check", "pass" if record.passed else "fail")
+
+    def _failure(self, kind: str, index: int, result) -> None:
+        """`KIND.N.status: fail` and its error line: as the competition words it under --official
+        (its check's message, or what the caught OpError says), with our status word otherwise."""
+        self._log.log(f"{kind}.{index}.status", "fail")
+        if not self._record.options.official:
+            error = f"{result.status}: {result.message}"
+        elif result.status == ERROR:
+            error = result.exception if kind == "test" else f"Encountered {result.exception}"
+        else:
+            error = result.message
+        self._log.log(f"{kind}.{index}.error", error)

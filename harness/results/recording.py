@@ -19,21 +19,25 @@ class Recording:
     csv: Path | None
 
 
-def run_rows(record: RunRecord, options) -> list[dict]:
-    """The timed run's rows (results/runs.csv's columns), none where no case reached a device."""
-    if not any(result.device_name for result in record.results):
+def run_rows(record: RunRecord) -> list[dict]:
+    """The timed run's rows (results/runs.csv's columns), none where no case reached a device or
+    the official eval stopped."""
+    if record.eval_stopped is not None or not any(result.device_name for result in record.results):
         return []
+    options = record.options
     return rows_for_run(record.cases, record.results, record.works, record.mode, options.submission, record.ceilings, record.ceilings_note,
                         record.floor, options.problem)
 
 
-def keep_run(recording: Recording, record: RunRecord, options, tests_file: Path | None, asked: dict, seed_policy: str,
+def keep_run(recording: Recording, record: RunRecord, tests_file: Path | None, asked: dict, seed_policy: str,
              document: dict) -> list[tuple[Path, int]]:
-    """`record`'s verdict and rows kept as `recording` says; `asked`: the run's options as the
-    command line gave them (the service's names). The (path, rows) written."""
-    rows = run_rows(record, options)
+    """`record`'s verdict, its --json `document` and its rows kept as `recording` says; `asked`:
+    the run's options as the command line gave them (the service's names). The (path, rows)
+    written."""
+    rows = run_rows(record)
     if not rows:
         return []
+    options = record.options
     written = []
     if recording.store is not None:
         fields = verdict_key(Path(options.submission).read_text(errors="replace"), options.problem.name, record.mode,

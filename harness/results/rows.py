@@ -5,7 +5,6 @@ clean. This kit's reference measurements, the figures its README relies on, live
 results/reference/runs.csv (tracked), written with `--results results/reference/runs.csv`.
 """
 
-import contextlib
 import datetime
 import hashlib
 from pathlib import Path
@@ -62,15 +61,6 @@ def rows_for_run(cases, results, works: list, mode: str, submission: Path, ceili
                     row.update(empty_cutedsl_call_host_ns=result.baselines["empty_cutedsl_call_host"].mean)
         rows.append(row)
     return rows
-
-
-def import_the_row_writer() -> None:
-    """pandas, which `append_rows` writes with, imported now: a run calls this before its first
-    worker starts, since the rows are appended after the cases and the judge runs only code it
-    loaded before a submission could write its files (harness/judge/integrity.py). Without pandas
-    (the compile check's minimal environment) there is nothing to import."""
-    with contextlib.suppress(ImportError):
-        import pandas  # noqa: F401
 
 
 def append_rows(rows: list[dict], path: Path = RESULTS_CSV) -> Path:

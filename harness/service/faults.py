@@ -15,7 +15,7 @@ from harness.judge.exits import (EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_
 VERDICT, INFRASTRUCTURE, REJECTED = "verdict", "infrastructure", "rejected"
 CLASSES = (VERDICT, INFRASTRUCTURE, REJECTED)
 # The exit statuses of a run stopped without a verdict on the file, by whose fault it is
-# (harness/cli.py Stopped; a worker that did not start stops the run after cases that did).
+# (harness/api.py Stopped; a worker that did not start stops the run after cases that did).
 STOPPED = {EXIT_BAD_TESTS_FILE: REJECTED, EXIT_REFERENCE_CANNOT_RUN: REJECTED, EXIT_REJECTED: REJECTED,
            EXIT_NO_GPU: INFRASTRUCTURE, EXIT_INFRASTRUCTURE: INFRASTRUCTURE}
 # A case that ended in these before the file was imported ended for the judge's reasons, not the file's.

@@ -5,7 +5,7 @@ one reply a line on the descriptor stdout was when it started (its own prints, a
 worker's, go to stderr or the workers' logs). A request names a candidate (its source), the
 problem, the mode, an optional tests file's text and the run's options; the reply holds the
 run's `--json` document, its exit status and the people's report. The run is the one-shot
-command's (harness/cli.py `prepare` and `execute`), with what can be shared kept here: the
+command's (harness/api.py `prepare` and `run`), with what can be shared kept here: the
 interpreter and its imports, the drawn inputs and references of cases whose seeds are fixed
 (harness/judge/references.py), and a pool of pre-started workers, one candidate each
 (harness/service/pool.py).
@@ -65,19 +65,16 @@ class Judge:
             dev_shm.own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
             judge_user.drop_root()  # after its /dev/shm (a mount), before CUDA starts: its workers' uid
         self.secret = _secret_seed()
-        import torch  # noqa: F401  (the imports every run shares, done once)
+        import torch  # noqa: F401  (the imports every run shares, done once, before any worker starts)
 
-        from harness import cli
+        import harness.api, harness.results.console, harness.results.document, harness.results.recording  # noqa: F401  (as torch)
         from harness.judge import modes
+        from harness.problems import shapes
         from harness.judge.isolation import protect_the_judge
         from harness.judge.references import REFERENCES
-        from harness.problems import load_problem
-        from harness.problems import shapes
-        from harness.results.recording import run_rows
         from harness.service.pool import WorkerPool
         from harness.shared.paths import git_commit
 
-        self._cli, self._modes, self._load_problem, self._run_rows = cli, modes, load_problem, run_rows
         self.dev_shm_full: str | None = None
         self.refused = protect_the_judge()
         self.device = device
@@ -101,11 +98,14 @@ class Judge:
 
     def run(self, request: dict) -> dict:
         """One candidate judged: the reply to `request`."""
+        import click
         from rich.console import Console
 
+        from harness import api
+        from harness.results.document import SCHEMA, run_document
+        from harness.problems import load_problem
+        from harness.results.recording import run_rows
         from harness.results.console import Reporter
-        from harness.results.document import SCHEMA
-        from harness.results.popcorn import PopcornLog
 
         started = time.monotonic()
         cancelled = self._begin(request.get("id"))
@@ -124,28 +124,28 @@ class Judge:
         if mode in TIMED_MODES:
             extra.update({key: options[key] for key in TIMED_OPTIONS if options.get(key) is not None})
         report = io.StringIO()
-        reporter = Reporter(PopcornLog(None), console=Console(file=report, highlight=False, width=132), json_document=True)
+        reporter = Reporter(console=Console(file=report, highlight=False, width=132))
         error_class = None
         try:
             try:
-                problem = self._load_problem(request.get("problem", "nvfp4_gemm"))
+                problem = load_problem(request.get("problem", "nvfp4_gemm"))
             except ValueError:
                 error_class = REJECTED
                 raise
-            cases, run_options = self._cli.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret,
+            cases, run_options = api.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret,
                                                    shown_as=name, **extra)
             if run_options.wall_limit_s:  # the static check's time is the candidate's too
                 spent = time.monotonic() - started
                 run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
             run_options = dataclasses.replace(run_options, cancelled=cancelled)
-            status, record = self._cli.execute(mode, cases, run_options, reporter, workers=self.pool.workers())
-            document = reporter.document.data
-            if record is not None and mode in TIMED_MODES:
-                rows = [{**row, "submission": submission.name} for row in self._run_rows(record, run_options)]
-        except self._cli.Stopped as stopped:
+            record = api.run(mode, cases, run_options, reporter, workers=self.pool.workers())
+            status, document = record.exit_status, run_document(record)
+            if mode in TIMED_MODES:
+                rows = [{**row, "submission": submission.name} for row in run_rows(record)]
+        except api.Stopped as stopped:
             status, document = stopped.status, {"schema": SCHEMA, "command": mode, "passed": False, "error": stopped.message}
         except Exception as error:  # a request the judge cannot run (an unknown problem, a bad option), or the judge's fault
-            if isinstance(error, self._cli.click.UsageError):
+            if isinstance(error, click.UsageError):
                 error_class = REJECTED
             status = 2
             document = {"schema": SCHEMA, "command": mode, "passed": False, "error": f"{type(error).__name__}: {error}",
