@@ -31,7 +31,7 @@ def _judge(program: str, **environment) -> dict:
             return {{name: int(fields[name], 16) for name in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd")}}
     """)
     ran = subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(program)], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, LAYERS_OFF_ENV: "", **environment})
+                         timeout=120, env={**os.environ, LAYERS_OFF_ENV: "", judge_user.JUDGE_USER_ENV: judge_user.DEFAULT_USER, **environment})
     assert ran.returncode == 0, ran.stderr[-3000:]
     return json.loads(ran.stdout.strip().splitlines()[-1])
 

@@ -5,8 +5,13 @@ The NVIDIA driver opens a CUDA IPC handle only in a process whose uid is the exp
 process's (docs/figures.md, the CUDA IPC row). The judge exports the inputs and outputs it
 shares with a worker, so a root judge's GPU worker would have to be root, or uid 0 in a user
 namespace of its own. `drop_root` makes the judge's uid (real, effective, saved, and its group)
-an unprivileged one instead (`JUDGE_USER_ENV`, by default `nobody`), and the sandbox then
-changes its workers to the same uid (harness/judge/sandbox.py).
+an unprivileged one instead where `JUDGE_USER_ENV` names one (`nobody`, or better a uid of the
+judge's own), and the sandbox then changes its workers to the same uid (harness/judge/sandbox.py).
+Unset, a root judge stays root and its GPU workers are uid 0 in a user namespace of their own,
+which the sandbox's check names: on an H200 a judge of its own user passed the torch file's
+tests, but its service cancel could not kill a worker from a thread started before the change
+(capabilities are a thread's) and its workers did not import CuTeDSL from the judge's import
+path (docs/figures.md, the judge's own user on CUDA).
 
 The judge keeps the capabilities its own work takes (`KEPT_CAPABILITIES`): reading and writing
 files of any owner (the kit, the store, the cgroups it makes for its workers), ending and
@@ -31,7 +36,7 @@ import pwd
 import resource
 import sys
 
-JUDGE_USER_ENV = "NVFP4_JUDGE_USER"  # a user name or a uid; `nobody` where unset
+JUDGE_USER_ENV = "NVFP4_JUDGE_USER"  # a user name or a uid; unset, a root judge stays root
 DEFAULT_USER = "nobody"
 DEFAULT_ID = 65534  # nobody's, where the system has no such name
 CAPABILITY_NUMBERS = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3, "CAP_KILL": 5,
@@ -95,7 +100,7 @@ def drop_root() -> str | None:
     from harness.judge.layers import layers_off
     from harness.shared.paths import git_commit
 
-    if "user" in layers_off():
+    if "user" in layers_off() or not os.environ.get(JUDGE_USER_ENV, "").strip():
         return None
     try:
         uid, gid = judge_ids()
