@@ -308,9 +308,12 @@ def cancel_mid_case_then_judge_the_next(device: str, mode: str, **options) -> No
     """A candidate hanging in its first case, cancelled: its workers are killed, its other case is
     not run, and the judge process that ran it, never started again, judges the next candidate."""
     from harness.service.front import Service
+    from harness.judge.sandbox import UNSAFE_ENV
     from harness.service.judges import CANCEL_REPLY_S, LocalJudge
 
-    judge = LocalJudge(device, visible_devices="0" if device == "cuda" else None)
+    # A root GPU judge without a user of its own lacks the user layer (serve --unsafe-sandbox).
+    unsafe = {**os.environ, UNSAFE_ENV: "1"} if device == "cuda" and os.geteuid() == 0 else None
+    judge = LocalJudge(device, visible_devices="0" if device == "cuda" else None, environment=unsafe)
     service = Service([judge], None)
     service.start()
     try:
