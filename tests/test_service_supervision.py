@@ -192,28 +192,28 @@ def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_pa
     service = Service(lanes, None, commit="fake")
     service.start()
     try:
-        requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
-                    + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
-                    + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
-        ids = service.submit_batch(requests)
-        assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+        three_tests_a_timed_run_and_three_tests_share_lanes_as_they_should(service, log)
     finally:
         service.close()
+    assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
+
+
+def three_tests_a_timed_run_and_three_tests_share_lanes_as_they_should(service, log: Path) -> None:
+    """Three test-mode candidates, a benchmark, three more, all passed: the first three ran side
+    by side (the fake judge logs each run's mode, start and end), none overlapping the timed run."""
+    requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
+                + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
+                + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
+    ids = service.submit_batch(requests)
+    assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
     runs = {identifier: (mode, float(start), float(end))
             for identifier, _, mode, start, end in (line.split() for line in log.read_text().splitlines())}
     timed = [run for run in runs.values() if run[0] == "benchmark"]
     tests = [run for run in runs.values() if run[0] == "test"]
     assert len(timed) == 1 and len(tests) == 6
-    # The first three ran side by side; none overlapped the timed run.
     first = [runs[identifier] for identifier in ids[:3]]
     assert max(start for _, start, _ in first) < min(end for _, _, end in first)
     assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
-    assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
-
-
-def lane_runs(log: Path) -> dict:
-    return {identifier: (mode, float(start), float(end))
-            for identifier, _, mode, start, end in (line.split() for line in log.read_text().splitlines())}
 
 
 @pytest.mark.e2e  # a local Ray cluster started: the e2e suite's
@@ -229,18 +229,7 @@ def test_a_ray_actors_lanes_share_its_device_a_timed_candidate_has_it_alone_and_
         service = Service(lanes, None, commit="fake")
         service.start()
         try:
-            requests = ([{"source": f"# {index}\n# sleep 1\n"} for index in range(3)]
-                        + [{"source": "# timed\n# sleep 1\n", "mode": "benchmark"}]
-                        + [{"source": f"# after {index}\n# sleep 1\n"} for index in range(3)])
-            ids = service.submit_batch(requests)
-            assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
-            runs = lane_runs(log)
-            timed = [run for run in runs.values() if run[0] == "benchmark"]
-            tests = [run for run in runs.values() if run[0] == "test"]
-            assert len(timed) == 1 and len(tests) == 6
-            first = [runs[identifier] for identifier in ids[:3]]
-            assert max(start for _, start, _ in first) < min(end for _, _, end in first)
-            assert not any(start < timed[0][2] and timed[0][1] < end for _, start, end in tests)
+            three_tests_a_timed_run_and_three_tests_share_lanes_as_they_should(service, log)
             assert len({judge.name for judge in lanes}) == 3
             # The actor killed: made again once, every lane's judge started in it, and the lanes judge again.
             ray.kill(lanes[0]._actor)
