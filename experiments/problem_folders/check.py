@@ -151,7 +151,8 @@ def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, 
         return f"timeout ({LIMIT_S} s)", []
     finally:
         os.unlink(file.name)
-    log(f"{' '.join(command[1:])}: exit {completed.returncode}\n{completed.stderr[-6000:]}")
+    shown = " ".join(os.path.relpath(part, ROOT) if os.path.isabs(part) else part for part in command[1:])  # as run from the root
+    log(f"{shown}: exit {completed.returncode}\n{completed.stderr[-6000:].replace(f'{ROOT}/', '')}")
     try:
         document = json.loads(completed.stdout)
     except json.JSONDecodeError:
