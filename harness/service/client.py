@@ -22,8 +22,9 @@ import time
 
 import httpx
 
+from harness.service.candidates import ENDED  # the standard library alone
+
 WAIT_STEP_S = 60.0
-ENDED = ("done", "cancelled")
 
 
 class Refused(RuntimeError):
