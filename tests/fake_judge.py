@@ -46,6 +46,12 @@ class Cancels:
 CANCELS = Cancels()
 
 
+def _overlapped(candidate_id) -> bool:
+    """Whether a run of another candidate is going on now: its start is in FAKE_JUDGE_RUNNING."""
+    running = os.environ.get("FAKE_JUDGE_RUNNING")
+    return bool(running) and any(name != str(candidate_id) for name in os.listdir(running))
+
+
 def reply_to(request: dict) -> dict:
     source = request["source"]
     cancelled = CANCELS.begin(request.get("id"))
@@ -58,7 +64,9 @@ def reply_to(request: dict) -> dict:
     if "no worker" in source:
         cases = [{"index": 0, "status": "crash", "message": "worker process died without a result", "phases_s": {"start": 0.1}}]
         return {"exit_status": 112, "report": "", "document": {"passed": False, "cases": cases}}
-    passed = "wrong" not in source
+    # `wrong beside others`: fails where another candidate's run overlapped this one (FAKE_JUDGE_LOG's
+    # runs so far, and the runs still going that it names), as a run short of a shared resource.
+    passed = "wrong" not in source or ("wrong beside others" in source and not _overlapped(request.get("id")))
     cases = [{"index": index, "status": "pass" if passed else "fail", "message": None, "phases_s": {"start": 0.1, "import": 0.1}}
              for index, _ in enumerate(lines)]
     return {"exit_status": 0 if passed else 112, "report": f"judged {request.get('name')}\n",
@@ -78,7 +86,14 @@ def main() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         started = time.time()
-        reply = reply_to(request)
+        running = os.environ.get("FAKE_JUDGE_RUNNING")
+        if running:
+            open(os.path.join(running, str(request.get("id"))), "w").close()
+        try:
+            reply = reply_to(request)
+        finally:
+            if running:
+                os.unlink(os.path.join(running, str(request.get("id"))))
         if log:
             with open(log, "a") as out:
                 out.write(f"{request.get('id')} {os.getpid()} {request.get('mode')} {started} {time.time()}\n")

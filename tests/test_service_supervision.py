@@ -252,3 +252,35 @@ def test_judges_are_named_by_host_and_gpu():
     assert LocalJudge("cuda", visible_devices="3").name == f"{host} GPU 3"
     assert LocalJudge("cuda", visible_devices="3", lane=2).name == f"{host} GPU 3 lane 2"
     assert len({LocalJudge("cpu", slot=slot).name for slot in range(3)}) == 3
+
+
+def test_a_test_mode_run_that_failed_beside_another_is_judged_again_alone_and_that_verdict_stands(tmp_path):
+    """Lanes share a device, and what they share (its memory, its time) can fail a run that would
+    pass alone: a test-mode candidate that did not pass while another ran beside it is judged
+    again with the device to itself, and its verdict is that run's. A failure with the device
+    alone is judged once; a file that fails alone too keeps its failure."""
+    log, running = tmp_path / "judged.log", tmp_path / "running"
+    running.mkdir()
+    environment = {**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log), "FAKE_JUDGE_RUNNING": str(running)}
+    lanes = [LocalJudge("cpu", slot=0, lane=lane, program=FAKE_JUDGE, environment=environment) for lane in range(3)]
+    service = Service(lanes, None, commit="fake")
+    service.start()
+    try:
+        short_of_room, wrong, beside = service.submit_batch([{"source": "# wrong beside others\n# sleep 0.5\n"},
+                                                             {"source": "# wrong\n# sleep 0.5\n"},
+                                                             {"source": "# sleep 1.5\n"}])
+        verdicts = {identifier: service.get(identifier, wait_s=60) for identifier in (short_of_room, wrong, beside)}
+        alone = service.submit_batch([{"source": "# wrong alone\n"}])[0]
+        verdicts[alone] = service.get(alone, wait_s=60)
+    finally:
+        service.close()
+    assert [verdicts[identifier]["passed"] for identifier in (short_of_room, wrong, beside, alone)] == [True, False, True, False]
+    assert all(verdict["state"] == "done" and verdict["error_class"] == "verdict" for verdict in verdicts.values())
+    runs = {}
+    for identifier, _, _, start, end in (line.split() for line in log.read_text().splitlines()):
+        runs.setdefault(identifier, []).append((float(start), float(end)))
+    assert {identifier: len(runs[identifier]) for identifier in verdicts} == {short_of_room: 2, wrong: 2, beside: 1, alone: 1}
+    for identifier in (short_of_room, wrong):  # the second run had the device alone
+        start, end = runs[identifier][1]
+        assert not any(other_start < end and start < other_end for other, spans in runs.items() if other != identifier
+                       for other_start, other_end in spans)

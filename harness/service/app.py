@@ -189,6 +189,8 @@ def prometheus_text(metrics: dict) -> str:
               for name in ("verdict", "infrastructure", "rejected")]
     lines += ["# HELP judge_retries_total Runs judged again after the machinery's fault.", "# TYPE judge_retries_total counter",
               f"judge_retries_total {metrics['retried']}"]
+    lines += ["# HELP judge_judged_again_alone_total Test-mode runs that failed beside another, judged again alone.",
+              "# TYPE judge_judged_again_alone_total counter", f"judge_judged_again_alone_total {metrics['judged_again_alone']}"]
     lines += ["# HELP judge_alive Whether each judge is alive.", "# TYPE judge_alive gauge"]
     lines += [f'judge_alive{{judge="{label(name)}"}} {int(alive)}' for name, alive in metrics["alive"].items()]
     lines += ["# HELP judge_busy_share Each judge's share of the front's time spent judging.", "# TYPE judge_busy_share gauge"]

@@ -81,6 +81,7 @@ class Service:
         self._busy_s = {id(judge): 0.0 for judge in judges}  # a Ray judge takes its name once started
         self._gates = {judge.shares: DeviceGate() for judge in judges}
         self.retried = 0
+        self.judged_again_alone = 0  # test-mode runs that failed beside another, judged again alone
         self._threads: list[threading.Thread] = []
         self.device_names: list[str] = []
         self.started_at = time.time()
@@ -242,7 +243,7 @@ class Service:
     def metrics(self) -> dict:
         """What /metrics shows (harness/service/app.py writes it in Prometheus' text format)."""
         up_s = max(time.time() - self.started_at, 1e-9)
-        return {"counts": self.candidates.counts(), "classes": self.candidates.counts_by_class(), "retried": self.retried,
+        return {"counts": self.candidates.counts(), "classes": self.candidates.counts_by_class(), "retried": self.retried, "judged_again_alone": self.judged_again_alone,
                 "alive": {judge.name: bool(judge.alive) for judge in self.judges},
                 "busy_share": {judge.name: self._busy_s[id(judge)] / up_s for judge in self.judges}}
 
@@ -267,10 +268,16 @@ class Service:
             if candidate is None:
                 judge.heartbeat()
                 continue
-            with self._gates[judge.shares].held(candidate["mode"]):
-                self._judge_one(judge, candidate)
+            gate = self._gates[judge.shares]
+            with gate.held(candidate["mode"]) as hold:
+                settled = self._judge_one(judge, candidate, hold)
+            if not settled:  # a test-mode run that failed beside another: its verdict is the one alone
+                with gate.held(candidate["mode"], alone=True) as hold:
+                    self._judge_one(judge, candidate, hold)
 
-    def _judge_one(self, judge, candidate: dict) -> None:
+    def _judge_one(self, judge, candidate: dict, hold) -> bool:
+        """Judge `candidate` and end it; or, where it did not pass while the device was shared
+        (`hold.shared`), leave it running and return False: the caller judges it again alone."""
         identifier = candidate["id"]
         request = {**candidate["request"], "id": identifier}
         self.candidates.began(identifier)
@@ -286,6 +293,10 @@ class Service:
                      "document": {"schema": SCHEMA, "command": request["mode"], "passed": False, "error": why}}
         finally:
             self._busy_s[id(judge)] += time.monotonic() - started
+        if (hold.shared and error_class == VERDICT and not (reply.get("document") or {}).get("passed")
+                and identifier not in self._cancelled and not self._stopping.is_set()):
+            self.judged_again_alone += 1
+            return False
         with self._work:
             if identifier in self._cancelled:
                 self._cancelled.discard(identifier)
@@ -303,6 +314,7 @@ class Service:
                     self.store.add(candidate["fields"], request["name"], reply["document"], reply["exit_status"],
                                    reply.get("rows") or ())
             self._work.notify_all()
+        return True
 
 
 def view(row: dict, full: bool = True) -> dict:

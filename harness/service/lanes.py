@@ -2,7 +2,9 @@
 sandboxed worker of its own judge, untimed; a benchmark or leaderboard candidate has the device
 alone, from the moment the earlier test-mode runs on it end to its own end. A timed candidate
 waiting for the device lets no new test-mode run start on it (it would wait forever behind a
-stream of them)."""
+stream of them). A test-mode run that did not pass while another ran beside it is judged again
+alone (harness/service/front.py), since what the runs shared (the device's memory, its time) may
+have failed it: its verdict is the run alone's."""
 
 import contextlib
 import threading
@@ -10,36 +12,47 @@ import threading
 TIMED_MODES = ("benchmark", "leaderboard")
 
 
+class Held:
+    """One run's hold on the device: `shared` once another run has held it beside this one."""
+
+    def __init__(self):
+        self.shared = False
+
+
 class DeviceGate:
     def __init__(self):
         self._changed = threading.Condition()
-        self._sharing = 0
+        self._holders: set[Held] = set()  # the test-mode runs holding the device now
         self._alone = False
         self._waiting_alone = 0
 
     @contextlib.contextmanager
-    def held(self, mode: str):
-        """The device held for a run of `mode`: alone for a timed mode, shared for test mode."""
-        alone = mode in TIMED_MODES
+    def held(self, mode: str, alone: bool = False):
+        """The device held for a run of `mode`: alone for a timed mode (or where `alone`), shared
+        for test mode. Yields the run's `Held`."""
+        alone = alone or mode in TIMED_MODES
+        hold = Held()
         with self._changed:
             if alone:
                 self._waiting_alone += 1
-                self._changed.wait_for(lambda: not self._alone and self._sharing == 0)
+                self._changed.wait_for(lambda: not self._alone and not self._holders)
                 self._waiting_alone -= 1
                 self._alone = True
             else:
                 self._changed.wait_for(lambda: not self._alone and self._waiting_alone == 0)
-                self._sharing += 1
+                for other in self._holders:
+                    other.shared = hold.shared = True
+                self._holders.add(hold)
         try:
-            yield
+            yield hold
         finally:
             with self._changed:
                 if alone:
                     self._alone = False
                 else:
-                    self._sharing -= 1
+                    self._holders.discard(hold)
                 self._changed.notify_all()
 
     def state(self) -> dict:
         with self._changed:
-            return {"test_runs": self._sharing, "timed_run": self._alone, "timed_waiting": self._waiting_alone}
+            return {"test_runs": len(self._holders), "timed_run": self._alone, "timed_waiting": self._waiting_alone}
