@@ -29,6 +29,7 @@ import dataclasses
 import io
 import json
 import os
+import queue
 import signal
 import sys
 import tempfile
@@ -91,6 +92,11 @@ class Judge:
         self._runs = threading.Lock()  # the candidate running and its cancel, against the front's cancels
         self._running_id = self._cancelled_id = None
         self._cancel = threading.Event()
+        # Workers of a cancelled run are ended by a thread of the judge's own, born here, after its
+        # change of user (harness/judge/judge_user.py): capabilities are a thread's, and the thread
+        # that reads the front's cancels was started before the change, holding none.
+        self._cancels: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._end_cancelled_runs, name="judge-cancel", daemon=True).start()
 
     def close(self) -> None:
         self.pool.close()
@@ -180,7 +186,7 @@ class Judge:
                 return
             self._cancel.set()
             cancel = self._cancel
-        threading.Thread(target=self._end_workers, args=(cancel,), name="judge-cancel", daemon=True).start()
+        self._cancels.put(cancel)
 
     def _begin(self, candidate_id: str | None) -> threading.Event:
         """The run of `candidate_id` begins: its cancel, set already where the front sent it first."""
@@ -189,6 +195,10 @@ class Judge:
             if candidate_id is not None and candidate_id == self._cancelled_id:
                 self._cancel.set()
             return self._cancel
+
+    def _end_cancelled_runs(self) -> None:
+        while True:
+            self._end_workers(self._cancels.get())
 
     def _end_workers(self, cancel: threading.Event) -> None:
         while True:
