@@ -195,3 +195,22 @@ def test_the_bytes_judged_are_the_bytes_hashed_whatever_the_file_holds_later(tmp
         assert found["sha256"] == hashlib.sha256(b"# first\n").hexdigest() and found["name"] == "candidate.py"
     finally:
         service.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(alphabet="abcdefghij_.", min_size=1, max_size=12).filter(lambda name: name not in (".", "..")),
+       target=st.sampled_from(["secret.py", "inner.py", "ok.py"]), through_sub=st.booleans())
+def test_a_hard_link_in_the_folder_to_a_file_outside_is_refused(tree, name, target, through_sub):
+    """A local user who may write in the folder links a file outside into it (where the kernel
+    lets them: fs.protected_hardlinks off, or a file they may read and write): the kernel names
+    the open file by the name inside, so only the count of its names tells; the front refuses a
+    file with another name."""
+    folder = tree / "candidates" / ("sub" if through_sub else "")
+    link = folder / f"hard_{name}"
+    os.link(tree / "outside" / target, link)
+    try:
+        with pytest.raises(ValueError, match="other name") as refused:
+            read(tree, str(link.relative_to(tree / "candidates")))
+        assert SECRET not in str(refused.value)
+    finally:
+        link.unlink()

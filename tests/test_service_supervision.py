@@ -6,6 +6,7 @@ answered from the store; a cancelled candidate's run ends."""
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -284,3 +285,33 @@ def test_a_test_mode_run_that_failed_beside_another_is_judged_again_alone_and_th
         start, end = runs[identifier][1]
         assert not any(other_start < end and start < other_end for other, spans in runs.items() if other != identifier
                        for other_start, other_end in spans)
+
+
+@pytest.mark.parametrize("every_s", [0.05, 0.4])
+def test_cancels_in_a_row_do_not_put_off_the_restart_of_a_judge_that_ignores_them(monkeypatch, every_s):
+    """A client cancels a candidate again and again, each within CANCEL_REPLY_S of the last: the
+    judge that does not answer is still ended CANCEL_REPLY_S after the first, not after the last."""
+    from harness.service import judges
+
+    monkeypatch.setattr(judges, "CANCEL_REPLY_S", 1.0)
+    judge = LocalJudge("cpu", program=FAKE_JUDGE, environment=ENVIRONMENT)
+    service = Service([judge], None, commit="fake")
+    service.start()
+    stop = threading.Event()
+    try:
+        stuck = service.submit("# sleep 60\n# ignores cancel\n")
+        running_on(service, stuck)
+        started = time.monotonic()
+
+        def cancel_again():
+            while not stop.is_set() and time.monotonic() - started < 15:
+                judge.cancel(stuck)
+                stop.wait(every_s)
+
+        canceller = threading.Thread(target=cancel_again, daemon=True)
+        canceller.start()
+        cancelled = service.cancel(stuck)
+        assert cancelled["state"] == "cancelled" and time.monotonic() - started < 8, (cancelled, time.monotonic() - started)
+    finally:
+        stop.set()
+        service.close()

@@ -14,7 +14,10 @@ path. The rule, in the order it is checked:
   started);
 - the file opened is a regular file that is, as the kernel names the open file, under a folder
   and not deleted: a link swapped between the check and the open is caught here, where nothing
-  can swap it any more.
+  can swap it any more;
+- the file has no other name (one link): a hard link in the folder to a file outside is, as the
+  kernel names the open file, under the folder, and nothing tells which of its names is the
+  real one.
 
 The file is read once, into the request: the bytes judged are the bytes hashed, whatever the
 file holds later.
@@ -63,6 +66,8 @@ class CandidateFiles:
                 raise ValueError("a candidate's path must name a regular file")
             if found.st_nlink == 0 or not _under(_opened_path(descriptor), self.resolved):
                 raise ValueError(self.outside())
+            if found.st_nlink > 1:
+                raise ValueError("a candidate's file must have no other name (it has hard links): copy it into the folder")
             with open(descriptor, "rb", closefd=False) as file:
                 data = file.read(self.max_bytes + 1)
         finally:

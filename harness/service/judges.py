@@ -115,7 +115,8 @@ class LocalJudge:
     def cancel(self, candidate_id: str) -> bool:
         """End the run of `candidate_id` where it is this judge's: the judge is told (the id, a
         line on the pipe it ends with), ends the run's workers and replies, and judges the next
-        candidate; one that has not replied within CANCEL_REPLY_S is ended and started again."""
+        candidate; one that has not replied within CANCEL_REPLY_S of the first cancel is ended and
+        started again."""
         with self._cancel_lock:
             self._cancelled_id = candidate_id  # the front may cancel a candidate it gave this judge before its run began
             if self.busy_with != candidate_id:
@@ -124,7 +125,8 @@ class LocalJudge:
         return True
 
     def _tell_cancel(self) -> None:
-        if self._front_end is None or "\n" in self.busy_with:
+        # Told once a run: a cancel again neither puts off its deadline nor fills the pipe.
+        if self._front_end is None or "\n" in self.busy_with or self._cancel_by is not None:
             return
         self._cancel_by = time.monotonic() + CANCEL_REPLY_S
         try:
