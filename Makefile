@@ -1,6 +1,6 @@
-# Each target is one harness command; see README.md. Override e.g. `make bench SUBMISSION=path`,
-# or `make check PROBLEM=nvfp4_gemv SUBMISSION=mine.py` for another of the four problems (or a
-# folder laid out as reference-kernels').
+# Most targets are one harness command (docs/commands.md names each one's). Override e.g.
+# `make bench SUBMISSION=path`, or `make check PROBLEM=nvfp4_gemv SUBMISSION=mine.py` for another
+# of the four problems (or a folder laid out as reference-kernels').
 PYTHON ?= python
 SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm

@@ -93,7 +93,7 @@ def test_an_import_that_catches_import_error_passes_and_is_named():
 
 
 def test_size_limit_is_the_servers_byte_count(monkeypatch):
-    # kernelguard takes tens of seconds over a megabyte (harness/precheck.py): here it reads the
+    # kernelguard takes tens of seconds over a megabyte (harness/judge/precheck.py): here it reads the
     # clean file, since the size finding alone is under test.
     read = lint_bytes.__globals__["precheck"]
     monkeypatch.setitem(lint_bytes.__globals__, "precheck", lambda source, *args: read(CLEAN, *args))

@@ -16,7 +16,7 @@ import threading
 import time
 
 from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
-from harness.runner.files import REPO_ROOT
+from harness.shared.paths import REPO_ROOT
 
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
 REPLY_GRACE_S = 120.0
