@@ -243,7 +243,8 @@ class Service:
     def metrics(self) -> dict:
         """What /metrics shows (harness/service/app.py writes it in Prometheus' text format)."""
         up_s = max(time.time() - self.started_at, 1e-9)
-        return {"counts": self.candidates.counts(), "classes": self.candidates.counts_by_class(), "retried": self.retried, "judged_again_alone": self.judged_again_alone,
+        return {"counts": self.candidates.counts(), "classes": self.candidates.counts_by_class(), "retried": self.retried,
+                "judged_again_alone": self.judged_again_alone,
                 "alive": {judge.name: bool(judge.alive) for judge in self.judges},
                 "busy_share": {judge.name: self._busy_s[id(judge)] / up_s for judge in self.judges}}
 
@@ -293,14 +294,14 @@ class Service:
                      "document": {"schema": SCHEMA, "command": request["mode"], "passed": False, "error": why}}
         finally:
             self._busy_s[id(judge)] += time.monotonic() - started
-        if (hold.shared and error_class == VERDICT and not (reply.get("document") or {}).get("passed")
-                and identifier not in self._cancelled and not self._stopping.is_set()):
-            self.judged_again_alone += 1
-            return False
         with self._work:
             if identifier in self._cancelled:
                 self._cancelled.discard(identifier)
                 self.candidates.finish(identifier, CANCELLED, {**reply, "error": "cancelled while it ran"}, None)
+            elif (hold.shared and error_class == VERDICT and not (reply.get("document") or {}).get("passed")
+                  and not self._stopping.is_set()):
+                self.judged_again_alone += 1
+                return False
             elif error_class == INFRASTRUCTURE and self._stopping.is_set():
                 self.candidates.requeue(identifier, NOTE_STOPPED)
             elif error_class == INFRASTRUCTURE and candidate["attempts"] < self.attempts:

@@ -112,6 +112,7 @@ class Judge:
         from harness.problems import load_problem
         from harness.results.recording import run_rows
         from harness.results.console import Reporter
+        from harness.shared.l2_flush import L2Flush
 
         started = time.monotonic()
         cancelled = self._begin(request.get("id"))
@@ -164,8 +165,6 @@ class Judge:
                     path.unlink()
                 folder.rmdir()
             if mode in TIMED_MODES:
-                from harness.shared.l2_flush import L2Flush
-
                 L2Flush.release()
             dev_shm.sweep_own_dev_shm()  # the candidate's workers have ended: what they left goes
             self.dev_shm_full = dev_shm.full_after_sweep()
