@@ -1,6 +1,7 @@
 """A loop leaning on the service while it is hurt: candidates sent in batches under idempotency
 keys, some cancelled (queued and running), a judge process killed (SIGKILL) mid-candidate, the
-front killed (SIGKILL) mid-batch and started again on the same store; then every accepted
+front killed (SIGKILL, then later SIGTERM) mid-batch and started again on the same store each
+time; then every accepted
 candidate checked: it ended (done or cancelled) once, its verdict the expected one, its id
 never another's, and each verdict judged stored once.
 
@@ -57,8 +58,8 @@ class Front:
     def judges(self) -> list[dict]:
         return self.http.get("/status").json()["judges"]
 
-    def kill(self) -> None:
-        self.process.kill()
+    def kill(self, sent: signal.Signals = signal.SIGKILL) -> None:
+        self.process.send_signal(sent)
         self.process.wait()
         self.http.close()
 
@@ -90,7 +91,7 @@ def main() -> None:
     started = time.monotonic()
     front = Front(arguments.fake, store, arguments.judges)
     ids: dict[int, str] = {}
-    events = {"front_killed": 0, "judges_killed": 0, "cancels_sent": 0, "cancels_of_running": 0, "batches_sent_again": 0}
+    events = {"front_killed": 0, "front_terminated": 0, "judges_killed": 0, "cancels_sent": 0, "cancels_of_running": 0, "batches_sent_again": 0}
     pending = list(range(count))
     while pending or any(front.http.get(f"/candidates/{ids[index]}").json()["state"] not in ("done", "cancelled")
                          for index in ids if requests[index][1] is None):
@@ -120,6 +121,10 @@ def main() -> None:
             front.kill()
             events["front_killed"] += 1
             front = Front(arguments.fake, store, arguments.judges)
+        if not events["front_terminated"] and progress > 0.8 and busy:
+            front.kill(signal.SIGTERM)
+            events["front_terminated"] += 1
+            front = Front(arguments.fake, store, arguments.judges)
         time.sleep(0.2 if arguments.fake else 1.0)
     while True:
         views = {index: front.http.get(f"/candidates/{identifier}").json() for index, identifier in ids.items()}
@@ -139,6 +144,8 @@ def main() -> None:
         "ended": sum(view["state"] in ("done", "cancelled") for view in views.values()),
         "done_verdict": len(judged), "cancelled": sum(view["state"] == "cancelled" for view in views.values()),
         "infrastructure": sum(view["error_class"] == "infrastructure" for view in views.values()),
+        "infrastructure_in_the_store": [view["id"] for view in views.values()
+                                        if view["error_class"] == "infrastructure" and stored.get(view["sha256"])],
         "judged_again_after_a_fault": sum(view["attempts"] > 1 for view in views.values()),
         "verdicts_not_as_expected": wrong,
         "hanging_not_cancelled": [view["id"] for index, view in views.items() if requests[index][1] is None and view["state"] != "cancelled"],
@@ -150,7 +157,8 @@ def main() -> None:
     }
     print(json.dumps(summary, indent=1))
     ok = (summary["ended"] == summary["candidates_accepted"] == summary["distinct_ids"] == count
-          and not wrong and not summary["verdicts_stored_twice_or_more"] and not summary["hanging_not_cancelled"])
+          and not wrong and not summary["verdicts_stored_twice_or_more"] and not summary["hanging_not_cancelled"]
+          and not summary["infrastructure_in_the_store"])
     sys.exit(0 if ok else 1)
 
 
