@@ -25,7 +25,7 @@ class L2Flush:
 
     The competition allocates and frees its tensor every round; its caching allocator hands the
     same block back each time. Here the buffer is allocated once per process, device and size
-    and refilled in place (the same randn kernel): on a device too small for the full size, a
+    (until `release`) and refilled in place (the same randn kernel): on a device too small for the full size, a
     freed block could be carved up by later allocations (a baseline's operands, the next case's
     inputs) and the next round's flush would no longer fit.
     """
