@@ -169,10 +169,12 @@ def predictions_table(configs: dict, constant_sets: list | None = None) -> Fitte
 
 
 def range_table(configs: dict, constant_sets: list) -> Fitted:
-    """Each benchmark shape's point beside its low and high (`b200_model.low_high`): the
-    near-optimal constants and the PDL assumptions' bounds together."""
-    table = _table("B200 cost model: the point and its range over the near-optimal constants and the PDL "
-                   "bounds (a model's us, not measurements)", "shape", "low", "point", "high")
+    """Each benchmark shape's point beside its low and high (`model.low_high`): the near-optimal
+    constants and the bounds of the PDL assumptions, the hand-off, the tail and the partials
+    reduction together."""
+    table = _table("B200 cost model: the point and its range over the near-optimal constants and the bounds of "
+                   "the PDL terms, the tail and the partials reduction (a model's us, not measurements)", "shape",
+                   "low", "point", "high")
     kernels = _kernels(configs)
     points, lows, highs = [], [], []
     for column, shape in zip(SHAPE_COLUMNS, model.BENCHMARK_SHAPES):
