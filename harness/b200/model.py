@@ -31,7 +31,8 @@ competition's timing (50 calls back to back after an L2 flush, each on its own i
 
 The free constants (launch, latency, per-SM ingest cap, DRAM efficiency) have physical meaning
 and bounds; `harness/b200/calibration.py` fits them to some published B200 times and checks
-them on others it holds out.
+them on others, of configurations the fit never sees. `harness/b200/terms.py` names what backs
+each term and varies it over its range.
 """
 
 import dataclasses
