@@ -226,8 +226,9 @@ def task_yml(problem, check):
 @click.option("--fit", is_flag=True, help="Time the model with the constants refitted now, not the recorded ones.")
 def model_command(fit):
     """The B200 cost model: its constants, its calibration against published times (a fit set
-    and a held-out set), and its times for this kit's sm_100a configurations, with their spread
-    over the near-optimal constants. A model's figures, not measurements."""
+    and a set held out by configuration, and each configuration left out in turn), its terms
+    with what backs each, and its times for this kit's sm_100a configurations, with their low
+    and high. A model's figures, not measurements."""
     from harness.b200 import calibration as b200_calibration, model as b200_model, report as b200_report
     from harness.runner.files import import_submission
     from harness.results.tables import console_for
@@ -243,12 +244,14 @@ def model_command(fit):
         console.print("[bold]The two-calls-in-flight figures rest on an ASSUMED overlap[/]: no bandwidth-bound "
                       "pdl_overlap run is recorded in results/pdl-overlap-bandwidth.json (make pdl-overlap-bandwidth).")
     console.print(b200_report.calibration_table(constants))
+    console.print(b200_report.cross_validation_table(b200_calibration.cross_validation()))
     submission = import_submission(Path(__file__).resolve().parents[1], "nvfp4_kit_submission")
     configs = {shape: submission.sm100_config(submission.Problem(*shape), conservative=False)
                for shape in b200_model.BENCHMARK_SHAPES}
     near_optimal = b200_calibration.near_optimal(errors)
     console.print(b200_report.predictions_table(configs, near_optimal))
     console.print(b200_report.range_table(configs, near_optimal))
+    console.print(b200_report.terms_table(configs, near_optimal))
     console.print(b200_report.preferred_table(configs))
     console.print(b200_report.sensitivity_table(configs))
     console.print(b200_report.levers_table(configs))

@@ -31,7 +31,8 @@ competition's timing (50 calls back to back after an L2 flush, each on its own i
 
 The free constants (launch, latency, per-SM ingest cap, DRAM efficiency) have physical meaning
 and bounds; `harness/b200/calibration.py` fits them to some published B200 times and checks
-them on others it holds out.
+them on others, of configurations the fit never sees. `harness/b200/terms.py` names what backs
+each term and varies it over its range.
 """
 
 import dataclasses
@@ -109,7 +110,7 @@ class Constants:
 
 # The fit's (harness/b200/calibration.py; `python -m harness model` says so where they differ, and
 # results/b200-model-calibration.txt holds its output).
-FITTED = Constants(launch_s=3.25e-6, latency_s=1.1e-6, ingest_bytes_per_s=135e9, dram_efficiency=0.65)
+FITTED = Constants(launch_s=3.25e-6, latency_s=1.1e-6, ingest_bytes_per_s=135e9, dram_efficiency=0.70)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +123,11 @@ class Overlap:
     handoff_s: float
     source: str  # device, date and commit of the run, or why it is an assumption
     measured: bool
+    # What the run saw of two CTAs an SM: the share of CTAs that started beside one of the
+    # previous call's on its SM, and a call's time with room for one CTA an SM only.
+    beside_previous_call: float | None = None
+    one_cta_an_sm_s: float | None = None
+    two_ctas_an_sm_s: float | None = None
 
 
 # Until a bandwidth-bound run is recorded: the hand-off as the latency-bound H100 run measured it
@@ -143,11 +149,15 @@ def load_overlap(path: Path = OVERLAP_RECORD) -> Overlap:
     if missing:
         raise ValueError(f"{path}: no {', '.join(missing)}")
     source = f"measured: {record['device']}, {record['date']}, at {record['commit']} ({path.name})"
+    seconds = {name: None if record.get(key) is None else record[key] * 1e-6
+               for name, key in (("one_cta_an_sm_s", "one_cta_an_sm_us"), ("two_ctas_an_sm_s", "measured_us"))}
+    seen = dict(ratio=record["overlap_ratio"], measured=True, beside_previous_call=record.get("beside_previous_call"),
+                **seconds)
     if record.get("handoff_us") is None:
         # No epilogue of the run reached its wait before the previous grid completed.
-        return Overlap(ratio=record["overlap_ratio"], handoff_s=ASSUMED_OVERLAP.handoff_s, measured=True,
-                       source=f"{source}; hand-off assumed (no CTA waited)")
-    return Overlap(ratio=record["overlap_ratio"], handoff_s=record["handoff_us"] * 1e-6, measured=True, source=source)
+        return Overlap(handoff_s=ASSUMED_OVERLAP.handoff_s, source=f"{source}; hand-off assumed (no CTA waited)",
+                       **seen)
+    return Overlap(handoff_s=record["handoff_us"] * 1e-6, source=source, **seen)
 
 
 OVERLAP = load_overlap()
@@ -245,20 +255,22 @@ def dram_bytes(kernel: Kernel, shape: tuple) -> int:
     return l * ((m + n) * k // 2 + (m + n) * k // SF_VEC_SIZE + kernel.out_bytes * m * n)
 
 
-def tail_seconds(kernel: Kernel, constants: Constants, rate: float) -> float:
-    """The epilogue after the last K tile: c's stores and their round trip, and split-K's exchange."""
+def tail_seconds(kernel: Kernel, constants: Constants, rate: float, tail_scale: float = 1.0,
+                 exchange_scale: float = 1.0) -> float:
+    """The epilogue after the last K tile: c's stores and their round trip (times `tail_scale`),
+    and split-K's exchange of partials (times `exchange_scale`)."""
     out_tile = kernel.tile_n * kernel.tile_m
+    if kernel.split_k > 1 and kernel.reduction is Reduction.ATOMIC:
+        # Every split adds its fp32 tile into the zeroed buffer: its stores; nothing waits on another split.
+        return tail_scale * (constants.latency_s + 4 * out_tile / rate)
+    stores = tail_scale * (constants.latency_s + kernel.out_bytes * out_tile / rate)
     if kernel.split_k == 1:
-        return constants.latency_s + kernel.out_bytes * out_tile / rate
-    if kernel.reduction is Reduction.ATOMIC:
-        # Every split adds its fp32 tile into the zeroed buffer; nothing waits on another split.
-        return constants.latency_s + 4 * out_tile / rate
-    tail = constants.latency_s + kernel.out_bytes * out_tile / rate
+        return stores
     if kernel.cluster_reduction:
         # The other splits' fp32 partials from their shared memory, after a cluster barrier.
-        return tail + 4 * out_tile * (kernel.split_k - 1) / rate + CLUSTER_BARRIER_S
+        return stores + exchange_scale * (4 * out_tile * (kernel.split_k - 1) / rate + CLUSTER_BARRIER_S)
     # The fp32 partial out, the arrival's round trip, the other partials back in.
-    return tail + 4 * out_tile * kernel.split_k / rate + constants.latency_s
+    return stores + exchange_scale * (4 * out_tile * kernel.split_k / rate + constants.latency_s)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,10 +290,13 @@ class Call:
 
 
 def call(kernel: Kernel, shape: tuple, constants: Constants = FITTED, overlap: Overlap = OVERLAP,
-         cta_start_s: float = CTA_START_S, loads_under_tail: bool = True) -> Call:
+         cta_start_s: float = CTA_START_S, loads_under_tail: bool = True, tail_scale: float = 1.0,
+         exchange_scale: float = 1.0) -> Call:
     """One call in the competition's timing. `cta_start_s`, `loads_under_tail` (the next call's
     CTAs on free SMs load while this call's tail runs) and `overlap` are the PDL assumptions no
-    published time tests: `b200_report.sensitivity_table` varies them."""
+    published time tests; `tail_scale` and `exchange_scale` scale the epilogue's stores and
+    split-K's partials exchange, which nothing here measured on a B200 (`harness/b200/terms.py`
+    varies each over its bounds)."""
     m, n, k, l = shape
     tiles = (n // kernel.tile_n) * (m // kernel.tile_m) * l
     k_tiles = k // kernel.tile_k
@@ -295,7 +310,7 @@ def call(kernel: Kernel, shape: tuple, constants: Constants = FITTED, overlap: O
     shared_b = kernel.tile_n * kernel.tile_k // 2 + max(kernel.tile_n, SCALE_ATOM_ROWS) * kernel.tile_k // SF_VEC_SIZE
     l2_per_k_tile = stage_bytes(kernel) - shared_b * (1 - 1 / kernel.cluster_m)
     l2 = tiles * k_tiles * l2_per_k_tile / L2_TO_SM_BYTES_PER_S
-    tail = tail_seconds(kernel, constants, sm_ingest_rate(constants, active_sms))
+    tail = tail_seconds(kernel, constants, sm_ingest_rate(constants, active_sms), tail_scale, exchange_scale)
     parts = dict(pipeline=flow, mainloop_s=mainloop, tail_s=tail, dram_s=dram, l2_s=l2)
     free = B200_SMS - active_sms
     if not kernel.pdl:
@@ -328,22 +343,33 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, **
 
 # The bounds of what no published time tests, for `low_high`: the overlap factor from the formula
 # exact (1.0) to no overlap at all (2.0: two calls in flight take as long as two calls in turn),
-# a CTA's start under PDL from half to one and a half times `CTA_START_S`, and the next call's
-# loads under this call's tail or not.
+# a CTA's start under PDL from half to one and a half times `CTA_START_S`, the next call's loads
+# under this call's tail or not, the hand-off from the latency-bound run's least (docs/figures.md,
+# row "PDL's hand-off, latency-bound") to twice the one in use, and the epilogue's stores and
+# split-K's partials exchange from half to twice the formula's.
 OVERLAP_BOUNDS = (1.0, 2.0)
 CTA_START_BOUNDS_S = (0.5 * CTA_START_S, 1.5 * CTA_START_S)
+HANDOFF_BOUNDS_S = (0.77e-6, 2 * OVERLAP.handoff_s)
+TAIL_BOUNDS = (0.5, 2.0)
+EXCHANGE_BOUNDS = (0.5, 2.0)
+
+
+def _with_point(bounds, point) -> list:
+    return sorted({*bounds, point})
 
 
 def low_high(kernel: Kernel, shape: tuple, constant_sets: list[Constants]) -> tuple[float, float]:
     """(least, most) seconds of a call of `kernel` on `shape` over the constant sets (the
-    calibration's near-optimal ones) and the PDL assumptions' bounds (`OVERLAP_BOUNDS`,
-    `CTA_START_BOUNDS_S`, the loads under the tail or not), the measured overlap among them:
+    calibration's near-optimal ones) and the bounds above, the point's own values among them:
     the model's own range beside its point."""
-    ratios = sorted({*OVERLAP_BOUNDS, OVERLAP.ratio})
-    starts = sorted({*CTA_START_BOUNDS_S, CTA_START_S})
-    times = [call_seconds(kernel, shape, constants, overlap=dataclasses.replace(OVERLAP, ratio=ratio),
-                          cta_start_s=start, loads_under_tail=loads)
-             for constants in constant_sets for ratio in ratios for start in starts for loads in (True, False)]
+    overlaps = [dataclasses.replace(OVERLAP, ratio=ratio, handoff_s=handoff)
+                for ratio in _with_point(OVERLAP_BOUNDS, OVERLAP.ratio)
+                for handoff in _with_point(HANDOFF_BOUNDS_S, OVERLAP.handoff_s)]
+    times = [call_seconds(kernel, shape, constants, overlap=overlap, cta_start_s=start, loads_under_tail=loads,
+                          tail_scale=tail, exchange_scale=exchange)
+             for constants in constant_sets for overlap in overlaps
+             for start in _with_point(CTA_START_BOUNDS_S, CTA_START_S) for loads in (True, False)
+             for tail in _with_point(TAIL_BOUNDS, 1.0) for exchange in _with_point(EXCHANGE_BOUNDS, 1.0)]
     return min(times), max(times)
 
 

@@ -5,7 +5,7 @@ import dataclasses
 
 from rich.table import Table
 
-from harness.b200 import calibration, model
+from harness.b200 import calibration, model, terms
 from harness.problems.sol import DEVICES
 from harness.results.tables import Fitted
 from harness.shared.stats import geomean
@@ -51,31 +51,93 @@ def constants_table(constants: model.Constants = model.FITTED, overlap: model.Ov
     return Fitted(table, ("range",))
 
 
+def _set_of(version: calibration.Published) -> str:
+    """"fit", "held out", or both where the version's shapes fall on both sides."""
+    sides = {calibration.is_held_out(version, shape) for shape in model.BENCHMARK_SHAPES
+             if shape not in version.not_modelled}
+    return " + ".join(label for held_out, label in ((False, "fit"), (True, "held out")) if held_out in sides)
+
+
+def _residual(version: calibration.Published, shape: tuple, got: float | None, published: float) -> str:
+    if got is None:
+        return calibration.HOST_BOUND
+    return f"{(got / published - 1) * 100:+.1f} %" + (" held out" if calibration.is_held_out(version, shape) else "")
+
+
+def _summary_row(table: Table, label: str, rows: list) -> None:
+    worst = calibration.worst(rows)
+    table.add_row(label, f"RMS log residual over {len(rows)} points", f"{calibration.rms_log_residual(rows):.3f}",
+                  f"worst: {worst[0]}, {'x'.join(map(str, worst[1]))}", f"{(worst[3] / worst[2] - 1) * 100:+.1f} %", "")
+
+
 def calibration_table(constants: model.Constants = model.FITTED) -> Fitted:
-    """Every published version: its times, the model's, the residuals; the fit set and the held-out set."""
+    """Every published version: its times, the model's, the residuals; the fit set, the held-out
+    set (every point of the first-placed entry's configurations) and leave-one-configuration-out."""
     table = _table("B200 cost model, calibration: published B200 times against the model's (us); residual = model / "
-                   "published - 1", "set", "version", *SHAPE_HEADERS, "geomean")
+                   "published - 1; held out: a configuration the first-placed entry placed, which the fit never sees",
+                   "set", "version", *SHAPE_HEADERS, "geomean")
     for version in calibration.PUBLISHED:
         name = f"{version.name} ({version.note})" if version.note else version.name
-        label = "held out" if version.held_out else "fit"
+        label = _set_of(version)
         modelled = [None if shape in version.not_modelled else calibration.model_us(version, shape, constants)
                     for shape in model.BENCHMARK_SHAPES]
         table.add_row(label, f"{name}, published", *_us(version.times_us), f"{geomean(version.times_us):.2f}")
         table.add_row(label, f"{name}, model", *_us(modelled),
                       "-" if None in modelled else f"{geomean(modelled):.2f}")
-        table.add_row(label, "  residual", *[calibration.HOST_BOUND if got is None else f"{(got / us - 1) * 100:+.1f} %"
-                                              for got, us in zip(modelled, version.times_us)], "")
+        table.add_row(label, "  residual", *[_residual(version, shape, got, us) for shape, got, us
+                                              in zip(model.BENCHMARK_SHAPES, modelled, version.times_us)], "")
     for held_out in (False, True):
-        rows = calibration.residuals(held_out, constants)
-        worst = max(rows, key=lambda row: abs(row[3] / row[2] - 1))
-        table.add_row("held out" if held_out else "fit", f"RMS log residual over {len(rows)} points",
-                      f"{calibration.rms_log_residual(rows):.3f}", f"worst: {worst[0]}, {'x'.join(map(str, worst[1]))}",
-                      f"{(worst[3] / worst[2] - 1) * 100:+.1f} %", "")
+        _summary_row(table, "held out" if held_out else "fit", calibration.residuals(held_out, constants))
     table.add_row("-", "cuBLAS, published (configuration unknown, not modelled)", *_us(calibration.CUBLAS_US),
                   f"{geomean(calibration.CUBLAS_US):.2f}")
     sol = [DEVICES["B200"].sol_seconds(*shape) * 1e6 for shape in model.BENCHMARK_SHAPES]
     table.add_row("-", "speed-of-light (competition's table)", *_us(sol), f"{geomean(sol):.2f}")
     return Fitted(table, ("geomean", "set"))
+
+
+def describe(kernel: model.Kernel) -> str:
+    """A configuration in words, as the calibration tells them apart."""
+    split = "whole K" if kernel.split_k == 1 else f"split-K {kernel.split_k} ({kernel.reduction.name.lower()})"
+    return (f"{kernel.tile_n} x {kernel.tile_m} tiles, K tile {kernel.tile_k}, {split}, {kernel.stages} "
+            f"stage{'s' if kernel.stages > 1 else ''}, c in {'fp32' if kernel.out_bytes == 4 else 'fp16'}")
+
+
+def cross_validation_table(left_out: list[calibration.LeftOut]) -> Fitted:
+    """Each configuration's points predicted by the fit without them (`calibration.cross_validation`)."""
+    table = _table("B200 cost model, leave one configuration out: each configuration's published points predicted "
+                   "by the constants fitted to every other configuration's", "configuration", "points",
+                   "constants fitted without it", "residuals", "RMS log")
+    for result in left_out:
+        c = result.constants
+        points = ", ".join(f"{name} {'x'.join(map(str, shape[1:3]))}" for name, shape, _, _ in result.rows)
+        residuals = " ".join(f"{(got / published - 1) * 100:+.1f}%" for _, _, published, got in result.rows)
+        held = " (held out)" if result.configuration in calibration.HELD_OUT_CONFIGURATIONS else ""
+        table.add_row(describe(result.configuration) + held, points,
+                      f"{c.launch_s * 1e6:.2f} us, {c.latency_s * 1e6:.2f} us, {c.ingest_bytes_per_s / 1e9:.0f} GB/s, "
+                      f"{c.dram_efficiency:.2f}", residuals, f"{calibration.rms_log_residual(result.rows):.3f}")
+    every = [row for result in left_out for row in result.rows]
+    worst = calibration.worst(every)
+    table.add_row(f"all {len(left_out)} configurations", f"{len(every)} points", "-",
+                  f"worst: {worst[0]}, {'x'.join(map(str, worst[1]))}, {(worst[3] / worst[2] - 1) * 100:+.1f} %",
+                  f"{calibration.rms_log_residual(every):.3f}")
+    return Fitted(table, ("constants fitted without it", "points"))
+
+
+def terms_table(configs: dict, constant_sets: list) -> Fitted:
+    """Each term of the model (`terms.terms`): what sets it, its backing, the range used, and the
+    chosen configurations' calls with the term at the range's ends (a model's us)."""
+    kernels = _kernels(configs)
+    points = [model.call_seconds(kernels[shape], shape) * 1e6 for shape in model.BENCHMARK_SHAPES]
+    table = _table("B200 cost model: its terms, what backs each, and each one's low-high on the chosen "
+                   "configurations, the rest at the point (a model's us)", "term", "value", "set by", "backing",
+                   "range used", *(f"{header} (point {point:.2f})" for header, point in zip(SHAPE_HEADERS, points)))
+    for term in terms.terms(constant_sets):
+        cells = []
+        for shape, point in zip(model.BENCHMARK_SHAPES, points):
+            low, high = (seconds * 1e6 for seconds in term.effect(kernels[shape], shape))
+            cells.append("no effect" if f"{low:.2f}" == f"{high:.2f}" == f"{point:.2f}" else f"{low:.2f}-{high:.2f}")
+        table.add_row(term.name, term.value, term.set_by, term.backing, term.range_used, *cells)
+    return Fitted(table, ("backing", "range used"))
 
 
 def _kernels(configs: dict) -> dict:
@@ -107,10 +169,12 @@ def predictions_table(configs: dict, constant_sets: list | None = None) -> Fitte
 
 
 def range_table(configs: dict, constant_sets: list) -> Fitted:
-    """Each benchmark shape's point beside its low and high (`b200_model.low_high`): the
-    near-optimal constants and the PDL assumptions' bounds together."""
-    table = _table("B200 cost model: the point and its range over the near-optimal constants and the PDL "
-                   "bounds (a model's us, not measurements)", "shape", "low", "point", "high")
+    """Each benchmark shape's point beside its low and high (`model.low_high`): the near-optimal
+    constants and the bounds of the PDL assumptions, the hand-off, the tail and the partials
+    reduction together."""
+    table = _table("B200 cost model: the point and its range over the near-optimal constants and the bounds of "
+                   "the PDL terms, the tail and the partials reduction (a model's us, not measurements)", "shape",
+                   "low", "point", "high")
     kernels = _kernels(configs)
     points, lows, highs = [], [], []
     for column, shape in zip(SHAPE_COLUMNS, model.BENCHMARK_SHAPES):

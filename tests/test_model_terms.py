@@ -1,0 +1,110 @@
+"""The B200 cost model's terms: each names what sets it and what backs it (a measurement with
+its device, date and commit, or none said), and its low and high hold the point and move only
+the calls the term enters."""
+
+import dataclasses
+import json
+
+import pytest
+
+import submission as sub
+from harness.b200 import calibration, model, terms
+
+S1, S2, S3 = model.BENCHMARK_SHAPES
+
+
+@pytest.fixture(scope="module")
+def near():
+    return calibration.near_optimal()
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return {shape: model.kernel_for(sub.sm100_config(sub.Problem(*shape), conservative=False))
+            for shape in model.BENCHMARK_SHAPES}
+
+
+def _by_name(near) -> dict:
+    return {term.name.split(":")[0].split(" (")[0]: term for term in terms.terms(near)}
+
+
+def test_every_terms_range_holds_the_point(near, kernels):
+    for term in terms.terms(near):
+        for shape, kernel in kernels.items():
+            low, high = term.effect(kernel, shape)
+            point = model.call_seconds(kernel, shape)
+            assert low <= point * (1 + 1e-12) and high >= point * (1 - 1e-12), (term.name, shape)
+
+
+def test_a_term_moves_only_the_calls_it_enters(near, kernels):
+    """Two CTAs an SM moves the configuration that has them (the third shape's) alone; the partials
+    reduction only the split-K one (the first shape's); the overlap factor only the calls with two in flight."""
+    assert [kernels[s].ctas_per_sm for s in (S1, S2, S3)] == [1, 1, 2]
+    assert [kernels[s].split_k for s in (S1, S2, S3)] == [2, 1, 1]
+    named = _by_name(near)
+
+    def moves(term, shape):
+        low, high = term.effect(kernels[shape], shape)
+        return high - low > 1e-9
+
+    assert [moves(named["two CTAs an SM"], s) for s in (S1, S2, S3)] == [False, False, True]
+    assert [moves(named["split-K's partials reduction"], s) for s in (S1, S2, S3)] == [True, False, False]
+    in_flight = [model.call(kernels[s], s).branch == "two calls in flight" for s in (S1, S2, S3)]
+    assert [moves(named["PDL overlap"], s) for s in (S1, S2, S3)] == in_flight and any(in_flight)
+    # With one CTA an SM the third shape's call is no faster than with two.
+    low, high = named["two CTAs an SM"].effect(kernels[S3], S3)
+    assert low == pytest.approx(model.call_seconds(kernels[S3], S3))
+    assert high == pytest.approx(model.call_seconds(dataclasses.replace(kernels[S3], ctas_per_sm=1), S3))
+
+
+def test_the_measured_terms_name_their_run_and_the_others_say_none(near):
+    for term in terms.terms(near):
+        assert term.set_by in ("fitted", "set", "measured"), term.name
+        if term.set_by == "measured":
+            assert model.OVERLAP.measured
+            record = json.loads(model.OVERLAP_RECORD.read_text())
+            assert "experiments/pdl_overlap" in term.backing
+            for part in (record["device"], record["date"], record["commit"], model.OVERLAP_RECORD.name):
+                assert part in term.backing, (term.name, part)
+        elif term.set_by == "set":
+            assert "no measurement" in term.backing, term.name
+        else:
+            assert "calibration" in term.backing and "no H200 measurement" in term.backing
+
+
+def test_without_a_recorded_run_the_pdl_terms_are_set_and_say_so(monkeypatch, near, tmp_path):
+    monkeypatch.setattr(model, "OVERLAP", model.load_overlap(tmp_path / "absent.json"))
+    named = _by_name(near)
+    for name in ("PDL overlap", "PDL hand-off", "two CTAs an SM"):
+        assert named[name].set_by == "set" and "no measurement" in named[name].backing
+        assert "make pdl-overlap-bandwidth" in named[name].backing
+
+
+def test_the_two_ctas_backing_is_the_records_own(monkeypatch, near, tmp_path):
+    record = {"mode": "bandwidth", "device": "NVIDIA H100 80GB HBM3", "date": "2026-10-01", "commit": "abc1234",
+              "overlap_ratio": 1.3, "handoff_us": 0.9, "measured_us": 4.25, "one_cta_an_sm_us": 7.5,
+              "beside_previous_call": 0.5}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(model, "OVERLAP", model.load_overlap(path))
+    backing = _by_name(near)["two CTAs an SM"].backing
+    for part in ("50%", "4.25 us", "7.50", "H100", "2026-10-01", "abc1234"):
+        assert part in backing, part
+
+
+def test_the_terms_table_prints_each_term_and_its_effect_per_shape(near):
+    from rich.console import Console
+
+    from harness.b200 import report as b200_report
+
+    configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}
+    console = Console(width=400, record=True)
+    console.print(b200_report.terms_table(configs, near))
+    text = console.export_text()
+    for term in terms.terms(near):
+        assert term.name.split(" ")[0] in text
+    row = next(line for line in text.splitlines() if line.startswith("│ two CTAs an SM"))
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    low, high = terms.terms(near)[[t.name for t in terms.terms(near)].index("two CTAs an SM")].effect(
+        model.kernel_for(configs[S3]), S3)
+    assert cells[-1] == f"{low * 1e6:.2f}-{high * 1e6:.2f}" and cells[-3] == "no effect"
