@@ -8,7 +8,7 @@ socket and its log, started under these layers, each where the system allows it:
 | layer | what it closes |
 |---|---|
 | bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm`, each a tmpfs held to the memory limit | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path; the judge's disk |
-| an unprivileged user (the judge's own where it is not root; where it is, the user a GPU judge changed to, harness/judge/judge_user.py, else `nobody`: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
+| an unprivileged user (the judge's own where it is not root; where it is, the user a GPU judge changed to, harness/judge/judge_user.py, and on a CPU that same user's ids: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
 | an environment of an allow-list (`environment`) | the judge's secrets and settings |
 | bubblewrap: network, IPC, UTS and pid namespaces; `--die-with-parent`, a new session, no capability | reaching anything over a network or an abstract socket, signalling or tracing the judge, the partner or other workers (they are not in its pid namespace), outliving the judge |
 | a cgroup of its own (v2), and its memory and pids limits (harness/judge/cgroups.py) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do; memory past the limit however it is held (memfds, tmpfs files); a fork bomb |
@@ -42,8 +42,6 @@ MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
 # Set (to 1) by `serve --unsafe-sandbox`: a service's judge serves even where a layer is refused.
 UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
-# The worker's user where the judge is root and kept root's uid: nobody's, which owns no file of the host.
-UNPRIVILEGED_ID = 65534
 CUDA_IPC_USER = ("the GPU worker of a root judge that kept root's uid is uid 0 in a user namespace of its own: the "
                  "NVIDIA driver opens a CUDA IPC handle only in a process whose uid is the exporting process's (the "
                  "judge changes to a user of its own before CUDA starts, harness/judge/judge_user.py, unless that was "
@@ -63,6 +61,15 @@ def passed_to_workers(name: str) -> bool:
     from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
 
     return name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV
+
+
+def _unprivileged_ids() -> tuple[int, int]:
+    """The judge's own user's ids (harness/judge/judge_user.py), or where its setting names root
+    or no user, the dedicated ones: a CPU worker of a root judge never runs as root."""
+    try:
+        return judge_user.judge_ids()
+    except ValueError:
+        return judge_user.DEDICATED_ID, judge_user.DEDICATED_ID
 
 
 def _bwrap() -> str | None:
@@ -166,7 +173,8 @@ class Sandbox:
         self.memory_bytes = memory_bytes
         # The (uid, gid) a worker's bootstrap changes to where the judge is root (`_user_arguments`):
         # the judge's own where it changed to one (a GPU judge: CUDA IPC needs the exporter's uid),
-        # else nobody's; a GPU worker of a judge that kept root's uid is uid 0 in a namespace instead.
+        # else the ids that user would have; a GPU worker of a judge that kept root's uid is uid 0
+        # in a namespace instead.
         dropped = judge_user.dropped_ids()
         self.user = None
         self._root_in_namespace = False
@@ -176,7 +184,7 @@ class Sandbox:
             elif self._cuda:
                 self._root_in_namespace = True
             else:
-                self.user = (UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+                self.user = _unprivileged_ids()
         self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes,
                                       self._root_in_namespace)
         self._tmp_bytes = memory_bytes if memory_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None

@@ -27,6 +27,7 @@ no worker's to read.
 """
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -89,6 +90,60 @@ def read_only_folders(import_path: list[str]) -> list[str]:
     runs = os.path.realpath(tempfile.gettempdir())
     return [path for path in _outermost(resolved - {folder for folder in resolved if _within(runs, folder)})
             if os.path.isdir(path)]
+
+
+def _needed(import_path: list[str]) -> list[tuple[str, str, int]]:
+    """(bound folder, path relative to it, access) for what a worker reads of its root: the
+    interpreter's prefixes and the import path's folders listed and crossed, the interpreter
+    executed; each within the folder of `read_only_folders` that binds it."""
+    bound = read_only_folders(import_path)
+    wanted = [(path, os.R_OK | os.X_OK) for path in (sys.prefix, sys.base_prefix, *import_path)]
+    wanted.append((sys.executable, os.X_OK))
+    needed = []
+    for path, access in wanted:
+        resolved = os.path.realpath(path)
+        folder = next((folder for folder in bound if _within(resolved, folder)), None)
+        if folder is not None and os.path.exists(resolved):
+            needed.append((folder, os.path.relpath(resolved, folder), access))
+    return needed
+
+
+def unreadable_by(uid: int, gid: int, import_path: list[str]) -> list[str]:
+    """What of `_needed` a process of `uid` and `gid`, with no supplementary group and no
+    capability, cannot list, cross or execute: tried by the kernel's own checks (modes, ACLs) in
+    a child changed to that user, from each bound folder down, for above them the worker's root
+    holds folders anyone may cross (`open_parents`). Empty where the trial cannot be made."""
+    needed = _needed(import_path)
+    folders = {folder: os.open(folder, os.O_PATH | os.O_DIRECTORY) for folder in {folder for folder, _, _ in needed}}
+    reading, writing = os.pipe()
+    try:
+        child = os.fork()
+        if child == 0:
+            closed = []
+            try:
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)  # from root without PR_SET_KEEPCAPS: every capability cleared
+                for folder, relative, access in needed:
+                    if not os.access(relative, access, dir_fd=folders[folder]):  # the real ids: the child's own
+                        closed.append(os.path.join(folder, relative) if relative != "." else folder)
+                os.write(writing, json.dumps(closed).encode())
+            finally:
+                os._exit(0)
+        os.close(writing)
+        writing = None
+        with os.fdopen(reading, "rb") as report:
+            reading = None
+            text = report.read()
+        os.waitpid(child, 0)
+    finally:
+        for descriptor in (reading, writing, *folders.values()):
+            if descriptor is not None:
+                os.close(descriptor)
+    try:
+        return [os.path.normpath(path) for path in json.loads(text)]
+    except ValueError:  # the child could not change its user: drop_root names that itself
+        return []
 
 
 def _system_links() -> list[str]:
