@@ -45,7 +45,7 @@ UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
 CUDA_IPC_USER = ("the GPU worker of a root judge that kept root's uid is uid 0 in a user namespace of its own: the "
                  "NVIDIA driver opens a CUDA IPC handle only in a process whose uid is the exporting process's (the "
                  "judge changes to a user of its own before CUDA starts, harness/judge/judge_user.py, unless that was "
-                 "refused or the `user` layer is switched off)")
+                 "refused, NVFP4_JUDGE_USER=root or the `user` layer is switched off)")
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
 # locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
 PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
