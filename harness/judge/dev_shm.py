@@ -27,6 +27,8 @@ SIZE = "1g"
 # worker may write (never shrink) up to the tmpfs's size, leaving the next candidate's workers no
 # room for theirs. Honest driver files hold a small part of it.
 FULL_SHARE = 0.5
+# A GPU worker's own folder in its judge's /dev/shm, its /dev/shm (harness/judge/worker_dev_shm.py).
+WORKER_FOLDER_PREFIX = ".worker-"
 _OWN_DEV_SHM: list[str | None] = []  # what was refused, once the process has tried
 _ENTERED: list[bool] = []  # whether this process's /dev/shm is its own
 
@@ -76,22 +78,20 @@ def _threads_left_behind() -> str | None:
             "(an import's) keep the host's, and so does every thread they start")
 
 
-def _held(device: int) -> set[int]:
-    """The inodes on `device` that a live process maps or holds open. By inode, never by name: a
-    name can be given to another file (a rename over a held one), and a name may read like a
+def held_by(pids, device: int) -> set[int]:
+    """The inodes on `device` that the processes `pids` map or hold open. By inode, never by name:
+    a name can be given to another file (a rename over a held one), and a name may read like a
     held one's (a " (deleted)" suffix, an escaped newline)."""
     held = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in pids:
         with contextlib.suppress(OSError):
-            for descriptor in os.listdir(f"/proc/{entry}/fd"):
+            for descriptor in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):
-                    status = os.stat(f"/proc/{entry}/fd/{descriptor}")  # the file itself, deleted or renamed
+                    status = os.stat(f"/proc/{pid}/fd/{descriptor}")  # the file itself, deleted or renamed
                     if status.st_dev == device:
                         held.add(status.st_ino)
         with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{entry}/maps") as maps:
+            with open(f"/proc/{pid}/maps") as maps:
                 for line in maps:
                     fields = line.split(maxsplit=5)
                     major, minor = fields[3].split(":")
@@ -100,17 +100,28 @@ def _held(device: int) -> set[int]:
     return held
 
 
+def _held(device: int) -> set[int]:
+    """The inodes on `device` that a live process maps or holds open."""
+    return held_by([entry for entry in os.listdir("/proc") if entry.isdigit()], device)
+
+
 def sweep_own_dev_shm() -> list[str]:
     """Remove from this judge's own /dev/shm (only where `own_dev_shm` made it) everything no live
     process maps or holds open, at any depth: what an ended candidate's workers left there, which
     the next candidate of the same judge would otherwise find. Links are removed, never followed.
-    Returns the paths removed, relative to /dev/shm."""
+    A GPU worker's own folder (harness/judge/worker_dev_shm.py) is left to the judge, which
+    removes it when its worker ends: a waiting worker's holds the mount points of the judge's files
+    bound into its /dev/shm, which a removal would take from it. Returns the paths removed,
+    relative to /dev/shm."""
     if _ENTERED != [True]:
         return []
     device = os.stat("/dev/shm").st_dev
     held = _held(device)
     removed = []
     for folder, folders, files in os.walk("/dev/shm", topdown=False):
+        if os.path.relpath(folder, "/dev/shm").startswith(WORKER_FOLDER_PREFIX):
+            continue
+        folders = [name for name in folders if not (folder == "/dev/shm" and name.startswith(WORKER_FOLDER_PREFIX))]
         for name in files + folders:
             path = os.path.join(folder, name)
             with contextlib.suppress(OSError):

@@ -17,7 +17,8 @@ its /tmp and its /dev/shm:
 - `/proc` of the worker's pid namespace, its system-wide entries read-only but the driver's
   (`proc_arguments`); `/sys` read-only;
 - `/dev`: null, zero, full, random, urandom, the `/proc/self/fd` links; on a GPU the device's own
-  nodes and the judge's own /dev/shm (harness/judge/dev_shm.py), on a CPU a private /dev/shm.
+  nodes and a /dev/shm of its own holding the judge's CUDA IPC files (harness/judge/worker_dev_shm.py),
+  on a CPU a private /dev/shm.
 
 A listening socket's file in a bound folder is covered with /dev/null: a read-only mount does
 not refuse `connect()`, and neither the network namespace nor Landlock covers named sockets. The
@@ -232,7 +233,9 @@ def private_tmpfs(path: str, size_bytes: int | None) -> list[str]:
     return ["--perms", "1777"] + (["--size", str(size_bytes)] if size_bytes else []) + ["--tmpfs", path]
 
 
-def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
+def device_arguments(cuda: bool, dev_shm: list[str]) -> list[str]:
+    """The worker's /dev: the harmless nodes, on a GPU its own nodes, and `dev_shm`, the
+    arguments of its /dev/shm (a private tmpfs on a CPU, harness/judge/worker_dev_shm.py's on a GPU)."""
     arguments = ["--tmpfs", "/dev"]
     for name in DEVICES:
         arguments += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
@@ -240,7 +243,7 @@ def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
         arguments += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
     arguments += ["--symlink", "/proc/self/fd", "/dev/fd"]
     if not cuda:
-        return arguments + private_tmpfs("/dev/shm", shm_bytes)
+        return arguments + dev_shm
     minors = _gpu_minors()
     nodes = [f"/dev/nvidia{minor}" for minor in minors] if minors is not None else sorted(
         str(path) for path in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", path.name))
@@ -248,7 +251,7 @@ def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
     for node in nodes:
         if os.path.exists(node):
             arguments += ["--dev-bind", node, node]
-    return arguments + ["--bind", "/dev/shm", "/dev/shm"]
+    return arguments + dev_shm
 
 
 def open_parents(path: str) -> list[str]:
