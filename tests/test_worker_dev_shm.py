@@ -3,6 +3,7 @@ judge's process, the bubblewrap arguments that bind them into the worker's folde
 own files linked out for the judge only while it opens the worker's handles, whatever the worker
 named or made them; and the Landlock rules under which a worker grows a file of its own there."""
 
+import contextlib
 import json
 import mmap
 import os
@@ -123,3 +124,74 @@ print("shared", size)
     result = subprocess.run([sys.executable, "-c", program, json.dumps(rules)], capture_output=True, text=True, cwd=REPO,
                             timeout=120)
     assert result.returncode == 0 and result.stdout == "shared 16384\n", result.stderr[-2000:]
+
+
+def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], list[str]]:
+    """tests/fixtures/sandbox/probe_dev_shm.py imported by a sandboxed worker of this process as
+    its judge: (attempt -> whether it got through, what it saw it had not made, the judge's
+    files when it started)."""
+    import torch
+
+    from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
+    from harness.judge.memory import SharedPool
+    from harness.judge.sandbox import Sandbox
+    from harness.runner.files import runner_files
+
+    protect_the_judge()
+    sandbox = Sandbox(device)
+    files = {**runner_files(), "submission.py": REPO / "tests" / "fixtures" / "sandbox" / "probe_dev_shm.py"}
+    worker = WorkerProcess(sandbox, str(tmp_path), files, device, 42, SharedPool(torch.device(device)).describe)
+    judges = worker_dev_shm.judges_files() if device == "cuda" else []
+    try:
+        worker.begin_case(300, lambda text: None)
+        with contextlib.suppress(CaseStopped):  # the probe's output is read whatever the load's end
+            worker.request("load")
+        output = Path(worker.log_path).read_text(errors="replace")
+    finally:
+        worker.close()
+        sandbox.close()
+    said, seen = {}, []
+    for line in output.splitlines():
+        verdict, _, what = line.partition(" ")
+        if verdict in ("GOT", "REFUSED"):
+            said[what.rsplit(" (", 1)[0] if verdict == "REFUSED" else what] = verdict == "GOT"
+        elif verdict == "SEES":
+            seen.append(what)
+    assert "grow and shrink a file of its own" in said, output
+    return said, seen, judges
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_cpu_worker_sees_nothing_but_its_own_in_its_dev_shm_and_grows_files_there(tmp_path):
+    from harness.judge.sandbox import _bwrap
+
+    if _bwrap() is None:
+        pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    said, seen, _ = _dev_shm_probe(tmp_path, "cpu")
+    assert seen == []
+    assert said == {"grow and shrink a file of its own": True, "reach another process's /dev/shm": False}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_sees_the_judges_ipc_files_alone_in_its_dev_shm_and_grows_its_own(tmp_path):
+    """Its /dev/shm holds the judge's IPC files and nothing of another worker's; it may write and
+    shrink those (the edge docs/judge.md names) but neither replace nor remove them (mount points),
+    grows files of its own, and reaches no other /dev/shm; the judge's /dev/shm keeps nothing of it."""
+    import torch
+
+    from harness.judge.sandbox import _bwrap
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a GPU worker's /dev/shm holds its judge's IPC files")
+    if _bwrap() is None:
+        pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    before = set(os.listdir("/dev/shm"))
+    said, seen, judges = _dev_shm_probe(tmp_path, "cuda")
+    assert judges and set(judges) <= set(seen), (seen, judges)
+    assert not (set(seen) - set(judges)) & before, "a file of the judge's /dev/shm beside its IPC files"
+    for name in judges:
+        assert said[f"write in place {name}"] and said[f"shrink {name}"]
+        assert not said[f"replace {name}"] and not said[f"remove {name}"]
+    assert said["grow and shrink a file of its own"] and not said["reach another process's /dev/shm"]
+    assert set(os.listdir("/dev/shm")) <= before | set(judges)
