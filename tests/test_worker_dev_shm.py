@@ -195,3 +195,32 @@ def test_a_gpu_worker_sees_the_judges_ipc_files_alone_in_its_dev_shm_and_grows_i
         assert not said[f"replace {name}"] and not said[f"remove {name}"]
     assert said["grow and shrink a file of its own"] and not said["reach another process's /dev/shm"]
     assert set(os.listdir("/dev/shm")) <= before | set(judges)
+
+
+@pytest.mark.gpu
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_worker_that_cuts_short_its_judges_ipc_files_ends_at_most_its_own_judge(tmp_path):
+    """Two one-shot judges on one GPU, as two lanes of the service are: one judging a file that
+    truncates every file of its /dev/shm it did not make (its judge's IPC files), the other an
+    honest file. The honest one passes; the cheat gets its honest verdict (pass) or none, its
+    judge ended, never another's."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a GPU worker's /dev/shm holds its judge's IPC files")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("m: 128; n: 256; k: 256; l: 1; seed: 1111\nm: 128; n: 1536; k: 7168; l: 1; seed: 1112\n")
+
+    def judge(submission: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "harness", "test", "--submission", str(submission), str(cases)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+
+    cheat = judge(REPO / "tests" / "fixtures" / "sandbox" / "truncates_the_judges_ipc_files.py")
+    honest = judge(REPO / "tests" / "fixtures" / "problems" / "nvfp4_gemm_torch.py")
+    honest_output, _ = honest.communicate(timeout=600)
+    cheat_output, _ = cheat.communicate(timeout=600)
+    assert honest.returncode == 0 and "check: pass" in honest_output, honest_output
+    judged = [line for line in cheat_output.splitlines() if line.startswith("check: ")]
+    assert all(line.startswith("check: pass") for line in judged), cheat_output
+    assert (cheat.returncode == 0) == bool(judged), cheat_output
