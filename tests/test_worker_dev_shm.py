@@ -216,7 +216,7 @@ def test_a_worker_that_cuts_short_its_judges_ipc_files_ends_at_most_its_own_judg
         return subprocess.Popen([sys.executable, "-m", "harness", "test", "--submission", str(submission), str(cases)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
 
-    cheat = judge(REPO / "tests" / "fixtures" / "sandbox" / "truncates_the_judges_ipc_files.py")
+    cheat = judge(REPO / "tests" / "fixtures" / "sandbox" / "cheat_truncates_the_judges_ipc_files.py")
     honest = judge(REPO / "tests" / "fixtures" / "problems" / "nvfp4_gemm_torch.py")
     honest_output, _ = honest.communicate(timeout=600)
     cheat_output, _ = cheat.communicate(timeout=600)
