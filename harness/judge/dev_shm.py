@@ -1,11 +1,11 @@
-"""The GPU judge's own /dev/shm: a fresh tmpfs in a mount namespace of the judge's, shared with
-the workers it starts and with no other process on the machine; swept of what an ended
-candidate left there.
+"""The GPU judge's own /dev/shm: a fresh tmpfs in a mount namespace of the judge's, seen by no
+other process on the machine, a folder of it each worker's /dev/shm (harness/judge/worker_dev_shm.py);
+swept of what an ended candidate left there.
 
 The CUDA driver keeps every process's IPC state in files under /dev/shm, and a worker must reach
-its judge's (CUDA IPC), so a GPU worker gets its judge's /dev; with the host's /dev/shm it would
-reach every other CUDA process's files too, another judge's on the same machine among them (cut
-short, they kill it with SIGBUS).
+its judge's (CUDA IPC); in the host's /dev/shm the judge's workers would reach every other CUDA
+process's files too, another judge's on the same machine among them (cut short, they kill it
+with SIGBUS).
 
 This module imports nothing but the standard library: an entry point enters the namespace
 before it imports torch, whose import starts a thread. A mount namespace is a thread's, and
@@ -24,8 +24,8 @@ MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SIZE = "1g"
 # The share of the tmpfs that, still in use once the sweep is done, ends the service's judge: what
 # no sweep removes is held by a live process, the judge's own driver files among them, which a
-# worker may write (never shrink) up to the tmpfs's size, leaving the next candidate's workers no
-# room for theirs. Honest driver files hold a small part of it.
+# worker may grow up to the tmpfs's size, leaving the next candidate's workers no room for
+# theirs. Honest driver files hold a small part of it.
 FULL_SHARE = 0.5
 # A GPU worker's own folder in its judge's /dev/shm, its /dev/shm (harness/judge/worker_dev_shm.py).
 WORKER_FOLDER_PREFIX = ".worker-"
