@@ -15,7 +15,7 @@ from harness.submitting import lint
 from harness.judge import modes
 
 from harness.judge.dev_shm import own_dev_shm
-from harness.judge.judge_user import drop_root
+from harness.judge.judge_user import JudgeCannotStart, drop_root
 from harness.judge.exits import EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED
 from harness.judge.isolation import WorkerNotStarted
 from harness.judge.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
@@ -96,7 +96,10 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
                                      "answers 413)")
     if device.startswith("cuda"):
         own_dev_shm()  # entered already by `python -m harness` (harness/__main__.py); here for other callers
-        drop_root()  # a root judge's own user, before CUDA starts (its workers' too: CUDA IPC)
+        try:
+            drop_root()  # a root judge's own user, before CUDA starts (its workers' too: CUDA IPC)
+        except JudgeCannotStart as error:
+            raise Stopped(EXIT_INFRASTRUCTURE, f"no verdict: {error}") from None
     if official and problem.official_refused:
         raise click.UsageError(problem.official_refused)
     cases = load_cases(tests_file, DEFAULT_SETS[mode], secret, problem, device)

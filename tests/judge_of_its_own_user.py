@@ -20,7 +20,6 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from harness.judge import judge_user  # noqa: E402
 
-os.environ.setdefault(judge_user.JUDGE_USER_ENV, judge_user.DEFAULT_USER)
 refused = judge_user.drop_root()
 
 import pytest  # noqa: E402

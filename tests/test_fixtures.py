@@ -390,17 +390,6 @@ VERDICTS = [
 
 DEVICES = ("cpu", "cuda")
 
-# Honest patterns a GPU worker's sandbox refuses, each with why; strict, so that the fix is seen.
-# torch shares a CPU tensor with a pool's process through a new /dev/shm file it grows with
-# ftruncate, and a GPU worker may truncate nothing under /dev: its /dev/shm holds its judge's CUDA
-# IPC files, which, cut short, kill the judge (SIGBUS). Landlock cannot tell a new file from the
-# judge's; docs/judge.md's threat table names the ways out.
-REFUSED_HONEST_PATTERNS = {
-    (fixture, "cuda"): "torch's CPU tensors shared with a process pool: a GPU worker may grow no file under /dev "
-                       "(docs/figures.md, the honest fixtures on CUDA under a root judge)"
-    for fixture in ("honest_uses_a_process_pool", "honest_uses_spawned_process_pools")
-}
-
 
 def skip_reason(device: str, expected: Expected | None = None) -> str | None:
     if expected is not None and device not in expected.devices:
@@ -496,10 +485,8 @@ def case_statuses(report: str, expected: Expected) -> dict[int, str]:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("expected", VERDICTS, ids=lambda expected: expected.id)
 @pytest.mark.e2e
-def test_run_verdict(expected, device, tally, tmp_path, request):
+def test_run_verdict(expected, device, tally, tmp_path):
     label = f"{expected.id} on {device}"
-    if (expected.fixture, device) in REFUSED_HONEST_PATTERNS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=REFUSED_HONEST_PATTERNS[expected.fixture, device]))
     reason = skip_reason(device, expected)
     if reason:
         if device in expected.devices:

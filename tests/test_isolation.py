@@ -272,6 +272,24 @@ print(sorted(os.listdir("/dev/shm")), bytes(mapped[:5]))
 
 
 @NEEDS_ROOT
+def test_the_sweep_leaves_a_gpu_workers_own_folder_to_the_judge():
+    """A waiting GPU worker's /dev/shm is a folder of the judge's holding the mount points of the
+    judge's files bound into it, none held by a process: the sweep leaves it whole (the judge
+    removes it when its worker ends), and removes what is beside it."""
+    printed = _in_own_dev_shm("""
+assert own_dev_shm() is None
+from harness.judge import worker_dev_shm
+folder = worker_dev_shm.make_folder(None)
+open(os.path.join(folder, "cuda.shm.0.1.1"), "wb").close()
+os.makedirs(os.path.join(folder, "inner"))
+open("/dev/shm/left-by-a-worker", "wb").close()
+removed = sweep_own_dev_shm()
+print(sorted(removed), sorted(os.listdir(folder)))
+""")
+    assert printed == "['left-by-a-worker'] ['cuda.shm.0.1.1', 'inner']\n"
+
+
+@NEEDS_ROOT
 def test_a_held_file_grown_past_half_the_judges_dev_shm_ends_the_services_judge():
     """A worker may grow (never shrink) a file the judge's driver keeps mapped there; no sweep
     removes it, and the next candidate's workers would find no room for their own driver files.

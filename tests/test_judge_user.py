@@ -5,7 +5,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -31,9 +33,22 @@ def _judge(program: str, **environment) -> dict:
             return {{name: int(fields[name], 16) for name in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd")}}
     """)
     ran = subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(program)], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, LAYERS_OFF_ENV: "", judge_user.JUDGE_USER_ENV: judge_user.DEFAULT_USER, **environment})
+                         timeout=120, env={**os.environ, LAYERS_OFF_ENV: "", judge_user.JUDGE_USER_ENV: "", **environment})
     assert ran.returncode == 0, ran.stderr[-3000:]
     return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def _judge_with_folders_on_its_path(tmp_path, closed: list[str], entries: list[str], device: str = "cuda"):
+    """`python -m harness test` on `device` as a root judge whose import path holds `entries`
+    (folders under tmp_path, those in `closed` of mode 0700, the rest 0755)."""
+    for entry in entries:
+        (tmp_path / entry).mkdir(parents=True, exist_ok=True)
+        (tmp_path / entry).chmod(0o700 if entry in closed else 0o755)
+    submission = Path(REPO) / "tests" / "fixtures" / "problems" / "nvfp4_gemm_torch.py"
+    return subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(submission), "--device", device],
+                          capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, LAYERS_OFF_ENV: "", judge_user.JUDGE_USER_ENV: "",
+                               "PYTHONPATH": os.pathsep.join(str(tmp_path / entry) for entry in entries)})
 
 
 @NEEDS_ROOT
@@ -73,12 +88,70 @@ def test_a_root_judge_changes_to_its_own_user_keeping_only_the_capabilities_its_
 
 
 @NEEDS_ROOT
+def test_a_root_judge_changes_by_default_to_the_dedicated_uid_that_no_account_holds():
+    found = _judge('print(json.dumps({"refused": refused, "uids": os.getresuid(), "gids": os.getresgid()}))')
+    assert found == {"refused": None, "uids": [judge_user.DEDICATED_ID] * 3, "gids": [judge_user.DEDICATED_ID] * 3}
+    import pwd
+
+    with pytest.raises(KeyError):
+        pwd.getpwuid(judge_user.DEDICATED_ID)  # no account of this machine holds it: a uid of the judge's alone
+
+
+@NEEDS_ROOT
 @pytest.mark.parametrize("setting", ["root", "0", "no-such-user-of-this-system"])
 def test_a_judge_user_that_is_root_or_unknown_is_refused_and_named_and_the_judge_stays_root(setting):
     found = _judge('print(json.dumps({"refused": refused, "uid": os.geteuid(), "listed": judge_user.refused()}))',
                    **{judge_user.JUDGE_USER_ENV: setting})
     assert found["uid"] == 0 and found["refused"] and found["listed"] == [found["refused"]]
     assert judge_user.JUDGE_USER_ENV in found["refused"]
+
+
+@NEEDS_ROOT
+@pytest.mark.parametrize(("closed", "entries", "named"), [
+    (["archive"], ["archive"], "archive"),  # an archive's own folder of mode 0700 on the import path
+    (["kit/inner"], ["kit", "kit/inner"], "kit/inner"),  # a closed folder inside a bound one
+])
+def test_a_root_judge_whose_user_cannot_read_a_folder_of_the_import_path_refuses_to_start_naming_it(tmp_path, closed, entries,
+                                                                                                     named):
+    """The workers of the judge's own user would fail to import from it: no verdict, one line
+    naming the folder and the fix, the infrastructure's exit status; nothing judged."""
+    from harness.judge.exits import EXIT_INFRASTRUCTURE
+
+    ran = _judge_with_folders_on_its_path(tmp_path, closed, entries)
+    assert ran.returncode == EXIT_INFRASTRUCTURE, ran.stdout + ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if str(tmp_path / named) in line]
+    assert len(lines) == 1 and "cannot read" in lines[0] and "chmod" in lines[0] and judge_user.JUDGE_USER_ENV in lines[0], ran.stderr
+    assert "test 0" not in ran.stdout
+
+
+@NEEDS_ROOT
+def test_a_folder_open_to_all_under_a_closed_parent_lets_the_judge_change_user(tmp_path):
+    """Above the folders it binds the worker's root holds folders anyone may cross: a closed parent
+    on the host (/root, pytest's own 0700 folder) is no reason to refuse."""
+    from harness.judge.worker_root import unreadable_by
+
+    (tmp_path / "closed" / "open").mkdir(parents=True)
+    (tmp_path / "closed").chmod(0o700)
+    (tmp_path / "closed" / "open").chmod(0o755)
+    assert unreadable_by(judge_user.DEDICATED_ID, judge_user.DEDICATED_ID, [str(tmp_path / "closed" / "open")]) == []
+    (tmp_path / "closed" / "open").chmod(0o750)
+    assert unreadable_by(judge_user.DEDICATED_ID, judge_user.DEDICATED_ID,
+                         [str(tmp_path / "closed" / "open")]) == [str(tmp_path / "closed" / "open")]
+
+
+@NEEDS_ROOT
+def test_a_services_judge_that_cannot_read_its_import_path_says_it_cannot_start():
+    """The service's judge process ends before its ready line with the infrastructure's status
+    and one line naming the folder (the front shows it: harness/service/serve.py)."""
+    from harness.judge.exits import EXIT_INFRASTRUCTURE
+
+    with tempfile.TemporaryDirectory(dir=REPO) as folder:  # a folder no pytest parent of mode 0700 holds
+        os.chmod(folder, 0o700)
+        ran = subprocess.run([sys.executable, "-m", "harness.service.judge", "--device", "cuda"], capture_output=True, text=True,
+                             timeout=300, cwd=REPO, stdin=subprocess.DEVNULL,
+                             env={**os.environ, LAYERS_OFF_ENV: "", judge_user.JUDGE_USER_ENV: "", "PYTHONPATH": folder})
+    assert ran.returncode == EXIT_INFRASTRUCTURE and ran.stdout == "", ran.stderr
+    assert [line for line in ran.stderr.splitlines() if "cannot start" in line and folder in line], ran.stderr
 
 
 @NEEDS_ROOT

@@ -1,11 +1,11 @@
-"""The GPU judge's own /dev/shm: a fresh tmpfs in a mount namespace of the judge's, shared with
-the workers it starts and with no other process on the machine; swept of what an ended
-candidate left there.
+"""The GPU judge's own /dev/shm: a fresh tmpfs in a mount namespace of the judge's, seen by no
+other process on the machine, a folder of it each worker's /dev/shm (harness/judge/worker_dev_shm.py);
+swept of what an ended candidate left there.
 
 The CUDA driver keeps every process's IPC state in files under /dev/shm, and a worker must reach
-its judge's (CUDA IPC), so a GPU worker gets its judge's /dev; with the host's /dev/shm it would
-reach every other CUDA process's files too, another judge's on the same machine among them (cut
-short, they kill it with SIGBUS).
+its judge's (CUDA IPC); in the host's /dev/shm the judge's workers would reach every other CUDA
+process's files too, another judge's on the same machine among them (cut short, they kill it
+with SIGBUS).
 
 This module imports nothing but the standard library: an entry point enters the namespace
 before it imports torch, whose import starts a thread. A mount namespace is a thread's, and
@@ -24,9 +24,11 @@ MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SIZE = "1g"
 # The share of the tmpfs that, still in use once the sweep is done, ends the service's judge: what
 # no sweep removes is held by a live process, the judge's own driver files among them, which a
-# worker may write (never shrink) up to the tmpfs's size, leaving the next candidate's workers no
-# room for theirs. Honest driver files hold a small part of it.
+# worker may grow up to the tmpfs's size, leaving the next candidate's workers no room for
+# theirs. Honest driver files hold a small part of it.
 FULL_SHARE = 0.5
+# A GPU worker's own folder in its judge's /dev/shm, its /dev/shm (harness/judge/worker_dev_shm.py).
+WORKER_FOLDER_PREFIX = ".worker-"
 _OWN_DEV_SHM: list[str | None] = []  # what was refused, once the process has tried
 _ENTERED: list[bool] = []  # whether this process's /dev/shm is its own
 
@@ -76,22 +78,20 @@ def _threads_left_behind() -> str | None:
             "(an import's) keep the host's, and so does every thread they start")
 
 
-def _held(device: int) -> set[int]:
-    """The inodes on `device` that a live process maps or holds open. By inode, never by name: a
-    name can be given to another file (a rename over a held one), and a name may read like a
+def held_by(pids, device: int) -> set[int]:
+    """The inodes on `device` that the processes `pids` map or hold open. By inode, never by name:
+    a name can be given to another file (a rename over a held one), and a name may read like a
     held one's (a " (deleted)" suffix, an escaped newline)."""
     held = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in pids:
         with contextlib.suppress(OSError):
-            for descriptor in os.listdir(f"/proc/{entry}/fd"):
+            for descriptor in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):
-                    status = os.stat(f"/proc/{entry}/fd/{descriptor}")  # the file itself, deleted or renamed
+                    status = os.stat(f"/proc/{pid}/fd/{descriptor}")  # the file itself, deleted or renamed
                     if status.st_dev == device:
                         held.add(status.st_ino)
         with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{entry}/maps") as maps:
+            with open(f"/proc/{pid}/maps") as maps:
                 for line in maps:
                     fields = line.split(maxsplit=5)
                     major, minor = fields[3].split(":")
@@ -100,17 +100,28 @@ def _held(device: int) -> set[int]:
     return held
 
 
+def _held(device: int) -> set[int]:
+    """The inodes on `device` that a live process maps or holds open."""
+    return held_by([entry for entry in os.listdir("/proc") if entry.isdigit()], device)
+
+
 def sweep_own_dev_shm() -> list[str]:
     """Remove from this judge's own /dev/shm (only where `own_dev_shm` made it) everything no live
     process maps or holds open, at any depth: what an ended candidate's workers left there, which
     the next candidate of the same judge would otherwise find. Links are removed, never followed.
-    Returns the paths removed, relative to /dev/shm."""
+    A GPU worker's own folder (harness/judge/worker_dev_shm.py) is left to the judge, which
+    removes it when its worker ends: a waiting worker's holds the mount points of the judge's files
+    bound into its /dev/shm, which a removal would take from it. Returns the paths removed,
+    relative to /dev/shm."""
     if _ENTERED != [True]:
         return []
     device = os.stat("/dev/shm").st_dev
     held = _held(device)
     removed = []
     for folder, folders, files in os.walk("/dev/shm", topdown=False):
+        if os.path.relpath(folder, "/dev/shm").startswith(WORKER_FOLDER_PREFIX):
+            continue
+        folders = [name for name in folders if not (folder == "/dev/shm" and name.startswith(WORKER_FOLDER_PREFIX))]
         for name in files + folders:
             path = os.path.join(folder, name)
             with contextlib.suppress(OSError):

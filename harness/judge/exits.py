@@ -14,7 +14,7 @@ EXIT_FAIL = 112  # a case did not pass: the competition's status for a failed ch
 EXIT_BAD_TESTS_FILE = 113  # the tests file cannot be read or parsed
 EXIT_NO_GPU = 114  # a CUDA device was asked for and there is none
 EXIT_REFERENCE_CANNOT_RUN = 115  # --problem DIR: the folder's reference.py cannot run on the device
-EXIT_INFRASTRUCTURE = 116  # the judge's machine failed (a worker did not start): no verdict on the file
+EXIT_INFRASTRUCTURE = 116  # the judge's machine failed (a worker did not start, its own user cannot read the import path): no verdict on the file
 EXIT_REJECTED = 117  # the file is refused before anything runs: over the competition's size limit
 # A service's judge process (harness/service/judge.py) ends with these for whoever started it.
 EXIT_DEVICE_LOST = 3  # the judge's GPU no longer answers after a case: start another judge

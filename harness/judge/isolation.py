@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from harness.judge import claims, dev_shm, given_up, judge_user
+from harness.judge import claims, dev_shm, given_up, judge_user, worker_dev_shm
 from harness.judge.jobs import CRASH, ERROR, FAIL, TIMEOUT, CaseResult
 from harness.judge.sandbox import Sandbox
 from harness.runner.calls import UNDER_COMPUTE_SANITIZER
@@ -213,10 +213,11 @@ class _Spawned:
             launch.close()
             worker_end.close()
             log.close()
+        self.launch = launch
         self.cgroup = launch.cgroup
         self.connection = multiprocessing.connection.Connection(judge_end.detach())
         self.request_socket = socket.socket(fileno=os.dup(self.connection.fileno()))
-        self.opened = cuda_ipc.OpenedBlocks()  # the worker's own outputs, mapped
+        self.opened = worker_dev_shm.WorkerOutputs(launch.dev_shm)  # the worker's own outputs, mapped
 
     @property
     def alive(self) -> bool:
@@ -234,7 +235,7 @@ class _Spawned:
         it wrote outlives it, in a judge that serves candidate after candidate (the service's) least
         of all. The judge reads the log before (WorkerProcess.output_of_case)."""
         self.kill()
-        self.cgroup.remove()
+        self.launch.remove()
         given_up.keep_or(self.opened, self.opened.close)  # a queue given up may still read them
         self.connection.close()
         self.request_socket.close()

@@ -5,13 +5,15 @@ The NVIDIA driver opens a CUDA IPC handle only in a process whose uid is the exp
 process's (docs/figures.md, the CUDA IPC row). The judge exports the inputs and outputs it
 shares with a worker, so a root judge's GPU worker would have to be root, or uid 0 in a user
 namespace of its own. `drop_root` makes the judge's uid (real, effective, saved, and its group)
-an unprivileged one instead where `JUDGE_USER_ENV` names one (`nobody`, or better a uid of the
-judge's own), and the sandbox then changes its workers to the same uid (harness/judge/sandbox.py).
-Unset, a root judge stays root and its GPU workers are uid 0 in a user namespace of their own,
-which the sandbox's check names: on an H200 a judge of its own user passed the torch file's
-tests, but its service cancel could not kill a worker from a thread started before the change
-(capabilities are a thread's) and its workers did not import CuTeDSL from the judge's import
-path (docs/figures.md, the judge's own user on CUDA).
+an unprivileged one instead: by default `DEDICATED_ID`, which no account holds, or the user
+`JUDGE_USER_ENV` names; and the sandbox then changes its workers to the same uid
+(harness/judge/sandbox.py). `JUDGE_USER_ENV=root` keeps the judge root, and its GPU workers are
+uid 0 in a user namespace of their own, which the sandbox's check names as a refused layer.
+
+Before it changes, the judge tries, in a child of the target user, what its workers will read
+of their root (harness/judge/worker_root.py `unreadable_by`): a folder of the import path closed
+to that user (an archive unpacked with a root folder of mode 0700) would fail every worker's
+import, so the judge refuses to start instead (`JudgeCannotStart`), naming the folder.
 
 The judge keeps the capabilities its own work takes (`KEPT_CAPABILITIES`): reading and writing
 files of any owner (the kit, the store, the cgroups it makes for its workers), ending and
@@ -19,7 +21,8 @@ reading its workers' processes, and becoming root again in the child that starts
 (`regain_root`), which then runs as it ran before. It gives up the rest (mounts, namespaces:
 its own `/dev/shm` is entered before, harness/judge/dev_shm.py), keeps none across `exec`, and
 no inheritable or ambient one: the programs it runs (git, ldconfig, kernelguard's interpreter)
-run as its uid without any.
+run as its uid without any. Capabilities are a thread's: a thread started before the change
+holds none after it (the service's judge starts the thread that ends cancelled runs after it).
 
 A worker of the same uid cannot reach the judge: it is not in the worker's pid namespace (no
 signal, `kill(-1)` or `setpriority(PRIO_USER)` reaches it), it is not dumpable and holds
@@ -36,9 +39,13 @@ import pwd
 import resource
 import sys
 
-JUDGE_USER_ENV = "NVFP4_JUDGE_USER"  # a user name or a uid; unset, a root judge stays root
-DEFAULT_USER = "nobody"
-DEFAULT_ID = 65534  # nobody's, where the system has no such name
+JUDGE_USER_ENV = "NVFP4_JUDGE_USER"  # a user's name or a uid; unset, DEDICATED_ID; STAY_ROOT, the judge stays root
+STAY_ROOT = "root"
+# The judge's own uid and gid where no user is named: in the range systemd leaves unused
+# (65520-65533, between its dynamic service users and nobody), so no account tool or dynamic
+# service user takes it, and it needs no entry in /etc/passwd; nobody's 65534 is shared with
+# whatever else runs as nobody on the host.
+DEDICATED_ID = 65533
 CAPABILITY_NUMBERS = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3, "CAP_KILL": 5,
                       "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SYS_PTRACE": 19, "CAP_SYS_RESOURCE": 24}
 # Files of any owner (the kit, the store, the cgroups), its workers' processes (bubblewrap's stays
@@ -52,10 +59,22 @@ _DROPPED: list[tuple[int, int]] = []  # (uid, gid), once the judge has changed t
 _REFUSED: list[str] = []
 
 
+class JudgeCannotStart(Exception):
+    """The judge cannot run its workers as its own user: the message names what and the fix. No
+    verdict: the machine's setup, never the file's."""
+
+
 def judge_ids() -> tuple[int, int]:
-    """(uid, gid) of `JUDGE_USER_ENV`: a user's name, or a number (its own gid then). ValueError for
-    root or a name the system lacks."""
-    wanted = os.environ.get(JUDGE_USER_ENV, "").strip() or DEFAULT_USER
+    """(uid, gid) of `JUDGE_USER_ENV`: a user's name, or a number (its own gid then); unset,
+    `DEDICATED_ID`. ValueError for root, a name the system lacks, or a `DEDICATED_ID` that an
+    account of this system holds."""
+    wanted = os.environ.get(JUDGE_USER_ENV, "").strip()
+    if not wanted:
+        with contextlib.suppress(KeyError):
+            holder = pwd.getpwuid(DEDICATED_ID).pw_name
+            raise ValueError(f"the judge's own uid {DEDICATED_ID} is the account {holder!r} of this system: name a uid no "
+                             f"other process runs as in {JUDGE_USER_ENV}")
+        return DEDICATED_ID, DEDICATED_ID
     if wanted.isascii() and wanted.isdigit():
         uid, gid = int(wanted), int(wanted)
     else:
@@ -63,11 +82,10 @@ def judge_ids() -> tuple[int, int]:
             entry = pwd.getpwnam(wanted)
             uid, gid = entry.pw_uid, entry.pw_gid
         except (KeyError, ValueError):  # no such name; a NUL in it
-            if wanted != DEFAULT_USER:
-                raise ValueError(f"{JUDGE_USER_ENV}={wanted!r} names no user of this system") from None
-            uid, gid = DEFAULT_ID, DEFAULT_ID
+            raise ValueError(f"{JUDGE_USER_ENV}={wanted!r} names no user of this system") from None
     if uid == 0 or gid == 0:
-        raise ValueError(f"{JUDGE_USER_ENV}={wanted!r} is root's: the judge's own user must be unprivileged")
+        raise ValueError(f"{JUDGE_USER_ENV}={wanted!r} is root's: the judge's own user must be unprivileged "
+                         f"({JUDGE_USER_ENV}={STAY_ROOT} keeps the judge root)")
     return uid, gid
 
 
@@ -92,21 +110,32 @@ def _capset(libc, capabilities: int) -> None:
 def drop_root() -> str | None:
     """Where this process is root on Linux, change its user to the judge's own (`judge_ids`),
     keeping `KEPT_CAPABILITIES` alone. Once, before CUDA starts; returns what was refused (the
-    sandbox's `user` layer switched off, no such user, a call the system refused), also kept for
-    `refused`. The commit the run records is read first (`HARNESS_COMMIT`): git refuses a
-    repository another user owns."""
+    sandbox's `user` layer switched off, `JUDGE_USER_ENV=root`, no such user, a call the system
+    refused), also kept for `refused`. JudgeCannotStart where the workers of that user could
+    not read the import path. The commit the run records is read first (`HARNESS_COMMIT`): git
+    refuses a repository another user owns."""
     if _DROPPED or _REFUSED or not sys.platform.startswith("linux") or os.geteuid() != 0:
         return None
     from harness.judge.layers import layers_off
+    from harness.judge.worker_root import unreadable_by
     from harness.shared.paths import git_commit
 
-    if "user" in layers_off() or not os.environ.get(JUDGE_USER_ENV, "").strip():
+    if "user" in layers_off():
         return None
+    if os.environ.get(JUDGE_USER_ENV, "").strip() == STAY_ROOT:
+        _REFUSED.append(f"its own user ({JUDGE_USER_ENV}={STAY_ROOT}): it stays root, and its GPU workers are uid 0 in a "
+                        "user namespace of their own")
+        return _REFUSED[0]
     try:
         uid, gid = judge_ids()
     except ValueError as error:
         _REFUSED.append(f"its own user ({error}): it stays root, and so do its GPU workers")
         return _REFUSED[0]
+    closed = unreadable_by(uid, gid, [entry for entry in sys.path if entry and os.path.isabs(entry)])
+    if closed:
+        raise JudgeCannotStart(f"the judge's own user (uid {uid}) cannot read {closed[0]}, which its workers import from: "
+                               f"open it to others (chmod o+rX, or a+rX on each folder of it) or name its owner in "
+                               f"{JUDGE_USER_ENV} ({JUDGE_USER_ENV}={STAY_ROOT} keeps the judge root, a refused layer)")
     os.environ.setdefault("HARNESS_COMMIT", git_commit())
     libc = ctypes.CDLL(None, use_errno=True)
     # Its workers' processes count against its uid's process limit too: none where root may lift it

@@ -7,8 +7,8 @@ socket and its log, started under these layers, each where the system allows it:
 
 | layer | what it closes |
 |---|---|
-| bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm`, each a tmpfs held to the memory limit | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path; the judge's disk |
-| an unprivileged user (the judge's own where it is not root; where it is, the user a GPU judge changed to, harness/judge/judge_user.py, else `nobody`: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
+| bubblewrap: a root of its own holding nothing but what the worker needs (harness/judge/worker_root.py), read-only but for its own folder, a fresh `/tmp` and `/dev/shm` (each a tmpfs held to the memory limit; on a GPU a folder of the judge's /dev/shm holding the judge's IPC files, harness/judge/worker_dev_shm.py) | planting modules where the judge or a later run imports from, rewriting `results/`, the judge's files or its logs; the host's devices, its named sockets, every folder not on the import path; the judge's disk |
+| an unprivileged user (the judge's own where it is not root; where it is, the user a GPU judge changed to, harness/judge/judge_user.py, and on a CPU that same user's ids: `_user_arguments`), no capability, no new privileges | every file and device node only root may open or write, a socket file's owner's permission |
 | an environment of an allow-list (`environment`) | the judge's secrets and settings |
 | bubblewrap: network, IPC, UTS and pid namespaces; `--die-with-parent`, a new session, no capability | reaching anything over a network or an abstract socket, signalling or tracing the judge, the partner or other workers (they are not in its pid namespace), outliving the judge |
 | a cgroup of its own (v2), and its memory and pids limits (harness/judge/cgroups.py) | the whole tree frozen at once while the judge calibrates (nothing inside can wake it), and killed at once when the case ends, whatever its pids do; memory past the limit however it is held (memfds, tmpfs files); a fork bomb |
@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.judge import judge_user, worker_root
+from harness.judge import judge_user, worker_dev_shm, worker_root
 from harness.judge.layers import layers_off
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
@@ -42,12 +42,10 @@ MAX_FILE_BYTES = 1 << 30
 BWRAP_ENV = "NVFP4_BWRAP"  # a bubblewrap binary elsewhere than on PATH
 # Set (to 1) by `serve --unsafe-sandbox`: a service's judge serves even where a layer is refused.
 UNSAFE_ENV = "NVFP4_UNSAFE_SANDBOX"
-# The worker's user where the judge is root and kept root's uid: nobody's, which owns no file of the host.
-UNPRIVILEGED_ID = 65534
 CUDA_IPC_USER = ("the GPU worker of a root judge that kept root's uid is uid 0 in a user namespace of its own: the "
                  "NVIDIA driver opens a CUDA IPC handle only in a process whose uid is the exporting process's (the "
                  "judge changes to a user of its own before CUDA starts, harness/judge/judge_user.py, unless that was "
-                 "refused or the `user` layer is switched off)")
+                 "refused, NVFP4_JUDGE_USER=root or the `user` layer is switched off)")
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
 # locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
 PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
@@ -63,6 +61,15 @@ def passed_to_workers(name: str) -> bool:
     from harness.runner.calls import SANITIZER_ENV  # the worker's module, with torch: the judge's import of it is done
 
     return name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES) or name == SANITIZER_ENV
+
+
+def _unprivileged_ids() -> tuple[int, int]:
+    """The judge's own user's ids (harness/judge/judge_user.py), or where its setting names root
+    or no user, the dedicated ones: a CPU worker of a root judge never runs as root."""
+    try:
+        return judge_user.judge_ids()
+    except ValueError:
+        return judge_user.DEDICATED_ID, judge_user.DEDICATED_ID
 
 
 def _bwrap() -> str | None:
@@ -108,6 +115,7 @@ class Launch:
     cgroup: WorkerCgroup
     seccomp_fd: int | None
     as_root: bool = False  # bubblewrap started as root by a judge that changed its user
+    dev_shm: str | None = None  # a GPU worker's folder in the judge's /dev/shm, its own /dev/shm
 
     def preexec(self) -> None:
         if self.as_root:  # first: the modules it imports may be readable by root alone
@@ -118,9 +126,16 @@ class Launch:
         self.cgroup.enter()
 
     def close(self) -> None:
+        """What the start alone needed let go: the filter's descriptor."""
         if self.seccomp_fd is not None:
             os.close(self.seccomp_fd)
             self.seccomp_fd = None
+
+    def remove(self) -> None:
+        """Once its process has ended: its cgroup and its /dev/shm folder removed."""
+        self.cgroup.remove()
+        if self.dev_shm is not None:
+            shutil.rmtree(self.dev_shm, ignore_errors=True)
 
 
 def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: tuple[int, int] | None, memory_bytes,
@@ -166,7 +181,8 @@ class Sandbox:
         self.memory_bytes = memory_bytes
         # The (uid, gid) a worker's bootstrap changes to where the judge is root (`_user_arguments`):
         # the judge's own where it changed to one (a GPU judge: CUDA IPC needs the exporter's uid),
-        # else nobody's; a GPU worker of a judge that kept root's uid is uid 0 in a namespace instead.
+        # else the ids that user would have; a GPU worker of a judge that kept root's uid is uid 0
+        # in a namespace instead.
         dropped = judge_user.dropped_ids()
         self.user = None
         self._root_in_namespace = False
@@ -176,13 +192,18 @@ class Sandbox:
             elif self._cuda:
                 self._root_in_namespace = True
             else:
-                self.user = (UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+                self.user = _unprivileged_ids()
         self.refused = _layers_report(self._bwrap, self._has_seccomp, self._cgroups, self.user, memory_bytes,
                                       self._root_in_namespace)
         self._tmp_bytes = memory_bytes if memory_bytes and self._bwrap and _sizes_a_tmpfs(self._bwrap) else None
         if memory_bytes and self._bwrap and self._tmp_bytes is None:
             self.refused.append("bubblewrap before 0.7 (no --size): the worker's /tmp and folder are held to the memory limit by its "
                                 "cgroup alone")
+        # A GPU worker's /dev/shm is a folder of its own holding the judge's IPC files, which the
+        # judge's driver makes at its first export: made here, before any worker starts.
+        self._own_gpu_dev_shm = self._cuda and self._bwrap is not None
+        if self._own_gpu_dev_shm:
+            worker_dev_shm.prime(device)
         self._generated = Path(tempfile.mkdtemp(prefix="nvfp4-sandbox-"))
         worker_root.write_etc(self._generated / "etc", *(self.user or (os.getuid(), os.getgid())))
         self._count = 0
@@ -196,13 +217,12 @@ class Sandbox:
                 "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo,
                 # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
                 # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
-                # O_TRUNC; a CPU's worker writes /dev/null and its own /dev/shm (multiprocessing's
-                # semaphores). /tmp and a CPU worker's /dev/shm are its own only inside bubblewrap.
-                "writable": [str(folder)] + (["/tmp"] if self._bwrap else []) + (["/proc"] if self._cuda else
-                                                                                 ["/dev/shm"] if self._bwrap else []),
-                # Under /dev, written, never shrunk: CUDA IPC needs the driver's files in
-                # /dev/shm shared with the judge, and one cut short under a process that maps
-                # it kills that process (SIGBUS).
+                # O_TRUNC; a worker writes /dev/null and its own /dev/shm (multiprocessing's
+                # semaphores, torch's files for CPU tensors shared with a process pool, grown).
+                # /tmp and /dev/shm are its own only inside bubblewrap.
+                "writable": [str(folder)] + (["/tmp", "/dev/shm"] if self._bwrap else []) + (["/proc"] if self._cuda else []),
+                # Under /dev, written, never shrunk: where a GPU worker shares its judge's /dev/shm
+                # (no bubblewrap), a driver's file cut short kills the processes that map it (SIGBUS).
                 "unshrinkable": ["/dev"] if self._cuda else ["/dev/null"],
                 "seccomp_loaded": self._bwrap is not None and self._has_seccomp,
                 "user": list(self.user) if self.user else None,
@@ -214,7 +234,7 @@ class Sandbox:
         its own name, not at a link's."""
         return [os.path.realpath(entry) for entry in sys.path if entry and Path(entry).is_absolute()]
 
-    def _command(self, program: str, settings: dict, folder: Path) -> tuple[list[str], int | None]:
+    def _command(self, program: str, settings: dict, folder: Path, dev_shm: str | None) -> tuple[list[str], int | None]:
         python = [sys.executable, "-I", "-B", "-c", program, json.dumps(settings)]
         if self._bwrap is None:
             return python, None
@@ -223,7 +243,9 @@ class Sandbox:
         prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root, *worker_root.proc_arguments()]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]
-        prefix += worker_root.device_arguments(self._cuda, self._tmp_bytes)
+        own_dev_shm = (worker_dev_shm.bubblewrap_arguments(dev_shm, worker_dev_shm.judges_files()) if dev_shm
+                       else worker_root.private_tmpfs("/dev/shm", self._tmp_bytes))
+        prefix += worker_root.device_arguments(self._cuda, own_dev_shm)
         prefix += worker_root.open_parents(str(folder))
         # Its folder a tmpfs held to the memory limit, whose pages its memory cgroup counts: what
         # it writes there is memory, never the judge's disk.
@@ -262,10 +284,11 @@ class Sandbox:
             # sandbox (`HANDED_OVER_FOLDER`). The judge's folder above it is closed to others.
             os.chown(folder, *self.user)
             os.chmod(folder, 0o755)
+        dev_shm = worker_dev_shm.make_folder(self.user) if self._own_gpu_dev_shm else None
         argv, seccomp_fd = self._command(confine.BOOTSTRAP, self._settings(folder, socket_fd, log_fd, echo, rng_seed),
-                                         folder)
+                                         folder, dev_shm)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
-        return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None)
+        return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None, dev_shm=dev_shm)
 
     def _check(self) -> dict:
         """The layers in force inside a sandboxed process started as a worker is, confined by the
@@ -311,7 +334,7 @@ class Sandbox:
                 pass
             finally:
                 launch.close()
-                launch.cgroup.remove()
+                launch.remove()
             log.seek(0)
             output = log.read().decode(errors="replace")
         found = next((json.loads(line) for line in output.splitlines() if line.startswith("{")), None)

@@ -17,7 +17,8 @@ its /tmp and its /dev/shm:
 - `/proc` of the worker's pid namespace, its system-wide entries read-only but the driver's
   (`proc_arguments`); `/sys` read-only;
 - `/dev`: null, zero, full, random, urandom, the `/proc/self/fd` links; on a GPU the device's own
-  nodes and the judge's own /dev/shm (harness/judge/dev_shm.py), on a CPU a private /dev/shm.
+  nodes and a /dev/shm of its own holding the judge's CUDA IPC files (harness/judge/worker_dev_shm.py),
+  on a CPU a private /dev/shm.
 
 A listening socket's file in a bound folder is covered with /dev/null: a read-only mount does
 not refuse `connect()`, and neither the network namespace nor Landlock covers named sockets. The
@@ -27,6 +28,7 @@ no worker's to read.
 """
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -89,6 +91,60 @@ def read_only_folders(import_path: list[str]) -> list[str]:
     runs = os.path.realpath(tempfile.gettempdir())
     return [path for path in _outermost(resolved - {folder for folder in resolved if _within(runs, folder)})
             if os.path.isdir(path)]
+
+
+def _needed(import_path: list[str]) -> list[tuple[str, str, int]]:
+    """(bound folder, path relative to it, access) for what a worker reads of its root: the
+    interpreter's prefixes and the import path's folders listed and crossed, the interpreter
+    executed; each within the folder of `read_only_folders` that binds it."""
+    bound = read_only_folders(import_path)
+    wanted = [(path, os.R_OK | os.X_OK) for path in (sys.prefix, sys.base_prefix, *import_path)]
+    wanted.append((sys.executable, os.X_OK))
+    needed = []
+    for path, access in wanted:
+        resolved = os.path.realpath(path)
+        folder = next((folder for folder in bound if _within(resolved, folder)), None)
+        if folder is not None and os.path.exists(resolved):
+            needed.append((folder, os.path.relpath(resolved, folder), access))
+    return needed
+
+
+def unreadable_by(uid: int, gid: int, import_path: list[str]) -> list[str]:
+    """What of `_needed` a process of `uid` and `gid`, with no supplementary group and no
+    capability, cannot list, cross or execute: tried by the kernel's own checks (modes, ACLs) in
+    a child changed to that user, from each bound folder down, for above them the worker's root
+    holds folders anyone may cross (`open_parents`). Empty where the trial cannot be made."""
+    needed = _needed(import_path)
+    folders = {folder: os.open(folder, os.O_PATH | os.O_DIRECTORY) for folder in {folder for folder, _, _ in needed}}
+    reading, writing = os.pipe()
+    try:
+        child = os.fork()
+        if child == 0:
+            closed = []
+            try:
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)  # from root without PR_SET_KEEPCAPS: every capability cleared
+                for folder, relative, access in needed:
+                    if not os.access(relative, access, dir_fd=folders[folder]):  # the real ids: the child's own
+                        closed.append(os.path.join(folder, relative) if relative != "." else folder)
+                os.write(writing, json.dumps(closed).encode())
+            finally:
+                os._exit(0)
+        os.close(writing)
+        writing = None
+        with os.fdopen(reading, "rb") as report:
+            reading = None
+            text = report.read()
+        os.waitpid(child, 0)
+    finally:
+        for descriptor in (reading, writing, *folders.values()):
+            if descriptor is not None:
+                os.close(descriptor)
+    try:
+        return [os.path.normpath(path) for path in json.loads(text)]
+    except ValueError:  # the child could not change its user: drop_root names that itself
+        return []
 
 
 def _system_links() -> list[str]:
@@ -177,7 +233,9 @@ def private_tmpfs(path: str, size_bytes: int | None) -> list[str]:
     return ["--perms", "1777"] + (["--size", str(size_bytes)] if size_bytes else []) + ["--tmpfs", path]
 
 
-def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
+def device_arguments(cuda: bool, dev_shm: list[str]) -> list[str]:
+    """The worker's /dev: the harmless nodes, on a GPU its own nodes, and `dev_shm`, the
+    arguments of its /dev/shm (a private tmpfs on a CPU, harness/judge/worker_dev_shm.py's on a GPU)."""
     arguments = ["--tmpfs", "/dev"]
     for name in DEVICES:
         arguments += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
@@ -185,7 +243,7 @@ def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
         arguments += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
     arguments += ["--symlink", "/proc/self/fd", "/dev/fd"]
     if not cuda:
-        return arguments + private_tmpfs("/dev/shm", shm_bytes)
+        return arguments + dev_shm
     minors = _gpu_minors()
     nodes = [f"/dev/nvidia{minor}" for minor in minors] if minors is not None else sorted(
         str(path) for path in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", path.name))
@@ -193,7 +251,7 @@ def device_arguments(cuda: bool, shm_bytes: int | None) -> list[str]:
     for node in nodes:
         if os.path.exists(node):
             arguments += ["--dev-bind", node, node]
-    return arguments + ["--bind", "/dev/shm", "/dev/shm"]
+    return arguments + dev_shm
 
 
 def open_parents(path: str) -> list[str]:

@@ -6,6 +6,7 @@ the same file, cases and options, and the same rows appended to the CSV export
 import dataclasses
 from pathlib import Path
 
+from harness.judge import judge_user
 from harness.judge.record import RunRecord
 from harness.results.rows import append_rows, rows_for_run
 from harness.results.store import Store, verdict_key
@@ -37,6 +38,12 @@ def keep_run(recording: Recording, record: RunRecord, tests_file: Path | None, a
     rows = run_rows(record)
     if not rows:
         return []
+    with judge_user.files_of_root():  # the kit's files root's, as they were, under a judge of its own user
+        return _keep(recording, record, rows, tests_file, asked, seed_policy, document)
+
+
+def _keep(recording: Recording, record: RunRecord, rows: list[dict], tests_file: Path | None, asked: dict, seed_policy: str,
+          document: dict) -> list[tuple[Path, int]]:
     options = record.options
     written = []
     if recording.store is not None:

@@ -39,7 +39,8 @@ import traceback
 from pathlib import Path
 
 from harness.judge import dev_shm, given_up, judge_user  # the standard library alone: imported before torch
-from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_SANDBOX_REFUSED
+from harness.judge.exits import (EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_INFRASTRUCTURE,
+                                 EXIT_SANDBOX_REFUSED)
 from harness.service.lanes import TIMED_MODES  # the standard library alone
 from harness.service.names import checked_name  # the standard library alone
 
@@ -281,7 +282,11 @@ def serve(device: str, memory_limit_bytes: int | None, made: list | None = None)
     cancels go to it)."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
-    judge = Judge(device, memory_limit_bytes)
+    try:
+        judge = Judge(device, memory_limit_bytes)
+    except judge_user.JudgeCannotStart as error:
+        print(f"judge on {device}: cannot start: {error}", file=sys.stderr, flush=True)
+        return EXIT_INFRASTRUCTURE
     if made is not None:
         made.append(judge)
     from harness.judge.sandbox import UNSAFE_ENV  # after Judge: it imports torch, which the judge enters its namespace before

@@ -99,16 +99,20 @@ class OpenedBlocks:
         _bound(device)
         pointer = self._opened.get(handle)
         if pointer is None:
-            opened, raw = ctypes.c_uint64(), _Handle.from_buffer_copy(handle)
-            _check(_cuda().cuIpcOpenMemHandle_v2(ctypes.byref(opened), raw, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-                   "cuIpcOpenMemHandle")
-            pointer = self._opened[handle] = opened.value
+            pointer = self._opened[handle] = self._open_handle(_Handle.from_buffer_copy(handle))
         base, size = ctypes.c_uint64(), ctypes.c_size_t()
         _check(_cuda().cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)),
                "cuMemGetAddressRange")
         if not (0 <= offset and 0 <= nbytes and offset + nbytes <= size.value):
             raise CudaIpcError(f"a block of {nbytes} bytes at {offset} lies outside its allocation of {size.value}")
         return torch.as_tensor(_Block(pointer + offset, nbytes, device), device=device)
+
+    def _open_handle(self, raw: _Handle) -> int:
+        """The driver's mapping of `raw` in this process."""
+        opened = ctypes.c_uint64()
+        _check(_cuda().cuIpcOpenMemHandle_v2(ctypes.byref(opened), raw, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+               "cuIpcOpenMemHandle")
+        return opened.value
 
     def close(self) -> None:
         """Unmap every opened allocation; tensors made from them must be gone by then."""
