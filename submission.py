@@ -299,8 +299,8 @@ class Sm100BlockScaledGemm:
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)  # (MMA, MMA_M, MMA_K)
             sfb_base = sfa_base + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
             tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)  # (MMA, MMA_N, MMA_K)
-            _check_tmem_map(cfg, tcgen05.find_tmem_tensor_col_offset(tCtAcc), tcgen05.find_tmem_tensor_col_offset(tCtSFA),
-                            tcgen05.find_tmem_tensor_col_offset(tCtSFB))
+            cfg.check_tmem_map(tcgen05.find_tmem_tensor_col_offset(tCtAcc), tcgen05.find_tmem_tensor_col_offset(tCtSFA),
+                               tcgen05.find_tmem_tensor_col_offset(tCtSFB))
             # ((ATOM_V, REST_V), Rest_Tiler, MMA_MN, MMA_K, STAGE) in shared memory, without STAGE in TMEM
             copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
             copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
@@ -560,13 +560,6 @@ def tile_coords(linear, inner_tiles, splits, outer_tiles):
     return inner, split, rest % outer_tiles, rest // outer_tiles
 
 
-def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
-    """At trace time: the tensor-memory columns the kernel's tensors span fit the allocation."""
-    if accumulator + sfa + sfb > config.tmem_columns:
-        raise ValueError(f"{config.describe()}: tensor memory takes {accumulator + sfa + sfb} columns "
-                         f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
-
-
 # ===== configurations and the fallback ladder =====
 
 @dataclass(frozen=True)
@@ -621,6 +614,12 @@ class Sm100Config:
         rows of their atoms), rounded up to the power of two `tcgen05.alloc` takes."""
         used = SM100_ACC_STAGES * self.mma_n + (SM100_MMA_M // 32) * 4 + (_round_up(self.mma_n, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
+
+    def check_tmem_map(self, accumulator: int, sfa: int, sfb: int) -> None:
+        """At trace time: the tensor-memory columns the kernel's tensors span fit the allocation."""
+        if accumulator + sfa + sfb > self.tmem_columns:
+            raise ValueError(f"{self.describe()}: tensor memory takes {accumulator + sfa + sfb} columns "
+                             f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {self.tmem_columns} allocated")
 
     @property
     def partials_ahead(self) -> int:
@@ -687,26 +686,22 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' configurations, else `_sm100_config`'s (docs/b200.md#configuration);
-    `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
+    """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the
+    tiles fill at most half the SMs, two splits where every unit still has an SM of its own, two
+    CTAs an SM for whole-K 64-row tiles that fill more than half. `conservative` (default: as
+    NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
-    config = SM100_BENCHMARK_CONFIGS.get(problem) or _sm100_config(problem, num_sms)
+    config = SM100_BENCHMARK_CONFIGS.get(problem)
+    if config is None:
+        mma_m_tiles = problem.n // SM100_MMA_M
+        mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
+        units = mma_m_tiles * (problem.m // mma_n) * problem.l
+        # Two splits at most, as on the benchmarks, whose reduction the official tests then run.
+        split_k = 2 if units * 2 <= num_sms and problem.k // SM100_TILE_K // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
+        ctas_per_sm = 2 if mma_n == 64 and split_k == 1 and units * 2 > num_sms else 1
+        config = Sm100Config(mma_n, split_k, Sm100Config.max_stages(mma_n, ctas_per_sm), ctas_per_sm=ctas_per_sm)
     return Sm100Config.one_cta(config.mma_n) if conservative else config
-
-
-def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
-    """64-row tiles while the tiles fill at most half the SMs, two splits where every unit still has
-    an SM of its own, two CTAs an SM for whole-K 64-row tiles that fill more than half."""
-    mma_m_tiles = problem.n // SM100_MMA_M
-    mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
-    units = mma_m_tiles * (problem.m // mma_n) * problem.l
-    k_tiles = problem.k // SM100_TILE_K
-    # Two splits at most, as on the benchmarks, whose reduction the official tests then run.
-    split_k = 2 if units * 2 <= num_sms and k_tiles // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
-    if mma_n == 64 and split_k == 1 and units * 2 > num_sms:
-        return Sm100Config(64, 1, Sm100Config.max_stages(64, 2), ctas_per_sm=2)
-    return Sm100Config(mma_n, split_k, Sm100Config.max_stages(mma_n))
 
 
 class Sm100Gemm:
@@ -716,9 +711,7 @@ class Sm100Gemm:
     ARCH = "sm_100a"
     TRIAL_IN_CHILD = True  # never run on its chip: each rung is tried in the trial process first
 
-    @classmethod
-    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        return sm100_config(problem, num_sms)
+    config_for = staticmethod(sm100_config)
 
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
@@ -783,7 +776,6 @@ _RANKS = (3, 3, 3, 3, 6, 6, 3)
 _LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
                  "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
                  "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
-_STRIDED_NAMES = tuple(_LAYOUT_NAMES)
 
 
 # What a launch needs of a valid input: its problem, CUDA device index and `operand_addresses`.
@@ -812,7 +804,7 @@ def validate_inputs(data) -> Call:
 
 @functools.lru_cache(maxsize=64)
 def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, tuple]:
-    """The problem, the seven tensors' shapes, and the strides of `_STRIDED_NAMES`."""
+    """The problem, the seven tensors' shapes, and the strides of `_LAYOUT_NAMES`' tensors."""
     half_k, sf_k = k // 2, k // SF_VEC_SIZE
     (sfa_shape, sfa_strides), (sfb_shape, sfb_strides) = permuted_scale_layout(m, k, l), permuted_scale_layout(n, k, l)
     shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l), sfa_shape, sfb_shape, (m, n, l))
@@ -867,7 +859,7 @@ def _check_inputs(data) -> Problem:
         if t.shape != shape:
             raise ValueError(f"{name} must have shape {shape} for M={m}, N={n}, K={k}, L={l}; got "
                              f"{tuple(t.shape)} (M, N, K, L must agree across all tensors)")
-    for name, t, strides in zip(_STRIDED_NAMES, (a, b, c, sfa_permuted, sfb_permuted), expected_strides):
+    for name, t, strides in zip(_LAYOUT_NAMES, (a, b, c, sfa_permuted, sfb_permuted), expected_strides):
         # A dimension of extent 1 never moves the address, so its stride is free.
         if any(size != 1 and got != want for size, got, want in zip(t.shape, t.stride(), strides)):
             raise ValueError(f"{name} must be laid out as {_LAYOUT_NAMES[name]}; expected strides "
@@ -894,15 +886,11 @@ def fake_pointer(dtype) -> cute.Pointer:
     return make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
+@functools.lru_cache(maxsize=4096)
 def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
     """A compiled kernel's pointer argument: the bare address through TVM-FFI, else a CuTe
     pointer, cached so that calls on the same buffers reuse it."""
-    return address if tvm_ffi else _cute_pointer(dtype, address)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cute_pointer(dtype, address: int) -> cute.Pointer:
-    return make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
+    return address if tvm_ffi else make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
 def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
@@ -987,15 +975,6 @@ _E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, 
 _EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operands' memory
 
 
-def _decoded_operand(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """(rows, k // 2) packed e2m1 codes (the even element in the low nibble) times their (rows,
-    k // 16) e4m3 scales, as (rows, k) float64: every value exactly."""
-    codes = packed.view(torch.uint8).to(torch.int64)
-    table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=packed.device)
-    values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
-    return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
-
-
 def exact_product(data) -> torch.Tensor:
     """C of `data` in float64, (M, N, L), on its device. Exact: a product of two e2m1 values and
     two e4m3 scales has at most 12 significant bits and is a multiple of 2^-20, so the sums are
@@ -1003,13 +982,20 @@ def exact_product(data) -> torch.Tensor:
     a, b, sfa, sfb, _, _, _ = data
     m, half_k, l = a.shape
     out = torch.zeros((l, m, b.shape[0]), dtype=torch.float64, device=a.device)
+    table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=a.device)
+
+    def decoded(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        # (rows, k // 2) e2m1 codes (the even element in the low nibble) times their (rows, k // 16)
+        # e4m3 scales, as (rows, k) float64: every value exactly.
+        codes = packed.view(torch.uint8).to(torch.int64)
+        values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
+        return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
+
     for batch in range(l):
         for begin in range(0, 2 * half_k, _EXACT_K_CHUNK):
             end = begin + _EXACT_K_CHUNK  # slices stop at K
             fp4, sf = slice(begin // 2, end // 2), slice(begin // SF_VEC_SIZE, end // SF_VEC_SIZE)
-            rows = _decoded_operand(a[:, fp4, batch], sfa[:, sf, batch])
-            cols = _decoded_operand(b[:, fp4, batch], sfb[:, sf, batch])
-            out[batch] += rows @ cols.T
+            out[batch] += decoded(a[:, fp4, batch], sfa[:, sf, batch]) @ decoded(b[:, fp4, batch], sfb[:, sf, batch]).T
     return out.permute(1, 2, 0)
 
 
@@ -1137,43 +1123,6 @@ def next_rung(rungs: list[Rung], start: int, doubts) -> int:
     """The first rung from `start` on that keeps none of `doubts` whole (len(rungs) if none)."""
     return next((number for number in range(start, len(rungs))
                  if not any(rungs[number].traits >= blamed for blamed in doubts)), len(rungs))
-
-
-def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
-    """Random operands of `problem`, laid out as `validate_inputs` takes them and drawn as the
-    competition draws them (every e2m1 code, scales 0 to 3), c unwritten."""
-    m, n, k, l = problem
-    generator = torch.Generator(device=device).manual_seed(seed)
-
-    def operand(rows: int) -> torch.Tensor:
-        codes = torch.randint(0, 256, (l, rows, k // 2), dtype=torch.uint8, device=device, generator=generator)
-        return codes.permute(1, 2, 0).view(_FP4)
-
-    def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
-        plain = drawn.to(_FP8).permute(1, 2, 0)
-        permuted = torch.empty_strided(*permuted_scale_layout(rows, k, l), dtype=_FP8, device=device)
-        # (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L), in the atoms' order
-        atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
-        permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
-        return plain, permuted
-
-    a, b = operand(m), operand(n)
-    (sfa, sfa_permuted), (sfb, sfb_permuted) = scales(m), scales(n)
-    c = torch.empty((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
-    return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
-
-
-def _context_lost(device: torch.device) -> bool:
-    """Whether this process's CUDA context on `device` can run nothing more."""
-    if device.type != "cuda":
-        return False
-    try:
-        torch.cuda.synchronize(device)
-        torch.ones(1, device=device).add_(1).item()
-        return False
-    except Exception:
-        return True
 
 
 class TrialProcess:
@@ -1335,6 +1284,43 @@ class TrialProcess:
     # ----- the trial process's side -----
 
     @staticmethod
+    def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
+        """Random operands of `problem`, laid out as `validate_inputs` takes them and drawn as the
+        competition draws them (every e2m1 code, scales 0 to 3), c unwritten."""
+        m, n, k, l = problem
+        generator = torch.Generator(device=device).manual_seed(seed)
+
+        def operand(rows: int) -> torch.Tensor:
+            codes = torch.randint(0, 256, (l, rows, k // 2), dtype=torch.uint8, device=device, generator=generator)
+            return codes.permute(1, 2, 0).view(_FP4)
+
+        def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+            drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
+            plain = drawn.to(_FP8).permute(1, 2, 0)
+            permuted = torch.empty_strided(*permuted_scale_layout(rows, k, l), dtype=_FP8, device=device)
+            # (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L), in the atoms' order
+            atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
+            permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
+            return plain, permuted
+
+        a, b = operand(m), operand(n)
+        (sfa, sfa_permuted), (sfb, sfb_permuted) = scales(m), scales(n)
+        c = torch.empty((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+        return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
+
+    @staticmethod
+    def context_lost(device: torch.device) -> bool:
+        """Whether this process's CUDA context on `device` can run nothing more."""
+        if device.type != "cuda":
+            return False
+        try:
+            torch.cuda.synchronize(device)
+            torch.ones(1, device=device).add_(1).item()
+            return False
+        except Exception:
+            return True
+
+    @staticmethod
     def serve(settings: dict, replies: int) -> None:
         """A request a line on stdin, a reply a line on the descriptor `replies`, for the kernel
         class found by its module and qualified name. The last problem's input and rungs are kept."""
@@ -1360,12 +1346,12 @@ class TrialProcess:
                 problem, trial, rungs = request["problem"], None, None
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-                data = trial_input(Problem(*problem), device, seed=sum(problem))
+                data = TrialProcess.trial_input(Problem(*problem), device, seed=sum(problem))
                 trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
             number = request["rung"]
             reply(rung=number)
             what, fault, kind = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
-            lost = fault is not None and _context_lost(device)
+            lost = fault is not None and TrialProcess.context_lost(device)
             reply(rung=number, what=what, fault=fault, raised=kind == RAISED, context_lost=lost)
             if lost:
                 os._exit(1)  # nothing more can run in this context
@@ -1391,7 +1377,13 @@ class CallerWatch:
     @classmethod
     def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
         """The watch of the calls queued on `device` from this thread (None off a GPU)."""
-        return cls(shape, what, _queued_work_done) if device.type == "cuda" else None
+        return cls(shape, what, cls._queued_work_done) if device.type == "cuda" else None
+
+    @staticmethod
+    def _queued_work_done() -> Callable[[], bool]:
+        event = torch.cuda.Event()
+        event.record()
+        return event.query
 
     def __call__(self) -> str | None:
         done, began = self.mark(), time.monotonic()
@@ -1410,12 +1402,6 @@ class CallerWatch:
 
     def _say(self, message: str) -> None:
         print(f"{HANG_PREFIX} M x N x K x L = {self.shape}, {self.what}: {message}", file=sys.stderr, flush=True)
-
-
-def _queued_work_done() -> Callable[[], bool]:
-    event = torch.cuda.Event()
-    event.record()
-    return event.query
 
 
 def first_call(kernel: type, call: Call, data):
