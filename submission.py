@@ -4,17 +4,10 @@
 
 C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as
 fp16 into `c`. On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm` runs: a
-persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA. On 9.x (H100/H200)
-local runs import the Hopper stand-in, hopper_stand_in.py, which is never submitted.
-
-The kernel computes c transposed: the MMA's A operand is b and its B operand a (fp4 MMAs have
-no M = 64, and the problem's M is 128 in every benchmark). The swap happens once, in
-`Sm100BlockScaledGemm.__call__`; from there on everything is named by the MMA's roles.
-
-The first call of each problem checks itself (`first_call`, NVFP4_SELF_CHECK=0 turns it off):
-three calls back to back against the exact product, each rung of a ladder that drops one
-feature at a time tried first in a second process (`TrialProcess`, NVFP4_TRIAL_IN_CHILD=0 turns
-it off), the exact product last. Configurations and their reasons: `sm100_config`, docs/b200.md.
+persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA, which computes c
+transposed (its A operand is b). On 9.x (H100/H200) local runs import the Hopper stand-in,
+hopper_stand_in.py, which is never submitted. The first call of each problem checks itself
+(`first_call`); configurations and their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
@@ -345,12 +338,12 @@ class Sm100BlockScaledGemm:
                 # call's c): the first store waits for all of it.
                 cute.arch.griddepcontrol_wait()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
-            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
+            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)  # (MMA, MMA_M, MMA_N, ACC_STAGE)
             # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, ACC_STAGE) and (T2R, T2R_M, T2R_N, EPI_M, EPI_N, RestM, RestN, RestL)
             copy_t2r, tTR_tAcc, tTR_gC = self._accumulator_copy(tidx, tCtAcc, tCgC, epi_tile)
             _, _, tTR_gPartial = self._accumulator_copy(tidx, tCtAcc, tCgPartial, epi_tile)
             tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)  # (T2R, T2R_M, T2R_N)
-            tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
+            tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)  # (T2R, T2R_M, T2R_N)
             store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
             subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
             split_k = SplitKReduction.create(splits, min(cfg.partials_ahead, subtiles), copy_t2r, tTR_rAcc, lane)
@@ -396,8 +389,8 @@ class Sm100BlockScaledGemm:
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (the atoms' broadcast K mode removed)."""
-        smem_compact = cute.filter_zeros(smem_scales)
-        tmem_compact = cute.filter_zeros(tmem_scales)
+        smem_compact = cute.filter_zeros(smem_scales)  # (MMA, MMA_MN, MMA_K, STAGE), the broadcast modes of size 1
+        tmem_compact = cute.filter_zeros(tmem_scales)  # (MMA, MMA_MN, MMA_K)
         atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(tcgen05.CtaGroup.ONE), cutlass.Float8E4M3FN)
         tiled_copy = tcgen05.make_s2t_copy(atom, tmem_compact)
         thr_copy = tiled_copy.get_slice(0)
@@ -423,6 +416,7 @@ class Sm100BlockScaledGemm:
         acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)  # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC_STAGE)
         tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
         thr_copy = tiled_copy.get_slice(tidx)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
         out_epi = cute.flat_divide(tCgOut[((None, None), 0, 0, None, None, None)], epi_tile)
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
 
