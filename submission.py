@@ -1026,6 +1026,14 @@ def describe_plan(plan) -> str:
     return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
+# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
+# and its traits: what it keeps that a later rung may drop.
+Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
+# How a rung fails: its plan's answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the
+# device (in the trial process), or the trial process's time SPENT before it was tried.
+WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
+
+
 class ThreeCalls:
     """Three calls of a plan queued back to back, each into its own output filled with NaN (the
     third the caller's c); the second by b negated (bit 3 of each e2m1 nibble), so that its
@@ -1060,10 +1068,18 @@ class ThreeCalls:
                         f"exact {sign * self.exact[index].item()!r} ({count} of {c.numel()} elements wrong)")
         return None
 
-
-# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
-# and its traits: what it keeps that a later rung may drop.
-Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
+    def check(self, rung: Rung, watch_for: Callable[[str], Callable | None]) -> tuple:
+        """`rung` built and its three calls checked under `watch_for(description)`: (plan, description,
+        fault or None, its kind: RAISED, HUNG where the watch found the calls late, else WRONG)."""
+        what, watch = f"{rung.name} (not built)", None
+        try:
+            plan = rung.build()
+            what = describe_plan(plan)
+            watch = watch_for(what)
+            fault = self.fault(plan, watch)
+        except Exception as error:  # a plan that cannot be built or run falls back too
+            return None, what, one_line(error), RAISED
+        return plan, what, fault, HUNG if getattr(watch, "late", False) else WRONG
 
 
 def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
@@ -1076,29 +1092,12 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Run
     return [rung if isinstance(rung, Rung) else Rung(*rung, frozenset({rung[0]})) for rung in listed]
 
 
-def _try(rung: Rung, trial: ThreeCalls, watch_for: Callable[[str], Callable | None]) -> tuple:
-    """`rung` built and its three calls checked under `watch_for(description)`: (plan, description,
-    fault or None, its kind: RAISED, HUNG where the watch found the calls late, else WRONG)."""
-    what, watch = f"{rung.name} (not built)", None
-    try:
-        plan = rung.build()
-        what = describe_plan(plan)
-        watch = watch_for(what)
-        fault = trial.fault(plan, watch)
-    except Exception as error:  # a plan that cannot be built or run falls back too
-        return None, what, one_line(error), RAISED
-    return plan, what, fault, HUNG if getattr(watch, "late", False) else WRONG
-
-
-WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
-
-
 class Failure(NamedTuple):
     """How a rung failed the self-check."""
 
     what: str  # the plan's description, or the rung's name and "(not built)"
     fault: str  # one line
-    kind: str  # WRONG, RAISED, HUNG or FAULTED (in the trial process), or the trial's time SPENT
+    kind: str  # WRONG, RAISED, HUNG, FAULTED or SPENT
 
     def blamed(self, traits: frozenset) -> frozenset:
         """What this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a rung called
@@ -1159,7 +1158,16 @@ class TrialProcess:
             return Failure(f"{name} (not built)", f"not tried: hangs, faults and new trial processes have taken "
                            f"{self.lost_s:.0f} s", SPENT)
         try:
-            return self._screen(problem, number, name) if self._ready(kernel, device) else None
+            if self.unavailable is None and (self.process is None or self.kernel is not kernel):
+                self.close()
+                began = time.monotonic()
+                why = self._start(kernel, device)
+                if self.started:  # a new process, after one that hung or died
+                    self.lost_s += time.monotonic() - began
+                self.started = True
+                if why is not None:
+                    self._give_up(why)
+            return None if self.unavailable is not None else self._screen(problem, number, name)
         except Exception as error:  # the trial's own failure never fails a call: the rung is tried here
             self.close()
             self._give_up(f"it failed: {one_line(error)}")
@@ -1168,19 +1176,6 @@ class TrialProcess:
     def close(self) -> None:
         if self.process is not None:
             self._end(kill=True)
-
-    def _ready(self, kernel: type, device: torch.device) -> bool:
-        if self.unavailable is not None or (self.process is not None and self.kernel is kernel):
-            return self.unavailable is None
-        self.close()
-        began = time.monotonic()
-        why = self._start(kernel, device)
-        if self.started:  # a new process, after one that hung or died
-            self.lost_s += time.monotonic() - began
-        self.started = True
-        if why is not None:
-            self._give_up(why)
-        return why is None
 
     def _give_up(self, why: str) -> None:
         self.unavailable = why
@@ -1344,7 +1339,7 @@ class TrialProcess:
                 trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
             number = request["rung"]
             reply(rung=number)
-            what, fault, kind = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
+            what, fault, kind = trial.check(rungs[number], lambda what: reply(rung=number, what=what))[1:]
             lost = fault is not None and TrialProcess.context_lost(device)
             reply(rung=number, what=what, fault=fault, raised=kind == RAISED, context_lost=lost)
             if lost:
@@ -1425,7 +1420,7 @@ def first_call(kernel: type, call: Call, data):
         rung = rungs[number]
         failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
         if failure is None:  # then built here and tried on the caller's input, under a CallerWatch
-            plan, what, fault, kind = _try(rung, trial, lambda what: CallerWatch.on(device, shape, what))
+            plan, what, fault, kind = trial.check(rung, lambda what: CallerWatch.on(device, shape, what))
             if fault is None:
                 return plan
             failure = Failure(what, fault, kind)
