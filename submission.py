@@ -330,7 +330,7 @@ class Sm100BlockScaledGemm:
             acc_pipeline.producer_tail(acc_state)
 
         # ---- epilogue warps: accumulator -> registers -> fp16 c (through split-K partials) ----
-        if warp_idx < self.MMA_WARP:
+        if warp_idx <= self.EPILOGUE_WARPS[-1]:
             tmem.allocate(cfg.tmem_columns)
             tmem.wait_for_alloc()
             if cutlass.const_expr(cfg.pdl):
@@ -564,12 +564,9 @@ class Sm100Config:
     mma_n: int  # 64 or 128 (rows of c per tile)
     split_k: int  # K ranges added into one output tile by the last to finish
     stages: int  # shared-memory pipeline depth
-    # Programmatic dependent launch: the next call's grid launches while this one runs and loads
-    # and multiplies before it waits (only its epilogue touches what this call writes).
-    pdl: bool = True
-    # CTAs an SM the resources leave room for, so that with PDL the next call's CTA starts
-    # beside this call's on every SM: shared memory and tensor memory are checked here, the
-    # registers by a compile test; the launch declares it (`launch_bound`).
+    pdl: bool = True  # programmatic dependent launch: the next call loads and multiplies while this one ends
+    # CTAs an SM the resources leave room for, so that with PDL the next call's CTA starts beside
+    # this call's on every SM: shared and tensor memory are checked here, the registers by a compile test.
     ctas_per_sm: int = 1
 
     def __post_init__(self):
