@@ -99,6 +99,11 @@ class Sm100BlockScaledGemm:
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
 
+    def _tiled_mma(self, tiler):
+        return sm100_utils.make_blockscaled_trivial_tiled_mma(
+            cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, OperandMajorMode.K, OperandMajorMode.K,
+            cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
+
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
@@ -171,11 +176,6 @@ class Sm100BlockScaledGemm:
                     self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=self.launch_bound,
             smem=self.launch_smem_bytes, use_pdl=cfg.pdl)
-
-    def _tiled_mma(self, tiler):
-        return sm100_utils.make_blockscaled_trivial_tiled_mma(
-            cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, OperandMajorMode.K, OperandMajorMode.K,
-            cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout,
