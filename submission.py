@@ -119,6 +119,7 @@ class Sm100BlockScaledGemm:
         k = cute.assume(k, divby=SM100_TILE_K)
         mA = cute.make_tensor(mma_a_ptr, cute.make_ordered_layout((mma_m, k, l), order=(1, 0, 2)))  # (M, K, L), K-major
         mB = cute.make_tensor(mma_b_ptr, cute.make_ordered_layout((mma_n, k, l), order=(1, 0, 2)))  # (N, K, L), K-major
+        # ((Atom_M, Rest_M), (Atom_K, Rest_K), L) and ((Atom_N, Rest_N), (Atom_K, Rest_K), L): the scale atoms
         mSFA = cute.make_tensor(mma_sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(mA.shape, SF_VEC_SIZE))
         mSFB = cute.make_tensor(mma_sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(mB.shape, SF_VEC_SIZE))
         c = cute.make_tensor(c_ptr, cute.make_ordered_layout((mma_m, mma_n, l), order=(0, 1, 2)))  # (M, N, L), M-major
@@ -216,7 +217,8 @@ class Sm100BlockScaledGemm:
         sSFA = storage.sSFA.get_tensor(sfa_smem_layout)  # (MMA, MMA_M, MMA_K, STAGE)
         sSFB = storage.sSFB.get_tensor(sfb_smem_layout)  # (MMA, MMA_N, MMA_K, STAGE)
 
-        # (bM, bK, RestM, RestK, RestL), (bN, bK, RestN, RestK, RestL), (bM, bN, RestM, RestN, RestL)
+        # (bM, bK, RestM, RestK, RestL) for A and SFA, (bN, bK, RestN, RestK, RestL) for B and SFB,
+        # (bM, bN, RestM, RestN, RestL) for c and the partials (RestL * splits)
         gA = cute.local_tile(gmem_a, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
         gB = cute.local_tile(gmem_b, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
         gSFA = cute.local_tile(gmem_sfa, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
@@ -304,7 +306,7 @@ class Sm100BlockScaledGemm:
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
                 unit = schedule.unit(linear)
                 acc = tCtAcc[(None, None, None, acc_state.index)]  # (MMA, MMA_M, MMA_N)
-                tCtSFB_unit = tCtSFB
+                tCtSFB_unit = tCtSFB  # (MMA, MMA_N, MMA_K)
                 if cutlass.const_expr(cfg.mma_n == 64):
                     # An N tile of 64 uses the lower or upper half of SFB's 128-row atom.
                     half = cutlass.Int32(self.sfb_half_columns(unit.mma_n_tile))
