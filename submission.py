@@ -4,17 +4,10 @@
 
 C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as
 fp16 into `c`. On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm` runs: a
-persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA. On 9.x (H100/H200)
-local runs import the Hopper stand-in, hopper_stand_in.py, which is never submitted.
-
-The kernel computes c transposed: the MMA's A operand is b and its B operand a (fp4 MMAs have
-no M = 64, and the problem's M is 128 in every benchmark). The swap happens once, in
-`Sm100BlockScaledGemm.__call__`; from there on everything is named by the MMA's roles.
-
-The first call of each problem checks itself (`first_call`, NVFP4_SELF_CHECK=0 turns it off):
-three calls back to back against the exact product, each rung of a ladder that drops one
-feature at a time tried first in a second process (`TrialProcess`, NVFP4_TRIAL_IN_CHILD=0 turns
-it off), the exact product last. Configurations and their reasons: `sm100_config`, docs/b200.md.
+persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA, which computes c
+transposed (its A operand is b). On 9.x (H100/H200) local runs import the Hopper stand-in,
+hopper_stand_in.py, which is never submitted. The first call of each problem checks itself
+(`first_call`); configurations and their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
@@ -106,6 +99,11 @@ class Sm100BlockScaledGemm:
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1))
 
+    def _tiled_mma(self, tiler):
+        return sm100_utils.make_blockscaled_trivial_tiled_mma(
+            cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, OperandMajorMode.K, OperandMajorMode.K,
+            cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
+
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
@@ -121,6 +119,7 @@ class Sm100BlockScaledGemm:
         k = cute.assume(k, divby=SM100_TILE_K)
         mA = cute.make_tensor(mma_a_ptr, cute.make_ordered_layout((mma_m, k, l), order=(1, 0, 2)))  # (M, K, L), K-major
         mB = cute.make_tensor(mma_b_ptr, cute.make_ordered_layout((mma_n, k, l), order=(1, 0, 2)))  # (N, K, L), K-major
+        # ((Atom_M, Rest_M), (Atom_K, Rest_K), L) and ((Atom_N, Rest_N), (Atom_K, Rest_K), L): the scale atoms
         mSFA = cute.make_tensor(mma_sfa_ptr, blockscaled_layout.tile_atom_to_shape_SF(mA.shape, SF_VEC_SIZE))
         mSFB = cute.make_tensor(mma_sfb_ptr, blockscaled_layout.tile_atom_to_shape_SF(mB.shape, SF_VEC_SIZE))
         c = cute.make_tensor(c_ptr, cute.make_ordered_layout((mma_m, mma_n, l), order=(0, 1, 2)))  # (M, N, L), M-major
@@ -179,11 +178,6 @@ class Sm100BlockScaledGemm:
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=self.launch_bound,
             smem=self.launch_smem_bytes, use_pdl=cfg.pdl)
 
-    def _tiled_mma(self, tiler):
-        return sm100_utils.make_blockscaled_trivial_tiled_mma(
-            cutlass.Float4E2M1FN, cutlass.Float4E2M1FN, OperandMajorMode.K, OperandMajorMode.K,
-            cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
-
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout,
                tma_a: cute.CopyAtom, gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor,
@@ -223,7 +217,8 @@ class Sm100BlockScaledGemm:
         sSFA = storage.sSFA.get_tensor(sfa_smem_layout)  # (MMA, MMA_M, MMA_K, STAGE)
         sSFB = storage.sSFB.get_tensor(sfb_smem_layout)  # (MMA, MMA_N, MMA_K, STAGE)
 
-        # (bM, bK, RestM, RestK, RestL), (bN, bK, RestN, RestK, RestL), (bM, bN, RestM, RestN, RestL)
+        # (bM, bK, RestM, RestK, RestL) for A and SFA, (bN, bK, RestN, RestK, RestL) for B and SFB,
+        # (bM, bN, RestM, RestN, RestL) for c and the partials (RestL * splits)
         gA = cute.local_tile(gmem_a, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
         gB = cute.local_tile(gmem_b, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
         gSFA = cute.local_tile(gmem_sfa, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
@@ -299,8 +294,8 @@ class Sm100BlockScaledGemm:
             tCtSFA = cute.make_tensor(cute.recast_ptr(sfa_base, dtype=cutlass.Float8E4M3FN), tCtSFA_layout)  # (MMA, MMA_M, MMA_K)
             sfb_base = sfa_base + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
             tCtSFB = cute.make_tensor(cute.recast_ptr(sfb_base, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)  # (MMA, MMA_N, MMA_K)
-            _check_tmem_map(cfg, tcgen05.find_tmem_tensor_col_offset(tCtAcc), tcgen05.find_tmem_tensor_col_offset(tCtSFA),
-                            tcgen05.find_tmem_tensor_col_offset(tCtSFB))
+            cfg.check_tmem_map(tcgen05.find_tmem_tensor_col_offset(tCtAcc), tcgen05.find_tmem_tensor_col_offset(tCtSFA),
+                               tcgen05.find_tmem_tensor_col_offset(tCtSFB))
             # ((ATOM_V, REST_V), Rest_Tiler, MMA_MN, MMA_K, STAGE) in shared memory, without STAGE in TMEM
             copy_sfa, tCsSFA_s2t, tCtSFA_s2t = self._scale_copy_to_tmem(sSFA, tCtSFA)
             copy_sfb, tCsSFB_s2t, tCtSFB_s2t = self._scale_copy_to_tmem(sSFB, tCtSFB)
@@ -311,7 +306,7 @@ class Sm100BlockScaledGemm:
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
                 unit = schedule.unit(linear)
                 acc = tCtAcc[(None, None, None, acc_state.index)]  # (MMA, MMA_M, MMA_N)
-                tCtSFB_unit = tCtSFB
+                tCtSFB_unit = tCtSFB  # (MMA, MMA_N, MMA_K)
                 if cutlass.const_expr(cfg.mma_n == 64):
                     # An N tile of 64 uses the lower or upper half of SFB's 128-row atom.
                     half = cutlass.Int32(self.sfb_half_columns(unit.mma_n_tile))
@@ -337,7 +332,7 @@ class Sm100BlockScaledGemm:
             acc_pipeline.producer_tail(acc_state)
 
         # ---- epilogue warps: accumulator -> registers -> fp16 c (through split-K partials) ----
-        if warp_idx < self.MMA_WARP:
+        if warp_idx <= self.EPILOGUE_WARPS[-1]:
             tmem.allocate(cfg.tmem_columns)
             tmem.wait_for_alloc()
             if cutlass.const_expr(cfg.pdl):
@@ -345,12 +340,12 @@ class Sm100BlockScaledGemm:
                 # call's c): the first store waits for all of it.
                 cute.arch.griddepcontrol_wait()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
-            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)
+            tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)  # (MMA, MMA_M, MMA_N, ACC_STAGE)
             # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, ACC_STAGE) and (T2R, T2R_M, T2R_N, EPI_M, EPI_N, RestM, RestN, RestL)
             copy_t2r, tTR_tAcc, tTR_gC = self._accumulator_copy(tidx, tCtAcc, tCgC, epi_tile)
             _, _, tTR_gPartial = self._accumulator_copy(tidx, tCtAcc, tCgPartial, epi_tile)
             tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, cutlass.Float32)  # (T2R, T2R_M, T2R_N)
-            tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)
+            tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, cutlass.Float16)  # (T2R, T2R_M, T2R_N)
             store_c = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float16)
             subtiles = cute.size(tTR_tAcc, mode=[3]) * cute.size(tTR_tAcc, mode=[4])
             split_k = SplitKReduction.create(splits, min(cfg.partials_ahead, subtiles), copy_t2r, tTR_rAcc, lane)
@@ -396,8 +391,8 @@ class Sm100BlockScaledGemm:
 
     def _scale_copy_to_tmem(self, smem_scales: cute.Tensor, tmem_scales: cute.Tensor):
         """tcgen05.cp of one stage's scale tile (the atoms' broadcast K mode removed)."""
-        smem_compact = cute.filter_zeros(smem_scales)
-        tmem_compact = cute.filter_zeros(tmem_scales)
+        smem_compact = cute.filter_zeros(smem_scales)  # (MMA, MMA_MN, MMA_K, STAGE), the broadcast modes of size 1
+        tmem_compact = cute.filter_zeros(tmem_scales)  # (MMA, MMA_MN, MMA_K)
         atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(tcgen05.CtaGroup.ONE), cutlass.Float8E4M3FN)
         tiled_copy = tcgen05.make_s2t_copy(atom, tmem_compact)
         thr_copy = tiled_copy.get_slice(0)
@@ -423,6 +418,7 @@ class Sm100BlockScaledGemm:
         acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)  # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC_STAGE)
         tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
         thr_copy = tiled_copy.get_slice(tidx)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
         out_epi = cute.flat_divide(tCgOut[((None, None), 0, 0, None, None, None)], epi_tile)
         return tiled_copy, thr_copy.partition_S(acc_epi), thr_copy.partition_D(out_epi)
 
@@ -560,13 +556,6 @@ def tile_coords(linear, inner_tiles, splits, outer_tiles):
     return inner, split, rest % outer_tiles, rest // outer_tiles
 
 
-def _check_tmem_map(config: Sm100Config, accumulator: int, sfa: int, sfb: int) -> None:
-    """At trace time: the tensor-memory columns the kernel's tensors span fit the allocation."""
-    if accumulator + sfa + sfb > config.tmem_columns:
-        raise ValueError(f"{config.describe()}: tensor memory takes {accumulator + sfa + sfb} columns "
-                         f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {config.tmem_columns} allocated")
-
-
 # ===== configurations and the fallback ladder =====
 
 @dataclass(frozen=True)
@@ -577,12 +566,9 @@ class Sm100Config:
     mma_n: int  # 64 or 128 (rows of c per tile)
     split_k: int  # K ranges added into one output tile by the last to finish
     stages: int  # shared-memory pipeline depth
-    # Programmatic dependent launch: the next call's grid launches while this one runs and loads
-    # and multiplies before it waits (only its epilogue touches what this call writes).
-    pdl: bool = True
-    # CTAs an SM the resources leave room for, so that with PDL the next call's CTA starts
-    # beside this call's on every SM: shared memory and tensor memory are checked here, the
-    # registers by a compile test; the launch declares it (`launch_bound`).
+    pdl: bool = True  # programmatic dependent launch: the next call loads and multiplies while this one ends
+    # CTAs an SM the resources leave room for, so that with PDL the next call's CTA starts beside
+    # this call's on every SM: shared and tensor memory are checked here, the registers by a compile test.
     ctas_per_sm: int = 1
 
     def __post_init__(self):
@@ -621,6 +607,12 @@ class Sm100Config:
         rows of their atoms), rounded up to the power of two `tcgen05.alloc` takes."""
         used = SM100_ACC_STAGES * self.mma_n + (SM100_MMA_M // 32) * 4 + (_round_up(self.mma_n, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
+
+    def check_tmem_map(self, accumulator: int, sfa: int, sfb: int) -> None:
+        """At trace time: the tensor-memory columns the kernel's tensors span fit the allocation."""
+        if accumulator + sfa + sfb > self.tmem_columns:
+            raise ValueError(f"{self.describe()}: tensor memory takes {accumulator + sfa + sfb} columns "
+                             f"({accumulator} accumulator, {sfa} SFA, {sfb} SFB), {self.tmem_columns} allocated")
 
     @property
     def partials_ahead(self) -> int:
@@ -687,26 +679,22 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' configurations, else `_sm100_config`'s (docs/b200.md#configuration);
-    `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
+    """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the
+    tiles fill at most half the SMs, two splits where every unit still has an SM of its own, two
+    CTAs an SM for whole-K 64-row tiles that fill more than half. `conservative` (default: as
+    NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
-    config = SM100_BENCHMARK_CONFIGS.get(problem) or _sm100_config(problem, num_sms)
+    config = SM100_BENCHMARK_CONFIGS.get(problem)
+    if config is None:
+        mma_m_tiles = problem.n // SM100_MMA_M
+        mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
+        units = mma_m_tiles * (problem.m // mma_n) * problem.l
+        # Two splits at most, as on the benchmarks, whose reduction the official tests then run.
+        split_k = 2 if units * 2 <= num_sms and problem.k // SM100_TILE_K // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
+        ctas_per_sm = 2 if mma_n == 64 and split_k == 1 and units * 2 > num_sms else 1
+        config = Sm100Config(mma_n, split_k, Sm100Config.max_stages(mma_n, ctas_per_sm), ctas_per_sm=ctas_per_sm)
     return Sm100Config.one_cta(config.mma_n) if conservative else config
-
-
-def _sm100_config(problem: Problem, num_sms: int) -> Sm100Config:
-    """64-row tiles while the tiles fill at most half the SMs, two splits where every unit still has
-    an SM of its own, two CTAs an SM for whole-K 64-row tiles that fill more than half."""
-    mma_m_tiles = problem.n // SM100_MMA_M
-    mma_n = 64 if mma_m_tiles * (problem.m // 128) * problem.l * 2 <= num_sms else 128
-    units = mma_m_tiles * (problem.m // mma_n) * problem.l
-    k_tiles = problem.k // SM100_TILE_K
-    # Two splits at most, as on the benchmarks, whose reduction the official tests then run.
-    split_k = 2 if units * 2 <= num_sms and k_tiles // 2 >= SM100_MIN_K_TILES_PER_SPLIT else 1
-    if mma_n == 64 and split_k == 1 and units * 2 > num_sms:
-        return Sm100Config(64, 1, Sm100Config.max_stages(64, 2), ctas_per_sm=2)
-    return Sm100Config(mma_n, split_k, Sm100Config.max_stages(mma_n))
 
 
 class Sm100Gemm:
@@ -716,9 +704,7 @@ class Sm100Gemm:
     ARCH = "sm_100a"
     TRIAL_IN_CHILD = True  # never run on its chip: each rung is tried in the trial process first
 
-    @classmethod
-    def config_for(cls, problem: Problem, num_sms: int = SM100_NUM_SMS) -> Sm100Config:
-        return sm100_config(problem, num_sms)
+    config_for = staticmethod(sm100_config)
 
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
@@ -783,7 +769,6 @@ _RANKS = (3, 3, 3, 3, 6, 6, 3)
 _LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
                  "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
                  "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
-_STRIDED_NAMES = tuple(_LAYOUT_NAMES)
 
 
 # What a launch needs of a valid input: its problem, CUDA device index and `operand_addresses`.
@@ -812,7 +797,7 @@ def validate_inputs(data) -> Call:
 
 @functools.lru_cache(maxsize=64)
 def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, tuple]:
-    """The problem, the seven tensors' shapes, and the strides of `_STRIDED_NAMES`."""
+    """The problem, the seven tensors' shapes, and the strides of `_LAYOUT_NAMES`' tensors."""
     half_k, sf_k = k // 2, k // SF_VEC_SIZE
     (sfa_shape, sfa_strides), (sfb_shape, sfb_strides) = permuted_scale_layout(m, k, l), permuted_scale_layout(n, k, l)
     shapes = ((m, half_k, l), (n, half_k, l), (m, sf_k, l), (n, sf_k, l), sfa_shape, sfb_shape, (m, n, l))
@@ -867,7 +852,7 @@ def _check_inputs(data) -> Problem:
         if t.shape != shape:
             raise ValueError(f"{name} must have shape {shape} for M={m}, N={n}, K={k}, L={l}; got "
                              f"{tuple(t.shape)} (M, N, K, L must agree across all tensors)")
-    for name, t, strides in zip(_STRIDED_NAMES, (a, b, c, sfa_permuted, sfb_permuted), expected_strides):
+    for name, t, strides in zip(_LAYOUT_NAMES, (a, b, c, sfa_permuted, sfb_permuted), expected_strides):
         # A dimension of extent 1 never moves the address, so its stride is free.
         if any(size != 1 and got != want for size, got, want in zip(t.shape, t.stride(), strides)):
             raise ValueError(f"{name} must be laid out as {_LAYOUT_NAMES[name]}; expected strides "
@@ -894,15 +879,11 @@ def fake_pointer(dtype) -> cute.Pointer:
     return make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
+@functools.lru_cache(maxsize=4096)
 def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
     """A compiled kernel's pointer argument: the bare address through TVM-FFI, else a CuTe
     pointer, cached so that calls on the same buffers reuse it."""
-    return address if tvm_ffi else _cute_pointer(dtype, address)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cute_pointer(dtype, address: int) -> cute.Pointer:
-    return make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
+    return address if tvm_ffi else make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
 def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
@@ -987,15 +968,6 @@ _E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, 
 _EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operands' memory
 
 
-def _decoded_operand(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """(rows, k // 2) packed e2m1 codes (the even element in the low nibble) times their (rows,
-    k // 16) e4m3 scales, as (rows, k) float64: every value exactly."""
-    codes = packed.view(torch.uint8).to(torch.int64)
-    table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=packed.device)
-    values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
-    return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
-
-
 def exact_product(data) -> torch.Tensor:
     """C of `data` in float64, (M, N, L), on its device. Exact: a product of two e2m1 values and
     two e4m3 scales has at most 12 significant bits and is a multiple of 2^-20, so the sums are
@@ -1003,13 +975,20 @@ def exact_product(data) -> torch.Tensor:
     a, b, sfa, sfb, _, _, _ = data
     m, half_k, l = a.shape
     out = torch.zeros((l, m, b.shape[0]), dtype=torch.float64, device=a.device)
+    table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=a.device)
+
+    def decoded(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        # (rows, k // 2) e2m1 codes (the even element in the low nibble) times their (rows, k // 16)
+        # e4m3 scales, as (rows, k) float64: every value exactly.
+        codes = packed.view(torch.uint8).to(torch.int64)
+        values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
+        return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
+
     for batch in range(l):
         for begin in range(0, 2 * half_k, _EXACT_K_CHUNK):
             end = begin + _EXACT_K_CHUNK  # slices stop at K
             fp4, sf = slice(begin // 2, end // 2), slice(begin // SF_VEC_SIZE, end // SF_VEC_SIZE)
-            rows = _decoded_operand(a[:, fp4, batch], sfa[:, sf, batch])
-            cols = _decoded_operand(b[:, fp4, batch], sfb[:, sf, batch])
-            out[batch] += rows @ cols.T
+            out[batch] += decoded(a[:, fp4, batch], sfa[:, sf, batch]) @ decoded(b[:, fp4, batch], sfb[:, sf, batch]).T
     return out.permute(1, 2, 0)
 
 
@@ -1046,6 +1025,14 @@ def describe_plan(plan) -> str:
     return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
+# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
+# and its traits: what it keeps that a later rung may drop.
+Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
+# How a rung fails: its plan's answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the
+# device (in the trial process), or the trial process's time SPENT before it was tried.
+WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
+
+
 class ThreeCalls:
     """Three calls of a plan queued back to back, each into its own output filled with NaN (the
     third the caller's c); the second by b negated (bit 3 of each e2m1 nibble), so that its
@@ -1080,10 +1067,18 @@ class ThreeCalls:
                         f"exact {sign * self.exact[index].item()!r} ({count} of {c.numel()} elements wrong)")
         return None
 
-
-# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
-# and its traits: what it keeps that a later rung may drop.
-Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
+    def check(self, rung: Rung, watch_for: Callable[[str], Callable | None]) -> tuple:
+        """`rung` built and its three calls checked under `watch_for(description)`: (plan, description,
+        fault or None, its kind: RAISED, HUNG where the watch found the calls late, else WRONG)."""
+        what, watch = f"{rung.name} (not built)", None
+        try:
+            plan = rung.build()
+            what = describe_plan(plan)
+            watch = watch_for(what)
+            fault = self.fault(plan, watch)
+        except Exception as error:  # a plan that cannot be built or run falls back too
+            return None, what, one_line(error), RAISED
+        return plan, what, fault, HUNG if getattr(watch, "late", False) else WRONG
 
 
 def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
@@ -1096,29 +1091,12 @@ def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Run
     return [rung if isinstance(rung, Rung) else Rung(*rung, frozenset({rung[0]})) for rung in listed]
 
 
-def _try(rung: Rung, trial: ThreeCalls, watch_for: Callable[[str], Callable | None]) -> tuple:
-    """`rung` built and its three calls checked under `watch_for(description)`: (plan, description,
-    fault or None, its kind: RAISED, HUNG where the watch found the calls late, else WRONG)."""
-    what, watch = f"{rung.name} (not built)", None
-    try:
-        plan = rung.build()
-        what = describe_plan(plan)
-        watch = watch_for(what)
-        fault = trial.fault(plan, watch)
-    except Exception as error:  # a plan that cannot be built or run falls back too
-        return None, what, one_line(error), RAISED
-    return plan, what, fault, HUNG if getattr(watch, "late", False) else WRONG
-
-
-WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
-
-
 class Failure(NamedTuple):
     """How a rung failed the self-check."""
 
     what: str  # the plan's description, or the rung's name and "(not built)"
     fault: str  # one line
-    kind: str  # WRONG, RAISED, HUNG or FAULTED (in the trial process), or the trial's time SPENT
+    kind: str  # WRONG, RAISED, HUNG, FAULTED or SPENT
 
     def blamed(self, traits: frozenset) -> frozenset:
         """What this failure of a rung with `traits` puts in doubt: TVM-FFI alone where a rung called
@@ -1137,43 +1115,6 @@ def next_rung(rungs: list[Rung], start: int, doubts) -> int:
     """The first rung from `start` on that keeps none of `doubts` whole (len(rungs) if none)."""
     return next((number for number in range(start, len(rungs))
                  if not any(rungs[number].traits >= blamed for blamed in doubts)), len(rungs))
-
-
-def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
-    """Random operands of `problem`, laid out as `validate_inputs` takes them and drawn as the
-    competition draws them (every e2m1 code, scales 0 to 3), c unwritten."""
-    m, n, k, l = problem
-    generator = torch.Generator(device=device).manual_seed(seed)
-
-    def operand(rows: int) -> torch.Tensor:
-        codes = torch.randint(0, 256, (l, rows, k // 2), dtype=torch.uint8, device=device, generator=generator)
-        return codes.permute(1, 2, 0).view(_FP4)
-
-    def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
-        plain = drawn.to(_FP8).permute(1, 2, 0)
-        permuted = torch.empty_strided(*permuted_scale_layout(rows, k, l), dtype=_FP8, device=device)
-        # (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L), in the atoms' order
-        atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
-        permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
-        return plain, permuted
-
-    a, b = operand(m), operand(n)
-    (sfa, sfa_permuted), (sfb, sfb_permuted) = scales(m), scales(n)
-    c = torch.empty((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
-    return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
-
-
-def _context_lost(device: torch.device) -> bool:
-    """Whether this process's CUDA context on `device` can run nothing more."""
-    if device.type != "cuda":
-        return False
-    try:
-        torch.cuda.synchronize(device)
-        torch.ones(1, device=device).add_(1).item()
-        return False
-    except Exception:
-        return True
 
 
 class TrialProcess:
@@ -1216,7 +1157,16 @@ class TrialProcess:
             return Failure(f"{name} (not built)", f"not tried: hangs, faults and new trial processes have taken "
                            f"{self.lost_s:.0f} s", SPENT)
         try:
-            return self._screen(problem, number, name) if self._ready(kernel, device) else None
+            if self.unavailable is None and (self.process is None or self.kernel is not kernel):
+                self.close()
+                began = time.monotonic()
+                why = self._start(kernel, device)
+                if self.started:  # a new process, after one that hung or died
+                    self.lost_s += time.monotonic() - began
+                self.started = True
+                if why is not None:
+                    self._give_up(why)
+            return None if self.unavailable is not None else self._screen(problem, number, name)
         except Exception as error:  # the trial's own failure never fails a call: the rung is tried here
             self.close()
             self._give_up(f"it failed: {one_line(error)}")
@@ -1225,19 +1175,6 @@ class TrialProcess:
     def close(self) -> None:
         if self.process is not None:
             self._end(kill=True)
-
-    def _ready(self, kernel: type, device: torch.device) -> bool:
-        if self.unavailable is not None or (self.process is not None and self.kernel is kernel):
-            return self.unavailable is None
-        self.close()
-        began = time.monotonic()
-        why = self._start(kernel, device)
-        if self.started:  # a new process, after one that hung or died
-            self.lost_s += time.monotonic() - began
-        self.started = True
-        if why is not None:
-            self._give_up(why)
-        return why is None
 
     def _give_up(self, why: str) -> None:
         self.unavailable = why
@@ -1335,6 +1272,43 @@ class TrialProcess:
     # ----- the trial process's side -----
 
     @staticmethod
+    def trial_input(problem: Problem, device: torch.device, seed: int) -> tuple:
+        """Random operands of `problem`, laid out as `validate_inputs` takes them and drawn as the
+        competition draws them (every e2m1 code, scales 0 to 3), c unwritten."""
+        m, n, k, l = problem
+        generator = torch.Generator(device=device).manual_seed(seed)
+
+        def operand(rows: int) -> torch.Tensor:
+            codes = torch.randint(0, 256, (l, rows, k // 2), dtype=torch.uint8, device=device, generator=generator)
+            return codes.permute(1, 2, 0).view(_FP4)
+
+        def scales(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+            drawn = torch.randint(0, 4, (l, rows, k // SF_VEC_SIZE), dtype=torch.int8, device=device, generator=generator)
+            plain = drawn.to(_FP8).permute(1, 2, 0)
+            permuted = torch.empty_strided(*permuted_scale_layout(rows, k, l), dtype=_FP8, device=device)
+            # (row // 128, row // 32 % 4, row % 32, column // 4, column % 4, L), in the atoms' order
+            atoms = plain.unflatten(1, (-1, 4)).unflatten(0, (-1, 4, 32))
+            permuted.copy_(atoms.permute(2, 1, 0, 4, 3, 5))
+            return plain, permuted
+
+        a, b = operand(m), operand(n)
+        (sfa, sfa_permuted), (sfb, sfb_permuted) = scales(m), scales(n)
+        c = torch.empty((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+        return a, b, sfa, sfb, sfa_permuted, sfb_permuted, c
+
+    @staticmethod
+    def context_lost(device: torch.device) -> bool:
+        """Whether this process's CUDA context on `device` can run nothing more."""
+        if device.type != "cuda":
+            return False
+        try:
+            torch.cuda.synchronize(device)
+            torch.ones(1, device=device).add_(1).item()
+            return False
+        except Exception:
+            return True
+
+    @staticmethod
     def serve(settings: dict, replies: int) -> None:
         """A request a line on stdin, a reply a line on the descriptor `replies`, for the kernel
         class found by its module and qualified name. The last problem's input and rungs are kept."""
@@ -1360,12 +1334,12 @@ class TrialProcess:
                 problem, trial, rungs = request["problem"], None, None
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-                data = trial_input(Problem(*problem), device, seed=sum(problem))
+                data = TrialProcess.trial_input(Problem(*problem), device, seed=sum(problem))
                 trial, rungs = ThreeCalls(data, exact_product(data)), plan_rungs(kernel, Problem(*problem), device)
             number = request["rung"]
             reply(rung=number)
-            what, fault, kind = _try(rungs[number], trial, lambda what: reply(rung=number, what=what))[1:]
-            lost = fault is not None and _context_lost(device)
+            what, fault, kind = trial.check(rungs[number], lambda what: reply(rung=number, what=what))[1:]
+            lost = fault is not None and TrialProcess.context_lost(device)
             reply(rung=number, what=what, fault=fault, raised=kind == RAISED, context_lost=lost)
             if lost:
                 os._exit(1)  # nothing more can run in this context
@@ -1391,7 +1365,13 @@ class CallerWatch:
     @classmethod
     def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
         """The watch of the calls queued on `device` from this thread (None off a GPU)."""
-        return cls(shape, what, _queued_work_done) if device.type == "cuda" else None
+        return cls(shape, what, cls._queued_work_done) if device.type == "cuda" else None
+
+    @staticmethod
+    def _queued_work_done() -> Callable[[], bool]:
+        event = torch.cuda.Event()
+        event.record()
+        return event.query
 
     def __call__(self) -> str | None:
         done, began = self.mark(), time.monotonic()
@@ -1410,12 +1390,6 @@ class CallerWatch:
 
     def _say(self, message: str) -> None:
         print(f"{HANG_PREFIX} M x N x K x L = {self.shape}, {self.what}: {message}", file=sys.stderr, flush=True)
-
-
-def _queued_work_done() -> Callable[[], bool]:
-    event = torch.cuda.Event()
-    event.record()
-    return event.query
 
 
 def first_call(kernel: type, call: Call, data):
@@ -1445,7 +1419,7 @@ def first_call(kernel: type, call: Call, data):
         rung = rungs[number]
         failure = _TRIAL.screen(kernel, problem, device, number, rung.name)
         if failure is None:  # then built here and tried on the caller's input, under a CallerWatch
-            plan, what, fault, kind = _try(rung, trial, lambda what: CallerWatch.on(device, shape, what))
+            plan, what, fault, kind = trial.check(rung, lambda what: CallerWatch.on(device, shape, what))
             if fault is None:
                 return plan
             failure = Failure(what, fault, kind)

@@ -338,7 +338,7 @@ def test_the_switch_is_the_environment_variable_read_at_import():
 
 @pytest.mark.parametrize("problem", [sub.Problem(128, 256, 512, 2), sub.Problem(384, 128, 768, 1)])
 def test_the_trial_input_is_laid_out_and_drawn_as_the_competitions(problem):
-    data = sub.trial_input(problem, torch.device("cpu"), seed=3)
+    data = sub.TrialProcess.trial_input(problem, torch.device("cpu"), seed=3)
     assert sub._accept_layout_fast(data)[0] == problem  # every dtype, shape and stride the kernels take
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, _ = data
     for plain, permuted in ((sfa, sfa_permuted), (sfb, sfb_permuted)):

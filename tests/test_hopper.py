@@ -349,7 +349,7 @@ def test_without_tvm_ffi_calls_take_cute_pointers_and_match_reference():
                  + [(Problem(256, 384, 512, 3), None)] * 2)
         _check_calls_queued_back_to_back(calls, without.custom_kernel)
         assert without._COMPILED and not any(tvm_ffi for *_, tvm_ffi in without._COMPILED)
-        assert without._cute_pointer.cache_info().currsize  # the pointer cache served the calls
+        assert without.pointer_arg.cache_info().currsize  # the pointer cache served the calls
 
 
 @pytest.mark.skipif(_hopper_device() is not True,
