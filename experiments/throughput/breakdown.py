@@ -10,16 +10,18 @@ seconds of each step and its own CPU seconds.
 What it prints, per lane count: the set's wall time and rate; per candidate, the mean seconds of
 each step (the front's queue and hand-over, the static check, the run's set-up, each case's
 phases as the run's document names them: `references` the judge's inputs and references,
-`start` until the worker holds them, `import`, `first call`, `checks`; the run's end, the sweeps)
-the judge's CPU seconds, and the whole machine's busy CPU seconds over the set. A step whose mean grows with the lanes is
-one the lanes wait on each other for (the cores, the device, a lock); the CPU seconds per
-candidate against the machine's cores bound the rate any number of lanes can reach.
+`start` until the worker holds them, `import`, `first call`, `checks`; the run's end, the sweeps),
+the judge's CPU seconds, and the whole machine's busy CPU seconds over the set. A step whose
+mean grows with the lanes is one the lanes wait on each other for (the cores, the device, a
+lock); the machine's CPU seconds per candidate against its cores bound the rate any number of
+lanes can reach. Each set is timed once the judges' waiting workers have started
+(experiments/throughput/machine.py `settle`).
 `--worker-starts N` also times N bare starts of a worker's parts outside the judge (the
 interpreter, torch's import, the device's context, each alone and under the sandbox's
 bubblewrap).
 
-    python experiments/test_lanes/breakdown.py --device cpu --tests FILE --lanes 2 --candidates 8
-    python experiments/test_lanes/breakdown.py --gpus 0 --lanes 4 --candidates 24 --unsafe-sandbox
+    python experiments/throughput/breakdown.py --device cpu --tests FILE --lanes 2 --candidates 8
+    python experiments/throughput/breakdown.py --gpus 0 --lanes 4 --candidates 24 --unsafe-sandbox
 """
 
 import argparse
@@ -35,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+import machine  # noqa: E402  (experiments/throughput/machine.py, beside this file)
 
 SPANS_ENV = "BREAKDOWN_SPANS_DIR"  # where each instrumented judge writes its candidates' steps
 FAST_TORCH = "tests/fixtures/torch_submission.py"
@@ -127,7 +131,7 @@ def instrumented_judge() -> None:
     service_judge.main()
 
 
-def judged_set(device: str, visible: str | None, lanes: int, count: int, tests_text: str | None, settle_s: float,
+def judged_set(device: str, visible: str | None, lanes: int, count: int, tests_text: str | None, settle_s: tuple,
                spans_dir: Path) -> dict:
     from harness.service.front import Service
     from harness.service.judges import LocalJudge
@@ -138,11 +142,12 @@ def judged_set(device: str, visible: str | None, lanes: int, count: int, tests_t
                        for lane in range(lanes)], candidate_dirs=[ROOT])
     service.start()
     try:
-        time.sleep(settle_s)
-        started, busy = time.monotonic(), machine_busy_s()
+        settled_s, quiet = machine.settle(*settle_s)
+        print(f"{lanes} lane(s): settled {settled_s:.0f} s{'' if quiet else ', the machine still busy'}", flush=True)
+        started, busy = time.monotonic(), machine.busy_s()
         ids = [service.submit(path=str(ROOT / FAST_TORCH), mode="test", tests=tests_text, rerun=True) for _ in range(count)]
         views = [service.get(candidate, wait_s=3600) for candidate in ids]
-        wall_s, busy_s = time.monotonic() - started, machine_busy_s() - busy
+        wall_s, busy_s = time.monotonic() - started, machine.busy_s() - busy
     finally:
         service.close()
     spans = {}
@@ -158,12 +163,6 @@ def judged_set(device: str, visible: str | None, lanes: int, count: int, tests_t
                      "front_to_judge_and_back_s": front_s - record.get("judge_run_s", front_s), **record})
     return {"lanes": lanes, "wall_s": wall_s, "per_hour": count / wall_s * 3600, "machine_cpu_s_per_candidate": busy_s / count,
             "candidates": rows}
-
-
-def machine_busy_s() -> float:
-    """The CPU seconds every core of the machine has been busy (not idle, not waiting on I/O)."""
-    fields = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def summary(figures: dict) -> dict:
@@ -222,7 +221,10 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=4)
     parser.add_argument("--candidates", type=int, default=24)
     parser.add_argument("--tests", type=Path, default=None, help="a tests file [the official tests]")
-    parser.add_argument("--settle-s", type=float, default=15.0, help="for the judges' waiting workers to start, not counted")
+    parser.add_argument("--settle-s", type=float, default=15.0,
+                        help="seconds at least for the judges' waiting workers to start, not counted [15]")
+    parser.add_argument("--settle-max-s", type=float, default=120.0,
+                        help="seconds at most, waiting past --settle-s for the machine to be quiet [120]")
     parser.add_argument("--worker-starts", type=int, default=3, help="bare starts of each worker part to time (0: none)")
     parser.add_argument("--unsafe-sandbox", action="store_true", help="as `serve --unsafe-sandbox`")
     parser.add_argument("--out", type=Path, default=None, help="the figures' JSON")
@@ -237,7 +239,7 @@ def main() -> None:
     for lanes in sorted({1, arguments.lanes}):
         with tempfile.TemporaryDirectory(prefix="breakdown-") as spans_dir:
             figures["sets"][lanes] = judged = judged_set(arguments.device, visible, lanes, arguments.candidates, tests_text,
-                                                         arguments.settle_s, Path(spans_dir))
+                                                         (arguments.settle_s, arguments.settle_max_s), Path(spans_dir))
         judged["means_s"] = summary(judged)
         failed = sum(not row["passed"] for row in judged["candidates"])
         print(f"{lanes} lane(s): {arguments.candidates} candidates in {judged['wall_s']:.1f} s, {judged['per_hour']:.0f} an hour"
