@@ -392,3 +392,35 @@ def test_a_test_mode_lane_starts_no_calibration_partner_and_judges_a_test(tmp_pa
     finally:
         for judge in lanes:
             judge.close()
+
+
+@pytest.mark.e2e
+def test_a_worker_started_ahead_serves_one_run_and_one_that_died_is_replaced_or_named_the_machines_fault(tmp_path):
+    """The pool hands each started worker to one run at most; a waiting worker that died is never
+    handed out (a live one is); one that dies after it was handed out, before its first message,
+    is the machine's fault (WorkerNotStarted: an `infrastructure` reply), never the file's case."""
+    from types import SimpleNamespace
+
+    from harness.judge.isolation import WorkerNotStarted
+    from harness.service.pool import WorkerPool
+
+    options = SimpleNamespace(device="cpu", rng_seed=42)
+    pool = WorkerPool("cpu", 42, depth=2)
+    try:
+        pool.prime()
+        taken = [pool.take(echo=False) for _ in range(3)]
+        waiting = {spawned.process.pid for spawned in pool.waiting()}
+        assert len({spawned.process.pid for spawned in taken}) == 3 and waiting.isdisjoint(s.process.pid for s in taken)
+        dead = pool.waiting()[0]
+        dead.kill()
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, options, None)
+        worker.begin_case(60.0, lambda text: None)
+        assert worker._current is not dead and worker.alive
+        worker._current.kill()  # handed out, then gone before its first message
+        with pytest.raises(WorkerNotStarted):
+            worker.request("release", 1)
+        worker.close()
+    finally:
+        for spawned in taken:
+            spawned.close()
+        pool.close()
