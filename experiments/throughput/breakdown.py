@@ -8,7 +8,8 @@ functions below are wrapped before the judge starts, and each judge writes, per 
 seconds of each step and its own CPU seconds.
 
 What it prints, per lane count: the set's wall time and rate; per candidate, the mean seconds of
-each step (the front's queue and hand-over, the static check, the run's set-up, each case's
+each step (the front's queue, and its hand-over, reply and store (`front_to_judge_and_back_s`:
+the candidate's time in the front less the judge's), the static check, the run's set-up, each case's
 phases as the run's document names them: `references` the judge's inputs and references,
 `start` until the worker holds them, `import`, `first call`, `checks`; the run's end, the sweeps),
 the judge's CPU seconds, and the whole machine's busy CPU seconds over the set. A step whose
@@ -16,7 +17,8 @@ mean grows with the lanes is one the lanes wait on each other for (the cores, th
 lock); the machine's CPU seconds per candidate against its cores bound the rate any number of
 lanes can reach. Each set is timed once the judges' waiting workers have started
 (experiments/throughput/machine.py `settle`).
-`--worker-starts N` also times N bare starts of a worker's parts outside the judge (the
+`--hold-replacements` keeps the judges from starting workers during the sets (the waiting ones
+serve them), which tells the replacements' starts' share from the runs'. `--worker-starts N` also times N bare starts of a worker's parts outside the judge (the
 interpreter, torch's import, the device's context, each alone and under the sandbox's
 bubblewrap).
 
@@ -41,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 import machine  # noqa: E402  (experiments/throughput/machine.py, beside this file)
 
 SPANS_ENV = "BREAKDOWN_SPANS_DIR"  # where each instrumented judge writes its candidates' steps
+HOLD_ENV = "BREAKDOWN_HOLD_REPLACEMENTS"  # set: the judges start no waiting worker once the set begins
 FAST_TORCH = "tests/fixtures/torch_submission.py"
 
 # The judge's steps timed, by (module, attribute path, label); nested steps are timed inside
@@ -128,18 +131,45 @@ def instrumented_judge() -> None:
         return reply
 
     service_judge.Judge.run = run
+    if os.environ.get(HOLD_ENV):
+        hold_replacements(service_judge.Judge)
     service_judge.main()
 
 
+def hold_replacements(judge_class) -> None:
+    """No worker starts in the judge once its first run begins: each run takes one of the workers
+    started before (a run that finds none starts its own), so that a set shows what the lanes'
+    runs cost one another without the replacements' starts (torch's import, the device's context)
+    beside them."""
+    from harness.service.pool import WorkerPool
+
+    began = []
+    prime, run = WorkerPool.prime, judge_class.run
+
+    def held_prime(self, echo=False):
+        if not began:
+            prime(self, echo)
+
+    def first_run(self, request):
+        began.append(True)
+        return run(self, request)
+
+    WorkerPool.prime = held_prime
+    judge_class.run = first_run
+
+
 def judged_set(device: str, visible: str | None, lanes: int, count: int, tests_text: str | None, settle_s: tuple,
-               spans_dir: Path) -> dict:
+               spans_dir: Path, hold: bool) -> dict:
+    from harness.results.store import Store
+    from harness.service.candidates import Candidates
     from harness.service.front import Service
     from harness.service.judges import LocalJudge
 
     program = (sys.executable, str(Path(__file__).resolve()), "--instrumented-judge")
-    environment = {**os.environ, SPANS_ENV: str(spans_dir)}
+    environment = {**os.environ, SPANS_ENV: str(spans_dir), **({HOLD_ENV: "1"} if hold else {})}
+    store = spans_dir / "verdicts.sqlite"  # the queue and the verdicts in SQLite, as `serve` keeps them
     service = Service([LocalJudge(device, visible_devices=visible, lane=lane, program=program, environment=environment)
-                       for lane in range(lanes)], candidate_dirs=[ROOT])
+                       for lane in range(lanes)], Store(store), candidates=Candidates(store), candidate_dirs=[ROOT])
     service.start()
     try:
         settled_s, quiet = machine.settle(*settle_s)
@@ -226,6 +256,9 @@ def main() -> None:
     parser.add_argument("--settle-max-s", type=float, default=120.0,
                         help="seconds at most, waiting past --settle-s for the machine to be quiet [120]")
     parser.add_argument("--worker-starts", type=int, default=3, help="bare starts of each worker part to time (0: none)")
+    parser.add_argument("--hold-replacements", action="store_true",
+                        help="the judges start no waiting worker during the sets: with --candidates at most ten "
+                             "(a judge's waiting workers), the runs' cost to one another without the replacements' starts")
     parser.add_argument("--unsafe-sandbox", action="store_true", help="as `serve --unsafe-sandbox`")
     parser.add_argument("--out", type=Path, default=None, help="the figures' JSON")
     arguments = parser.parse_args()
@@ -239,7 +272,8 @@ def main() -> None:
     for lanes in sorted({1, arguments.lanes}):
         with tempfile.TemporaryDirectory(prefix="breakdown-") as spans_dir:
             figures["sets"][lanes] = judged = judged_set(arguments.device, visible, lanes, arguments.candidates, tests_text,
-                                                         (arguments.settle_s, arguments.settle_max_s), Path(spans_dir))
+                                                         (arguments.settle_s, arguments.settle_max_s), Path(spans_dir),
+                                                         arguments.hold_replacements)
         judged["means_s"] = summary(judged)
         failed = sum(not row["passed"] for row in judged["candidates"])
         print(f"{lanes} lane(s): {arguments.candidates} candidates in {judged['wall_s']:.1f} s, {judged['per_hour']:.0f} an hour"
