@@ -18,7 +18,7 @@ from harness.judge.dev_shm import own_dev_shm
 from harness.judge.judge_user import JudgeCannotStart, drop_root
 from harness.judge.exits import EXIT_BAD_TESTS_FILE, EXIT_INFRASTRUCTURE, EXIT_NO_GPU, EXIT_REFERENCE_CANNOT_RUN, EXIT_REJECTED
 from harness.judge.isolation import WorkerNotStarted
-from harness.judge.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck
+from harness.judge.precheck import LIMIT_S as KERNELGUARD_LIMIT_S, precheck, start_reader
 from harness.judge.record import RunListener, RunRecord
 from harness.problems import shapes
 
@@ -84,9 +84,10 @@ def _require_device(device: str, mode: str, submission: str = "FILE") -> None:
 
 
 def prepare(mode: str, tests_file, submission, problem, device: str, official: bool = False, timeout_s=None,
-            strict: bool = False, secret: int | None = None, **extra) -> tuple[list, "modes.RunOptions"]:
+            strict: bool = False, secret: int | None = None, kernelguard=start_reader, **extra) -> tuple[list, "modes.RunOptions"]:
     """The cases and options of one run of `mode`, or Stopped where nothing can be judged (a
-    click.UsageError where the options do not fit the problem).
+    click.UsageError where the options do not fit the problem). `kernelguard` gives the process
+    that reads the file (judge/precheck.py: one started now, or one started ahead).
     First the file's size (the competition's limit, before anything reads it); the run's
     --wall-limit counts from there, kernelguard's reading of the file included."""
     began = time.monotonic()
@@ -111,7 +112,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
             timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode],
             rng_seed=shapes.worker_rng_seed(secret), strict=strict,
             precheck=precheck(Path(submission).read_text(errors="replace"),
-                              min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf"))),
+                              min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf")), kernelguard),
             wall_clock_from=began, **extra,
         )
     except ValueError as error:  # an option the problem does not take (--baselines beyond nvfp4_gemm)

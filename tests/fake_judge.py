@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     parser.add_argument("--front-fd", type=int, default=None)
+    parser.add_argument("--test-only", action="store_true")
     arguments = parser.parse_args()
     if arguments.front_fd is not None:
         watch_the_front(arguments.front_fd, CANCELS.cancel)

@@ -67,3 +67,28 @@ def test_a_start_up_hook_that_appears_in_the_user_site_shows(tmp_path, monkeypat
     user_site.mkdir()
     (user_site / "usercustomize.py").write_text("import os\n")
     assert {str(user_site), str(user_site / "usercustomize.py")} <= set(watch.changed())
+
+
+def test_a_watch_kept_across_runs_is_stamped_again_once_a_module_loads_and_shows_a_change_between_runs(tmp_path, monkeypatch):
+    """The service's judge keeps its watch from run to run (harness/judge/modes.py
+    KeptCodeWatches): the same stamps while nothing was loaded, new ones that watch a module
+    loaded since, and a file changed between two runs shows at the next run's check."""
+    import importlib
+
+    from harness.judge.modes import KeptCodeWatches
+    from harness.problems import PROBLEMS
+
+    problem = PROBLEMS["nvfp4_gemm"]
+    kept = KeptCodeWatches()
+    first = kept.watch(problem)
+    assert kept.watch(problem) is first
+    module = tmp_path / "kept_watch_module.py"
+    module.write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "kept_watch_module", raising=False)
+    importlib.import_module("kept_watch_module")
+    second = kept.watch(problem)
+    assert second is not first and str(module) not in first.changed()
+    assert kept.watch(problem) is second and second.changed() == []
+    module.write_text("VALUE = 2\n")
+    assert str(module) in kept.watch(problem).changed()

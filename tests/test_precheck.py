@@ -1,7 +1,9 @@
 """The static check bounded: a file over the competition's size limit is refused before anything
 reads it, and kernelguard, whose time grows faster than a file's length, gives a verdict within
-its time limit whatever the text."""
+its time limit whatever the text, in a process of its own, started for the file or ahead of it."""
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.judge import precheck as precheck_module
-from harness.judge.precheck import UNFINISHED, precheck
+from harness.judge.precheck import UNFINISHED, ReaderAhead, precheck
 from harness.submitting.lint import FAIL, MAX_BYTES, PASS, WARN, failed, lint_bytes, lint_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +113,60 @@ def test_lint_gives_every_check_a_verdict_whatever_the_bytes(data):
     assert elapsed_s < LIMIT_S + SLACK_S
     assert findings[0].check == "size" and all(f.level in (PASS, WARN, FAIL) for f in findings)
     assert failed(findings) or findings[-1].check == "kernelguard"
+
+
+def test_a_reader_started_ahead_reads_one_file_as_a_fresh_one_and_the_next_is_another():
+    """The service's judge hands each candidate's file to a kernelguard process started before
+    the file was known: it reads as one started for the file, reads that file alone, and the
+    next file goes to another process."""
+    ahead = ReaderAhead()
+    try:
+        waiting = ahead.pids
+        assert len(waiting) == 1 and all(Path(f"/proc/{pid}").exists() for pid in waiting)
+        taken = []
+
+        def take():
+            taken.append(ahead.take())
+            return taken[-1]
+
+        for fixture in ("torch_submission", "cheat_fakes_the_clock"):
+            source = (FIXTURES / f"{fixture}.py").read_text()
+            assert precheck(source, reader=take).fields() == precheck(source).fields()
+        assert taken[0].pid in waiting and taken[0].pid != taken[1].pid
+        assert all(process.returncode is not None for process in taken)  # each ended with its one file
+        assert ahead.pids and ahead.pids.isdisjoint(process.pid for process in taken)
+    finally:
+        ahead.close()
+    assert not ahead.pids
+
+
+def test_a_reader_that_ended_while_it_waited_is_replaced_and_never_a_files_reading():
+    """A waiting kernelguard process that died (killed, out of memory) is the machine's fault:
+    the file goes to a fresh process and gets its true reading, never `unfinished`."""
+    ahead = ReaderAhead()
+    try:
+        (pid,) = ahead.pids
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)
+        given = []
+        found = precheck(HONEST, reader=lambda: given.append(ahead.take()) or given[-1])
+        assert given[0].pid != pid and found.classification != UNFINISHED and not found.unfinished
+        assert found.fields() == precheck(HONEST).fields()
+    finally:
+        ahead.close()
+
+
+@pytest.mark.e2e  # two kernelguard processes an example: the e2e suite's
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ANY_TEXT)
+def test_a_reader_started_ahead_reads_any_text_as_a_fresh_one(text):
+    ahead = ReaderAhead()
+    try:
+        ahead_found = precheck(text, LIMIT_S, reader=ahead.take)
+    finally:
+        ahead.close()
+    fresh = precheck(text, LIMIT_S)
+    assert ahead_found.classification in {"valid", "low_confidence", "suspicious", "hacked", UNFINISHED}
+    if UNFINISHED not in (ahead_found.classification, fresh.classification):  # a time limit's reading may differ by load
+        assert ahead_found.fields() == fresh.fields()

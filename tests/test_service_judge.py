@@ -354,3 +354,73 @@ def test_a_cancelled_benchmark_ends_its_worker_and_partner_and_the_same_gpu_judg
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device: a timed run's worker and calibration partner on its GPU")
     cancel_mid_case_then_judge_the_next("cuda", "benchmark", max_repeats=3)
+
+
+def _waiting_kinds(judge) -> list[bool]:
+    """Whether each worker the judge process keeps waiting is a calibration partner (`echo`), once
+    its pool is started: read from the workers' own command lines."""
+    from harness.judge.isolation import _descendants, _parents
+
+    kinds = []
+    for pid in _descendants(judge._process.pid, _parents()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        settings = [part for part in command if part.startswith(b"{") and b'"echo"' in part]
+        if settings and b"bwrap" not in command[0]:  # the interpreter, not bubblewrap around it
+            kinds.append(b'"echo": true' in settings[0])
+    return kinds
+
+
+@pytest.mark.e2e
+def test_a_test_mode_lane_starts_no_calibration_partner_and_judges_a_test(tmp_path):
+    """Only a timed run uses a calibration partner: lane 0 keeps one waiting, a test-mode lane none,
+    and a test-mode lane's candidate gets the verdict lane 0's gets."""
+    from harness.service.judges import LocalJudge
+
+    lanes = [LocalJudge("cpu", lane=lane) for lane in range(2)]
+    try:
+        for judge in lanes:
+            judge.start()
+        assert sorted(set(_waiting_kinds(lanes[0]))) == [False, True]
+        assert _waiting_kinds(lanes[1]) and not any(_waiting_kinds(lanes[1]))
+        request = {"source": (FIXTURES / "torch_submission.py").read_text(), "mode": "test", "tests": TWO_CASES, "options": {}}
+        replies = [judge.judge({**request, "id": f"lane {index}"}) for index, judge in enumerate(lanes)]
+        assert [reply["exit_status"] for reply in replies] == [0, 0]
+        assert [[case["status"] for case in reply["document"]["cases"]] for reply in replies] == [["pass", "pass"]] * 2
+    finally:
+        for judge in lanes:
+            judge.close()
+
+
+@pytest.mark.e2e
+def test_a_worker_started_ahead_serves_one_run_and_one_that_died_is_replaced_or_named_the_machines_fault(tmp_path):
+    """The pool hands each started worker to one run at most; a waiting worker that died is never
+    handed out (a live one is); one that dies after it was handed out, before its first message,
+    is the machine's fault (WorkerNotStarted: an `infrastructure` reply), never the file's case."""
+    from types import SimpleNamespace
+
+    from harness.judge.isolation import WorkerNotStarted
+    from harness.service.pool import WorkerPool
+
+    options = SimpleNamespace(device="cpu", rng_seed=42)
+    pool = WorkerPool("cpu", 42, depth=2)
+    try:
+        pool.prime()
+        taken = [pool.take(echo=False) for _ in range(3)]
+        waiting = {spawned.process.pid for spawned in pool.waiting()}
+        assert len({spawned.process.pid for spawned in taken}) == 3 and waiting.isdisjoint(s.process.pid for s in taken)
+        dead = pool.waiting()[0]
+        dead.kill()
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, options, None)
+        worker.begin_case(60.0, lambda text: None)
+        assert worker._current is not dead and worker.alive
+        worker._current.kill()  # handed out, then gone before its first message
+        with pytest.raises(WorkerNotStarted):
+            worker.request("release", 1)
+        worker.close()
+    finally:
+        for spawned in taken:
+            spawned.close()
+        pool.close()

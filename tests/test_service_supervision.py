@@ -315,3 +315,18 @@ def test_cancels_in_a_row_do_not_put_off_the_restart_of_a_judge_that_ignores_the
     finally:
         stop.set()
         service.close()
+
+
+def test_a_lane_judge_is_told_it_takes_test_mode_alone():
+    """Lane 0 takes every mode; another lane's judge process is started with --test-only, which
+    keeps no calibration partner waiting (harness/service/judge.py)."""
+    echo = (sys.executable, "-c", "import json, sys; print(json.dumps({'ready': True, 'argv': sys.argv[1:]}), flush=True); "
+                                  "sys.stdin.read()")
+    lanes = [LocalJudge("cpu", lane=lane, program=echo) for lane in range(3)]
+    try:
+        told = [judge.start()["argv"] for judge in lanes]
+    finally:
+        for judge in lanes:
+            judge.close()
+    assert ["--test-only" in argv for argv in told] == [False, True, True]
+    assert [judge.modes for judge in lanes] == [None, ("test",), ("test",)]

@@ -5,6 +5,7 @@ gives the runner folder's files, the inputs and their check, and the eval's sche
 import contextlib
 import dataclasses
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -62,6 +63,7 @@ class RunOptions:
     wall_clock_from: float | None = None  # time.monotonic() when wall_limit_s began counting (before the static check); None: the run's start
     shown_as: str | None = None  # the file's name in reports where `submission` is a copy (the service's)
     cancelled: threading.Event | None = None  # set: no case begins any more (the service's cancel, which ends the run's workers)
+    code_watch: CodeWatch | None = None  # the judge's code as stamped before (KeptCodeWatches); None: stamped as the run opens
 
     def __post_init__(self):
         if self.baselines and self.problem != BASELINES_PROBLEM:
@@ -149,7 +151,8 @@ class Executor:
            shares with the workers (harness/judge/memory.py);
         5. the submission's worker and, in a timed mode, the calibration partner, from `workers`
            (started as asked, or the service's pool); none starts before a case asks for it;
-        6. the watch of the judge's code (`_watch_the_judges_code`), stamped before any worker starts.
+        6. the watch of the judge's code (`_watch_the_judges_code`), stamped before any worker starts,
+           or kept from a judge's earlier runs (`KeptCodeWatches`).
         """
         began = time.monotonic() if options.wall_clock_from is None else options.wall_clock_from
         deadline = began + (options.wall_limit_s or float("inf"))
@@ -177,7 +180,7 @@ class Executor:
             worker = workers.worker(sandbox, logs, {**files, "submission.py": options.submission}, options, pool.describe)
             partner = workers.worker(sandbox, logs, files, options, pool.describe, echo=True) if timed else None
             stack.callback(_end_processes, worker, partner, workers, options.ncu)
-            watch = _watch_the_judges_code(options.problem)
+            watch = options.code_watch or _watch_the_judges_code(options.problem)
             yield cls(options, listener, clock, pool, worker, partner, workers, watch, reuse, deadline, sandbox.layers,
                       runner_copies)
 
@@ -332,6 +335,31 @@ def _watch_the_judges_code(problem: Problem) -> CodeWatch:
     problem.modules()
     import_the_row_writer()
     return CodeWatch(extra=tuple(problem.runner_files().values()))
+
+
+class KeptCodeWatches:
+    """The watch of the judge's code kept across the runs of a judge that judges one candidate
+    after another (the service's), stamped for a problem's first run and again wherever the judge
+    has loaded a module since (each module is watched from the run after its load, as a stamp at
+    each run's start would watch it). Keeping it is safe: a run that sees a watched file changed
+    fails its case, and that judge ends (harness/service/judge.py), so every run of a judge that
+    goes on starts with the files as stamped; a change made between two runs, which a stamp at the
+    next run's start would take for the files' own, shows at the next case instead."""
+
+    def __init__(self):
+        self._kept: dict[str, tuple[frozenset, CodeWatch]] = {}
+
+    def watch(self, problem: Problem) -> CodeWatch:
+        kept = self._kept.get(problem.name)
+        if kept is None or kept[0] != _loaded():
+            watch = _watch_the_judges_code(problem)
+            kept = self._kept[problem.name] = (_loaded(), watch)
+        return kept[1]
+
+
+def _loaded() -> frozenset:
+    """The names of the modules loaded now (a copy first: another thread may import meanwhile)."""
+    return frozenset(sys.modules.copy())
 
 
 def _same_failure(first: CaseResult, second: CaseResult) -> bool:

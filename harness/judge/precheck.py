@@ -72,21 +72,62 @@ class Precheck:
                 "notes": [vars(s) for s in self.notes], "unfinished": self.unfinished}
 
 
-def precheck(source: str, limit_s: float | None = None) -> Precheck:
-    """kernelguard's reading of `source`, within `limit_s` (LIMIT_S by default)."""
+def start_reader() -> subprocess.Popen:
+    """A kernelguard process, its interpreter up and kernelguard imported, waiting for its file on
+    stdin: it reads one file. As root where a root judge changed its user: the interpreter's
+    packages may be root's alone."""
+    return subprocess.Popen([sys.executable, "-I", "-c", _ANALYZE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=judge_user.regain_root)
+
+
+class ReaderAhead:
+    """The next file's kernelguard process, started before the file is known (the service's
+    judge): a candidate's static check then waits for no interpreter's start and no import. Each
+    process reads one file; the next starts as one is taken, and one that ended while it waited
+    is replaced by a fresh one, never handed a file."""
+
+    def __init__(self):
+        self._next = start_reader() if importlib.util.find_spec("kernelguard") is not None else None
+
+    def take(self) -> subprocess.Popen:
+        """A started process no file has reached."""
+        if self._next is None:
+            return start_reader()
+        taken, self._next = self._next, start_reader()
+        if taken.poll() is not None:
+            taken.communicate()
+            taken = start_reader()
+        return taken
+
+    @property
+    def pids(self) -> set[int]:
+        """The waiting process's: kept from the sweeps of a run's strays."""
+        return {self._next.pid} if self._next is not None and self._next.poll() is None else set()
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.kill()
+            self._next.communicate()
+            self._next = None
+
+
+def precheck(source: str, limit_s: float | None = None, reader=start_reader) -> Precheck:
+    """kernelguard's reading of `source`, within `limit_s` (LIMIT_S by default), by the process
+    `reader()` gives (one started now, or ReaderAhead.take's)."""
     if importlib.util.find_spec("kernelguard") is None:
         return Precheck("unavailable")
     limit_s = LIMIT_S if limit_s is None else limit_s
+    reader = reader()
     try:
-        # As root where a root judge changed its user: the interpreter's packages may be root's alone.
-        ran = subprocess.run([sys.executable, "-I", "-c", _ANALYZE], input=source.encode("utf-8", "replace"),
-                             capture_output=True, timeout=limit_s, preexec_fn=judge_user.regain_root)
+        output, errors = reader.communicate(source.encode("utf-8", "replace"), timeout=limit_s)
     except subprocess.TimeoutExpired:
+        reader.kill()
+        reader.communicate()
         return Precheck(UNFINISHED, unfinished=f"did not finish within its {limit_s:g} s limit")
-    if ran.returncode != 0:
-        said = ran.stderr.decode("utf-8", "replace").strip().splitlines()
-        return Precheck(UNFINISHED, unfinished=f"failed on the file ({said[-1][:200] if said else f'exit status {ran.returncode}'})")
-    result = json.loads(ran.stdout)
+    if reader.returncode != 0:
+        said = errors.decode("utf-8", "replace").strip().splitlines()
+        return Precheck(UNFINISHED, unfinished=f"failed on the file ({said[-1][:200] if said else f'exit status {reader.returncode}'})")
+    result = json.loads(output)
     signals = [Signal(match["pattern"], match["severity"], match["evidence"])
                for match in result["matched_patterns"] if match["field"] == "code"]
     if result["classification"] in FLAGGED:

@@ -7,8 +7,8 @@ problem, the mode, an optional tests file's text and the run's options; the repl
 run's `--json` document, its exit status and the people's report. The run is the one-shot
 command's (harness/api.py `prepare` and `run`), with what can be shared kept here: the
 interpreter and its imports, the drawn inputs and references of cases whose seeds are fixed
-(harness/judge/references.py), and a pool of pre-started workers, one candidate each
-(harness/service/pool.py).
+(harness/judge/references.py), and a pool of pre-started workers, one candidate each, with the
+next candidate's kernelguard process (harness/service/pool.py).
 
 A candidate the front cancels (its id, a line on the pipe the judge ends with) ends here: no case
 of it begins any more and its workers are killed; the judge replies and takes the next one.
@@ -62,7 +62,9 @@ MINIMUM_RUN_S = 0.001
 
 
 class Judge:
-    def __init__(self, device: str, memory_limit_bytes: int | None = None):
+    def __init__(self, device: str, memory_limit_bytes: int | None = None, test_only: bool = False):
+        """`test_only`: a lane that takes test-mode candidates alone (harness/service/lanes.py),
+        which starts no calibration partner ahead (a test-mode run has none)."""
         if device.startswith("cuda"):
             dev_shm.own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
             judge_user.drop_root()  # after its /dev/shm (a mount), before CUDA starts: its workers' uid
@@ -85,10 +87,12 @@ class Judge:
         if self.secret is None:  # a secret seed's cases are not kept beyond their run
             REFERENCES.enable(REFERENCES_MAX_BYTES)
         self.references = REFERENCES
+        self.code_watches = modes.KeptCodeWatches()
         self.pool = WorkerPool(device, shapes.worker_rng_seed(self.secret), depth=WAITING_WORKERS["cuda" if device.startswith("cuda") else "cpu"],
                                memory_limit_bytes=memory_limit_bytes)
         self.pool.prime()
-        self.pool.prime(echo=True)  # the timed modes' calibration partner
+        if not test_only:
+            self.pool.prime(echo=True)  # the timed modes' calibration partner
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-judge-")
         self._runs = threading.Lock()  # the candidate running and its cancel, against the front's cancels
         self._running_id = self._cancelled_id = None
@@ -141,11 +145,11 @@ class Judge:
                 error_class = REJECTED
                 raise
             cases, run_options = api.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret,
-                                                   shown_as=name, **extra)
+                                             kernelguard=self.pool.kernelguard.take, shown_as=name, **extra)
             if run_options.wall_limit_s:  # the static check's time is the candidate's too
                 spent = time.monotonic() - started
                 run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
-            run_options = dataclasses.replace(run_options, cancelled=cancelled)
+            run_options = dataclasses.replace(run_options, cancelled=cancelled, code_watch=self.code_watches.watch(problem))
             record = api.run(mode, cases, run_options, reporter, workers=self.pool.workers())
             status, document = record.exit_status, run_document(record)
             if mode in TIMED_MODES:
@@ -277,13 +281,13 @@ def _changed_the_judge(reply: dict) -> bool:
     return any(FILES_CHANGED in (case.get("message") or "") for case in _cases(reply))
 
 
-def serve(device: str, memory_limit_bytes: int | None, made: list | None = None) -> int:
+def serve(device: str, memory_limit_bytes: int | None, made: list | None = None, test_only: bool = False) -> int:
     """Judge requests until stdin ends; `made` gets the judge once it is made (the front's
     cancels go to it)."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     try:
-        judge = Judge(device, memory_limit_bytes)
+        judge = Judge(device, memory_limit_bytes, test_only)
     except judge_user.JudgeCannotStart as error:
         print(f"judge on {device}: cannot start: {error}", file=sys.stderr, flush=True)
         return EXIT_INFRASTRUCTURE
@@ -328,13 +332,14 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     parser.add_argument("--front-fd", type=int, default=None, help="a pipe whose end is the front's: this judge ends with it")
+    parser.add_argument("--test-only", action="store_true", help="a lane the front gives test-mode candidates alone")
     arguments = parser.parse_args()
     made: list[Judge] = []  # the judge, once made: where the front's cancels go
     if arguments.front_fd is not None:
         watch_the_front(arguments.front_fd, lambda candidate_id: [judge.cancel(candidate_id) for judge in made])
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
     try:
-        status = serve(arguments.device, limit, made)
+        status = serve(arguments.device, limit, made, arguments.test_only)
     except Exception:
         given_up.end_on_own_error()
         raise

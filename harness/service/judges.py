@@ -83,6 +83,8 @@ class LocalJudge:
         command = [*self.program, "--device", self.device, "--front-fd", str(watched)]
         if self.memory_limit_mib:
             command += ["--memory-limit-mib", str(self.memory_limit_mib)]
+        if self.modes == ("test",):
+            command.append("--test-only")
         try:
             self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=self._environment, stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, text=True, bufsize=1, pass_fds=(watched,))

@@ -1,4 +1,5 @@
-"""Worker processes started before their candidate is known, in the service's judge process.
+"""Worker processes started before their candidate is known, in the service's judge process,
+and the next candidate's kernelguard process (harness/judge/precheck.py ReaderAhead).
 
 A pre-started worker is a sandboxed process with a folder of its own and nothing of a
 candidate in it: it starts Python, makes its device's context (on a GPU) and waits for its first
@@ -7,8 +8,8 @@ file and the problem's files into its folder (harness/judge/isolation.py WorkerP
 pool starts the next one at once, so that its start overlaps the run. A worker serves one run at
 most: the run closes it, and it is never handed out again.
 
-The pool's waiting processes are the judge's children like the run's: a run keeps them from its
-stray-process sweeps and freezes them while a timed case measures (`PooledWorker._neighbours`):
+The pool's waiting processes (the kernelguard process's too) are the judge's children like the
+run's: a run keeps them from its stray-process sweeps and freezes them while a timed case measures (`PooledWorker._neighbours`):
 one still starting would share the cores and the GPU with the rounds the judge times.
 
 With a memory limit, the worker's cgroup holds it (harness/judge/cgroups.py: memfds and tmpfs
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from harness.judge.isolation import WorkerProcess, _descendants, _parents, _Spawned, is_running
 from harness.judge.jobs import CRASH, CaseResult
+from harness.judge.precheck import ReaderAhead
 from harness.judge.sandbox import Sandbox
 
 WATCH_EVERY_S = 0.1
@@ -58,6 +60,7 @@ class WorkerPool:
         self.started = self.handed_out = 0
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self.kernelguard = ReaderAhead()
         if memory_limit_bytes and not self.sandbox.layers.get("memory_limit_bytes"):
             threading.Thread(target=self._watch_memory, name="nvfp4-pool-memory", daemon=True).start()
 
@@ -67,7 +70,7 @@ class WorkerPool:
 
     @property
     def pids(self) -> frozenset[int]:
-        return frozenset(spawned.process.pid for spawned in self.waiting())
+        return frozenset(spawned.process.pid for spawned in self.waiting()) | self.kernelguard.pids
 
     def prime(self, echo: bool = False) -> None:
         """Start the workers of the kind that are not waiting yet, before any run asks for one."""
@@ -144,6 +147,7 @@ class WorkerPool:
             self._waiting.clear()
         for spawned in waiting:
             spawned.close()
+        self.kernelguard.close()
         self.sandbox.close()
         self._scratch.cleanup()
 
