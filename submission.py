@@ -2,12 +2,11 @@
 #!POPCORN gpu NVIDIA
 """NVFP4 block-scaled GEMM for the GPU MODE `nvfp4_gemm` leaderboard.
 
-C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as
-fp16 into `c`. On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm` runs: a
-persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA, which computes c
-transposed (its A operand is b). On 9.x (H100/H200) local runs import the Hopper stand-in,
-hopper_stand_in.py, which is never submitted. The first call of each problem checks itself
-(`first_call`); configurations and their reasons: `sm100_config`, docs/b200.md.
+C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as fp16 into `c`.
+On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm` runs: a persistent, warp-specialized CuTeDSL kernel
+on the block-scaled tcgen05 MMA, which computes c transposed (its A operand is b). On 9.x (H100/H200) local runs import
+hopper_stand_in.py, never submitted. The first call of each problem checks itself (`first_call`); configurations and
+their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
@@ -63,8 +62,7 @@ SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
 SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
 SM100_ACC_STAGES = 2
 SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
-# Registers per epilogue thread for other splits' partials loaded ahead of their adds.
-SM100_PARTIAL_REGISTERS = 64
+SM100_PARTIAL_REGISTERS = 64  # per epilogue thread, for other splits' partials loaded ahead of their adds
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -72,12 +70,11 @@ def _round_up(x: int, multiple: int) -> int:
 
 
 class Sm100BlockScaledGemm:
-    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), named by
-    the MMA's operands (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
-    `stages` shared-memory buffers; the MMA warp copies the scales to tensor memory and issues 4
-    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps turn an
-    accumulator into fp16 c, with split-K through fp32 partials (`SplitKReduction`). All walk the
-    same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
+    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), named by the MMA's operands
+    (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into `stages` shared-memory buffers; the MMA
+    warp copies the scales to tensor memory and issues 4 MMAs of K = 64 a stage into one of two TMEM accumulators; the
+    epilogue warps turn an accumulator into fp16 c, with split-K through fp32 partials (`SplitKReduction`). All walk
+    the same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
 
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
@@ -89,9 +86,8 @@ class Sm100BlockScaledGemm:
 
     def __init__(self, config: Sm100Config, launch_bound: int = 1):
         self.config = config
-        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets the
-        # shared-memory carveout that many take. It reads the device as it compiles, so the compile
-        # check (no GPU) uses 1; the registers fit two either way (tests/test_compile.py).
+        # CTAs an SM the launch declares (`min_blocks_per_mp`), for which CuTeDSL sets the shared-memory carveout as it
+        # compiles, reading the device: the compile check (no GPU) uses 1. Registers fit two either way (tests/test_compile.py).
         self.launch_bound = launch_bound
         self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
         # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one.
@@ -109,8 +105,7 @@ class Sm100BlockScaledGemm:
                  sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
                  counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
                  k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
-        """The compiled function, in the caller's order: here, and nowhere else, the operands
-        swap roles. Then layouts, TMA atoms, shared storage and the launch."""
+        """The compiled function, in the caller's order: here, and nowhere else, the operands swap roles."""
         mma_b_ptr, mma_a_ptr, mma_sfb_ptr, mma_sfa_ptr = a_ptr, b_ptr, sfa_ptr, sfb_ptr
         mma_n = cute.assume(m, divby=128)
         mma_m = cute.assume(n, divby=128)
@@ -261,8 +256,7 @@ class Sm100BlockScaledGemm:
         # ---- TMA warp: operand and scale tiles into shared memory ----
         if warp_idx == self.TMA_WARP:
             if cutlass.const_expr(cfg.pdl):
-                # The next call's grid may launch now: until its epilogue, which waits for this
-                # whole grid, it reads only its own inputs.
+                # The next call may launch now: until its epilogue (which waits for this whole grid) it reads its inputs.
                 cute.arch.griddepcontrol_launch_dependents()
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
@@ -336,8 +330,7 @@ class Sm100BlockScaledGemm:
             tmem.allocate(cfg.tmem_columns)
             tmem.wait_for_alloc()
             if cutlass.const_expr(cfg.pdl):
-                # The previous call's grid may still read the partials and write c (perhaps this
-                # call's c): the first store waits for all of it.
+                # The previous call may still read the partials and write c (maybe this c): the first store waits for it.
                 cute.arch.griddepcontrol_wait()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)  # (MMA, MMA_M, MMA_N, ACC_STAGE)
@@ -379,8 +372,7 @@ class Sm100BlockScaledGemm:
     # ----- the MMA warp's steps -----
 
     def scale_tmem_layouts(self, tiled_mma: cute.TiledMma, sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout):
-        """SFA's and SFB's layouts in tensor memory, where `_scale_copy_to_tmem` puts one stage
-        (tests/test_scale_tmem_layout.py holds them to the PTX ISA's tcgen05.cp)."""
+        """SFA's and SFB's TMEM layouts for one stage (tests/test_scale_tmem_layout.py holds them to the PTX ISA's tcgen05.cp)."""
         return (blockscaled_layout.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, _one_stage(sfa_smem_layout)),
                 blockscaled_layout.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, _one_stage(sfb_smem_layout)))
 
@@ -410,9 +402,8 @@ class Sm100BlockScaledGemm:
             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
 
     def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
-        """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching
-        per-thread view of an output (c or the partials). Thread i of warp w holds accumulator
-        row 32w + i, column 32w + i of c: a warp stores 64 contiguous bytes of each row of c."""
+        """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching per-thread view of c or the
+        partials. Thread i of warp w holds accumulator row 32w + i, column 32w + i of c: a warp stores 64 bytes a row of c."""
         load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)),
                                       cutlass.Float32)
         acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)  # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC_STAGE)
@@ -515,8 +506,7 @@ class SplitKReduction:
             cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
 
 
-# One CTA's work on one output tile, the MMA's (M, N) tile: K tiles [k_begin, k_end), the
-# `split`-th K range (and partial slot) of the tile.
+# One CTA's work on one MMA (M, N) output tile: K tiles [k_begin, k_end), the `split`-th K range (and partial slot).
 WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mma_n_tile", "batch", "k_begin", "k_end", "split")])
 
 
@@ -560,8 +550,7 @@ def tile_coords(linear, inner_tiles, splits, outer_tiles):
 
 @dataclass(frozen=True)
 class Sm100Config:
-    """One compiled variant of the kernel, in the MMA's roles: its M (SM100_MMA_M) runs over the
-    problem's N, its N over the problem's M in tiles of `mma_n`."""
+    """One compiled variant of the kernel, in the MMA's roles: its M runs over the problem's N, its N over M in `mma_n` tiles."""
 
     mma_n: int  # 64 or 128 (rows of c per tile)
     split_k: int  # K ranges added into one output tile by the last to finish
@@ -616,8 +605,7 @@ class Sm100Config:
 
     @property
     def partials_ahead(self) -> int:
-        """Epilogue subtiles the split-K reduction loads other partials ahead: as many as
-        SM100_PARTIAL_REGISTERS hold (0 with 3 or more other splits)."""
+        """Subtiles the split-K reduction loads other partials ahead: what SM100_PARTIAL_REGISTERS hold (0 past 2 others)."""
         return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS) if self.split_k > 1 else 0
 
     def tiles(self, problem: Problem) -> int:
@@ -640,10 +628,9 @@ class Sm100Config:
                 + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
 
 
-# The benchmark shapes' configurations (docs/b200.md gives the reasons): 128 x 7168 x 16384 takes
-# the competition's first-placed entry's tiles, split-K and depth; the others take K whole in
-# 64-row tiles, and 128 x 7168 x 2048, whose 112 CTAs leave the next call too few SMs of its
-# own, two CTAs an SM.
+# The benchmark shapes' configurations (docs/b200.md gives the reasons): 128 x 7168 x 16384 takes the competition's
+# first-placed entry's tiles, split-K and depth; the others take K whole in 64-row tiles, and 128 x 7168 x 2048, whose
+# 112 CTAs leave the next call too few SMs of its own, two CTAs an SM.
 SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 16384, 1): Sm100Config(mma_n=128, split_k=2, stages=6),
     Problem(128, 4096, 7168, 1): Sm100Config(mma_n=64, split_k=1, stages=8),
@@ -663,8 +650,7 @@ def sm100_traits(config: Sm100Config) -> frozenset:
 
 
 def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
-    """The configurations the self-check tries in turn, each without one more feature, named for
-    the fallback lines; one equal to an earlier one is left out."""
+    """The configurations the self-check tries in turn, each without one more feature, named for the fallback lines."""
     chosen = sm100_config(problem, num_sms)
     rungs = []
     for name, config in (("the chosen configuration", chosen),
@@ -698,8 +684,7 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
 
 
 class Sm100Gemm:
-    """The host side of `Sm100BlockScaledGemm`: configurations, compiled variants, launch plans,
-    the self-check's rungs and the compile checker's entry (`kernel_for_arch`)."""
+    """Host side of `Sm100BlockScaledGemm`: configurations, compiled variants, launch plans, rungs, compile check entry."""
 
     ARCH = "sm_100a"
     TRIAL_IN_CHILD = True  # never run on its chip: each rung is tried in the trial process first
@@ -709,8 +694,7 @@ class Sm100Gemm:
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
                 tvm_ffi: bool = HAVE_TVM_FFI, launch_bound: int = 1):
-        """`config` compiled for any problem size (sizes are runtime arguments): the compiled
-        function and the kernel object that traced it."""
+        """`config` compiled for any problem size (sizes are runtime arguments), and the kernel object that traced it."""
         kernel = Sm100BlockScaledGemm(config, launch_bound)
         pointers, sizes = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES], [cutlass.Int32(1)] * 5
         return cute.compile(kernel, *pointers, *sizes, options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options)), kernel
@@ -752,10 +736,9 @@ class Sm100Gemm:
 # ===== host call path: validation, compiled kernels, launch plans =====
 
 def permuted_scale_layout(mn: int, k: int, l: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Shape and strides of `sfa_permuted` / `sfb_permuted`, (32, 4, rest_mn, 4, rest_k, L): the tensor
-    cores' scale atoms as `blockscaled_layout.tile_atom_to_shape_SF` describes them (so the kernel
-    reads them in place), each 512-byte atom 128 rows x 4 scale columns as [row % 32][row // 32 % 4]
-    [column], the atoms along K, then MN, then L."""
+    """Shape and strides of `sfa_permuted` / `sfb_permuted`, (32, 4, rest_mn, 4, rest_k, L): the tensor cores' scale
+    atoms as `blockscaled_layout.tile_atom_to_shape_SF` describes them (the kernel reads them in place), each 512-byte
+    atom 128 rows x 4 scale columns as [row % 32][row // 32 % 4][column], the atoms along K, then MN, then L."""
     rest_mn, rest_k = mn // 128, k // (SF_VEC_SIZE * 4)
     return (32, 4, rest_mn, 4, rest_k, l), (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
 
@@ -782,9 +765,8 @@ def operand_addresses(data) -> tuple[int, ...]:
 
 
 def validate_inputs(data) -> Call:
-    """Everything the kernel assumes, before anything touches a GPU. On every call, so a valid input
-    takes `_accept_layout_fast` and one device check; the rest `_check_inputs`, which accepts the
-    same inputs and raises ValueError naming the first broken constraint."""
+    """Everything the kernel assumes, before anything touches a GPU, on every call: a valid input takes
+    `_accept_layout_fast` and one device check; the rest `_check_inputs`, which names the first broken constraint."""
     try:
         accepted = _accept_layout_fast(data)
         # get_device() is -1 off CUDA: c on CUDA and all seven on one index are seven on it.
@@ -806,8 +788,7 @@ def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, t
 
 
 def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
-    """The problem and the operand addresses of an input valid with exactly the compact strides,
-    its device aside; else None."""
+    """The problem and operand addresses of an input valid with exactly the compact strides, its device aside; else None."""
     if not isinstance(data, (tuple, list)):
         return None
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
@@ -827,8 +808,7 @@ def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
 
 
 def _check_inputs(data) -> Problem:
-    """Every constraint in turn, raising ValueError for the first one broken; the device last, so
-    that a bad input built on the CPU reports its real fault."""
+    """Every constraint in turn, ValueError at the first broken; the device last, so a bad CPU input reports its real fault."""
     if not isinstance(data, (tuple, list)) or len(data) != 7:
         raise ValueError("data must be the 7-tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)")
     for name, t, dtype, rank in zip(_NAMES, data, _DTYPES, _RANKS):
@@ -881,8 +861,7 @@ def fake_pointer(dtype) -> cute.Pointer:
 
 @functools.lru_cache(maxsize=4096)
 def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
-    """A compiled kernel's pointer argument: the bare address through TVM-FFI, else a CuTe
-    pointer, cached so that calls on the same buffers reuse it."""
+    """A pointer argument: the bare address through TVM-FFI, else a CuTe pointer, cached for calls on the same buffers."""
     return address if tvm_ffi else make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
@@ -931,11 +910,8 @@ class LaunchPlan:
     tvm_ffi: bool = HAVE_TVM_FFI  # called through TVM-FFI (bare addresses), else CuTe pointers
 
     def launch(self, addresses: tuple[int, ...]) -> None:
-        if self.tvm_ffi:
-            self.kernel(*addresses, *self.trailing_args)
-        else:
-            self.kernel(*(pointer_arg(dtype, address, tvm_ffi=False)
-                          for dtype, address in zip(self.operand_types, addresses)), *self.trailing_args)
+        operands = addresses if self.tvm_ffi else map(functools.partial(pointer_arg, tvm_ffi=False), self.operand_types, addresses)
+        self.kernel(*operands, *self.trailing_args)
 
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
@@ -945,8 +921,8 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
 
 def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device,
                       tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
-    """The partials and the arrival counters of `SplitKReduction`, with the kernel's pointer
-    arguments to them. The counters are zeroed once: no call needs a memset."""
+    """`SplitKReduction`'s partials and arrival counters, with the kernel's pointers to them; the counters are zeroed
+    once: no call needs a memset."""
     partials = split_k_partials(problem, splits, device)
     counters = torch.zeros(counter_count if splits > 1 else 1, dtype=torch.int32, device=device)
     args = (pointer_arg(cutlass.Float32, partials.data_ptr(), tvm_ffi), pointer_arg(cutlass.Int32, counters.data_ptr(), tvm_ffi))
@@ -1025,8 +1001,7 @@ def describe_plan(plan) -> str:
     return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
-# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
-# and its traits: what it keeps that a later rung may drop.
+# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan, what a later rung may drop.
 Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
 # How a rung fails: its plan's answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the
 # device (in the trial process), or the trial process's time SPENT before it was tried.
@@ -1139,8 +1114,7 @@ class TrialProcess:
         self.process: subprocess.Popen | None = None
         self.kernel: type | None = None  # the kernel class the running process serves
         self.unavailable: str | None = None  # why no trial process runs here, once known
-        # What hangs, faults and a failing TVM-FFI put in doubt for every later problem: the
-        # traits blamed, and what failed where.
+        # The traits hangs, faults and a failing TVM-FFI put in doubt for every later problem, and what failed where.
         self.condemned: dict[frozenset, str] = {}
         self.lost_s = 0.0
         self.started = False
@@ -1440,7 +1414,6 @@ def kernel_for_arch(arch: str | None) -> type | None:
     harness/submitting/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
     if arch == "sm_90a":
         from hopper_stand_in import HopperNvfp4Gemm  # local runs only: the leaderboard has no Hopper
-
         return HopperNvfp4Gemm
     return Sm100Gemm if arch == Sm100Gemm.ARCH else None
 
