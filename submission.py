@@ -237,12 +237,9 @@ class Sm100BlockScaledGemm:
 
         # ((atom_v, rest_v), STAGE) in shared memory, ((atom_v, rest_v), RestMN, RestK, RestL) in global
         one_cta = cute.make_layout(1)  # no other CTA shares a load
-        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
-        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
-        tAsSFA, tAgSFA = cpasync.tma_partition(
-            tma_sfa, 0, one_cta, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
-        tBsSFB, tBgSFB = cpasync.tma_partition(
-            tma_sfb, 0, one_cta, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+        (tAsA, tAgA), (tBsB, tBgB), (tAsSFA, tAgSFA), (tBsSFB, tBgSFB) = (
+            cpasync.tma_partition(atom, 0, one_cta, cute.group_modes(smem, 0, 3), cute.group_modes(gmem, 0, 3))
+            for atom, smem, gmem in ((tma_a, sA, tCgA), (tma_b, sB, tCgB), (tma_sfa, sSFA, tCgSFA), (tma_sfb, sSFB, tCgSFB)))
         tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
         tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
 
@@ -665,10 +662,9 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
 
 def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
                  conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the
-    tiles fill at most half the SMs, two splits where every unit still has an SM of its own, two
-    CTAs an SM for whole-K 64-row tiles that fill more than half. `conservative` (default: as
-    NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
+    """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the tiles fill at most
+    half the SMs, two splits where every unit still has an SM of its own, two CTAs an SM for whole-K 64-row tiles that
+    fill more than half. `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = SM100_BENCHMARK_CONFIGS.get(problem)
@@ -688,7 +684,6 @@ class Sm100Gemm:
 
     ARCH = "sm_100a"
     TRIAL_IN_CHILD = True  # never run on its chip: each rung is tried in the trial process first
-
     config_for = staticmethod(sm100_config)
 
     @classmethod
@@ -747,8 +742,7 @@ _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 _FP4, _FP8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
 _DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
 _RANKS = (3, 3, 3, 3, 6, 6, 3)
-# The tensors the kernel addresses (compact, batch outermost; the scales as their atoms), in the
-# order of `_expected_layouts`' strides, with the layout each must have.
+# The tensors the kernel addresses (compact, batch outermost), in `_expected_layouts`' stride order, and their layouts.
 _LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
                  "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
                  "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
@@ -866,8 +860,7 @@ def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
 
 
 def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
-    """A compiled kernel's Int32 arguments: ints through TVM-FFI, else CuTe Int32s built once per
-    plan (the CuTe call path converts a Python int on every call, doubling its marshalling)."""
+    """Int32 arguments: ints through TVM-FFI, else CuTe Int32s made once a plan (converting each call doubles marshalling)."""
     return values if tvm_ffi else tuple(map(cutlass.Int32, values))
 
 
@@ -893,8 +886,7 @@ def bare_tvm_ffi_function(compiled: Callable) -> Callable:
     return tvm_ffi.Function.__call__.__get__(function) if isinstance(function, tvm_ffi.Function) else compiled
 
 
-# What a kernel reports about one compiled configuration, for the compile checker: its description,
-# the dynamic shared memory the launch requests, the tensor-memory columns (None where the arch has none).
+# For the compile checker: a configuration's description, its launch's dynamic shared memory, its TMEM columns (or None).
 CompileFacts = NamedTuple("CompileFacts", [("config", str), ("smem_bytes", int), ("tmem_columns", object)])
 
 
@@ -931,8 +923,7 @@ def split_k_workspace(problem: Problem, splits: int, counter_count: int, device:
 
 # ===== the self-check: the first call of a problem checks its own result =====
 
-# Read once, here: NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies), and
-# NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone.
+# Read once: NVFP4_SELF_CHECK=0 skips the first call's check (timing studies), NVFP4_TRIAL_IN_CHILD=0 the trial process.
 SELF_CHECK_ENV, TRIAL_IN_CHILD_ENV = "NVFP4_SELF_CHECK", "NVFP4_TRIAL_IN_CHILD"
 SELF_CHECK = os.environ.get(SELF_CHECK_ENV, "1") != "0"
 TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
@@ -945,17 +936,15 @@ _EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operan
 
 
 def exact_product(data) -> torch.Tensor:
-    """C of `data` in float64, (M, N, L), on its device. Exact: a product of two e2m1 values and
-    two e4m3 scales has at most 12 significant bits and is a multiple of 2^-20, so the sums are
-    exact below 2^33; the competition's stay below 2^22."""
+    """C of `data` in float64, (M, N, L), on its device. Exact: a product of two e2m1 values and two e4m3 scales has at
+    most 12 significant bits and is a multiple of 2^-20, so sums are exact below 2^33; the competition's stay below 2^22."""
     a, b, sfa, sfb, _, _, _ = data
     m, half_k, l = a.shape
     out = torch.zeros((l, m, b.shape[0]), dtype=torch.float64, device=a.device)
     table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=a.device)
 
     def decoded(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-        # (rows, k // 2) e2m1 codes (the even element in the low nibble) times their (rows, k // 16)
-        # e4m3 scales, as (rows, k) float64: every value exactly.
+        # (rows, k // 2) e2m1 codes (even element in the low nibble) times (rows, k // 16) e4m3 scales: (rows, k) float64, exact.
         codes = packed.view(torch.uint8).to(torch.int64)
         values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
         return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
@@ -995,16 +984,13 @@ def one_line(error: BaseException) -> str:
 
 
 def describe_plan(plan) -> str:
-    config = getattr(plan, "config", None)
-    if config is None:
-        return type(plan).__name__
-    return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
+    config, tvm_ffi = getattr(plan, "config", None), getattr(plan, "tvm_ffi", HAVE_TVM_FFI)
+    return type(plan).__name__ if config is None else config.describe() + ("" if tvm_ffi == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
 # One step of the self-check's ladder: its name (for the fallback lines), how to build its plan, what a later rung may drop.
 Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
-# How a rung fails: its plan's answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the
-# device (in the trial process), or the trial process's time SPENT before it was tried.
+# How a rung fails: its answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the device, the trial's time SPENT.
 WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
 
 
@@ -1024,8 +1010,7 @@ class ThreeCalls:
                             for operand in (b, negated_b)) + (tuple(data),)
 
     def fault(self, plan, watch: Callable[[], str | None] | None = None) -> str | None:
-        """None where every call of `plan` was right; else its first wrong element, or what
-        `watch` (called once the calls are queued) says of their time."""
+        """None where every call of `plan` was right; else its first wrong element, or what `watch` says of their time."""
         for inputs in self.inputs:
             inputs[6].fill_(float("nan"))
         for inputs in self.inputs:
@@ -1123,8 +1108,7 @@ class TrialProcess:
     # ----- this process's side -----
 
     def screen(self, kernel: type, problem: Problem, device: torch.device, number: int, name: str) -> Failure | None:
-        """The trial process's verdict on rung `number` (`name`) of `problem`: None where it
-        passed there, or where no trial process runs (the caller then tries it itself)."""
+        """The trial process's verdict on rung `number` (`name`) of `problem`: None where it passed or none runs here."""
         if not (TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True)):
             return None
         if self.lost_s > self.LOST_BUDGET_S:
