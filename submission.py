@@ -101,10 +101,9 @@ class Sm100BlockScaledGemm:
             cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
 
     @cute.jit
-    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
-                 sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
-                 counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
+    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer, sfb_ptr: cute.Pointer,
+                 c_ptr: cute.Pointer, partial_ptr: cute.Pointer, counter_ptr: cute.Pointer, m: cutlass.Int32,
+                 n: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
         """The compiled function, in the caller's order: here, and nowhere else, the operands swap roles."""
         mma_b_ptr, mma_a_ptr, mma_sfb_ptr, mma_sfa_ptr = a_ptr, b_ptr, sfa_ptr, sfb_ptr
         mma_n = cute.assume(m, divby=128)
@@ -143,11 +142,9 @@ class Sm100BlockScaledGemm:
         tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_B(
             load_op, mB, _one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
         tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, mSFA, _one_stage(self.sfa_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
-            internal_type=cutlass.Int16)
-        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op, mSFB, _one_stage(self.sfb_smem_layout), self.mma_tiler_sfb, tiled_mma_sfb,
-            cluster.shape, internal_type=cutlass.Int16)
+            load_op, mSFA, _one_stage(self.sfa_smem_layout), self.mma_tiler, tiled_mma, cluster.shape, internal_type=cutlass.Int16)
+        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(load_op, mSFB, _one_stage(self.sfb_smem_layout), self.mma_tiler_sfb,
+                                                             tiled_mma_sfb, cluster.shape, internal_type=cutlass.Int16)
         self.stage_tx_bytes = sum(cute.size_in_bytes(dtype, _one_stage(layout)) for dtype, layout in (
             (fp4, self.a_smem_layout), (fp4, self.b_smem_layout), (fp8, self.sfa_smem_layout), (fp8, self.sfb_smem_layout)))
         self.epi_tile = (SM100_MMA_M, SM100_EPILOGUE_COLUMNS)
@@ -167,20 +164,18 @@ class Sm100BlockScaledGemm:
 
         self.shared_storage = SharedStorage
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
-        self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
-                    tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
-                    self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
+        self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa, tma_sfb, gmem_sfb,
+                    c, partials, counters, self.a_smem_layout, self.b_smem_layout, self.sfa_smem_layout,
+                    self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=self.launch_bound,
             smem=self.launch_smem_bytes, use_pdl=cfg.pdl)
 
     @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout,
-               tma_a: cute.CopyAtom, gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor,
-               tma_sfa: cute.CopyAtom, gmem_sfa: cute.Tensor, tma_sfb: cute.CopyAtom,
-               gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
-               a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout,
-               sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout, epi_tile: cute.Tile,
-               num_ctas: cutlass.Int32):
+    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout, tma_a: cute.CopyAtom,
+               gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor, tma_sfa: cute.CopyAtom, gmem_sfa: cute.Tensor,
+               tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
+               a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout, sfa_smem_layout: cute.Layout,
+               sfb_smem_layout: cute.Layout, epi_tile: cute.Tile, num_ctas: cutlass.Int32):
         cfg = self.config
         splits = cfg.split_k
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -194,10 +189,9 @@ class Sm100BlockScaledGemm:
 
         storage = utils.SmemAllocator().allocate(self.shared_storage)
         smem_pipeline = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages,
+            barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages, tx_count=self.stage_tx_bytes,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            tx_count=self.stage_tx_bytes, cta_layout_vmnk=cluster, defer_sync=True)
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread), cta_layout_vmnk=cluster, defer_sync=True)
         acc_pipeline = pipeline.PipelineUmmaAsync.create(
             barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
@@ -535,9 +529,8 @@ def split_k_range(split, k_tiles, splits):
 
 
 def tile_coords(linear, inner_tiles, splits, outer_tiles):
-    """Work unit `linear` -> (inner tile, split, outer tile, batch). Inner tiles, then splits,
-    vary fastest, so units that read the same rows of the large operand (b, the MMA's A, along
-    the outer tiles) run side by side and share them through L2."""
+    """Work unit `linear` -> (inner tile, split, outer tile, batch). Inner tiles, then splits, vary fastest, so units that
+    read the same rows of the large operand (b, the MMA's A, along the outer tiles) run side by side, sharing them in L2."""
     inner, rest = linear % inner_tiles, linear // inner_tiles
     split, rest = rest % splits, rest // splits
     return inner, split, rest % outer_tiles, rest // outer_tiles
@@ -660,8 +653,7 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
     return rungs
 
 
-def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
-                 conservative: bool | None = None) -> Sm100Config:
+def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS, conservative: bool | None = None) -> Sm100Config:
     """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the tiles fill at most
     half the SMs, two splits where every unit still has an SM of its own, two CTAs an SM for whole-K 64-row tiles that
     fill more than half. `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
@@ -814,8 +806,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
 
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    (m, half_k, l), n = a.shape, b.shape[0]
-    k = 2 * half_k
+    (m, half_k, l), n, k = a.shape, b.shape[0], 2 * a.shape[1]
     if l < 1:
         raise ValueError(f"L (a.shape[2]) must be >= 1, got {l}")
     for name, size, multiple in (("M", m, MN_ALIGN), ("N", n, MN_ALIGN), ("K", k, K_ALIGN)):
@@ -836,10 +827,9 @@ def _check_inputs(data) -> Problem:
                              f"got {t.data_ptr():#x}")
     device = a.get_device()
     for name, t in zip(_NAMES, data):
-        index = t.get_device()
-        if index < 0 or not t.is_cuda:
+        if t.get_device() < 0 or not t.is_cuda:
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-        if index != device:
+        if t.get_device() != device:
             raise ValueError(f"all tensors must be on one CUDA device: {name} is on {t.device}, a on {a.device}")
     return problem
 
@@ -911,8 +901,7 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
     return torch.empty(splits * problem.l * problem.m * problem.n if splits > 1 else 1, dtype=torch.float32, device=device)
 
 
-def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device,
-                      tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
+def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
     """`SplitKReduction`'s partials and arrival counters, with the kernel's pointers to them; the counters are zeroed
     once: no call needs a memset."""
     partials = split_k_partials(problem, splits, device)
@@ -1089,9 +1078,8 @@ class TrialProcess:
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
     # Replies go to the standard output it was given, where nothing else writes (what imports
     # print goes to stderr); this module is loaded from its file under its name here, wherever it sits.
-    PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); "
-               "settings = json.loads(sys.argv[1]); sys.path[:] = settings['path']; "
-               "spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
+    PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); settings = json.loads(sys.argv[1]); "
+               "sys.path[:] = settings['path']; spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
                "module = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
                "spec.loader.exec_module(module); module.TrialProcess.serve(settings, replies)")
 
