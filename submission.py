@@ -3,10 +3,9 @@
 """NVFP4 block-scaled GEMM for the GPU MODE `nvfp4_gemm` leaderboard.
 
 C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as fp16 into `c`.
-On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm` runs: a persistent, warp-specialized CuTeDSL kernel
-on the block-scaled tcgen05 MMA, which computes c transposed (its A operand is b). On 9.x (H100/H200) local runs import
-hopper_stand_in.py, never submitted. The first call of each problem checks itself (`first_call`); configurations and
-their reasons: `sm100_config`, docs/b200.md.
+On compute capability 10.x (B200, sm_100a) runs `Sm100BlockScaledGemm`, a persistent, warp-specialized CuTeDSL kernel
+on the block-scaled tcgen05 MMA; on 9.x (H100/H200) local runs import hopper_stand_in.py, never submitted. The first
+call of each problem checks itself (`first_call`); configurations and their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ MN_ALIGN = 128  # the scale-factor atom covers 128 rows; tiles are 128 rows
 K_ALIGN = 256  # one K tile of fp4 operands: 128 bytes = one 128B swizzle row
 SF_ATOM_BYTES = 32 * 4 * 4  # (32, 4) rows x 4 scale columns per atom
 GMEM_ALIGN = 16  # bytes; TMA needs 16-byte aligned bases (torch allocations are 256-byte aligned)
-
 
 Problem = NamedTuple("Problem", [("m", int), ("n", int), ("k", int), ("l", int)])
 HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
@@ -106,10 +104,8 @@ class Sm100BlockScaledGemm:
                  n: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
         """The compiled function, in the caller's order: here, and nowhere else, the operands swap roles."""
         mma_b_ptr, mma_a_ptr, mma_sfb_ptr, mma_sfa_ptr = a_ptr, b_ptr, sfa_ptr, sfb_ptr
-        mma_n = cute.assume(m, divby=128)
-        mma_m = cute.assume(n, divby=128)
-        cfg = self.config
-        splits = cfg.split_k
+        mma_n, mma_m = cute.assume(m, divby=128), cute.assume(n, divby=128)
+        cfg, splits = self.config, self.config.split_k
         k = cute.assume(k, divby=SM100_TILE_K)
         mA = cute.make_tensor(mma_a_ptr, cute.make_ordered_layout((mma_m, k, l), order=(1, 0, 2)))  # (M, K, L), K-major
         mB = cute.make_tensor(mma_b_ptr, cute.make_ordered_layout((mma_n, k, l), order=(1, 0, 2)))  # (N, K, L), K-major
@@ -119,8 +115,7 @@ class Sm100BlockScaledGemm:
         c = cute.make_tensor(c_ptr, cute.make_ordered_layout((mma_m, mma_n, l), order=(0, 1, 2)))  # (M, N, L), M-major
         # (M, N, L * splits): one fp32 partial a (batch, split).
         partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((mma_m, mma_n, l * splits), order=(0, 1, 2)))
-        mma_n_tiles = mma_n // cfg.mma_n
-        mma_m_tiles = mma_m // SM100_MMA_M
+        mma_n_tiles, mma_m_tiles = mma_n // cfg.mma_n, mma_m // SM100_MMA_M
         # (epilogue warp, tile): split-K arrivals.
         counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), mma_n_tiles * mma_m_tiles * l)))
 
@@ -176,8 +171,7 @@ class Sm100BlockScaledGemm:
                tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
                a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout, sfa_smem_layout: cute.Layout,
                sfb_smem_layout: cute.Layout, epi_tile: cute.Tile, num_ctas: cutlass.Int32):
-        cfg = self.config
-        splits = cfg.split_k
+        cfg, splits = self.config, self.config.split_k
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
@@ -193,10 +187,9 @@ class Sm100BlockScaledGemm:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread), cta_layout_vmnk=cluster, defer_sync=True)
         acc_pipeline = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
+            barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES, cta_layout_vmnk=cluster, defer_sync=True,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)),
-            cta_layout_vmnk=cluster, defer_sync=True)
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)))
         tmem = utils.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
                                    allocator_warp_id=self.EPILOGUE_WARPS[0])
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
@@ -214,14 +207,11 @@ class Sm100BlockScaledGemm:
         gSFB = cute.local_tile(gmem_sfb, cute.slice_(self.mma_tiler_sfb, (0, None, None)), (None, None, None))
         gC = cute.local_tile(c, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
         gPartial = cute.local_tile(partials, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        k_tiles = cute.size(gA, mode=[3])
-        mma_m_tiles = cute.size(gA, mode=[2])
-        mma_n_tiles = cute.size(gB, mode=[2])
+        k_tiles, mma_m_tiles, mma_n_tiles = cute.size(gA, mode=[3]), cute.size(gA, mode=[2]), cute.size(gB, mode=[2])
         schedule = Sm100Schedule(cfg, cta, num_ctas, mma_n_tiles, mma_m_tiles, k_tiles, cute.size(gA, mode=[4]))
         first_unit, end_unit, unit_step = schedule.units
 
-        thr_mma = tiled_mma.get_slice(0)
-        thr_mma_sfb = tiled_mma_sfb.get_slice(0)
+        thr_mma, thr_mma_sfb = tiled_mma.get_slice(0), tiled_mma_sfb.get_slice(0)
         tCgA = thr_mma.partition_A(gA)  # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
         tCgB = thr_mma.partition_B(gB)  # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
         tCgSFA = thr_mma.partition_A(gSFA)  # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
@@ -295,8 +285,7 @@ class Sm100BlockScaledGemm:
                 if cutlass.const_expr(cfg.mma_n == 64):
                     # An N tile of 64 uses the lower or upper half of SFB's 128-row atom.
                     half = cutlass.Int32(self.sfb_half_columns(unit.mma_n_tile))
-                    tCtSFB_unit = cute.make_tensor(
-                        cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+                    tCtSFB_unit = cute.make_tensor(cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
                 acc_pipeline.producer_acquire(acc_state)
                 tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
                 for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
@@ -307,8 +296,7 @@ class Sm100BlockScaledGemm:
                     for kblock in cutlass.range(num_kblocks, unroll_full=True):
                         tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
                         tiled_mma.set(tcgen05.Field.SFB, tCtSFB_unit[(None, None, kblock)].iterator)
-                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kblock, stage)],
-                                  tCrB[(None, None, kblock, stage)], acc)
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kblock, stage)], tCrB[(None, None, kblock, stage)], acc)
                         tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                     smem_pipeline.consumer_release(mma_state)
                     mma_state.advance()
@@ -395,8 +383,7 @@ class Sm100BlockScaledGemm:
     def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
         """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching per-thread view of c or the
         partials. Thread i of warp w holds accumulator row 32w + i, column 32w + i of c: a warp stores 64 bytes a row of c."""
-        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)),
-                                      cutlass.Float32)
+        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)), cutlass.Float32)
         acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)  # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC_STAGE)
         tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
         thr_copy = tiled_copy.get_slice(tidx)
@@ -503,8 +490,7 @@ WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mm
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
-    """The work units of one CTA, the same for all its warps (plain arithmetic, which host tests run
-    on ints), dealt round-robin: a warp takes `schedule.unit(linear)` over `range(*schedule.units)`."""
+    """One CTA's work units, dealt round-robin and alike in all its warps (plain arithmetic, tested on ints): `units`' range."""
 
     config: Sm100Config
     cta: object
@@ -582,8 +568,7 @@ class Sm100Config:
 
     @property
     def tmem_columns(self) -> int:
-        """The accumulator stages (mma_n columns each), then SFA and SFB (4 columns for every 32
-        rows of their atoms), rounded up to the power of two `tcgen05.alloc` takes."""
+        """Accumulator stages (mma_n columns each), SFA and SFB (4 columns a 32 atom rows), to a power of two for tcgen05.alloc."""
         used = SM100_ACC_STAGES * self.mma_n + (SM100_MMA_M // 32) * 4 + (_round_up(self.mma_n, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
@@ -613,14 +598,12 @@ class Sm100Config:
                              f"K = {problem.k} has {problem.k // SM100_TILE_K}")
 
     def describe(self) -> str:
-        return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), "
-                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}"
-                + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
+        return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), split-K {self.split_k}, {self.stages} stages, "
+                f"PDL {'on' if self.pdl else 'off'}" + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
 
 
-# The benchmark shapes' configurations (docs/b200.md gives the reasons): 128 x 7168 x 16384 takes the competition's
-# first-placed entry's tiles, split-K and depth; the others take K whole in 64-row tiles, and 128 x 7168 x 2048, whose
-# 112 CTAs leave the next call too few SMs of its own, two CTAs an SM.
+# The benchmark shapes' configurations (docs/b200.md says why): 128 x 7168 x 16384 the first-placed entry's tiles, split-K
+# and depth; the others whole K in 64-row tiles, 128 x 7168 x 2048 (112 CTAs: too few SMs left for the next call) two CTAs an SM.
 SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 16384, 1): Sm100Config(mma_n=128, split_k=2, stages=6),
     Problem(128, 4096, 7168, 1): Sm100Config(mma_n=64, split_k=1, stages=8),
@@ -738,7 +721,6 @@ _RANKS = (3, 3, 3, 3, 6, 6, 3)
 _LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
                  "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
                  "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
-
 
 # What a launch needs of a valid input: its problem, CUDA device index and `operand_addresses`.
 Call = NamedTuple("Call", [("problem", Problem), ("device", int), ("addresses", tuple)])
@@ -902,8 +884,7 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
 
 
 def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
-    """`SplitKReduction`'s partials and arrival counters, with the kernel's pointers to them; the counters are zeroed
-    once: no call needs a memset."""
+    """`SplitKReduction`'s partials and arrival counters, and pointers to them; the counters zeroed once: no call memsets."""
     partials = split_k_partials(problem, splits, device)
     counters = torch.zeros(counter_count if splits > 1 else 1, dtype=torch.int32, device=device)
     args = (pointer_arg(cutlass.Float32, partials.data_ptr(), tvm_ffi), pointer_arg(cutlass.Int32, counters.data_ptr(), tvm_ffi))
@@ -1031,8 +1012,7 @@ class ThreeCalls:
 
 
 def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
-    """The kernel's own rungs (`Rung`s, or (name, build) pairs whose traits are their names), or
-    for a kernel without them its chosen plan and its conservative one."""
+    """The kernel's own rungs (`Rung`s, or (name, build) pairs, traits their names), else its chosen and conservative plans."""
     rungs = getattr(kernel, "rungs", None)
     listed = rungs(problem, device) if rungs is not None else [
         ("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
@@ -1076,8 +1056,7 @@ class TrialProcess:
     RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
     LOST_BUDGET_S = 60.0  # of the competition's 180 s for a whole run
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
-    # Replies go to the standard output it was given, where nothing else writes (what imports
-    # print goes to stderr); this module is loaded from its file under its name here, wherever it sits.
+    # Replies go to the stdout it was given, which nothing else writes (imports print to stderr); the module loads by file.
     PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); settings = json.loads(sys.argv[1]); "
                "sys.path[:] = settings['path']; spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
                "module = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
@@ -1089,8 +1068,7 @@ class TrialProcess:
         self.unavailable: str | None = None  # why no trial process runs here, once known
         # The traits hangs, faults and a failing TVM-FFI put in doubt for every later problem, and what failed where.
         self.condemned: dict[frozenset, str] = {}
-        self.lost_s = 0.0
-        self.started = False
+        self.lost_s, self.started = 0.0, False  # time hangs, faults and restarts took; whether a process was ever started
         self._buffer = b""
 
     # ----- this process's side -----
@@ -1295,9 +1273,8 @@ _TRIAL = TrialProcess()
 
 
 class CallerWatch:
-    """The guard on a rung's three calls here after they passed in the trial process: later than
-    `RUN_DEADLINE_S` they fall back like a hang; with no answer by `GIVE_UP_S` the process says
-    so and exits, before the competition's 180 s end the run with no word."""
+    """Guards a rung's three calls here after the trial process passed them: past `RUN_DEADLINE_S` they fall back as a
+    hang; unanswered by `GIVE_UP_S`, the process says so and exits before the competition's 180 s end the run silently."""
 
     RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
     GIVE_UP_S = 60.0
@@ -1305,8 +1282,7 @@ class CallerWatch:
 
     def __init__(self, shape: str, what: str, mark: Callable[[], Callable[[], bool]]):
         # `mark()`, called once the calls are queued: whether what was queued until then is done.
-        self.shape, self.what, self.mark = shape, what, mark
-        self.late = False
+        self.shape, self.what, self.mark, self.late = shape, what, mark, False
 
     @classmethod
     def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
