@@ -490,7 +490,8 @@ WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mm
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
-    """One CTA's work units, dealt round-robin and alike in all its warps (plain arithmetic, tested on ints): `units`' range."""
+    """The work units of one CTA, alike in all its warps (plain arithmetic, which host tests run on ints), dealt round-robin:
+    a warp takes `schedule.unit(linear)` over `range(*schedule.units)`."""
 
     config: Sm100Config
     cta: object
@@ -610,8 +611,7 @@ SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 2048, 1): Sm100Config(mma_n=64, split_k=1, stages=Sm100Config.max_stages(64, 2), ctas_per_sm=2),
 }
 SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
-# Set to 1: no split-K, no PDL, one CTA an SM (for a first run on a B200 that fails).
-SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
+SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"  # 1: no split-K, no PDL, one CTA an SM (for a first B200 run that fails)
 
 # What the ladder drops, one at a time in this order; a rung's traits are those it keeps.
 PDL, TWO_CTAS, SPLIT_K, HALF_TILES, TVM_FFI = "PDL", "two CTAs an SM", "split-K", "64-row tiles", "TVM-FFI"
@@ -623,7 +623,7 @@ def sm100_traits(config: Sm100Config) -> frozenset:
 
 
 def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
-    """The configurations the self-check tries in turn, each without one more feature, named for the fallback lines."""
+    """The configurations the self-check tries in turn, each without one more feature, named for the fallback lines; no repeats."""
     chosen = sm100_config(problem, num_sms)
     rungs = []
     for name, config in (("the chosen configuration", chosen),
