@@ -2,12 +2,10 @@
 #!POPCORN gpu NVIDIA
 """NVFP4 block-scaled GEMM for the GPU MODE `nvfp4_gemm` leaderboard.
 
-C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as
-fp16 into `c`. On compute capability 10.x (B200, sm_100a) `Sm100BlockScaledGemm` runs: a
-persistent, warp-specialized CuTeDSL kernel on the block-scaled tcgen05 MMA, which computes c
-transposed (its A operand is b). On 9.x (H100/H200) local runs import the Hopper stand-in,
-hopper_stand_in.py, which is never submitted. The first call of each problem checks itself
-(`first_call`); configurations and their reasons: `sm100_config`, docs/b200.md.
+C[i, j, l] = sum_k A[i, k, l] * SFA[i, k // 16, l] * B[j, k, l] * SFB[j, k // 16, l], written as fp16 into `c`.
+On compute capability 10.x (B200, sm_100a) runs `Sm100BlockScaledGemm`, a persistent, warp-specialized CuTeDSL kernel
+on the block-scaled tcgen05 MMA; on 9.x (H100/H200) local runs import hopper_stand_in.py, never submitted. The first
+call of each problem checks itself (`first_call`); configurations and their reasons: `sm100_config`, docs/b200.md.
 """
 
 from __future__ import annotations
@@ -45,7 +43,6 @@ K_ALIGN = 256  # one K tile of fp4 operands: 128 bytes = one 128B swizzle row
 SF_ATOM_BYTES = 32 * 4 * 4  # (32, 4) rows x 4 scale columns per atom
 GMEM_ALIGN = 16  # bytes; TMA needs 16-byte aligned bases (torch allocations are 256-byte aligned)
 
-
 Problem = NamedTuple("Problem", [("m", int), ("n", int), ("k", int), ("l", int)])
 HAVE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
 
@@ -63,8 +60,7 @@ SM100_TILE_K = 256  # K per pipeline stage: 4 MMAs of K=64
 SM100_BARRIER_BYTES = 1024  # mbarriers and the TMEM address, rounded to the buffers' alignment
 SM100_ACC_STAGES = 2
 SM100_EPILOGUE_COLUMNS = 32  # accumulator columns (rows of c) per epilogue step: 32 registers
-# Registers per epilogue thread for other splits' partials loaded ahead of their adds.
-SM100_PARTIAL_REGISTERS = 64
+SM100_PARTIAL_REGISTERS = 64  # per epilogue thread, for other splits' partials loaded ahead of their adds
 
 
 def _round_up(x: int, multiple: int) -> int:
@@ -72,12 +68,11 @@ def _round_up(x: int, multiple: int) -> int:
 
 
 class Sm100BlockScaledGemm:
-    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), named by
-    the MMA's operands (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into
-    `stages` shared-memory buffers; the MMA warp copies the scales to tensor memory and issues 4
-    MMAs of K = 64 a stage into one of two TMEM accumulators; the epilogue warps turn an
-    accumulator into fp16 c, with split-K through fp32 partials (`SplitKReduction`). All walk the
-    same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
+    """Persistent, warp-specialized NVFP4 GEMM on the block-scaled tcgen05 MMA (sm_100a), named by the MMA's operands
+    (A is the problem's b, B its a). The TMA warp loads A, B, SFA and SFB into `stages` shared-memory buffers; the MMA
+    warp copies the scales to tensor memory and issues 4 MMAs of K = 64 a stage into one of two TMEM accumulators; the
+    epilogue warps turn an accumulator into fp16 c, with split-K through fp32 partials (`SplitKReduction`). All walk
+    the same work units (`Sm100Schedule`): 128 columns x mma_n rows of c x a K range x a batch."""
 
     EPILOGUE_WARPS = (0, 1, 2, 3)
     MMA_WARP = 4
@@ -89,9 +84,8 @@ class Sm100BlockScaledGemm:
 
     def __init__(self, config: Sm100Config, launch_bound: int = 1):
         self.config = config
-        # CTAs an SM the launch declares (`min_blocks_per_mp`): with more than one, CuTeDSL sets the
-        # shared-memory carveout that many take. It reads the device as it compiles, so the compile
-        # check (no GPU) uses 1; the registers fit two either way (tests/test_compile.py).
+        # CTAs an SM the launch declares (`min_blocks_per_mp`), for which CuTeDSL sets the shared-memory carveout as it
+        # compiles, reading the device: the compile check (no GPU) uses 1. Registers fit two either way (tests/test_compile.py).
         self.launch_bound = launch_bound
         self.mma_tiler = (SM100_MMA_M, config.mma_n, SM100_TILE_K)
         # SFB is loaded and copied to TMEM in 128-row atoms; an N tile of 64 uses half of one.
@@ -105,17 +99,13 @@ class Sm100BlockScaledGemm:
             cutlass.Float8E4M3FN, SF_VEC_SIZE, tcgen05.CtaGroup.ONE, tiler[:2])
 
     @cute.jit
-    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
-                 sfb_ptr: cute.Pointer, c_ptr: cute.Pointer, partial_ptr: cute.Pointer,
-                 counter_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-                 k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
-        """The compiled function, in the caller's order: here, and nowhere else, the operands
-        swap roles. Then layouts, TMA atoms, shared storage and the launch."""
+    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer, sfb_ptr: cute.Pointer,
+                 c_ptr: cute.Pointer, partial_ptr: cute.Pointer, counter_ptr: cute.Pointer, m: cutlass.Int32,
+                 n: cutlass.Int32, k: cutlass.Int32, l: cutlass.Int32, num_ctas: cutlass.Int32):
+        """The compiled function, in the caller's order: here, and nowhere else, the operands swap roles."""
         mma_b_ptr, mma_a_ptr, mma_sfb_ptr, mma_sfa_ptr = a_ptr, b_ptr, sfa_ptr, sfb_ptr
-        mma_n = cute.assume(m, divby=128)
-        mma_m = cute.assume(n, divby=128)
-        cfg = self.config
-        splits = cfg.split_k
+        mma_n, mma_m = cute.assume(m, divby=128), cute.assume(n, divby=128)
+        cfg, splits = self.config, self.config.split_k
         k = cute.assume(k, divby=SM100_TILE_K)
         mA = cute.make_tensor(mma_a_ptr, cute.make_ordered_layout((mma_m, k, l), order=(1, 0, 2)))  # (M, K, L), K-major
         mB = cute.make_tensor(mma_b_ptr, cute.make_ordered_layout((mma_n, k, l), order=(1, 0, 2)))  # (N, K, L), K-major
@@ -125,8 +115,7 @@ class Sm100BlockScaledGemm:
         c = cute.make_tensor(c_ptr, cute.make_ordered_layout((mma_m, mma_n, l), order=(0, 1, 2)))  # (M, N, L), M-major
         # (M, N, L * splits): one fp32 partial a (batch, split).
         partials = cute.make_tensor(partial_ptr, cute.make_ordered_layout((mma_m, mma_n, l * splits), order=(0, 1, 2)))
-        mma_n_tiles = mma_n // cfg.mma_n
-        mma_m_tiles = mma_m // SM100_MMA_M
+        mma_n_tiles, mma_m_tiles = mma_n // cfg.mma_n, mma_m // SM100_MMA_M
         # (epilogue warp, tile): split-K arrivals.
         counters = cute.make_tensor(counter_ptr, cute.make_layout((len(self.EPILOGUE_WARPS), mma_n_tiles * mma_m_tiles * l)))
 
@@ -148,11 +137,9 @@ class Sm100BlockScaledGemm:
         tma_b, gmem_b = cute.nvgpu.make_tiled_tma_atom_B(
             load_op, mB, _one_stage(self.b_smem_layout), self.mma_tiler, tiled_mma, cluster.shape)
         tma_sfa, gmem_sfa = cute.nvgpu.make_tiled_tma_atom_A(
-            load_op, mSFA, _one_stage(self.sfa_smem_layout), self.mma_tiler, tiled_mma, cluster.shape,
-            internal_type=cutlass.Int16)
-        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(
-            load_op, mSFB, _one_stage(self.sfb_smem_layout), self.mma_tiler_sfb, tiled_mma_sfb,
-            cluster.shape, internal_type=cutlass.Int16)
+            load_op, mSFA, _one_stage(self.sfa_smem_layout), self.mma_tiler, tiled_mma, cluster.shape, internal_type=cutlass.Int16)
+        tma_sfb, gmem_sfb = cute.nvgpu.make_tiled_tma_atom_B(load_op, mSFB, _one_stage(self.sfb_smem_layout), self.mma_tiler_sfb,
+                                                             tiled_mma_sfb, cluster.shape, internal_type=cutlass.Int16)
         self.stage_tx_bytes = sum(cute.size_in_bytes(dtype, _one_stage(layout)) for dtype, layout in (
             (fp4, self.a_smem_layout), (fp4, self.b_smem_layout), (fp8, self.sfa_smem_layout), (fp8, self.sfb_smem_layout)))
         self.epi_tile = (SM100_MMA_M, SM100_EPILOGUE_COLUMNS)
@@ -172,22 +159,19 @@ class Sm100BlockScaledGemm:
 
         self.shared_storage = SharedStorage
         self.launch_smem_bytes = SharedStorage.size_in_bytes()
-        self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa,
-                    tma_sfb, gmem_sfb, c, partials, counters, self.a_smem_layout, self.b_smem_layout,
-                    self.sfa_smem_layout, self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
+        self.kernel(tiled_mma, tiled_mma_sfb, cluster, tma_a, gmem_a, tma_b, gmem_b, tma_sfa, gmem_sfa, tma_sfb, gmem_sfb,
+                    c, partials, counters, self.a_smem_layout, self.b_smem_layout, self.sfa_smem_layout,
+                    self.sfb_smem_layout, self.epi_tile, num_ctas).launch(
             grid=(num_ctas, 1, 1), block=(self.THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=self.launch_bound,
             smem=self.launch_smem_bytes, use_pdl=cfg.pdl)
 
     @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout,
-               tma_a: cute.CopyAtom, gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor,
-               tma_sfa: cute.CopyAtom, gmem_sfa: cute.Tensor, tma_sfb: cute.CopyAtom,
-               gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
-               a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout,
-               sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout, epi_tile: cute.Tile,
-               num_ctas: cutlass.Int32):
-        cfg = self.config
-        splits = cfg.split_k
+    def kernel(self, tiled_mma: cute.TiledMma, tiled_mma_sfb: cute.TiledMma, cluster: cute.Layout, tma_a: cute.CopyAtom,
+               gmem_a: cute.Tensor, tma_b: cute.CopyAtom, gmem_b: cute.Tensor, tma_sfa: cute.CopyAtom, gmem_sfa: cute.Tensor,
+               tma_sfb: cute.CopyAtom, gmem_sfb: cute.Tensor, c: cute.Tensor, partials: cute.Tensor, counters: cute.Tensor,
+               a_smem_layout: cute.ComposedLayout, b_smem_layout: cute.ComposedLayout, sfa_smem_layout: cute.Layout,
+               sfb_smem_layout: cute.Layout, epi_tile: cute.Tile, num_ctas: cutlass.Int32):
+        cfg, splits = self.config, self.config.split_k
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
@@ -199,15 +183,13 @@ class Sm100BlockScaledGemm:
 
         storage = utils.SmemAllocator().allocate(self.shared_storage)
         smem_pipeline = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages,
+            barrier_storage=storage.smem_full.data_ptr(), num_stages=cfg.stages, tx_count=self.stage_tx_bytes,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            tx_count=self.stage_tx_bytes, cta_layout_vmnk=cluster, defer_sync=True)
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread), cta_layout_vmnk=cluster, defer_sync=True)
         acc_pipeline = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES,
+            barrier_storage=storage.acc_full.data_ptr(), num_stages=SM100_ACC_STAGES, cta_layout_vmnk=cluster, defer_sync=True,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)),
-            cta_layout_vmnk=cluster, defer_sync=True)
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)))
         tmem = utils.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=self.tmem_alloc_barrier,
                                    allocator_warp_id=self.EPILOGUE_WARPS[0])
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
@@ -225,14 +207,11 @@ class Sm100BlockScaledGemm:
         gSFB = cute.local_tile(gmem_sfb, cute.slice_(self.mma_tiler_sfb, (0, None, None)), (None, None, None))
         gC = cute.local_tile(c, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
         gPartial = cute.local_tile(partials, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        k_tiles = cute.size(gA, mode=[3])
-        mma_m_tiles = cute.size(gA, mode=[2])
-        mma_n_tiles = cute.size(gB, mode=[2])
+        k_tiles, mma_m_tiles, mma_n_tiles = cute.size(gA, mode=[3]), cute.size(gA, mode=[2]), cute.size(gB, mode=[2])
         schedule = Sm100Schedule(cfg, cta, num_ctas, mma_n_tiles, mma_m_tiles, k_tiles, cute.size(gA, mode=[4]))
         first_unit, end_unit, unit_step = schedule.units
 
-        thr_mma = tiled_mma.get_slice(0)
-        thr_mma_sfb = tiled_mma_sfb.get_slice(0)
+        thr_mma, thr_mma_sfb = tiled_mma.get_slice(0), tiled_mma_sfb.get_slice(0)
         tCgA = thr_mma.partition_A(gA)  # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
         tCgB = thr_mma.partition_B(gB)  # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
         tCgSFA = thr_mma.partition_A(gSFA)  # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
@@ -242,12 +221,9 @@ class Sm100BlockScaledGemm:
 
         # ((atom_v, rest_v), STAGE) in shared memory, ((atom_v, rest_v), RestMN, RestK, RestL) in global
         one_cta = cute.make_layout(1)  # no other CTA shares a load
-        tAsA, tAgA = cpasync.tma_partition(tma_a, 0, one_cta, cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
-        tBsB, tBgB = cpasync.tma_partition(tma_b, 0, one_cta, cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3))
-        tAsSFA, tAgSFA = cpasync.tma_partition(
-            tma_sfa, 0, one_cta, cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
-        tBsSFB, tBgSFB = cpasync.tma_partition(
-            tma_sfb, 0, one_cta, cute.group_modes(sSFB, 0, 3), cute.group_modes(tCgSFB, 0, 3))
+        (tAsA, tAgA), (tBsB, tBgB), (tAsSFA, tAgSFA), (tBsSFB, tBgSFB) = (
+            cpasync.tma_partition(atom, 0, one_cta, cute.group_modes(smem, 0, 3), cute.group_modes(gmem, 0, 3))
+            for atom, smem, gmem in ((tma_a, sA, tCgA), (tma_b, sB, tCgB), (tma_sfa, sSFA, tCgSFA), (tma_sfb, sSFB, tCgSFB)))
         tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
         tBsSFB, tBgSFB = cute.filter_zeros(tBsSFB), cute.filter_zeros(tBgSFB)
 
@@ -261,8 +237,7 @@ class Sm100BlockScaledGemm:
         # ---- TMA warp: operand and scale tiles into shared memory ----
         if warp_idx == self.TMA_WARP:
             if cutlass.const_expr(cfg.pdl):
-                # The next call's grid may launch now: until its epilogue, which waits for this
-                # whole grid, it reads only its own inputs.
+                # The next call may launch now: until its epilogue (which waits for this whole grid) it reads its inputs.
                 cute.arch.griddepcontrol_launch_dependents()
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, cfg.stages)
             for linear in cutlass.range(first_unit, end_unit, unit_step, unroll=1):
@@ -310,8 +285,7 @@ class Sm100BlockScaledGemm:
                 if cutlass.const_expr(cfg.mma_n == 64):
                     # An N tile of 64 uses the lower or upper half of SFB's 128-row atom.
                     half = cutlass.Int32(self.sfb_half_columns(unit.mma_n_tile))
-                    tCtSFB_unit = cute.make_tensor(
-                        cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
+                    tCtSFB_unit = cute.make_tensor(cute.recast_ptr(sfb_base + half, dtype=cutlass.Float8E4M3FN), tCtSFB_layout)
                 acc_pipeline.producer_acquire(acc_state)
                 tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
                 for k_tile in cutlass.range(unit.k_begin, unit.k_end, 1, unroll=1):
@@ -322,8 +296,7 @@ class Sm100BlockScaledGemm:
                     for kblock in cutlass.range(num_kblocks, unroll_full=True):
                         tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
                         tiled_mma.set(tcgen05.Field.SFB, tCtSFB_unit[(None, None, kblock)].iterator)
-                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kblock, stage)],
-                                  tCrB[(None, None, kblock, stage)], acc)
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kblock, stage)], tCrB[(None, None, kblock, stage)], acc)
                         tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                     smem_pipeline.consumer_release(mma_state)
                     mma_state.advance()
@@ -336,8 +309,7 @@ class Sm100BlockScaledGemm:
             tmem.allocate(cfg.tmem_columns)
             tmem.wait_for_alloc()
             if cutlass.const_expr(cfg.pdl):
-                # The previous call's grid may still read the partials and write c (perhaps this
-                # call's c): the first store waits for all of it.
+                # The previous call may still read the partials and write c (maybe this c): the first store waits for it.
                 cute.arch.griddepcontrol_wait()
             acc_base = tmem.retrieve_ptr(cutlass.Float32)
             tCtAcc = cute.make_tensor(acc_base, tCtAcc_layout)  # (MMA, MMA_M, MMA_N, ACC_STAGE)
@@ -379,8 +351,7 @@ class Sm100BlockScaledGemm:
     # ----- the MMA warp's steps -----
 
     def scale_tmem_layouts(self, tiled_mma: cute.TiledMma, sfa_smem_layout: cute.Layout, sfb_smem_layout: cute.Layout):
-        """SFA's and SFB's layouts in tensor memory, where `_scale_copy_to_tmem` puts one stage
-        (tests/test_scale_tmem_layout.py holds them to the PTX ISA's tcgen05.cp)."""
+        """SFA's and SFB's TMEM layouts for one stage (tests/test_scale_tmem_layout.py holds them to the PTX ISA's tcgen05.cp)."""
         return (blockscaled_layout.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, _one_stage(sfa_smem_layout)),
                 blockscaled_layout.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, _one_stage(sfb_smem_layout)))
 
@@ -410,11 +381,9 @@ class Sm100BlockScaledGemm:
             cute.copy(store_c, tTR_rC, c_tiles[(None, None, None, sub)])
 
     def _accumulator_copy(self, tidx, tCtAcc: cute.Tensor, tCgOut: cute.Tensor, epi_tile: cute.Tile):
-        """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching
-        per-thread view of an output (c or the partials). Thread i of warp w holds accumulator
-        row 32w + i, column 32w + i of c: a warp stores 64 contiguous bytes of each row of c."""
-        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)),
-                                      cutlass.Float32)
+        """TMEM -> register copy of the accumulator in epilogue subtiles, and the matching per-thread view of c or the
+        partials. Thread i of warp w holds accumulator row 32w + i, column 32w + i of c: a warp stores 64 bytes a row of c."""
+        load_op = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition(SM100_EPILOGUE_COLUMNS)), cutlass.Float32)
         acc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)  # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC_STAGE)
         tiled_copy = tcgen05.make_tmem_copy(load_op, acc_epi[(None, None, 0, 0, 0)])
         thr_copy = tiled_copy.get_slice(tidx)
@@ -515,15 +484,14 @@ class SplitKReduction:
             cute.copy(self._move(cutlass.Float32), other[(None, None, None, sub)], registers)
 
 
-# One CTA's work on one output tile, the MMA's (M, N) tile: K tiles [k_begin, k_end), the
-# `split`-th K range (and partial slot) of the tile.
+# One CTA's work on one MMA (M, N) output tile: K tiles [k_begin, k_end), the `split`-th K range (and partial slot).
 WorkUnit = NamedTuple("WorkUnit", [(name, object) for name in ("mma_m_tile", "mma_n_tile", "batch", "k_begin", "k_end", "split")])
 
 
 @dataclass(frozen=True)  # frozen: a CuTeDSL `if` may then read it without carrying it
 class Sm100Schedule:
-    """The work units of one CTA, the same for all its warps (plain arithmetic, which host tests run
-    on ints), dealt round-robin: a warp takes `schedule.unit(linear)` over `range(*schedule.units)`."""
+    """The work units of one CTA, alike in all its warps (plain arithmetic, which host tests run on ints), dealt round-robin:
+    a warp takes `schedule.unit(linear)` over `range(*schedule.units)`."""
 
     config: Sm100Config
     cta: object
@@ -548,9 +516,8 @@ def split_k_range(split, k_tiles, splits):
 
 
 def tile_coords(linear, inner_tiles, splits, outer_tiles):
-    """Work unit `linear` -> (inner tile, split, outer tile, batch). Inner tiles, then splits,
-    vary fastest, so units that read the same rows of the large operand (b, the MMA's A, along
-    the outer tiles) run side by side and share them through L2."""
+    """Work unit `linear` -> (inner tile, split, outer tile, batch). Inner tiles, then splits, vary fastest, so units that
+    read the same rows of the large operand (b, the MMA's A, along the outer tiles) run side by side, sharing them in L2."""
     inner, rest = linear % inner_tiles, linear // inner_tiles
     split, rest = rest % splits, rest // splits
     return inner, split, rest % outer_tiles, rest // outer_tiles
@@ -560,8 +527,7 @@ def tile_coords(linear, inner_tiles, splits, outer_tiles):
 
 @dataclass(frozen=True)
 class Sm100Config:
-    """One compiled variant of the kernel, in the MMA's roles: its M (SM100_MMA_M) runs over the
-    problem's N, its N over the problem's M in tiles of `mma_n`."""
+    """One compiled variant of the kernel, in the MMA's roles: its M runs over the problem's N, its N over M in `mma_n` tiles."""
 
     mma_n: int  # 64 or 128 (rows of c per tile)
     split_k: int  # K ranges added into one output tile by the last to finish
@@ -603,8 +569,7 @@ class Sm100Config:
 
     @property
     def tmem_columns(self) -> int:
-        """The accumulator stages (mma_n columns each), then SFA and SFB (4 columns for every 32
-        rows of their atoms), rounded up to the power of two `tcgen05.alloc` takes."""
+        """Accumulator stages (mma_n columns each), SFA and SFB (4 columns a 32 atom rows), to a power of two for tcgen05.alloc."""
         used = SM100_ACC_STAGES * self.mma_n + (SM100_MMA_M // 32) * 4 + (_round_up(self.mma_n, 128) // 32) * 4
         return max(32, 1 << (used - 1).bit_length())
 
@@ -616,8 +581,7 @@ class Sm100Config:
 
     @property
     def partials_ahead(self) -> int:
-        """Epilogue subtiles the split-K reduction loads other partials ahead: as many as
-        SM100_PARTIAL_REGISTERS hold (0 with 3 or more other splits)."""
+        """Subtiles the split-K reduction loads other partials ahead: what SM100_PARTIAL_REGISTERS hold (0 past 2 others)."""
         return SM100_PARTIAL_REGISTERS // ((self.split_k - 1) * SM100_EPILOGUE_COLUMNS) if self.split_k > 1 else 0
 
     def tiles(self, problem: Problem) -> int:
@@ -635,23 +599,19 @@ class Sm100Config:
                              f"K = {problem.k} has {problem.k // SM100_TILE_K}")
 
     def describe(self) -> str:
-        return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), "
-                f"split-K {self.split_k}, {self.stages} stages, PDL {'on' if self.pdl else 'off'}"
-                + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
+        return (f"tile {SM100_MMA_M}x{self.mma_n}x{SM100_TILE_K} (N x M x K), split-K {self.split_k}, {self.stages} stages, "
+                f"PDL {'on' if self.pdl else 'off'}" + (f", {self.ctas_per_sm} CTAs an SM" if self.ctas_per_sm > 1 else ""))
 
 
-# The benchmark shapes' configurations (docs/b200.md gives the reasons): 128 x 7168 x 16384 takes
-# the competition's first-placed entry's tiles, split-K and depth; the others take K whole in
-# 64-row tiles, and 128 x 7168 x 2048, whose 112 CTAs leave the next call too few SMs of its
-# own, two CTAs an SM.
+# The benchmark shapes' configurations (docs/b200.md says why): 128 x 7168 x 16384 the first-placed entry's tiles, split-K
+# and depth; the others whole K in 64-row tiles, 128 x 7168 x 2048 (112 CTAs: too few SMs left for the next call) two CTAs an SM.
 SM100_BENCHMARK_CONFIGS = {
     Problem(128, 7168, 16384, 1): Sm100Config(mma_n=128, split_k=2, stages=6),
     Problem(128, 4096, 7168, 1): Sm100Config(mma_n=64, split_k=1, stages=8),
     Problem(128, 7168, 2048, 1): Sm100Config(mma_n=64, split_k=1, stages=Sm100Config.max_stages(64, 2), ctas_per_sm=2),
 }
 SM100_MIN_K_TILES_PER_SPLIT = 4  # K = 1024 per split at least: the partials stay small beside the operands
-# Set to 1: no split-K, no PDL, one CTA an SM (for a first run on a B200 that fails).
-SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"
+SM100_CONSERVATIVE_ENV = "NVFP4_SM100_CONSERVATIVE"  # 1: no split-K, no PDL, one CTA an SM (for a first B200 run that fails)
 
 # What the ladder drops, one at a time in this order; a rung's traits are those it keeps.
 PDL, TWO_CTAS, SPLIT_K, HALF_TILES, TVM_FFI = "PDL", "two CTAs an SM", "split-K", "64-row tiles", "TVM-FFI"
@@ -663,8 +623,7 @@ def sm100_traits(config: Sm100Config) -> frozenset:
 
 
 def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[str, Sm100Config]]:
-    """The configurations the self-check tries in turn, each without one more feature, named for
-    the fallback lines; one equal to an earlier one is left out."""
+    """The configurations the self-check tries in turn, each without one more feature, named for the fallback lines; no repeats."""
     chosen = sm100_config(problem, num_sms)
     rungs = []
     for name, config in (("the chosen configuration", chosen),
@@ -677,12 +636,10 @@ def sm100_ladder(problem: Problem, num_sms: int = SM100_NUM_SMS) -> list[tuple[s
     return rungs
 
 
-def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
-                 conservative: bool | None = None) -> Sm100Config:
-    """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the
-    tiles fill at most half the SMs, two splits where every unit still has an SM of its own, two
-    CTAs an SM for whole-K 64-row tiles that fill more than half. `conservative` (default: as
-    NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
+def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS, conservative: bool | None = None) -> Sm100Config:
+    """The benchmark shapes' configurations, else (docs/b200.md#configuration) 64-row tiles while the tiles fill at most
+    half the SMs, two splits where every unit still has an SM of its own, two CTAs an SM for whole-K 64-row tiles that
+    fill more than half. `conservative` (default: as NVFP4_SM100_CONSERVATIVE says) takes split-K, PDL and two CTAs away."""
     if conservative is None:
         conservative = os.environ.get(SM100_CONSERVATIVE_ENV) == "1"
     config = SM100_BENCHMARK_CONFIGS.get(problem)
@@ -698,19 +655,16 @@ def sm100_config(problem: Problem, num_sms: int = SM100_NUM_SMS,
 
 
 class Sm100Gemm:
-    """The host side of `Sm100BlockScaledGemm`: configurations, compiled variants, launch plans,
-    the self-check's rungs and the compile checker's entry (`kernel_for_arch`)."""
+    """Host side of `Sm100BlockScaledGemm`: configurations, compiled variants, launch plans, rungs, compile check entry."""
 
     ARCH = "sm_100a"
     TRIAL_IN_CHILD = True  # never run on its chip: each rung is tried in the trial process first
-
     config_for = staticmethod(sm100_config)
 
     @classmethod
     def compile(cls, config: Sm100Config, arch: str | None = None, extra_options: str = "",
                 tvm_ffi: bool = HAVE_TVM_FFI, launch_bound: int = 1):
-        """`config` compiled for any problem size (sizes are runtime arguments): the compiled
-        function and the kernel object that traced it."""
+        """`config` compiled for any problem size (sizes are runtime arguments), and the kernel object that traced it."""
         kernel = Sm100BlockScaledGemm(config, launch_bound)
         pointers, sizes = [fake_pointer(t) for t in Sm100BlockScaledGemm.POINTER_TYPES], [cutlass.Int32(1)] * 5
         return cute.compile(kernel, *pointers, *sizes, options=compile_options(arch, tvm_ffi=tvm_ffi, extra=extra_options)), kernel
@@ -752,10 +706,9 @@ class Sm100Gemm:
 # ===== host call path: validation, compiled kernels, launch plans =====
 
 def permuted_scale_layout(mn: int, k: int, l: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Shape and strides of `sfa_permuted` / `sfb_permuted`, (32, 4, rest_mn, 4, rest_k, L): the tensor
-    cores' scale atoms as `blockscaled_layout.tile_atom_to_shape_SF` describes them (so the kernel
-    reads them in place), each 512-byte atom 128 rows x 4 scale columns as [row % 32][row // 32 % 4]
-    [column], the atoms along K, then MN, then L."""
+    """Shape and strides of `sfa_permuted` / `sfb_permuted`, (32, 4, rest_mn, 4, rest_k, L): the tensor cores' scale
+    atoms as `blockscaled_layout.tile_atom_to_shape_SF` describes them (the kernel reads them in place), each 512-byte
+    atom 128 rows x 4 scale columns as [row % 32][row // 32 % 4][column], the atoms along K, then MN, then L."""
     rest_mn, rest_k = mn // 128, k // (SF_VEC_SIZE * 4)
     return (32, 4, rest_mn, 4, rest_k, l), (16, 4, rest_k * SF_ATOM_BYTES, 1, SF_ATOM_BYTES, rest_mn * rest_k * SF_ATOM_BYTES)
 
@@ -764,12 +717,10 @@ _NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted", "c")
 _FP4, _FP8 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
 _DTYPES = (_FP4, _FP4, _FP8, _FP8, _FP8, _FP8, torch.float16)
 _RANKS = (3, 3, 3, 3, 6, 6, 3)
-# The tensors the kernel addresses (compact, batch outermost; the scales as their atoms), in the
-# order of `_expected_layouts`' strides, with the layout each must have.
+# The tensors the kernel addresses (compact, batch outermost), in `_expected_layouts`' stride order, and their layouts.
 _LAYOUT_NAMES = {"a": "K-major (strides (K/2, 1, M*K/2))", "b": "K-major (strides (K/2, 1, N*K/2))",
                  "c": "N-contiguous (strides (N, 1, M*N))", "sfa_permuted": "the (32, 4, rest_m, 4, rest_k, L) atom layout",
                  "sfb_permuted": "the (32, 4, rest_n, 4, rest_k, L) atom layout"}
-
 
 # What a launch needs of a valid input: its problem, CUDA device index and `operand_addresses`.
 Call = NamedTuple("Call", [("problem", Problem), ("device", int), ("addresses", tuple)])
@@ -782,9 +733,8 @@ def operand_addresses(data) -> tuple[int, ...]:
 
 
 def validate_inputs(data) -> Call:
-    """Everything the kernel assumes, before anything touches a GPU. On every call, so a valid input
-    takes `_accept_layout_fast` and one device check; the rest `_check_inputs`, which accepts the
-    same inputs and raises ValueError naming the first broken constraint."""
+    """Everything the kernel assumes, before anything touches a GPU, on every call: a valid input takes
+    `_accept_layout_fast` and one device check; the rest `_check_inputs`, which names the first broken constraint."""
     try:
         accepted = _accept_layout_fast(data)
         # get_device() is -1 off CUDA: c on CUDA and all seven on one index are seven on it.
@@ -806,8 +756,7 @@ def _expected_layouts(m: int, n: int, k: int, l: int) -> tuple[Problem, tuple, t
 
 
 def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
-    """The problem and the operand addresses of an input valid with exactly the compact strides,
-    its device aside; else None."""
+    """The problem and operand addresses of an input valid with exactly the compact strides, its device aside; else None."""
     if not isinstance(data, (tuple, list)):
         return None
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
@@ -827,8 +776,7 @@ def _accept_layout_fast(data) -> tuple[Problem, tuple[int, ...]] | None:
 
 
 def _check_inputs(data) -> Problem:
-    """Every constraint in turn, raising ValueError for the first one broken; the device last, so
-    that a bad input built on the CPU reports its real fault."""
+    """Every constraint in turn, ValueError at the first broken; the device last, so a bad CPU input reports its real fault."""
     if not isinstance(data, (tuple, list)) or len(data) != 7:
         raise ValueError("data must be the 7-tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)")
     for name, t, dtype, rank in zip(_NAMES, data, _DTYPES, _RANKS):
@@ -840,8 +788,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
 
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    (m, half_k, l), n = a.shape, b.shape[0]
-    k = 2 * half_k
+    (m, half_k, l), n, k = a.shape, b.shape[0], 2 * a.shape[1]
     if l < 1:
         raise ValueError(f"L (a.shape[2]) must be >= 1, got {l}")
     for name, size, multiple in (("M", m, MN_ALIGN), ("N", n, MN_ALIGN), ("K", k, K_ALIGN)):
@@ -862,10 +809,9 @@ def _check_inputs(data) -> Problem:
                              f"got {t.data_ptr():#x}")
     device = a.get_device()
     for name, t in zip(_NAMES, data):
-        index = t.get_device()
-        if index < 0 or not t.is_cuda:
+        if t.get_device() < 0 or not t.is_cuda:
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-        if index != device:
+        if t.get_device() != device:
             raise ValueError(f"all tensors must be on one CUDA device: {name} is on {t.device}, a on {a.device}")
     return problem
 
@@ -881,14 +827,12 @@ def fake_pointer(dtype) -> cute.Pointer:
 
 @functools.lru_cache(maxsize=4096)
 def pointer_arg(dtype, address: int, tvm_ffi: bool = HAVE_TVM_FFI):
-    """A compiled kernel's pointer argument: the bare address through TVM-FFI, else a CuTe
-    pointer, cached so that calls on the same buffers reuse it."""
+    """A pointer argument: the bare address through TVM-FFI, else a CuTe pointer, cached for calls on the same buffers."""
     return address if tvm_ffi else make_ptr(dtype, address, cute.AddressSpace.gmem, assumed_align=GMEM_ALIGN)
 
 
 def int32_args(*values: int, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
-    """A compiled kernel's Int32 arguments: ints through TVM-FFI, else CuTe Int32s built once per
-    plan (the CuTe call path converts a Python int on every call, doubling its marshalling)."""
+    """Int32 arguments: ints through TVM-FFI, else CuTe Int32s made once a plan (converting each call doubles marshalling)."""
     return values if tvm_ffi else tuple(map(cutlass.Int32, values))
 
 
@@ -914,8 +858,7 @@ def bare_tvm_ffi_function(compiled: Callable) -> Callable:
     return tvm_ffi.Function.__call__.__get__(function) if isinstance(function, tvm_ffi.Function) else compiled
 
 
-# What a kernel reports about one compiled configuration, for the compile checker: its description,
-# the dynamic shared memory the launch requests, the tensor-memory columns (None where the arch has none).
+# For the compile checker: a configuration's description, its launch's dynamic shared memory, its TMEM columns (or None).
 CompileFacts = NamedTuple("CompileFacts", [("config", str), ("smem_bytes", int), ("tmem_columns", object)])
 
 
@@ -931,11 +874,8 @@ class LaunchPlan:
     tvm_ffi: bool = HAVE_TVM_FFI  # called through TVM-FFI (bare addresses), else CuTe pointers
 
     def launch(self, addresses: tuple[int, ...]) -> None:
-        if self.tvm_ffi:
-            self.kernel(*addresses, *self.trailing_args)
-        else:
-            self.kernel(*(pointer_arg(dtype, address, tvm_ffi=False)
-                          for dtype, address in zip(self.operand_types, addresses)), *self.trailing_args)
+        operands = addresses if self.tvm_ffi else map(functools.partial(pointer_arg, tvm_ffi=False), self.operand_types, addresses)
+        self.kernel(*operands, *self.trailing_args)
 
 
 def split_k_partials(problem: Problem, splits: int, device: torch.device) -> torch.Tensor:
@@ -943,10 +883,8 @@ def split_k_partials(problem: Problem, splits: int, device: torch.device) -> tor
     return torch.empty(splits * problem.l * problem.m * problem.n if splits > 1 else 1, dtype=torch.float32, device=device)
 
 
-def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device,
-                      tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
-    """The partials and the arrival counters of `SplitKReduction`, with the kernel's pointer
-    arguments to them. The counters are zeroed once: no call needs a memset."""
+def split_k_workspace(problem: Problem, splits: int, counter_count: int, device: torch.device, tvm_ffi: bool = HAVE_TVM_FFI) -> tuple:
+    """`SplitKReduction`'s partials and arrival counters, and pointers to them; the counters zeroed once: no call memsets."""
     partials = split_k_partials(problem, splits, device)
     counters = torch.zeros(counter_count if splits > 1 else 1, dtype=torch.int32, device=device)
     args = (pointer_arg(cutlass.Float32, partials.data_ptr(), tvm_ffi), pointer_arg(cutlass.Int32, counters.data_ptr(), tvm_ffi))
@@ -955,8 +893,7 @@ def split_k_workspace(problem: Problem, splits: int, counter_count: int, device:
 
 # ===== the self-check: the first call of a problem checks its own result =====
 
-# Read once, here: NVFP4_SELF_CHECK=0 turns the first call's check off (for timing studies), and
-# NVFP4_TRIAL_IN_CHILD=0 tries the rungs in this process alone.
+# Read once: NVFP4_SELF_CHECK=0 skips the first call's check (timing studies), NVFP4_TRIAL_IN_CHILD=0 the trial process.
 SELF_CHECK_ENV, TRIAL_IN_CHILD_ENV = "NVFP4_SELF_CHECK", "NVFP4_TRIAL_IN_CHILD"
 SELF_CHECK = os.environ.get(SELF_CHECK_ENV, "1") != "0"
 TRIAL_IN_CHILD = os.environ.get(TRIAL_IN_CHILD_ENV, "1") != "0"
@@ -969,17 +906,15 @@ _EXACT_K_CHUNK = 2048  # K elements decoded at a time: bounds the float64 operan
 
 
 def exact_product(data) -> torch.Tensor:
-    """C of `data` in float64, (M, N, L), on its device. Exact: a product of two e2m1 values and
-    two e4m3 scales has at most 12 significant bits and is a multiple of 2^-20, so the sums are
-    exact below 2^33; the competition's stay below 2^22."""
+    """C of `data` in float64, (M, N, L), on its device. Exact: a product of two e2m1 values and two e4m3 scales has at
+    most 12 significant bits and is a multiple of 2^-20, so sums are exact below 2^33; the competition's stay below 2^22."""
     a, b, sfa, sfb, _, _, _ = data
     m, half_k, l = a.shape
     out = torch.zeros((l, m, b.shape[0]), dtype=torch.float64, device=a.device)
     table = torch.tensor(_E2M1_VALUES, dtype=torch.float64, device=a.device)
 
     def decoded(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-        # (rows, k // 2) e2m1 codes (the even element in the low nibble) times their (rows, k // 16)
-        # e4m3 scales, as (rows, k) float64: every value exactly.
+        # (rows, k // 2) e2m1 codes (even element in the low nibble) times (rows, k // 16) e4m3 scales: (rows, k) float64, exact.
         codes = packed.view(torch.uint8).to(torch.int64)
         values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1)
         return values * scales.to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
@@ -1019,17 +954,13 @@ def one_line(error: BaseException) -> str:
 
 
 def describe_plan(plan) -> str:
-    config = getattr(plan, "config", None)
-    if config is None:
-        return type(plan).__name__
-    return config.describe() + ("" if getattr(plan, "tvm_ffi", HAVE_TVM_FFI) == HAVE_TVM_FFI else ", without TVM-FFI")
+    config, tvm_ffi = getattr(plan, "config", None), getattr(plan, "tvm_ffi", HAVE_TVM_FFI)
+    return type(plan).__name__ if config is None else config.describe() + ("" if tvm_ffi == HAVE_TVM_FFI else ", without TVM-FFI")
 
 
-# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan,
-# and its traits: what it keeps that a later rung may drop.
+# One step of the self-check's ladder: its name (for the fallback lines), how to build its plan, what a later rung may drop.
 Rung = NamedTuple("Rung", [("name", str), ("build", Callable), ("traits", frozenset)])
-# How a rung fails: its plan's answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the
-# device (in the trial process), or the trial process's time SPENT before it was tried.
+# How a rung fails: its answer WRONG, its build or calls RAISED, its calls HUNG or FAULTED the device, the trial's time SPENT.
 WRONG, RAISED, HUNG, FAULTED, SPENT = "wrong", "raised", "hung", "faulted", "spent"
 
 
@@ -1049,8 +980,7 @@ class ThreeCalls:
                             for operand in (b, negated_b)) + (tuple(data),)
 
     def fault(self, plan, watch: Callable[[], str | None] | None = None) -> str | None:
-        """None where every call of `plan` was right; else its first wrong element, or what
-        `watch` (called once the calls are queued) says of their time."""
+        """None where every call of `plan` was right; else its first wrong element, or what `watch` says of their time."""
         for inputs in self.inputs:
             inputs[6].fill_(float("nan"))
         for inputs in self.inputs:
@@ -1082,8 +1012,7 @@ class ThreeCalls:
 
 
 def plan_rungs(kernel: type, problem: Problem, device: torch.device) -> list[Rung]:
-    """The kernel's own rungs (`Rung`s, or (name, build) pairs whose traits are their names), or
-    for a kernel without them its chosen plan and its conservative one."""
+    """The kernel's own rungs (`Rung`s, or (name, build) pairs, traits their names), else its chosen and conservative plans."""
     rungs = getattr(kernel, "rungs", None)
     listed = rungs(problem, device) if rungs is not None else [
         ("the chosen configuration", lambda: kernel.launch_plan(problem, device)),
@@ -1127,11 +1056,9 @@ class TrialProcess:
     RUN_DEADLINE_S = 5.0  # three calls and their check: milliseconds of GPU work
     LOST_BUDGET_S = 60.0  # of the competition's 180 s for a whole run
     SILENT, CLOSED = "silent", "closed"  # what `_receive` returns where no reply came
-    # Replies go to the standard output it was given, where nothing else writes (what imports
-    # print goes to stderr); this module is loaded from its file under its name here, wherever it sits.
-    PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); "
-               "settings = json.loads(sys.argv[1]); sys.path[:] = settings['path']; "
-               "spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
+    # Replies go to the stdout it was given, which nothing else writes (imports print to stderr); the module loads by file.
+    PROGRAM = ("import importlib.util, json, os, sys; replies = os.dup(1); os.dup2(2, 1); settings = json.loads(sys.argv[1]); "
+               "sys.path[:] = settings['path']; spec = importlib.util.spec_from_file_location(settings['module'], settings['file']); "
                "module = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
                "spec.loader.exec_module(module); module.TrialProcess.serve(settings, replies)")
 
@@ -1139,18 +1066,15 @@ class TrialProcess:
         self.process: subprocess.Popen | None = None
         self.kernel: type | None = None  # the kernel class the running process serves
         self.unavailable: str | None = None  # why no trial process runs here, once known
-        # What hangs, faults and a failing TVM-FFI put in doubt for every later problem: the
-        # traits blamed, and what failed where.
+        # The traits hangs, faults and a failing TVM-FFI put in doubt for every later problem, and what failed where.
         self.condemned: dict[frozenset, str] = {}
-        self.lost_s = 0.0
-        self.started = False
+        self.lost_s, self.started = 0.0, False  # time hangs, faults and restarts took; whether a process was ever started
         self._buffer = b""
 
     # ----- this process's side -----
 
     def screen(self, kernel: type, problem: Problem, device: torch.device, number: int, name: str) -> Failure | None:
-        """The trial process's verdict on rung `number` (`name`) of `problem`: None where it
-        passed there, or where no trial process runs (the caller then tries it itself)."""
+        """The trial process's verdict on rung `number` (`name`) of `problem`: None where it passed or none runs here."""
         if not (TRIAL_IN_CHILD and getattr(kernel, "TRIAL_IN_CHILD", True)):
             return None
         if self.lost_s > self.LOST_BUDGET_S:
@@ -1349,9 +1273,8 @@ _TRIAL = TrialProcess()
 
 
 class CallerWatch:
-    """The guard on a rung's three calls here after they passed in the trial process: later than
-    `RUN_DEADLINE_S` they fall back like a hang; with no answer by `GIVE_UP_S` the process says
-    so and exits, before the competition's 180 s end the run with no word."""
+    """Guards a rung's three calls here after the trial process passed them: past `RUN_DEADLINE_S` they fall back as a
+    hang; unanswered by `GIVE_UP_S`, the process says so and exits before the competition's 180 s end the run silently."""
 
     RUN_DEADLINE_S = TrialProcess.RUN_DEADLINE_S
     GIVE_UP_S = 60.0
@@ -1359,8 +1282,7 @@ class CallerWatch:
 
     def __init__(self, shape: str, what: str, mark: Callable[[], Callable[[], bool]]):
         # `mark()`, called once the calls are queued: whether what was queued until then is done.
-        self.shape, self.what, self.mark = shape, what, mark
-        self.late = False
+        self.shape, self.what, self.mark, self.late = shape, what, mark, False
 
     @classmethod
     def on(cls, device: torch.device, shape: str, what: str) -> CallerWatch | None:
@@ -1440,7 +1362,6 @@ def kernel_for_arch(arch: str | None) -> type | None:
     harness/submitting/compile.py, `config_for(problem)` and `compile_for_check(problem, arch, extra_options)`."""
     if arch == "sm_90a":
         from hopper_stand_in import HopperNvfp4Gemm  # local runs only: the leaderboard has no Hopper
-
         return HopperNvfp4Gemm
     return Sm100Gemm if arch == Sm100Gemm.ARCH else None
 
