@@ -3,10 +3,7 @@ on the schema: your runs in the store (as the benchmark command keeps them), the
 in a CSV."""
 
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas
@@ -241,9 +238,8 @@ def test_a_run_of_yours_recorded_as_reference_too_is_shown_once(history_store, t
 
 def test_piped_compare_keeps_each_cell_on_its_lines(history_store):
     """Piped, the table is not squeezed into 80 columns: a run's header keeps its commit whole."""
-    result = subprocess.run([sys.executable, "-m", "harness", "compare", "--store", str(history_store), "--no-reference"],
-                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": ""})
-    assert result.returncode == 0, result.stderr
+    result = CliRunner().invoke(compare_command, ["--store", str(history_store), "--no-reference"], env={"COLUMNS": None})
+    assert result.exit_code == 0, result.output
     assert max(len(line) for line in result.stdout.splitlines()) > 80
     assert "120.000 µs" in result.stdout
     legend = [line for line in result.stdout.splitlines() if line.startswith("runs headed")]
