@@ -7,7 +7,6 @@ an unmapped address and behind a spin."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -328,12 +327,22 @@ def test_a_hang_or_a_fault_passes_over_what_it_keeps_in_later_problems_too(kerne
     assert "the chosen configuration" not in kernel.builds and "the chosen configuration" not in kernel.launches
 
 
-def test_the_switch_is_the_environment_variable_read_at_import():
-    env = {k: v for k, v in os.environ.items() if k != sub.TRIAL_IN_CHILD_ENV}
-    program = ("import importlib, os, submission; unset = submission.TRIAL_IN_CHILD; "
-               f"os.environ['{sub.TRIAL_IN_CHILD_ENV}'] = '0'; print(unset, importlib.reload(submission).TRIAL_IN_CHILD)")
-    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["True", "False"]
+def test_the_switch_is_the_environment_variable_read_at_import(monkeypatch):
+    """Copies of submission.py executed beside the imported one (which other tests hold), one
+    with the variable unset, one with it 0."""
+    import importlib.util
+
+    def imported_copy():
+        spec = importlib.util.spec_from_file_location("submission_copy", ROOT / "submission.py")
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, spec.name, module)  # where its dataclasses look themselves up
+        spec.loader.exec_module(module)
+        return module
+
+    monkeypatch.delenv(sub.TRIAL_IN_CHILD_ENV, raising=False)
+    unset = imported_copy().TRIAL_IN_CHILD
+    monkeypatch.setenv(sub.TRIAL_IN_CHILD_ENV, "0")
+    assert (unset, imported_copy().TRIAL_IN_CHILD) == (True, False)
 
 
 @pytest.mark.parametrize("problem", [sub.Problem(128, 256, 512, 2), sub.Problem(384, 128, 768, 1)])
