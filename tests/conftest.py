@@ -20,9 +20,10 @@ def pytest_configure(config):
         torch.set_num_threads(share)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def one_thread():
-    """Many small references on the CPU run quickest on one thread: a shared machine's cores are few."""
+    """Many small references on the CPU run quickest on one thread: a shared machine's cores are
+    few. For the whole module that asks for it, its module-scoped fixtures included."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
