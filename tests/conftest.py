@@ -1,9 +1,14 @@
 """Fixtures shared by the test modules that ask for them, and the threads each test process uses."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
@@ -28,3 +33,29 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def harness_in_process(monkeypatch, capfd):
+    """`python -m harness ARGS` from the repository's root, run as its __main__ runs it (the command
+    line's main()) in the test's process, for a command that ends before any run starts (refused
+    arguments, a tests file or a file that cannot be read, a table): a harness process of its own
+    would spend seconds importing torch. Its status and output as a finished process's; POPCORN_*
+    unset, `env` set on top."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        from harness.cli import main
+
+        for name in [name for name in os.environ if name.startswith("POPCORN_")]:
+            monkeypatch.delenv(name)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "argv", ["harness", *args])
+        monkeypatch.chdir(ROOT)
+        capfd.readouterr()
+        with pytest.raises(SystemExit) as ended:
+            main()
+        stdout, stderr = capfd.readouterr()
+        return subprocess.CompletedProcess(["harness", *args], ended.value.code, stdout, stderr)
+
+    return run
