@@ -59,3 +59,25 @@ def harness_in_process(monkeypatch, capfd):
         return subprocess.CompletedProcess(["harness", *args], ended.value.code, stdout, stderr)
 
     return run
+
+
+@pytest.fixture
+def submission_loaded_under(monkeypatch):
+    """submission.py executed afresh beside the imported one (which other tests hold) with the
+    environment variables given set ("" unsets one): for what the module reads as it is
+    imported, without a Python process of its own importing torch and CuTeDSL again."""
+    import importlib.util
+
+    def load(**variables: str):
+        for name, value in variables.items():
+            if value:
+                monkeypatch.setenv(name, value)
+            else:
+                monkeypatch.delenv(name, raising=False)
+        spec = importlib.util.spec_from_file_location("submission_loaded_again", ROOT / "submission.py")
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, spec.name, module)  # where its dataclasses look themselves up
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -327,22 +327,9 @@ def test_a_hang_or_a_fault_passes_over_what_it_keeps_in_later_problems_too(kerne
     assert "the chosen configuration" not in kernel.builds and "the chosen configuration" not in kernel.launches
 
 
-def test_the_switch_is_the_environment_variable_read_at_import(monkeypatch):
-    """Copies of submission.py executed beside the imported one (which other tests hold), one
-    with the variable unset, one with it 0."""
-    import importlib.util
-
-    def imported_copy():
-        spec = importlib.util.spec_from_file_location("submission_copy", ROOT / "submission.py")
-        module = importlib.util.module_from_spec(spec)
-        monkeypatch.setitem(sys.modules, spec.name, module)  # where its dataclasses look themselves up
-        spec.loader.exec_module(module)
-        return module
-
-    monkeypatch.delenv(sub.TRIAL_IN_CHILD_ENV, raising=False)
-    unset = imported_copy().TRIAL_IN_CHILD
-    monkeypatch.setenv(sub.TRIAL_IN_CHILD_ENV, "0")
-    assert (unset, imported_copy().TRIAL_IN_CHILD) == (True, False)
+def test_the_switch_is_the_environment_variable_read_at_import(submission_loaded_under):
+    loaded = [submission_loaded_under(**{sub.TRIAL_IN_CHILD_ENV: value}).TRIAL_IN_CHILD for value in ("", "0")]
+    assert loaded == [True, False]
 
 
 @pytest.mark.parametrize("problem", [sub.Problem(128, 256, 512, 2), sub.Problem(384, 128, 768, 1)])
