@@ -45,7 +45,10 @@ def harness_in_process(monkeypatch, capfd):
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         from harness.cli import main
+        from harness.judge import given_up
 
+        # A queue an earlier test of this process gave up would have main() end the whole process.
+        monkeypatch.setattr(given_up, "_queues", [])
         for name in [name for name in os.environ if name.startswith("POPCORN_")]:
             monkeypatch.delenv(name)
         for name, value in (env or {}).items():
