@@ -75,12 +75,16 @@ def with_a_constant(tmp_path: Path, constant: str) -> Path:
     return path
 
 
-def test_a_file_over_the_size_limit_is_refused_before_anything_runs(tmp_path):
+def test_a_file_over_the_size_limit_is_refused_before_anything_runs(harness_in_process, tmp_path):
     from harness.judge.exits import EXIT_REJECTED
 
+    tests_file = tmp_path / "cases.txt"
+    tests_file.write_text(THREE_SHAPES)
     started = time.monotonic()
-    document = judged(tmp_path, with_a_constant(tmp_path, "x" * 3_000_000), limit_s=120)
-    assert document["returncode"] == EXIT_REJECTED, document
+    result = harness_in_process("test", str(tests_file), "--device", "cpu", "--json",
+                                "--submission", str(with_a_constant(tmp_path, "x" * 3_000_000)))
+    document = json.loads(result.stdout)
+    assert result.returncode == document["exit_status"] == EXIT_REJECTED, document
     assert "over the 1,000,000-byte limit" in document["error"] and "cases" not in document, document
     assert time.monotonic() - started < 60
 

@@ -20,18 +20,15 @@ def harness(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
-# A harness command each (seconds of imports): one case of each kind of refusal in the fast
-# suite, the second of a kind under e2e.
 @pytest.mark.parametrize("args, said", [
     (("test", "--device", "gpu"), "Invalid value for '--device': 'gpu' is not cpu, cuda or cuda:N"),
-    pytest.param(("test", "--device", "cpu:3"), "Invalid value for '--device': 'cpu:3' is not cpu, cuda or cuda:N",
-                 marks=pytest.mark.e2e),
+    (("test", "--device", "cpu:3"), "Invalid value for '--device': 'cpu:3' is not cpu, cuda or cuda:N"),
     (("benchmark", "--timeout", "-1"), "Invalid value for '--timeout': -1.0 is not in the range x>0."),
     (("test", "--max-repeats", "5"), "No such option '--max-repeats'."),  # it would do nothing there
-    pytest.param(("profile", "--max-repeats", "5"), "No such option '--max-repeats'.", marks=pytest.mark.e2e),
+    (("profile", "--max-repeats", "5"), "No such option '--max-repeats'."),
 ])
-def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(args, said):
-    result = harness(*args)
+def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(harness_in_process, args, said):
+    result = harness_in_process(*args)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"error: {said}"]
     assert result.stdout == ""
@@ -41,10 +38,10 @@ def test_bad_arguments_get_one_line_and_exit_2_before_any_worker(args, said):
     ("m: 128; n: 256; k: 256; l: 1; sed: 1", ":2: unknown key `sed`"),
     ("m: 128; n: abc; k: 256; l: 1; seed: 1", ":2: key `n`: 'abc' is not an integer"),
 ])
-def test_a_mistake_in_the_tests_file_exits_113_naming_it_before_any_worker(tmp_path, line, said):
+def test_a_mistake_in_the_tests_file_exits_113_naming_it_before_any_worker(harness_in_process, tmp_path, line, said):
     cases = tmp_path / "cases.txt"
     cases.write_text(f"m: 128; n: 256; k: 256; l: 1; seed: 1\n{line}\n")
-    result = harness("test", str(cases), "--device", "cpu", "--submission", str(TEMPLATE))
+    result = harness_in_process("test", str(cases), "--device", "cpu", "--submission", str(TEMPLATE))
     assert result.returncode == 113, result.stdout + result.stderr
     (message,) = result.stderr.splitlines()
     assert message.startswith(f"{cases}{said}")
@@ -141,13 +138,13 @@ def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
         ["python", "-m", "harness", "lint"], ["python", "-m", "harness", "compile"], ["python", "-m", "harness", "test"]]
 
 
-def test_a_case_the_problems_reference_refuses_is_the_tests_files_error(tmp_path):
+def test_a_case_the_problems_reference_refuses_is_the_tests_files_error(harness_in_process, tmp_path):
     """K = 100 is no multiple of the 16-element scale blocks: the reference cannot take it, so the
     tests file is refused as it is read (exit 113, naming the constraint), the submission never
     called."""
     tests_file = tmp_path / "bad_k.txt"
     tests_file.write_text("m: 128; n: 128; k: 256; l: 1; seed: 1\nm: 128; n: 128; k: 100; l: 1; seed: 1\n")
-    result = harness("test", str(tests_file), "--device", "cpu", "--submission", str(TEMPLATE))
+    result = harness_in_process("test", str(tests_file), "--device", "cpu", "--submission", str(TEMPLATE))
     assert result.returncode == 113
     assert result.stderr.strip() == (f"{tests_file}:2: `k: 100` is not a multiple of 16 (one fp8 scale per 16 elements "
                                      "along K: reference.py's sf_vec_size)")

@@ -3,22 +3,21 @@ on the schema: your runs in the store (as the benchmark command keeps them), the
 in a CSV."""
 
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from harness.judge.jobs import CaseResult
 from harness.problems import PROBLEMS
 from harness.problems.shapes import parse_cases
 from harness.problems.sol import DEVICES
-from harness.results.compare import NOISE_FRACTION, NOISE_SIGMAS, compare_command, histories, load_history, noise_band, runs_table, stored_runs
+from harness.results.compare import NOISE_FRACTION, NOISE_SIGMAS, DeviceHistory, compare_command, histories, load_history, noise_band, runs_table, stored_runs
 from harness.results.rows import append_rows, rows_for_run
 from harness.results.store import Store, verdict_key
 from harness.shared.stats import Stats
@@ -239,9 +238,8 @@ def test_a_run_of_yours_recorded_as_reference_too_is_shown_once(history_store, t
 
 def test_piped_compare_keeps_each_cell_on_its_lines(history_store):
     """Piped, the table is not squeezed into 80 columns: a run's header keeps its commit whole."""
-    result = subprocess.run([sys.executable, "-m", "harness", "compare", "--store", str(history_store), "--no-reference"],
-                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": ""})
-    assert result.returncode == 0, result.stderr
+    result = CliRunner().invoke(compare_command, ["--store", str(history_store), "--no-reference"], env={"COLUMNS": None})
+    assert result.exit_code == 0, result.output
     assert max(len(line) for line in result.stdout.splitlines()) > 80
     assert "120.000 µs" in result.stdout
     legend = [line for line in result.stdout.splitlines() if line.startswith("runs headed")]
@@ -376,6 +374,32 @@ def test_a_change_within_the_runs_own_errors_reads_as_noise_and_one_beyond_them_
     tables = {device: output[start:end] for (start, device), (end, _) in zip(starts, starts[1:] + [(len(output), None)])}
     assert "-15.0% ±17%" in tables[B200]
     assert "-15.0%" in tables[H100] and "±" not in tables[H100]
+
+
+# A shape's runs, each its mean (None: the run did not measure it) and its relative error.
+measured_runs = st.lists(st.lists(st.one_of(st.none(), st.tuples(st.floats(1.0, 1e6), st.floats(0.0, 0.5))),
+                                  min_size=1, max_size=6), min_size=1, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(measured_runs)
+def test_each_change_and_its_band_are_against_the_previous_run_that_measured_the_shape(shapes):
+    """Runs that skipped a shape (a failure, a sweep of other shapes) are stepped over alike by the
+    change and by its band: both set a run's mean against the last one measured before it."""
+    runs = max(map(len, shapes))
+    cells = [row + [None] * (runs - len(row)) for row in shapes]
+    mean = pandas.DataFrame([[math.nan if cell is None else cell[0] for cell in row] for row in cells])
+    relative_error = pandas.DataFrame([[math.nan if cell is None else cell[1] for cell in row] for row in cells])
+    change, band = DeviceHistory._changes(mean), DeviceHistory._bands(mean, relative_error)
+    for shape, row in enumerate(cells):
+        before = None
+        for run, cell in enumerate(row):
+            if cell is not None and before is not None:
+                assert change.iat[shape, run] == pytest.approx(cell[0] / before[0] - 1)
+                assert band.iat[shape, run] == pytest.approx(noise_band(cell[1], before[1]))
+            else:
+                assert math.isnan(change.iat[shape, run]) and math.isnan(band.iat[shape, run])
+            before = cell if cell is not None else before
 
 
 def test_runs_recorded_with_long_and_short_hashes_show_them_at_one_length(tmp_path):

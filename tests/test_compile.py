@@ -3,9 +3,8 @@ lack what it checks for. Compiles with fake pointers, so it needs no GPU."""
 
 from __future__ import annotations
 
+import functools
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -232,15 +231,12 @@ def test_another_problems_shapes_and_inputs_are_its_own(tmp_path):
 
 @pytest.mark.parametrize("source, cause", [
     ("import torch\n\ndef custom_kernel(data)\n    return data[-1]\n", "SyntaxError: expected ':' ({path}, line 3)"),
-    # A harness command each: test_json's early document keeps this refusal in the fast suite.
-    pytest.param("import torch\n\ndef kernel(data):\n    return data[-1]\n",
-                 "AttributeError: the submission defines no callable custom_kernel", marks=pytest.mark.e2e),
+    ("import torch\n\ndef kernel(data):\n    return data[-1]\n", "AttributeError: the submission defines no callable custom_kernel"),
 ])
-def test_a_file_that_cannot_be_loaded_gets_a_fail_verdict_naming_the_cause(tmp_path, source, cause):
+def test_a_file_that_cannot_be_loaded_gets_a_fail_verdict_naming_the_cause(harness_in_process, tmp_path, source, cause):
     broken = tmp_path / "broken.py"
     broken.write_text(source)
-    result = subprocess.run([sys.executable, "-m", "harness", "compile", "--arch", "sm_100a", "--submission", str(broken)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = harness_in_process("compile", "--arch", "sm_100a", "--submission", str(broken))
     assert result.returncode == checker.EXIT_CHECK_FAILED
     shown = result.stdout + result.stderr
     assert shown.splitlines()[-1] == f"COMPILE CHECK FAIL: {broken} cannot be loaded: {cause.format(path=broken)}"
@@ -287,23 +283,22 @@ def test_capture_reads_the_sm100_kernels_shared_and_tensor_memory_from_its_artif
 def test_the_sm100_kernel_waits_for_the_previous_grid_only_with_pdl(pdl):
     """With PDL the TMA warp lets the next grid launch at once and the epilogue waits for the
     previous grid before its first store; the conservative configuration has neither."""
-    from harness.submitting.compile_capture import capturing_compiles
-
     config = sub.Sm100Config(mma_n=128, split_k=2, stages=6, pdl=pdl)
-    with capturing_compiles("sm_100a") as capture:
-        sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
-        ptx = capture.compiles[-1].ptx
+    ptx = _ptx(config)
     expected = 1 if pdl else 0
     assert ptx.count("griddepcontrol.launch_dependents") == expected
     assert ptx.count("griddepcontrol.wait") == expected
     assert ("PDL on" if pdl else "PDL off") in config.describe()
 
 
-def _split_k_ptx() -> str:
+@functools.cache
+def _ptx(config: sub.Sm100Config) -> str:
+    """The PTX of `config`'s sm_100a kernel, compiled once a test process: the tests that read a
+    configuration's PTX share it (seconds of compile each)."""
     from harness.submitting.compile_capture import capturing_compiles
 
     with capturing_compiles("sm_100a") as capture:
-        sub.Sm100Gemm.compile(sub.Sm100Config(mma_n=128, split_k=2, stages=6), "sm_100a", tvm_ffi=False)
+        sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
         return capture.compiles[-1].ptx
 
 
@@ -314,7 +309,7 @@ def test_one_relaxed_count_between_a_release_and_an_acquire_fence():
     """A split's arrival is one relaxed atomic add: a warp barrier and lane 0's fence before
     it (release), and, for the last arrival, lane 0's fence and a warp barrier before the first
     load of another split's partial (acquire); the last arrival resets the counter."""
-    ptx = _split_k_ptx()
+    ptx = _ptx(sub.Sm100Config(mma_n=128, split_k=2, stages=6))
     assert re.findall(r"atom\.global[.\w]*\.(max|add|exch)\.", ptx) == ["add", "exch"]
     assert "acq_rel.add" not in ptx and "acquire.add" not in ptx and "release.add" not in ptx
     count = ARRIVAL.search(ptx)
@@ -334,12 +329,8 @@ def test_the_last_split_loads_partials_ahead_of_the_subtile_it_adds(mma_n, stage
     come before its first accumulator load: with two splits, two subtiles of the other split's;
     with four (whose partials of one subtile fill the register budget), one subtile of each of
     the three others."""
-    from harness.submitting.compile_capture import capturing_compiles
-
     def loads_before_first_accumulator_load(config):
-        with capturing_compiles("sm_100a") as capture:
-            sub.Sm100Gemm.compile(config, "sm_100a", tvm_ffi=False)
-            ptx = capture.compiles[-1].ptx
+        ptx = _ptx(config)
         acquired = ptx.index("fence.acq_rel.gpu", ARRIVAL.search(ptx).end())
         reduction = ptx[acquired:ptx.index("tcgen05.ld", acquired)]
         return len(re.findall(r"\bld\.global\b", reduction))

@@ -55,13 +55,10 @@ def test_no_command_exits_with_a_bare_number():
     assert bare == []
 
 
-def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
+def test_sol_for_a_problem_without_a_formula_is_a_usage_error(harness_in_process, tmp_path):
     """A folder a user brings has no speed-of-light formula: `sol` says so in one line and exits
     EXIT_USAGE, before printing any table."""
-    import os
     import shutil
-    import subprocess
-    import sys
 
     from harness.judge.exits import EXIT_USAGE
     from harness.problems import PROBLEMS
@@ -69,8 +66,7 @@ def test_sol_for_a_problem_without_a_formula_is_a_usage_error(tmp_path):
     folder = tmp_path / "my_gemv"
     shutil.copytree(PROBLEMS["nvfp4_gemv"].folder, folder)
     shutil.copyfile(PROBLEMS["nvfp4_gemv"].runner_files()["utils"], folder / "utils.py")
-    result = subprocess.run([sys.executable, "-m", "harness", "sol", "--problem", str(folder)], cwd=HARNESS.parent,
-                            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
+    result = harness_in_process("sol", "--problem", str(folder), env={"COLUMNS": "120"})
     assert result.returncode == EXIT_USAGE == 2, result.stdout + result.stderr
     assert result.stderr.strip() == "error: my_gemv has no speed-of-light formula" and result.stdout == ""
 

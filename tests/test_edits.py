@@ -34,16 +34,22 @@ def _changed_leaves(old, new, problem) -> set[int]:
             if not torch.equal(bits(before), bits(after))}
 
 
-@pytest.mark.parametrize("name", SPECS)
-def test_every_part_is_edited_and_left_alone_across_draws_and_every_edit_changes_the_answer(name):
-    problem, data, reference = _input(name)
+@pytest.fixture(scope="module", params=list(SPECS))
+def drawn(request, one_thread):
+    """A small input of each problem, its reference, and DRAWS near-duplicates of it with theirs:
+    the tests that take it only read them."""
+    problem, data, reference = _input(request.param)
+    generator = torch.Generator().manual_seed(1)
+    return problem, data, reference, [edits.near_duplicate(data, reference, problem, generator) for _ in range(DRAWS)]
+
+
+def test_every_part_is_edited_and_left_alone_across_draws_and_every_edit_changes_the_answer(drawn):
+    problem, data, reference, draws = drawn
     found = edits.parts(data, problem)
     kinds = {part.scale for part in found}
     assert kinds == {False, True} and len(found) >= 4
-    generator = torch.Generator().manual_seed(1)
     edited, left = collections.Counter(), collections.Counter()
-    for _ in range(DRAWS):
-        copy, new_reference = edits.near_duplicate(data, reference, problem, generator)
+    for copy, new_reference in draws:
         recomputed = problem.expected(clone_data(copy))
         assert all(torch.equal(ours, theirs) for (_, ours), (_, theirs) in zip(leaves(new_reference), leaves(recomputed)))
         assert edits.changes_the_answer(reference, recomputed, problem)
@@ -133,18 +139,15 @@ def test_a_mixed_fresh_draw_takes_some_parts_of_the_fresh_input_and_keeps_the_ot
     assert all(taken[part.name, True] and taken[part.name, False] for part in found), taken
 
 
-@pytest.mark.parametrize("name", SPECS)
 @pytest.mark.parametrize("kept", ["a", "b", "sfa", "sfb"])
-def test_a_memo_keyed_on_one_part_meets_edits_that_leave_it_and_change_the_answer(name, kept):
+def test_a_memo_keyed_on_one_part_meets_edits_that_leave_it_and_change_the_answer(drawn, kept):
     """What a cheat keyed on one part (`a` alone, `b` alone, a scale in either layout) sees: edits
     its key does not tell, whose answers differ from the one it kept."""
-    problem, data, reference = _input(name)
+    problem, data, reference, draws = drawn
     keyed = [part for part in edits.parts(data, problem) if part.name.split(" ")[0].rstrip("12") == kept]
     assert keyed
-    generator = torch.Generator().manual_seed(8)
     missed = 0
-    for _ in range(DRAWS):
-        copy, new_reference = edits.near_duplicate(data, reference, problem, generator)
+    for copy, new_reference in draws:
         key_unchanged = not _changed_leaves(data, copy, problem) & {leaf for part in keyed for leaf in part.leaves}
         missed += key_unchanged and edits.changes_the_answer(reference, new_reference, problem)
     assert missed >= 3  # a quarter of the draws, where the key is two parts of eight

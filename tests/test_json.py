@@ -24,6 +24,12 @@ def run_json(*args: str, env_extra=None) -> tuple[int, dict, str]:
     return result.returncode, json.loads(result.stdout), result.stderr  # stdout is the document alone
 
 
+def json_in_process(harness_in_process, *args: str) -> tuple[int, dict, str]:
+    """run_json's answer for a command that ends before any run, from its main() in this process."""
+    result = harness_in_process(*args, "--json")
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
 @pytest.fixture
 def cases_file(tmp_path):
     path = tmp_path / "cases.txt"
@@ -94,8 +100,8 @@ def test_official_eval_stop_is_in_the_document(cases_file):
     assert document["passed"] is False and "RuntimeError: illegal tile configuration" in document["eval_stopped"]
 
 
-def test_lint_document_lists_the_findings():
-    status, document, stderr = run_json("lint", "--submission", str(FIXTURES / "broken_uses_side_stream.py"))
+def test_lint_document_lists_the_findings(harness_in_process):
+    status, document, stderr = json_in_process(harness_in_process, "lint", "--submission", str(FIXTURES / "broken_uses_side_stream.py"))
     assert status == document["exit_status"] == 1 and document["passed"] is False
     levels = {finding["check"]: finding["level"] for finding in document["findings"]}
     assert levels["forbidden word"] == "fail" and levels["custom_kernel"] == "pass"
@@ -114,30 +120,25 @@ def test_compile_document_lists_shapes_and_kernels():
 
 @pytest.mark.parametrize("args, exit_status, error", [
     (("test", "{tmp}/absent.txt", "--device", "cpu"), 113, "could not open tests file `{tmp}/absent.txt`"),
-    # A harness command each: a second stop of the same kind (the tests file's, click's) under e2e.
-    pytest.param(("test", "{tmp}/cases.txt", "--device", "cpu"), 113, "{tmp}/cases.txt:1: unknown key `sed`",
-                 marks=pytest.mark.e2e),
+    (("test", "{tmp}/cases.txt", "--device", "cpu"), 113, "{tmp}/cases.txt:1: unknown key `sed`"),
     (("benchmark", "--device", "gpu"), 2, "Invalid value for '--device': 'gpu' is not cpu, cuda or cuda:N"),
-    pytest.param(("lint", "--submission", "{tmp}/absent.py"), 2,
-                 "Invalid value for '--submission': File '{tmp}/absent.py' does not exist.", marks=pytest.mark.e2e),
+    (("lint", "--submission", "{tmp}/absent.py"), 2, "Invalid value for '--submission': File '{tmp}/absent.py' does not exist."),
     pytest.param(("test", "--device", "cuda"), 114, "no CUDA device: ",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")),
     (("compile", "--arch", "sm_100a", "--submission", "{tmp}/no_kernel.py"), 1,
      "AttributeError: the submission defines no callable custom_kernel"),
 ])
-def test_a_command_that_stops_early_still_writes_its_document(tmp_path, args, exit_status, error):
+def test_a_command_that_stops_early_still_writes_its_document(harness_in_process, tmp_path, args, exit_status, error):
     (tmp_path / "cases.txt").write_text("m: 128; n: 256; k: 256; l: 1; sed: 1\n")
     (tmp_path / "no_kernel.py").write_text("import torch\n\ndef kernel(data):\n    return data[-1]\n")
-    status, document, _ = run_json(*(arg.format(tmp=tmp_path) for arg in args))
+    status, document, _ = json_in_process(harness_in_process, *(arg.format(tmp=tmp_path) for arg in args))
     assert status == document["exit_status"] == exit_status
     assert document["schema"] == "nvfp4-harness/1" and document["command"] == args[0] and document["passed"] is False
     assert document["error"].startswith(error.format(tmp=tmp_path))
 
 
-def test_json_and_popcorn_on_stdout_are_refused(cases_file):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("POPCORN_")}
-    result = subprocess.run([sys.executable, "-m", "harness", "test", str(cases_file), "--device", "cpu", "--json"],
-                            cwd=ROOT, env={**env, "POPCORN_FD": "1"}, capture_output=True, text=True, timeout=60)
+def test_json_and_popcorn_on_stdout_are_refused(harness_in_process, cases_file):
+    result = harness_in_process("test", str(cases_file), "--device", "cpu", "--json", env={"POPCORN_FD": "1"})
     assert result.returncode == 2
     assert result.stderr.strip() == "error: --json and POPCORN_FD=1 would both write to stdout"
 

@@ -178,18 +178,16 @@ def test_a_lone_surrogate_in_a_message_is_shown_escaped(tmp_path, cases_file):
     status, lines, _ = run_with_fd(tmp_path, "test", str(cases_file), "--device", "cpu", "--submission", str(raising))
     assert status == 112 and "test.0.error: error: RuntimeError: lone \\ud800 surrogate" in lines
 
-@pytest.mark.e2e  # a harness command; test_cli's exit 113 and test_shapes' refusal of the line stay fast
-def test_bad_tests_file_exits_113(tmp_path):
+def test_bad_tests_file_exits_113(harness_in_process, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("m: 128; n: 256; k = 256\n")
-    result = subprocess.run([sys.executable, "-m", "harness", "test", str(bad), "--device", "cpu"], cwd=ROOT, capture_output=True, text=True)
+    result = harness_in_process("test", str(bad), "--device", "cpu")
     assert result.returncode == 113 and "invalid test case" in result.stderr
 
 
-@pytest.mark.e2e  # a harness command; test_json's early document (exit 114) and test_cli's check stay fast
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: the no-GPU exit cannot be observed")
-def test_gpu_mode_without_cuda_exits_114():
-    result = subprocess.run([sys.executable, "-m", "harness", "test", "--submission", str(TORCH_SUBMISSION)], cwd=ROOT, capture_output=True, text=True)
+def test_gpu_mode_without_cuda_exits_114(harness_in_process):
+    result = harness_in_process("test", "--submission", str(TORCH_SUBMISSION))
     assert result.returncode == 114 and "no CUDA device" in result.stderr
 
 

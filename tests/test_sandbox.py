@@ -588,6 +588,24 @@ print(outcome)
     assert outcome["rename over its name"] == outcome["unlink"] == "done"
 
 
+def test_a_gpu_workers_nodes_are_read_once_a_judge_process_not_at_every_workers_start(monkeypatch):
+    """The GPUs a judge's CUDA sees are fixed once CUDA starts: the second worker's command asks
+    CUDA nothing, and binds the nodes the first one's did."""
+    from harness.judge import worker_root
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: asked.append("device_count") or 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: dataclasses.make_dataclass("Properties", ["pci_domain_id", "pci_bus_id", "pci_device_id"])(0, 0x1b, 0))
+    worker_root._gpu_minors.cache_clear()
+    try:
+        first = worker_root.device_arguments(True, None)
+        assert worker_root.device_arguments(True, None) == first
+    finally:
+        worker_root._gpu_minors.cache_clear()
+    assert asked == ["device_count"]
+
+
 @pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="two /dev/shm of their own (two judges) need root")
 def test_a_gpu_worker_without_bubblewrap_reaches_no_other_judges_dev_shm_through_a_workers_root():
     """Where bubblewrap is missing, a worker shares the host's pid namespace, and

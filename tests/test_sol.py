@@ -1,6 +1,3 @@
-import subprocess
-import sys
-
 import pytest
 
 from harness.problems.sol import DEVICES, ceilings_for, device_key, gemm_bytes, gemm_flops, gemm_work
@@ -47,22 +44,22 @@ def test_measured_ceilings_take_precedence_and_unknown_devices_say_so():
     assert ceilings is None and "--ceilings measured" in note
 
 
-def test_sol_command_prints_the_competition_table():
-    out = subprocess.run([sys.executable, "-m", "harness", "sol", "--gpu", "B200"], capture_output=True, text=True, check=True).stdout
+def test_sol_command_prints_the_competition_table(harness_in_process):
+    result = harness_in_process("sol", "--gpu", "B200")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
     rows = [line.split() for line in out.splitlines() if line.startswith("128x")]
     assert [row[1] for row in rows] == [digits for _, digits in BENCHMARKS_B200_US]
     assert [row[2] for row in rows] == [digits for _, digits in BENCHMARKS_B200_US]  # the published column
 
 
-# A harness command each: the grouped GEMM's table (per-group sizes) in the fast suite, the
-# others, through the same command, under e2e.
-@pytest.mark.parametrize("name", [pytest.param("nvfp4_gemv", marks=pytest.mark.e2e),
-                                  pytest.param("nvfp4_dual_gemm", marks=pytest.mark.e2e), "nvfp4_group_gemm"])
-def test_sol_command_reproduces_each_problems_published_table(name):
+@pytest.mark.parametrize("name", ["nvfp4_gemv", "nvfp4_dual_gemm", "nvfp4_group_gemm"])
+def test_sol_command_reproduces_each_problems_published_table(harness_in_process, name):
     from harness.problems import PROBLEMS
 
-    out = subprocess.run([sys.executable, "-m", "harness", "sol", "--problem", name], capture_output=True, text=True,
-                         check=True).stdout
+    result = harness_in_process("sol", "--problem", name)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
     rows = [line.split() for line in out.splitlines()[2:] if not line.startswith("geomean")]
     published = [f"{microseconds:.3f}" for _, microseconds in PROBLEMS[name].speed_of_light.rows()]
     assert len(rows) == len(published)

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -20,9 +22,8 @@ def test_refills_differ_in_fp16_from_every_earlier_round_and_touch_only_c():
     seen = set()
     for _ in range(4096):  # more rounds than any case runs
         refills.fill([copy[6]])
-        values = copy[6].unique()
-        assert values.numel() == 1 and torch.isfinite(values).all()
-        value = values.item()
+        value = copy[6].view(-1)[0].item()
+        assert bool((copy[6] == value).all()) and math.isfinite(value)  # one value in every element
         assert value not in seen and abs(value) >= 16384
         seen.add(value)
     assert changed_inputs(data, copy, GEMM) == []  # c is the output buffer, not an input

@@ -273,9 +273,11 @@ class Sandbox:
             return []
         return ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
 
-    def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int) -> Launch:
+    def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int,
+               program: str = confine.BOOTSTRAP, **more_settings) -> Launch:
         """The command that starts a worker whose own writable folder is `folder`, talking on
-        `socket_fd` (its number in the new process too) and printing to `log_fd`."""
+        `socket_fd` (its number in the new process too) and printing to `log_fd`: `program` (the
+        worker's bootstrap, or the sandbox's check) given its settings, `more_settings` among them."""
         self._count += 1
         with judge_user.files_of_root():
             cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
@@ -285,8 +287,8 @@ class Sandbox:
             os.chown(folder, *self.user)
             os.chmod(folder, 0o755)
         dev_shm = worker_dev_shm.make_folder(self.user) if self._own_gpu_dev_shm else None
-        argv, seccomp_fd = self._command(confine.BOOTSTRAP, self._settings(folder, socket_fd, log_fd, echo, rng_seed),
-                                         folder, dev_shm)
+        settings = {**self._settings(folder, socket_fd, log_fd, echo, rng_seed), **more_settings}
+        argv, seccomp_fd = self._command(program, settings, folder, dev_shm)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
         return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None, dev_shm=dev_shm)
 
@@ -324,9 +326,8 @@ class Sandbox:
         named socket listening on the host."""
         folder = Path(tempfile.mkdtemp(prefix="runner-check-", dir=self._generated))
         with tempfile.TemporaryFile() as log:
-            launch = self.launch(folder, log.fileno(), log.fileno(), False, 0)
-            settings = json.loads(launch.argv[-1])
-            launch.argv[-2:] = [confine.CHECK, json.dumps({**settings, "sockets": sorted(worker_root.listening_sockets())})]
+            launch = self.launch(folder, log.fileno(), log.fileno(), False, 0, program=confine.CHECK,
+                                 sockets=sorted(worker_root.listening_sockets()))
             try:
                 subprocess.run(launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
                                stdout=log.fileno(), stderr=log.fileno(), env=self.environment(folder), timeout=60)

@@ -194,9 +194,11 @@ def etc_arguments(generated: Path) -> list[str]:
                         "--ro-bind", str(generated / "group"), "/etc/group"]
 
 
+@functools.cache
 def _gpu_minors() -> list[int] | None:
     """The device minors (/dev/nvidia<N>) of the GPUs the judge's CUDA sees, from their PCI
-    addresses; None where they cannot be told (every GPU's node is bound then)."""
+    addresses; None where they cannot be told (every GPU's node is bound then). Once a process:
+    the GPUs its CUDA sees are fixed when CUDA starts, and every worker's start would read them."""
     try:
         import torch
 

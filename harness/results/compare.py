@@ -137,6 +137,12 @@ def noise_band(relative_error, other_relative_error):
     return numpy.fmax(NOISE_SIGMAS * numpy.hypot(relative_error, other_relative_error), NOISE_FRACTION)
 
 
+def _in_previous_run(values: pandas.DataFrame, mean: pandas.DataFrame) -> pandas.DataFrame:
+    """Each shape's value in the previous run (column) that measured its mean: the alignment of a
+    change and of its band."""
+    return values.where(mean.notna()).ffill(axis=1).shift(1, axis=1)
+
+
 class DeviceHistory:
     """One problem's runs on one device: mean and % SOL per (shape, run), and each mean's change
     against the same shape's mean in the previous run there of the same file that measured it,
@@ -179,15 +185,14 @@ class DeviceHistory:
     @staticmethod
     def _changes(mean: pandas.DataFrame) -> pandas.DataFrame:
         """Each mean against the same shape's in the previous run (column) that measured it."""
-        return mean / mean.ffill(axis=1).shift(1, axis=1) - 1
+        return mean / _in_previous_run(mean, mean) - 1
 
     @staticmethod
     def _bands(mean: pandas.DataFrame, relative_error: pandas.DataFrame) -> pandas.DataFrame:
         """Each change's noise band, from the relative errors of the two means `_changes` sets
         against each other (NaN where there is no change)."""
-        previous = relative_error.where(mean.notna()).ffill(axis=1).shift(1, axis=1)
-        had_one = mean.ffill(axis=1).shift(1, axis=1).notna() & mean.notna()
-        return noise_band(relative_error, previous).where(had_one)
+        had_one = _in_previous_run(mean, mean).notna() & mean.notna()
+        return noise_band(relative_error, _in_previous_run(relative_error, mean)).where(had_one)
 
     def _scores(self) -> tuple[dict, dict, dict]:
         """Geomean of the means for runs where every shape passed; its change only against the
