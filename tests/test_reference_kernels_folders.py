@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from harness.judge.verdicts import check_call
 from harness.problems import PLAIN_EVAL, load_problem
 from harness.problems.eval_flavours import FLAVOURS, UNKNOWN, flavour_of
-from harness.problems.folder_task import TaskFileError
+from harness.problems.folder_task import TaskFileError, tests_file_text
 from harness.problems.shapes import CaseFormat, ShapeFileError, parse_cases
 from harness.shared import stats, wire
 
@@ -93,6 +93,20 @@ def test_a_case_line_is_read_back_or_refused_with_the_key_named(args):
     else:
         with pytest.raises(ShapeFileError, match="size|seed|spread"):
             parse_cases(line, case_format=case_format)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"n": st.integers(1, 10**6), "sizes": st.lists(st.integers(1, 4096), min_size=1, max_size=4),
+                                       "seed": st.integers(0, 2**31)},
+                                      optional={"case": st.text(alphabet="abcxyz_", min_size=1, max_size=8)}),
+                min_size=1, max_size=5))
+def test_the_tests_file_written_from_task_yml_reads_back_as_its_cases(cases):
+    case_format = CaseFormat(keys=("n", "sizes", "case", "seed"), list_keys=("sizes",), optional_keys=("case",),
+                             text_keys=("case",))
+    text = tests_file_text(cases)
+    assert len(text.splitlines()) == len(cases)
+    read_back = [case.args for case in parse_cases(text, case_format=case_format)]
+    assert read_back == [{**case, "sizes": tuple(case["sizes"])} for case in cases]
 
 
 def test_an_unknown_key_names_the_keys_a_case_may_have():

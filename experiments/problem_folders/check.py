@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
-from harness.problems.folder_task import read_task  # noqa: E402
-from harness.shared.paths import git_commit  # noqa: E402
+from harness.problems.folder_task import read_task, tests_file_text  # noqa: E402
+from harness.shared.paths import git_commit, short_commit  # noqa: E402
 
 MEANS_WITHIN = 0.05
 LIMIT_S = 600
@@ -98,11 +98,6 @@ def submissions(root: Path, helion_installs: bool) -> tuple[list[Submission], li
     return found, skipped
 
 
-def cases_text(cases: list[dict]) -> str:
-    """Cases in the tests-file format the runner writes from task.yml."""
-    return "".join("; ".join(f"{key}: {value}" for key, value in case.items()) + "\n" for case in cases)
-
-
 def eval_folder(submission: Submission, cases: list[dict]) -> Path:
     """A folder as the competition's runner lays it out: task.yml's files, the submission as
     submission.py, and the cases as cases.txt."""
@@ -111,7 +106,7 @@ def eval_folder(submission: Submission, cases: list[dict]) -> Path:
     for name, source in task.files.items():
         shutil.copyfile(source, folder / name)
     shutil.copyfile(submission.file, folder / "submission.py")
-    (folder / "cases.txt").write_text(cases_text(cases))
+    (folder / "cases.txt").write_text(tests_file_text(cases))
     return folder
 
 
@@ -142,7 +137,7 @@ def run_eval(submission: Submission, mode: str, cases: list[dict], log) -> tuple
 def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log) -> tuple[str, list[float]]:
     """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
-        file.write(cases_text(cases))
+        file.write(tests_file_text(cases))
     command = [sys.executable, "-m", "harness", mode, file.name, "--problem", str(submission.folder), "--submission",
                str(submission.file), "--device", device, "--json", *(["--official"] if official else [])]
     try:
@@ -236,7 +231,7 @@ def main() -> int:
         device_name = torch.cuda.get_device_name(0)
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
     commit = git_commit()
-    staged = (arguments.root.parent / "COMMIT").read_text().strip()[:12] if (arguments.root.parent / "COMMIT").is_file() else "?"
+    staged = short_commit((arguments.root.parent / "COMMIT").read_text().strip()) if (arguments.root.parent / "COMMIT").is_file() else "?"
     today = datetime.datetime.now(datetime.timezone.utc).date()
     only = f"-{re.sub(r'[^a-z0-9]+', '-', arguments.only.lower()).strip('-')}" if arguments.only else ""
     stem = arguments.out / f"problem-folders{only}-{slug}-{today}-{commit}"
