@@ -114,13 +114,15 @@ def popcorn_lines(text: str) -> dict:
     return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
 
-def run_eval(submission: Submission, mode: str, cases: list[dict], log) -> tuple[str, list[float]]:
-    """(the eval's check verdict, its benchmark means in ns) from its POPCORN lines."""
+def run_eval(submission: Submission, mode: str, cases: list[dict], log, environment: dict | None = None,
+             prefix: tuple = ()) -> tuple[str, list[float]]:
+    """(the eval's check verdict, its benchmark means in ns) from its POPCORN lines; `environment`
+    in place of this process's, `prefix` before its command line (`taskset -c 0`)."""
     folder = eval_folder(submission, cases)
     try:
         with tempfile.TemporaryFile("w+") as popcorn:
-            environment = {**os.environ, "POPCORN_FD": str(popcorn.fileno())}
-            completed = subprocess.run([sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
+            environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
+            completed = subprocess.run([*prefix, sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
                                        pass_fds=(popcorn.fileno(),), capture_output=True, text=True, timeout=LIMIT_S)
             popcorn.seek(0)
             lines = popcorn_lines(popcorn.read())
@@ -134,11 +136,13 @@ def run_eval(submission: Submission, mode: str, cases: list[dict], log) -> tuple
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log) -> tuple[str, list[float]]:
-    """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`."""
+def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log,
+             harness: tuple = ("-m", "harness")) -> tuple[str, list[float]]:
+    """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`
+    (`harness`: what follows python in place of `-m harness`)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
         file.write(tests_file_text(cases))
-    command = [sys.executable, "-m", "harness", mode, file.name, "--problem", str(submission.folder), "--submission",
+    command = [sys.executable, *harness, mode, file.name, "--problem", str(submission.folder), "--submission",
                str(submission.file), "--device", device, "--json", *(["--official"] if official else [])]
     try:
         completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)
