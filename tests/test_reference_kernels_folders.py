@@ -193,11 +193,22 @@ def test_torchs_named_results_cross_as_tuples():
 # ---- experiments/problem_folders ---------------------------------------------------------------------
 
 def test_the_check_finds_each_folders_solutions_with_their_expected_verdicts():
-    found, skipped = check.submissions(FAMILY.parent, helion_installs=False)
+    found, skipped = check.submissions(FAMILY.parent, helion_error="ModuleNotFoundError: No module named 'helion'")
     assert [(submission.label, submission.expected) for submission in found] == [
         ("practice/running_sum_py: solutions/correct/fp32_cumsum.py", "pass"),
         ("practice/running_sum_py: solutions/wrong/exclusive.py", "fail")]
     assert skipped == []
+
+
+def test_helions_folders_are_skipped_with_the_imports_error_where_it_fails(tmp_path):
+    for family in ("helion", "practice"):
+        shutil.copytree(FOLDER, tmp_path / family / FOLDER.name)
+    error = "ModuleNotFoundError: No module named 'helion'"
+    found, skipped = check.submissions(tmp_path, helion_error=error)
+    assert {submission.folder.parent.name for submission in found} == {"practice"}
+    assert skipped == [f"helion/{FOLDER.name}: helion does not import here ({error})"]
+    found, skipped = check.submissions(tmp_path, helion_error="")
+    assert {submission.folder.parent.name for submission in found} == {"helion", "practice"} and skipped == []
 
 
 def test_the_eval_runs_in_a_folder_laid_out_as_the_runner_lays_it_out():

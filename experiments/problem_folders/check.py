@@ -8,7 +8,7 @@ follows, the benchmarks' means compared too (within 5 %).
 What is judged in every FAMILY/PROBLEM/ under the root, each with the verdict it should get:
   where the folder has solutions/ (pmpp_v2): solutions/correct/*.py pass, solutions/wrong/*.py fail;
   else (linalg, helion) submission.py and submissions/*.py pass;
-  helion's only where `import helion` works (else listed as skipped).
+  helion's only where `import helion` works (else listed as skipped, with the import's error).
 Test mode on each problem's official tests: the folder's eval (`POPCORN_FD=N python eval.py test
 tests.txt` in a folder laid out as the runner lays it out from task.yml) and `python -m harness
 test` (the judge's own checks, and under --official the competition's). Benchmarks: the first
@@ -82,12 +82,13 @@ class Row:
     agrees: bool = True
 
 
-def submissions(root: Path, helion_installs: bool) -> tuple[list[Submission], list[str]]:
-    """What is judged, and what is left out with why."""
+def submissions(root: Path, helion_error: str) -> tuple[list[Submission], list[str]]:
+    """What is judged, and what is left out with why (`helion_error`: why helion does not import
+    here, empty where it does)."""
     found, skipped = [], []
     for folder in sorted(path.parent for path in root.glob("*/*/task.yml")):
-        if folder.parent.name == "helion" and not helion_installs:
-            skipped.append(f"{folder.parent.name}/{folder.name}: helion does not import here")
+        if folder.parent.name == "helion" and helion_error:
+            skipped.append(f"{folder.parent.name}/{folder.name}: helion does not import here ({helion_error})")
         elif (folder / "solutions").is_dir():
             for verdict in ("correct", "wrong"):
                 found += [Submission(folder, file, "pass" if verdict == "correct" else "fail")
@@ -210,6 +211,15 @@ def table(rows: list[Row], skipped: list[str], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def helion_import_error() -> str:
+    """Why `import helion` fails here (its exception, one line), or empty where it works."""
+    try:
+        import helion  # noqa: F401
+    except Exception as error:  # any failure of the import leaves helion's folders out, said so
+        return f"{type(error).__name__}: {error}".splitlines()[0]
+    return ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT / ".reference-kernels" / "problems")
@@ -222,13 +232,9 @@ def main() -> int:
     arguments = parser.parse_args()
     if not arguments.root.is_dir():
         sys.exit(f"{arguments.root} is not there: stage the folders first (experiments/problem_folders/stage.sh)")
-    try:
-        import helion  # noqa: F401
-        helion_installs = True
-    except Exception:
-        helion_installs = False
-    found, skipped = submissions(arguments.root, helion_installs)
+    found, skipped = submissions(arguments.root, helion_import_error())
     found = [submission for submission in found if re.search(arguments.only, submission.label)]
+    skipped = [reason for reason in skipped if re.search(arguments.only, reason)]
     device_name = "cpu"
     if arguments.device.startswith("cuda"):
         import torch
