@@ -17,7 +17,10 @@ hidden behind the flush. The variants tell which condition moves the first kind:
   context before the eval's processes use it);
 - what lies between rounds: the judge's work between a worker's batches, 2 ms of it, with the
   GPU and the host idle, the GPU busy and the host asleep, or the host busy and the GPU idle;
-- --official as it runs, and without the worker's own overwrite of L2 after the judge's go.
+- how long the call's sync waits: the judge's flush and the worker's overwrite before the window
+  are longer than the eval's flush (the eval's made longer by GPU work after it);
+- --official as it runs; without the worker's own overwrite of L2 after the judge's go; without
+  the judge's flush before go; without either.
 
 The eval runs as experiments/problem_folders/check.py runs it (in a folder laid out as the
 runner lays it out, `POPCORN_FD=N python eval.py benchmark cases.txt`); the changes to its
@@ -53,6 +56,8 @@ from harness.problems.folder_task import read_task, tests_file_text  # noqa: E40
 PATCH_ENV = "OFFICIAL_VS_EVAL_PATCH"
 GAP_S = 0.002
 GAP_CYCLES = 4_000_000  # about 2 ms of torch.cuda._sleep at Hopper's clocks
+LONGER_WAIT_CYCLES = 600_000  # about 300 us: as long as the judge's flush and the worker's overwrite take beyond the eval's flush
+EVAL_FLUSH_BYTES = 256 * 2**20  # pmpp_v2's and linalg's utils.clear_l2_cache: a fill_ of this many bytes
 NEIGHBOUR_LIMIT_S = 120  # a neighbour that does not come up in this time fails the variant
 SCHEDULING = {"spin": 1, "yield": 2, "blocking sync": 4}  # CU_CTX_SCHED_*
 
@@ -75,6 +80,19 @@ if patch in {sorted(SCHEDULING)!r}:
     if failed:
         print(f"sitecustomize: the context's scheduling not set to {{patch}}: {{failed}}", file=sys.stderr, flush=True)
         sys.exit(3)
+elif patch == "longer wait":
+    import torch
+
+    fill = torch.Tensor.fill_
+
+    def fill_then_more_gpu_work(self, value):
+        """The eval's flush (the one fill_ of its size), then GPU work the call's sync waits for too."""
+        filled = fill(self, value)
+        if self.is_cuda and self.numel() * self.element_size() >= {EVAL_FLUSH_BYTES}:
+            torch.cuda._sleep({LONGER_WAIT_CYCLES})
+        return filled
+
+    torch.Tensor.fill_ = fill_then_more_gpu_work
 elif patch in ("idle gap", "gpu gap", "host gap"):
     import time
 
@@ -153,11 +171,18 @@ if __name__ == "__main__":
         child.join(30)
 '''
 
-# `python -m harness` with the worker's own overwrite of L2 after go left out (its size 0); the
-# judge's /dev/shm entered first, as harness/__main__.py does.
-NO_OWN_OVERWRITE = ("-c", "from harness.judge.dev_shm import own_dev_shm; own_dev_shm(); "
-                          "import harness.judge.rounds as rounds; rounds.own_flush_bytes = lambda gpu: 0; "
-                          "from harness.cli import main; main()")
+
+
+def patched_harness(*statements: str) -> tuple[str, str]:
+    """What follows python for `python -m harness` with `statements` run in the judge first (the
+    judge's /dev/shm entered before them, as harness/__main__.py does)."""
+    return "-c", "; ".join(("from harness.judge.dev_shm import own_dev_shm", "own_dev_shm()", "import harness.judge.rounds as rounds",
+                            *statements, "from harness.cli import main", "main()"))
+
+
+NO_OWN_OVERWRITE = "rounds.own_flush_bytes = lambda gpu: 0"  # the size the judge hands the worker
+NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "
+                  "rounds.JudgeClock.__init__ = lambda self, device, flush_bytes, own_flush=False: init(self, device, 0, own_flush)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,8 +210,11 @@ VARIANTS = (
     Variant(f"eval, {GAP_S * 1e3:g} ms idle between rounds", patch="idle gap"),
     Variant(f"eval, {GAP_S * 1e3:g} ms GPU work between rounds, host asleep", patch="gpu gap"),
     Variant(f"eval, {GAP_S * 1e3:g} ms host busy between rounds, GPU idle", patch="host gap"),
+    Variant(f"eval, its flush {LONGER_WAIT_CYCLES / 2e3:g} us longer (the call's sync waits longer)", patch="longer wait"),
     Variant("--official", harness=("-m", "harness")),
-    Variant("--official, no overwrite of L2 by the worker", harness=NO_OWN_OVERWRITE),
+    Variant("--official, no overwrite of L2 by the worker", harness=patched_harness(NO_OWN_OVERWRITE)),
+    Variant("--official, no flush by the judge", harness=patched_harness(NO_JUDGE_FLUSH)),
+    Variant("--official, neither", harness=patched_harness(NO_OWN_OVERWRITE, NO_JUDGE_FLUSH)),
     Variant("eval again"),
 )
 
