@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from harness.judge.verdicts import check_call
 from harness.problems import PLAIN_EVAL, load_problem
 from harness.problems.eval_flavours import FLAVOURS, UNKNOWN, flavour_of
-from harness.problems.folder_task import TaskFileError, tests_file_text
+from harness.problems.folder_task import TaskFileError, cases_as_tests_file
 from harness.problems.shapes import CaseFormat, ShapeFileError, parse_cases
 from harness.shared import stats, wire
 
@@ -103,7 +103,7 @@ def test_a_case_line_is_read_back_or_refused_with_the_key_named(args):
 def test_the_tests_file_written_from_task_yml_reads_back_as_its_cases(cases):
     case_format = CaseFormat(keys=("n", "sizes", "case", "seed"), list_keys=("sizes",), optional_keys=("case",),
                              text_keys=("case",))
-    text = tests_file_text(cases)
+    text = cases_as_tests_file(cases)
     assert len(text.splitlines()) == len(cases)
     read_back = [case.args for case in parse_cases(text, case_format=case_format)]
     assert read_back == [{**case, "sizes": tuple(case["sizes"])} for case in cases]

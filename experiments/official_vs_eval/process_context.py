@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "experiments" / "problem_folders"))
 import check  # noqa: E402
 from harness.judge.isolation import END_POLL_S  # noqa: E402
 from harness.judge.sandbox import Sandbox  # noqa: E402
-from harness.problems.folder_task import read_task, tests_file_text  # noqa: E402
+from harness.problems.folder_task import read_task, cases_as_tests_file  # noqa: E402
 
 PATCH_ENV = "OFFICIAL_VS_EVAL_PATCH"
 GAP_S = 0.002
@@ -291,7 +291,7 @@ def main() -> None:
     log_path = arguments.log or Path(tempfile.mkstemp(prefix="process-context-", suffix=".log")[1])
     patches = Path(tempfile.mkdtemp(prefix="eval-patches-"))
     (patches / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    print(f"{submission.label}, benchmark cases {[tests_file_text([case]).strip() for case in cases]}: "
+    print(f"{submission.label}, benchmark cases {[cases_as_tests_file([case]).strip() for case in cases]}: "
           f"mean us per call, then the difference from the first variant", flush=True)
     baseline = None
     try:

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
-from harness.problems.folder_task import read_task, tests_file_text  # noqa: E402
+from harness.problems.folder_task import read_task, cases_as_tests_file  # noqa: E402
 from harness.shared.paths import git_commit, short_commit  # noqa: E402
 
 MEANS_WITHIN = 0.05
@@ -107,7 +107,7 @@ def eval_folder(submission: Submission, cases: list[dict]) -> Path:
     for name, source in task.files.items():
         shutil.copyfile(source, folder / name)
     shutil.copyfile(submission.file, folder / "submission.py")
-    (folder / "cases.txt").write_text(tests_file_text(cases))
+    (folder / "cases.txt").write_text(cases_as_tests_file(cases))
     return folder
 
 
@@ -142,7 +142,7 @@ def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, 
     """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`
     (`harness`: what follows python in place of `-m harness`)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
-        file.write(tests_file_text(cases))
+        file.write(cases_as_tests_file(cases))
     command = [sys.executable, *harness, mode, file.name, "--problem", str(submission.folder), "--submission",
                str(submission.file), "--device", device, "--json", *(["--official"] if official else [])]
     try:

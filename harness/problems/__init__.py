@@ -370,7 +370,7 @@ def _folder_problem(folder: Path) -> Problem:
     tests-file format to a folder of this process's own (the runner makes its tests file the same
     way); the user's folder is only read. The folder's generate_input, ref_kernel and
     check_implementation are applied as its eval applies them."""
-    from harness.problems.folder_task import read_task, tests_file_text
+    from harness.problems.folder_task import read_task, cases_as_tests_file
 
     task = read_task(folder)
     sources = tuple((module, task.files[f"{module}.py"]) for module in RUNNER_MODULES if f"{module}.py" in task.files)
@@ -382,7 +382,7 @@ def _folder_problem(folder: Path) -> Problem:
     case_files = {}
     for which, cases in (("tests", task.tests), ("benchmarks", task.benchmarks)):
         case_files[which] = cases_folder / f"{which}.txt"
-        case_files[which].write_text(tests_file_text(cases))
+        case_files[which].write_text(cases_as_tests_file(cases))
     keys, optional, words = task.case_keys()
     cases = task.tests + task.benchmarks
     problem = Problem(

@@ -44,7 +44,7 @@ class FolderTask:
         return tuple(keys), optional, words
 
 
-def tests_file_text(cases: list[dict]) -> str:
+def cases_as_tests_file(cases: list[dict]) -> str:
     """`cases` in the tests-file format the runner writes from task.yml: a line a case, its
     `key: value` pairs joined by `; `, a list as `[a, b]`."""
     return "".join("; ".join(f"{key}: {_format_value(value)}" for key, value in case.items()) + "\n" for case in cases)
