@@ -175,14 +175,18 @@ if __name__ == "__main__":
 
 def patched_harness(*statements: str) -> tuple[str, str]:
     """What follows python for `python -m harness` with `statements` run in the judge first (the
-    judge's /dev/shm entered before them, as harness/__main__.py does)."""
-    return "-c", "; ".join(("from harness.judge.dev_shm import own_dev_shm", "own_dev_shm()", "import harness.judge.rounds as rounds",
-                            *statements, "from harness.cli import main", "main()"))
+    judge's /dev/shm entered before them, as harness/__main__.py does). The working folder goes
+    on the import path by its absolute name, as `-m` puts it there: the judge hands its workers
+    the absolute entries of its own."""
+    return "-c", "; ".join(("import os, sys", "sys.path.insert(0, os.getcwd())", "from harness.judge.dev_shm import own_dev_shm",
+                            "own_dev_shm()", "import harness.judge.rounds as rounds", *statements, "from harness.cli import main",
+                            "main()"))
 
 
-NO_OWN_OVERWRITE = "rounds.own_flush_bytes = lambda gpu: 0"  # the size the judge hands the worker
-NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "
-                  "rounds.JudgeClock.__init__ = lambda self, device, flush_bytes, own_flush=False: init(self, device, 0, own_flush)")
+NO_OWN_OVERWRITE = "rounds.own_flush_bytes = lambda gpu: 0"  # the most the worker may overwrite: none
+NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "  # the judge's flush emptied once the worker's overwrite is decided
+                  "rounds.JudgeClock.__init__ = lambda self, device, flush_bytes, own_flush=False: "
+                  "(init(self, device, flush_bytes, own_flush), setattr(self, 'flush', rounds.L2Flush(device, 0)))[0]")
 
 
 @dataclasses.dataclass(frozen=True)
