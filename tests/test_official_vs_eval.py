@@ -95,6 +95,7 @@ def test_the_changed_processes_and_judges_are_python_that_names_what_the_harness
         if variant.harness and variant.harness[0] == "-c":
             ast.parse(variant.harness[1])
     assert callable(rounds.own_flush_bytes)
+    assert list(inspect.signature(rounds.official_own_flush).parameters) == ["eval_flush_bytes", "most_bytes"]
     assert list(inspect.signature(rounds.JudgeClock.__init__).parameters) == ["self", "device", "flush_bytes", "own_flush"]
     assert {variant.patch for variant in process_context.VARIANTS if variant.patch} <= (
         set(process_context.SCHEDULING) | {"idle gap", "gpu gap", "host gap", "longer wait"})

@@ -19,8 +19,9 @@ hidden behind the flush. The variants tell which condition moves the first kind:
   GPU and the host idle, the GPU busy and the host asleep, or the host busy and the GPU idle;
 - how long the call's sync waits: the judge's flush and the worker's overwrite before the window
   are longer than the eval's flush (the eval's made longer by GPU work after it);
-- --official as it runs; without the worker's own overwrite of L2 after the judge's go; without
-  the judge's flush before go; without either.
+- --official as it runs; with the worker's queue waiting for go on the GPU and eight L2s
+  overwritten whatever the eval's flush (rounds.py `official_own_flush`); without the worker's
+  own overwrite of L2 after the judge's go; without the judge's flush before go; without either.
 
 The eval runs as experiments/problem_folders/check.py runs it (in a folder laid out as the
 runner lays it out, `POPCORN_FD=N python eval.py benchmark cases.txt`); the changes to its
@@ -184,6 +185,7 @@ def patched_harness(*statements: str) -> tuple[str, str]:
 
 
 NO_OWN_OVERWRITE = "rounds.own_flush_bytes = lambda gpu: 0"  # the most the worker may overwrite: none
+QUEUE_WAITS_FOR_GO = "rounds.official_own_flush = lambda eval_flush_bytes, most_bytes: (most_bytes, False)"  # whatever the eval's flush
 NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "  # the judge's flush emptied once the worker's overwrite is decided
                   "rounds.JudgeClock.__init__ = lambda self, device, flush_bytes, own_flush=False: "
                   "(init(self, device, flush_bytes, own_flush), setattr(self, 'flush', rounds.L2Flush(device, 0)))[0]")
@@ -216,6 +218,7 @@ VARIANTS = (
     Variant(f"eval, {GAP_S * 1e3:g} ms host busy between rounds, GPU idle", patch="host gap"),
     Variant(f"eval, its flush {LONGER_WAIT_CYCLES / 2e3:g} us longer (the call's sync waits longer)", patch="longer wait"),
     Variant("--official", harness=("-m", "harness")),
+    Variant("--official, the worker's queue waiting for go, eight L2s overwritten", harness=patched_harness(QUEUE_WAITS_FOR_GO)),
     Variant("--official, no overwrite of L2 by the worker", harness=patched_harness(NO_OWN_OVERWRITE)),
     Variant("--official, no flush by the judge", harness=patched_harness(NO_JUDGE_FLUSH)),
     Variant("--official, neither", harness=patched_harness(NO_OWN_OVERWRITE, NO_JUDGE_FLUSH)),
