@@ -37,6 +37,7 @@ import argparse
 import dataclasses
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -237,8 +238,9 @@ def start_neighbours(kinds: tuple[str, ...], log) -> list[subprocess.Popen]:
         process = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         started.append(process)
-        line = process.stdout.readline()
+        line = process.stdout.readline() if select.select([process.stdout], [], [], NEIGHBOUR_LIMIT_S)[0] else ""
         if line.strip() != "ready":
+            process.kill()
             stop_neighbours(started)
             raise RuntimeError(f"the {kind} neighbour did not come up: {process.stderr.read()[-2000:]}")
         log(f"neighbour {kind}: pid {process.pid}")
