@@ -66,3 +66,42 @@ def test_the_eval_means_are_read_per_shape_in_order():
                "benchmark.0.std: 12.5\ncheck: pass\n")
     assert experiment.popcorn_means(popcorn) == [36880.4, 5741.27]
     assert experiment.popcorn_means("check: fail\n") == []
+
+
+# ---- process_context.py: the eval under each condition in which --official's worker differs -----------
+
+context_spec = importlib.util.spec_from_file_location("process_context", ROOT / "experiments" / "official_vs_eval" / "process_context.py")
+process_context = importlib.util.module_from_spec(context_spec)
+context_spec.loader.exec_module(process_context)
+
+
+def test_the_eval_runs_in_the_environment_a_worker_gets(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGES_SECRET_TOKEN", "not for workers")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    environment = process_context.worker_environment(tmp_path)
+    assert "JUDGES_SECRET_TOKEN" not in environment and environment["CUDA_VISIBLE_DEVICES"] == "0"
+    assert environment["HOME"] == str(tmp_path)
+
+
+def test_the_changed_processes_and_judges_are_python_that_names_what_the_harness_has():
+    import ast
+    import inspect
+
+    import harness.judge.rounds as rounds
+
+    ast.parse(process_context.SITECUSTOMIZE)
+    ast.parse(process_context.NEIGHBOUR)
+    for variant in process_context.VARIANTS:
+        if variant.harness and variant.harness[0] == "-c":
+            ast.parse(variant.harness[1])
+    assert callable(rounds.own_flush_bytes)
+    assert list(inspect.signature(rounds.official_own_flush).parameters) == ["eval_flush_bytes", "most_bytes"]
+    assert list(inspect.signature(rounds.JudgeClock.__init__).parameters) == ["self", "device", "flush_bytes", "own_flush"]
+    assert {variant.patch for variant in process_context.VARIANTS if variant.patch} <= (
+        set(process_context.SCHEDULING) | {"idle gap", "gpu gap", "host gap", "longer wait"})
+
+
+def test_a_variants_line_gives_its_means_and_their_difference_from_the_first():
+    assert process_context.line("eval beside", [110e3, 45e3], "pass", [100e3, 50e3], 12.0).split()[2:] == [
+        "110.00", "45.00", "+10.0%", "-10.0%", "(12", "s)"]
+    assert "none (exit 1)" in process_context.line("eval", [], "none (exit 1)", None, 3.0)

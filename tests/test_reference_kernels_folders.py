@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from harness.judge.verdicts import check_call
 from harness.problems import PLAIN_EVAL, load_problem
 from harness.problems.eval_flavours import FLAVOURS, UNKNOWN, flavour_of
-from harness.problems.folder_task import TaskFileError
+from harness.problems.folder_task import TaskFileError, cases_as_tests_file
 from harness.problems.shapes import CaseFormat, ShapeFileError, parse_cases
 from harness.shared import stats, wire
 
@@ -93,6 +93,20 @@ def test_a_case_line_is_read_back_or_refused_with_the_key_named(args):
     else:
         with pytest.raises(ShapeFileError, match="size|seed|spread"):
             parse_cases(line, case_format=case_format)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"n": st.integers(1, 10**6), "sizes": st.lists(st.integers(1, 4096), min_size=1, max_size=4),
+                                       "seed": st.integers(0, 2**31)},
+                                      optional={"case": st.text(alphabet="abcxyz_", min_size=1, max_size=8)}),
+                min_size=1, max_size=5))
+def test_the_tests_file_written_from_task_yml_reads_back_as_its_cases(cases):
+    case_format = CaseFormat(keys=("n", "sizes", "case", "seed"), list_keys=("sizes",), optional_keys=("case",),
+                             text_keys=("case",))
+    text = cases_as_tests_file(cases)
+    assert len(text.splitlines()) == len(cases)
+    read_back = [case.args for case in parse_cases(text, case_format=case_format)]
+    assert read_back == [{**case, "sizes": tuple(case["sizes"])} for case in cases]
 
 
 def test_an_unknown_key_names_the_keys_a_case_may_have():
@@ -179,11 +193,22 @@ def test_torchs_named_results_cross_as_tuples():
 # ---- experiments/problem_folders ---------------------------------------------------------------------
 
 def test_the_check_finds_each_folders_solutions_with_their_expected_verdicts():
-    found, skipped = check.submissions(FAMILY.parent, helion_installs=False)
+    found, skipped = check.submissions(FAMILY.parent, helion_error="ModuleNotFoundError: No module named 'helion'")
     assert [(submission.label, submission.expected) for submission in found] == [
         ("practice/running_sum_py: solutions/correct/fp32_cumsum.py", "pass"),
         ("practice/running_sum_py: solutions/wrong/exclusive.py", "fail")]
     assert skipped == []
+
+
+def test_helions_folders_are_skipped_with_the_imports_error_where_it_fails(tmp_path):
+    for family in ("helion", "practice"):
+        shutil.copytree(FOLDER, tmp_path / family / FOLDER.name)
+    error = "ModuleNotFoundError: No module named 'helion'"
+    found, skipped = check.submissions(tmp_path, helion_error=error)
+    assert {submission.folder.parent.name for submission in found} == {"practice"}
+    assert skipped == [f"helion/{FOLDER.name}: helion does not import here ({error})"]
+    found, skipped = check.submissions(tmp_path, helion_error="")
+    assert {submission.folder.parent.name for submission in found} == {"helion", "practice"} and skipped == []
 
 
 def test_the_eval_runs_in_a_folder_laid_out_as_the_runner_lays_it_out():

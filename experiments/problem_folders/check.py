@@ -8,7 +8,7 @@ follows, the benchmarks' means compared too (within 5 %).
 What is judged in every FAMILY/PROBLEM/ under the root, each with the verdict it should get:
   where the folder has solutions/ (pmpp_v2): solutions/correct/*.py pass, solutions/wrong/*.py fail;
   else (linalg, helion) submission.py and submissions/*.py pass;
-  helion's only where `import helion` works (else listed as skipped).
+  helion's only where `import helion` works (else listed as skipped, with the import's error).
 Test mode on each problem's official tests: the folder's eval (`POPCORN_FD=N python eval.py test
 tests.txt` in a folder laid out as the runner lays it out from task.yml) and `python -m harness
 test` (the judge's own checks, and under --official the competition's). Benchmarks: the first
@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.problems import load_problem  # noqa: E402
-from harness.problems.folder_task import read_task  # noqa: E402
-from harness.shared.paths import git_commit  # noqa: E402
+from harness.problems.folder_task import read_task, cases_as_tests_file  # noqa: E402
+from harness.shared.paths import git_commit, short_commit  # noqa: E402
 
 MEANS_WITHIN = 0.05
 LIMIT_S = 600
@@ -82,12 +82,13 @@ class Row:
     agrees: bool = True
 
 
-def submissions(root: Path, helion_installs: bool) -> tuple[list[Submission], list[str]]:
-    """What is judged, and what is left out with why."""
+def submissions(root: Path, helion_error: str) -> tuple[list[Submission], list[str]]:
+    """What is judged, and what is left out with why (`helion_error`: why helion does not import
+    here, empty where it does)."""
     found, skipped = [], []
     for folder in sorted(path.parent for path in root.glob("*/*/task.yml")):
-        if folder.parent.name == "helion" and not helion_installs:
-            skipped.append(f"{folder.parent.name}/{folder.name}: helion does not import here")
+        if folder.parent.name == "helion" and helion_error:
+            skipped.append(f"{folder.parent.name}/{folder.name}: helion does not import here ({helion_error})")
         elif (folder / "solutions").is_dir():
             for verdict in ("correct", "wrong"):
                 found += [Submission(folder, file, "pass" if verdict == "correct" else "fail")
@@ -98,11 +99,6 @@ def submissions(root: Path, helion_installs: bool) -> tuple[list[Submission], li
     return found, skipped
 
 
-def cases_text(cases: list[dict]) -> str:
-    """Cases in the tests-file format the runner writes from task.yml."""
-    return "".join("; ".join(f"{key}: {value}" for key, value in case.items()) + "\n" for case in cases)
-
-
 def eval_folder(submission: Submission, cases: list[dict]) -> Path:
     """A folder as the competition's runner lays it out: task.yml's files, the submission as
     submission.py, and the cases as cases.txt."""
@@ -111,7 +107,7 @@ def eval_folder(submission: Submission, cases: list[dict]) -> Path:
     for name, source in task.files.items():
         shutil.copyfile(source, folder / name)
     shutil.copyfile(submission.file, folder / "submission.py")
-    (folder / "cases.txt").write_text(cases_text(cases))
+    (folder / "cases.txt").write_text(cases_as_tests_file(cases))
     return folder
 
 
@@ -119,13 +115,15 @@ def popcorn_lines(text: str) -> dict:
     return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
 
-def run_eval(submission: Submission, mode: str, cases: list[dict], log) -> tuple[str, list[float]]:
-    """(the eval's check verdict, its benchmark means in ns) from its POPCORN lines."""
+def run_eval(submission: Submission, mode: str, cases: list[dict], log, environment: dict | None = None,
+             prefix: tuple = ()) -> tuple[str, list[float]]:
+    """(the eval's check verdict, its benchmark means in ns) from its POPCORN lines; `environment`
+    in place of this process's, `prefix` before its command line (`taskset -c 0`)."""
     folder = eval_folder(submission, cases)
     try:
         with tempfile.TemporaryFile("w+") as popcorn:
-            environment = {**os.environ, "POPCORN_FD": str(popcorn.fileno())}
-            completed = subprocess.run([sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
+            environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
+            completed = subprocess.run([*prefix, sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
                                        pass_fds=(popcorn.fileno(),), capture_output=True, text=True, timeout=LIMIT_S)
             popcorn.seek(0)
             lines = popcorn_lines(popcorn.read())
@@ -139,11 +137,13 @@ def run_eval(submission: Submission, mode: str, cases: list[dict], log) -> tuple
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log) -> tuple[str, list[float]]:
-    """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`."""
+def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log,
+             harness: tuple = ("-m", "harness")) -> tuple[str, list[float]]:
+    """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`
+    (`harness`: what follows python in place of `-m harness`)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
-        file.write(cases_text(cases))
-    command = [sys.executable, "-m", "harness", mode, file.name, "--problem", str(submission.folder), "--submission",
+        file.write(cases_as_tests_file(cases))
+    command = [sys.executable, *harness, mode, file.name, "--problem", str(submission.folder), "--submission",
                str(submission.file), "--device", device, "--json", *(["--official"] if official else [])]
     try:
         completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)
@@ -211,6 +211,15 @@ def table(rows: list[Row], skipped: list[str], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def helion_import_error() -> str:
+    """Why `import helion` fails here (its exception, one line), or empty where it works."""
+    try:
+        import helion  # noqa: F401
+    except Exception as error:  # any failure of the import leaves helion's folders out, said so
+        return f"{type(error).__name__}: {error}".splitlines()[0]
+    return ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT / ".reference-kernels" / "problems")
@@ -223,20 +232,16 @@ def main() -> int:
     arguments = parser.parse_args()
     if not arguments.root.is_dir():
         sys.exit(f"{arguments.root} is not there: stage the folders first (experiments/problem_folders/stage.sh)")
-    try:
-        import helion  # noqa: F401
-        helion_installs = True
-    except Exception:
-        helion_installs = False
-    found, skipped = submissions(arguments.root, helion_installs)
+    found, skipped = submissions(arguments.root, helion_import_error())
     found = [submission for submission in found if re.search(arguments.only, submission.label)]
+    skipped = [reason for reason in skipped if re.search(arguments.only, reason)]
     device_name = "cpu"
     if arguments.device.startswith("cuda"):
         import torch
         device_name = torch.cuda.get_device_name(0)
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
     commit = git_commit()
-    staged = (arguments.root.parent / "COMMIT").read_text().strip()[:12] if (arguments.root.parent / "COMMIT").is_file() else "?"
+    staged = short_commit((arguments.root.parent / "COMMIT").read_text().strip()) if (arguments.root.parent / "COMMIT").is_file() else "?"
     today = datetime.datetime.now(datetime.timezone.utc).date()
     only = f"-{re.sub(r'[^a-z0-9]+', '-', arguments.only.lower()).strip('-')}" if arguments.only else ""
     stem = arguments.out / f"problem-folders{only}-{slug}-{today}-{commit}"

@@ -370,7 +370,7 @@ def _folder_problem(folder: Path) -> Problem:
     tests-file format to a folder of this process's own (the runner makes its tests file the same
     way); the user's folder is only read. The folder's generate_input, ref_kernel and
     check_implementation are applied as its eval applies them."""
-    from harness.problems.folder_task import read_task
+    from harness.problems.folder_task import read_task, cases_as_tests_file
 
     task = read_task(folder)
     sources = tuple((module, task.files[f"{module}.py"]) for module in RUNNER_MODULES if f"{module}.py" in task.files)
@@ -381,9 +381,8 @@ def _folder_problem(folder: Path) -> Problem:
     cases_folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-cases-"))
     case_files = {}
     for which, cases in (("tests", task.tests), ("benchmarks", task.benchmarks)):
-        lines = ["; ".join(f"{key}: {_format_value(value)}" for key, value in case.items()) for case in cases]
         case_files[which] = cases_folder / f"{which}.txt"
-        case_files[which].write_text("".join(line + "\n" for line in lines))
+        case_files[which].write_text(cases_as_tests_file(cases))
     keys, optional, words = task.case_keys()
     cases = task.tests + task.benchmarks
     problem = Problem(
@@ -398,12 +397,6 @@ def _folder_problem(folder: Path) -> Problem:
                                                    f"{flavour.not_reproduced}")
     rtol, atol = _tolerance(problem.reference.check_implementation)
     return dataclasses.replace(problem, rtol=rtol, atol=atol)
-
-
-def _format_value(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(str(item) for item in value) + "]"
-    return str(value)
 
 
 def load_problem(name_or_folder: str | Path) -> Problem:

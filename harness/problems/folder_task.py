@@ -44,6 +44,18 @@ class FolderTask:
         return tuple(keys), optional, words
 
 
+def cases_as_tests_file(cases: list[dict]) -> str:
+    """`cases` in the tests-file format the runner writes from task.yml: a line a case, its
+    `key: value` pairs joined by `; `, a list as `[a, b]`."""
+    return "".join("; ".join(f"{key}: {_format_value(value)}" for key, value in case.items()) + "\n" for case in cases)
+
+
+def _format_value(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return str(value)
+
+
 def read_task(folder: Path) -> FolderTask:
     """`folder`'s task.yml; every source of `files` resolved from `folder` and present."""
     path = folder / "task.yml"
