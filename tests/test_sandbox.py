@@ -599,8 +599,8 @@ def test_a_gpu_workers_nodes_are_read_once_a_judge_process_not_at_every_workers_
                         lambda index: dataclasses.make_dataclass("Properties", ["pci_domain_id", "pci_bus_id", "pci_device_id"])(0, 0x1b, 0))
     worker_root._gpu_minors.cache_clear()
     try:
-        first = worker_root.device_arguments(True, None)
-        assert worker_root.device_arguments(True, None) == first
+        first = worker_root.device_arguments(True, [])
+        assert worker_root.device_arguments(True, []) == first
     finally:
         worker_root._gpu_minors.cache_clear()
     assert asked == ["device_count"]
