@@ -44,11 +44,16 @@ def harness_in_process(monkeypatch, capfd):
     unset, `env` set on top."""
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        import harness.api
         from harness.cli import main
         from harness.judge import given_up
 
         # A queue an earlier test of this process gave up would have main() end the whole process.
         monkeypatch.setattr(given_up, "_queues", [])
+        # A CUDA run's judge enters a /dev/shm of its own and, as root, changes its user: here that
+        # would be the test process's, for every later test. Such a command is the test's to stop.
+        monkeypatch.setattr(harness.api, "own_dev_shm", lambda: None)
+        monkeypatch.setattr(harness.api, "drop_root", lambda: None)
         for name in [name for name in os.environ if name.startswith("POPCORN_")]:
             monkeypatch.delenv(name)
         for name, value in (env or {}).items():
@@ -84,3 +89,13 @@ def submission_loaded_under(monkeypatch):
         return module
 
     return load
+
+
+@pytest.fixture(autouse=True)
+def the_test_process_keeps_its_user():
+    """A test that leaves its process another user (a judge's user change run in-process) would
+    fail every later test of that process for reasons of its own: it fails itself instead."""
+    before = os.geteuid() if hasattr(os, "geteuid") else None
+    yield
+    if before is not None:
+        assert os.geteuid() == before, f"the test changed its process's user from {before} to {os.geteuid()}"
