@@ -373,6 +373,15 @@ def _waiting_kinds(judge) -> list[bool]:
     return kinds
 
 
+def _waiting_kinds_once_started(judge, expected: int, limit_s: float = 120.0) -> list[bool]:
+    """`_waiting_kinds` once the judge's pool has started `expected` workers (a ready judge's pool
+    may still be starting them), or what it had at `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    while len(kinds := _waiting_kinds(judge)) < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return kinds
+
+
 @pytest.mark.e2e
 def test_a_test_mode_lane_starts_no_calibration_partner_and_judges_a_test(tmp_path):
     """Only a timed run uses a calibration partner: lane 0 keeps one waiting, a test-mode lane none,
@@ -383,8 +392,9 @@ def test_a_test_mode_lane_starts_no_calibration_partner_and_judges_a_test(tmp_pa
     try:
         for judge in lanes:
             judge.start()
-        assert sorted(set(_waiting_kinds(lanes[0]))) == [False, True]
-        assert _waiting_kinds(lanes[1]) and not any(_waiting_kinds(lanes[1]))
+        assert sorted(set(_waiting_kinds_once_started(lanes[0], expected=2))) == [False, True]
+        kinds = _waiting_kinds_once_started(lanes[1], expected=1)
+        assert kinds and not any(kinds)
         request = {"source": (FIXTURES / "torch_submission.py").read_text(), "mode": "test", "tests": TWO_CASES, "options": {}}
         replies = [judge.judge({**request, "id": f"lane {index}"}) for index, judge in enumerate(lanes)]
         assert [reply["exit_status"] for reply in replies] == [0, 0]
