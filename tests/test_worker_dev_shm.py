@@ -53,6 +53,34 @@ def test_a_workers_folder_is_its_users_alone_and_left_by_the_sweep(tmp_path):
     assert os.path.basename(folder).startswith(WORKER_FOLDER_PREFIX) and os.stat(folder).st_mode & 0o777 == 0o700
 
 
+def test_a_workers_folder_nested_past_the_recursion_limit_and_path_max_is_removed_whole(tmp_path):
+    """What tests/fixtures/sandbox/cheat_nests_folders_in_its_dev_shm.py nests in a GPU worker's
+    /dev/shm (shutil.rmtree raises RecursionError there, and a path to its bottom is past
+    PATH_MAX), removed whole when its worker ends; a link in it to a file of the judge's removed,
+    never followed."""
+    from harness.judge.sandbox import Launch
+
+    judges = tmp_path / "cuda.shm.judges"
+    judges.write_bytes(b"the judge's")
+    folder = worker_dev_shm.make_folder(None, str(tmp_path))
+    descriptor = os.open(folder, os.O_RDONLY)
+    for _ in range(3000):
+        os.symlink(judges, "link", dir_fd=descriptor)
+        os.mkfifo("fifo", dir_fd=descriptor)
+        os.mkdir("d", dir_fd=descriptor)
+        inner = os.open("d", os.O_RDONLY, dir_fd=descriptor)
+        os.close(descriptor)
+        descriptor = inner
+    os.close(descriptor)
+
+    class Cgroup:
+        def remove(self):
+            pass
+
+    Launch([], (), Cgroup(), None, dev_shm=folder).remove()
+    assert sorted(os.listdir(tmp_path)) == ["cuda.shm.judges"] and judges.read_bytes() == b"the judge's"
+
+
 NAMES = st.text(alphabet=st.sampled_from("abc.-_ \n\u2028é"), min_size=1, max_size=8).filter(lambda name: name not in (".", ".."))
 KINDS = st.sampled_from(["file", "link to the judge's file", "link to its own file", "folder", "fifo"])
 
@@ -126,10 +154,9 @@ print("shared", size)
     assert result.returncode == 0 and result.stdout == "shared 16384\n", result.stderr[-2000:]
 
 
-def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], list[str]]:
-    """tests/fixtures/sandbox/probe_dev_shm.py imported by a sandboxed worker of this process as
-    its judge: (attempt -> whether it got through, what it saw it had not made, the judge's
-    files when it started)."""
+def _loaded_by_a_worker(tmp_path, device: str, submission: Path) -> tuple[str, list[str]]:
+    """`submission` imported by a sandboxed worker of this process as its judge, the worker then
+    closed: (what the worker printed, the judge's files when it started)."""
     import torch
 
     from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
@@ -139,17 +166,25 @@ def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], l
 
     protect_the_judge()
     sandbox = Sandbox(device)
-    files = {**runner_files(), "submission.py": REPO / "tests" / "fixtures" / "sandbox" / "probe_dev_shm.py"}
+    files = {**runner_files(), "submission.py": submission}
     worker = WorkerProcess(sandbox, str(tmp_path), files, device, 42, SharedPool(torch.device(device)).describe)
     judges = worker_dev_shm.judges_files() if device == "cuda" else []
     try:
         worker.begin_case(300, lambda text: None)
-        with contextlib.suppress(CaseStopped):  # the probe's output is read whatever the load's end
+        with contextlib.suppress(CaseStopped):  # the output is read whatever the load's end
             worker.request("load")
         output = Path(worker.log_path).read_text(errors="replace")
     finally:
         worker.close()
         sandbox.close()
+    return output, judges
+
+
+def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], list[str]]:
+    """tests/fixtures/sandbox/probe_dev_shm.py imported by a sandboxed worker of this process as
+    its judge: (attempt -> whether it got through, what it saw it had not made, the judge's
+    files when it started)."""
+    output, judges = _loaded_by_a_worker(tmp_path, device, REPO / "tests" / "fixtures" / "sandbox" / "probe_dev_shm.py")
     said, seen = {}, []
     for line in output.splitlines():
         verdict, _, what = line.partition(" ")
@@ -194,6 +229,26 @@ def test_a_gpu_worker_sees_the_judges_ipc_files_alone_in_its_dev_shm_and_grows_i
         assert said[f"write in place {name}"] and said[f"shrink {name}"]
         assert not said[f"replace {name}"] and not said[f"remove {name}"]
     assert said["grow and shrink a file of its own"] and not said["reach another process's /dev/shm"]
+    assert set(os.listdir("/dev/shm")) <= before | set(judges)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_that_nests_folders_past_the_recursion_limit_leaves_nothing_in_the_judges_dev_shm(tmp_path):
+    """tests/fixtures/sandbox/cheat_nests_folders_in_its_dev_shm.py in a GPU worker: its folder of
+    the judge's /dev/shm is removed whole when it is closed, which raises nothing."""
+    import torch
+
+    from harness.judge.sandbox import _bwrap
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a GPU worker's /dev/shm is a folder of its judge's")
+    if _bwrap() is None:
+        pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    before = set(os.listdir("/dev/shm"))
+    output, judges = _loaded_by_a_worker(tmp_path, "cuda",
+                                         REPO / "tests" / "fixtures" / "sandbox" / "cheat_nests_folders_in_its_dev_shm.py")
+    assert "Traceback" not in output, output
     assert set(os.listdir("/dev/shm")) <= before | set(judges)
 
 

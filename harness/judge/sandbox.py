@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.judge import judge_user, worker_dev_shm, worker_root
+from harness.judge import dev_shm, judge_user, worker_dev_shm, worker_root
 from harness.judge.layers import layers_off
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
@@ -135,7 +135,7 @@ class Launch:
         """Once its process has ended: its cgroup and its /dev/shm folder removed."""
         self.cgroup.remove()
         if self.dev_shm is not None:
-            shutil.rmtree(self.dev_shm, ignore_errors=True)
+            dev_shm.remove_tree(self.dev_shm)
 
 
 def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: tuple[int, int] | None, memory_bytes,
