@@ -77,8 +77,11 @@ def test_a_workers_folder_nested_past_the_recursion_limit_and_path_max_is_remove
         def remove(self):
             pass
 
-    Launch([], (), Cgroup(), None, dev_shm=folder).remove()
-    assert sorted(os.listdir(tmp_path)) == ["cuda.shm.judges"] and judges.read_bytes() == b"the judge's"
+    try:
+        Launch([], (), Cgroup(), None, dev_shm=folder).remove()
+        assert sorted(os.listdir(tmp_path)) == ["cuda.shm.judges"] and judges.read_bytes() == b"the judge's"
+    finally:
+        subprocess.run(["rm", "-rf", folder], check=False)  # what a failed removal left, past pytest's own cleanup
 
 
 NAMES = st.text(alphabet=st.sampled_from("abc.-_ \n\u2028é"), min_size=1, max_size=8).filter(lambda name: name not in (".", ".."))
@@ -230,6 +233,79 @@ def test_a_gpu_worker_sees_the_judges_ipc_files_alone_in_its_dev_shm_and_grows_i
         assert not said[f"replace {name}"] and not said[f"remove {name}"]
     assert said["grow and shrink a file of its own"] and not said["reach another process's /dev/shm"]
     assert set(os.listdir("/dev/shm")) <= before | set(judges)
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own and a judge's own user need root")
+def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
+    """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py in a worker of a GPU judge's
+    sandbox that changed to its own user: the judge's file bound into its /dev/shm is that user's,
+    as a root judge's driver makes it (harness/judge/judge_user.py), and the worker of the same
+    user takes its permissions away; once the worker has ended the file has its mode back. Run
+    without CUDA (the worker's torch on the CPU) in a /dev/shm of its own."""
+    from harness.judge.sandbox import _bwrap
+
+    if _bwrap() is None:
+        pytest.skip("a GPU worker's /dev/shm is a folder of its judge's inside bubblewrap")
+    program = r"""
+import contextlib, os, sys
+from pathlib import Path
+from harness.judge.dev_shm import own_dev_shm
+assert own_dev_shm() is None
+import torch
+from harness.judge import judge_user
+from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
+from harness.judge.memory import SharedPool
+from harness.judge.sandbox import Sandbox
+from harness.runner.files import runner_files
+judges = "/dev/shm/cuda.shm.0.1.1"
+with open(judges, "wb") as made:
+    made.write(b"driver" * 100)
+os.chown(judges, judge_user.DEDICATED_ID, judge_user.DEDICATED_ID)
+os.chmod(judges, 0o600)
+held = open(judges, "rb")
+judge_user._DROPPED.append((judge_user.DEDICATED_ID, judge_user.DEDICATED_ID))  # the ids drop_root changes to
+protect_the_judge()
+sandbox = Sandbox("cuda")
+files = {**runner_files(), "submission.py": Path("tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py")}
+worker = WorkerProcess(sandbox, sys.argv[1], files, "cpu", 42, SharedPool(torch.device("cpu")).describe)
+try:
+    worker.begin_case(300, lambda text: None)
+    with contextlib.suppress(CaseStopped):
+        worker.request("load")
+    print(Path(worker.log_path).read_text(errors="replace"))
+finally:
+    worker.close()
+    sandbox.close()
+print("MODE", oct(os.stat(judges).st_mode & 0o7777))
+"""
+    result = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)  # the kit on the workers' import path
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "LOCKED cuda.shm.0.1.1" in result.stdout, result.stdout[-3000:]
+    assert result.stdout.splitlines()[-1] == "MODE 0o600"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
+    """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py in a GPU worker: it takes every
+    permission from the judge's IPC files bound into its /dev/shm; once it has ended they have
+    their modes back, and an honest worker after it opens the judge's handles."""
+    import torch
+
+    from harness.judge.sandbox import _bwrap
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a GPU worker's /dev/shm holds its judge's IPC files")
+    if _bwrap() is None:
+        pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    output, judges = _loaded_by_a_worker(tmp_path, "cuda",
+                                         REPO / "tests" / "fixtures" / "sandbox" / "cheat_locks_the_judges_ipc_files.py")
+    assert judges and all(f"LOCKED {name}" in output for name in judges), output
+    assert worker_dev_shm.modes(judges) == worker_dev_shm.modes(worker_dev_shm.judges_files())
+    assert all(mode & 0o600 == 0o600 for mode in worker_dev_shm.modes(judges).values())
+    said, _, _ = _dev_shm_probe(tmp_path, "cuda")
+    assert all(said[f"write in place {name}"] for name in judges)
 
 
 @pytest.mark.gpu

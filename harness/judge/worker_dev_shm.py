@@ -73,6 +73,26 @@ def bubblewrap_arguments(folder: str, judges: list[str]) -> list[str]:
     return arguments
 
 
+def modes(names: list[str], shm: str = SHM) -> dict[str, int]:
+    """The permission bits of the judge's files `names` in `shm`, read as they are bound into a
+    worker's /dev/shm: a root judge's own user made them, which is its workers' user too
+    (harness/judge/judge_user.py), and a file's owner may change its mode, the next candidate's
+    workers then refused them; `restore_modes` gives them back once the worker has ended."""
+    found = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            found[name] = stat.S_IMODE(os.lstat(os.path.join(shm, name)).st_mode)
+    return found
+
+
+def restore_modes(found: dict[str, int], shm: str = SHM) -> None:
+    """The judge's files given back the modes `modes` read (no worker reaches a name of `shm`
+    itself, only the files bound into its own /dev/shm)."""
+    for name, mode in found.items():
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.join(shm, name), mode)
+
+
 @contextlib.contextmanager
 def exposed(folder: str, shm: str = SHM):
     """The worker's regular files at the top of `folder` linked into `shm` under their names for
