@@ -235,6 +235,26 @@ def test_a_gpu_worker_sees_the_judges_ipc_files_alone_in_its_dev_shm_and_grows_i
     assert set(os.listdir("/dev/shm")) <= before | set(judges)
 
 
+@pytest.mark.gpu
+def test_the_allocation_the_judge_exports_to_make_its_ipc_files_holds_nothing_else_of_the_judges():
+    """CUDA IPC exports a whole segment of torch's allocator: the judge's small tensors made after
+    the priming export never sit in the primed segment, which any handle of it would map whole."""
+    import torch
+
+    from harness.shared import cuda_ipc
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: the judge primes its IPC files with a CUDA allocation")
+    worker_dev_shm.prime("cuda")
+    primed = worker_dev_shm._PRIMED[0]
+    reference = torch.ones(1 << 10, device="cuda")
+
+    def base(tensor):
+        return tensor.untyped_storage().data_ptr() - cuda_ipc.export(tensor)[2]
+
+    assert base(primed) != base(reference)
+
+
 @pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own and a judge's own user need root")
 def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
     """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py in a worker of a GPU judge's

@@ -25,7 +25,7 @@ from harness.judge.dev_shm import WORKER_FOLDER_PREFIX, held_by
 from harness.shared import cuda_ipc
 
 SHM = "/dev/shm"
-_PRIMED: list = []  # the allocation and event exported once, kept for the process
+_PRIMED: list = []  # the allocation and event exported once and the allocation's pool, kept for the process
 
 
 def prime(device: str) -> None:
@@ -36,12 +36,16 @@ def prime(device: str) -> None:
     if _PRIMED or not torch.cuda.is_available():
         return
 
-    block = torch.empty(1 << 16, dtype=torch.uint8, device=device)
+    # A pool of its own: an exported allocation is a whole segment of torch's allocator, which
+    # would otherwise go on to hold the judge's own small tensors (references, pristine inputs).
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        block = torch.empty(1 << 16, dtype=torch.uint8, device=device)
     event = torch.cuda.Event(interprocess=True)
     event.record(torch.cuda.current_stream(block.device))
     cuda_ipc.export(block)
     event.ipc_handle()
-    _PRIMED.extend((block, event))
+    _PRIMED.extend((block, event, pool))
 
 
 def judges_files(shm: str = SHM) -> list[str]:
