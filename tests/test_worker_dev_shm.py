@@ -255,13 +255,15 @@ def test_the_allocation_the_judge_exports_to_make_its_ipc_files_holds_nothing_el
     assert base(primed) != base(reference)
 
 
-@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own and a judge's own user need root")
-def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
-    """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py in a worker of a GPU judge's
-    sandbox that changed to its own user: the judge's file bound into its /dev/shm is that user's,
-    as a root judge's driver makes it (harness/judge/judge_user.py), and the worker of the same
-    user takes its permissions away; once the worker has ended the file has its mode back. Run
-    without CUDA (the worker's torch on the CPU) in a /dev/shm of its own."""
+NEEDS_ROOT = pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own and a judge's own user need root")
+
+
+def _in_a_gpu_judges_sandbox(tmp_path, fixture: str, while_alive: str = "", size: str = "1g") -> str:
+    """What a fresh interpreter printed that took a /dev/shm of its own of `size`, made a file
+    there as its driver's IPC file (held open, of the judge's own user, as a root judge's driver
+    makes it: harness/judge/judge_user.py), ran tests/fixtures/sandbox/`fixture` in a worker of a
+    GPU judge's sandbox as a judge that changed to its own user does (the worker's torch on the
+    CPU), ran `while_alive` before closing the worker, then printed its file's mode."""
     from harness.judge.sandbox import _bwrap
 
     if _bwrap() is None:
@@ -269,8 +271,9 @@ def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_p
     program = r"""
 import contextlib, os, sys
 from pathlib import Path
-from harness.judge.dev_shm import own_dev_shm
-assert own_dev_shm() is None
+from harness.judge import dev_shm
+dev_shm.SIZE = sys.argv[3]
+assert dev_shm.own_dev_shm() is None
 import torch
 from harness.judge import judge_user
 from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
@@ -286,23 +289,54 @@ held = open(judges, "rb")
 judge_user._DROPPED.append((judge_user.DEDICATED_ID, judge_user.DEDICATED_ID))  # the ids drop_root changes to
 protect_the_judge()
 sandbox = Sandbox("cuda")
-files = {**runner_files(), "submission.py": Path("tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py")}
+files = {**runner_files(), "submission.py": Path("tests/fixtures/sandbox") / sys.argv[2]}
 worker = WorkerProcess(sandbox, sys.argv[1], files, "cpu", 42, SharedPool(torch.device("cpu")).describe)
 try:
     worker.begin_case(300, lambda text: None)
     with contextlib.suppress(CaseStopped):
         worker.request("load")
     print(Path(worker.log_path).read_text(errors="replace"))
+    exec(sys.argv[4])
 finally:
     worker.close()
     sandbox.close()
 print("MODE", oct(os.stat(judges).st_mode & 0o7777))
 """
-    result = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)  # the kit on the workers' import path
+    result = subprocess.run([sys.executable, "-c", program, str(tmp_path), fixture, size, while_alive],
+                            capture_output=True, text=True, cwd=REPO, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})  # the kit on the workers' import path
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "LOCKED cuda.shm.0.1.1" in result.stdout, result.stdout[-3000:]
-    assert result.stdout.splitlines()[-1] == "MODE 0o600"
+    return result.stdout
+
+
+@NEEDS_ROOT
+def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
+    """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py: the worker, of the judge's own
+    user, takes every permission from the judge's file bound into its /dev/shm; once the worker
+    has ended the file has its mode back."""
+    printed = _in_a_gpu_judges_sandbox(tmp_path, "cheat_locks_the_judges_ipc_files.py")
+    assert "LOCKED cuda.shm.0.1.1" in printed, printed[-3000:]
+    assert printed.splitlines()[-1] == "MODE 0o600"
+
+
+@NEEDS_ROOT
+@pytest.mark.xfail(strict=True, reason="a GPU worker's folder shares its judge's /dev/shm and its size: no per-worker "
+                                       "limit holds there but its memory cgroup's, none by default, and a file "
+                                       "system of the worker's own would refuse the hard links that expose its files")
+def test_a_worker_that_fills_its_dev_shm_leaves_its_judge_room_for_its_ipc_files(tmp_path):
+    """tests/fixtures/sandbox/cheat_fills_its_dev_shm.py: while the worker lives, its judge still
+    writes a page of a file of its own in its /dev/shm (its driver's next export)."""
+    while_alive = """
+try:
+    with open("/dev/shm/cuda.shm.0.1.2", "wb") as later:
+        later.write(os.urandom(1 << 20))
+    print("JUDGE WROTE")
+except OSError as error:
+    print("JUDGE REFUSED", error)
+"""
+    printed = _in_a_gpu_judges_sandbox(tmp_path, "cheat_fills_its_dev_shm.py", while_alive, size="64m")
+    assert "FILLED 6" in printed, printed[-3000:]  # it reached the 64 MiB of the judge's /dev/shm
+    assert "JUDGE WROTE" in printed, printed[-3000:]
 
 
 @pytest.mark.gpu
