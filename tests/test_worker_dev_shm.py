@@ -263,7 +263,8 @@ def _in_a_gpu_judges_sandbox(tmp_path, fixture: str, while_alive: str = "", size
     there as its driver's IPC file (held open, of the judge's own user, as a root judge's driver
     makes it: harness/judge/judge_user.py), ran tests/fixtures/sandbox/`fixture` in a worker of a
     GPU judge's sandbox as a judge that changed to its own user does (the worker's torch on the
-    CPU), ran `while_alive` before closing the worker, then printed its file's mode."""
+    CPU), ran `while_alive` before closing the worker (the workers it adds to `later` closed
+    after it), then printed its file's mode."""
     from harness.judge.sandbox import _bwrap
 
     if _bwrap() is None:
@@ -296,9 +297,12 @@ try:
     with contextlib.suppress(CaseStopped):
         worker.request("load")
     print(Path(worker.log_path).read_text(errors="replace"))
+    later = []  # workers `while_alive` started, closed after this one
     exec(sys.argv[4])
 finally:
     worker.close()
+    for other in later:
+        other.close()
     sandbox.close()
 print("MODE", oct(os.stat(judges).st_mode & 0o7777))
 """
@@ -313,8 +317,18 @@ print("MODE", oct(os.stat(judges).st_mode & 0o7777))
 def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
     """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py: the worker, of the judge's own
     user, takes every permission from the judge's file bound into its /dev/shm; once the worker
-    has ended the file has its mode back."""
-    printed = _in_a_gpu_judges_sandbox(tmp_path, "cheat_locks_the_judges_ipc_files.py")
+    has ended the file has its mode back, and a worker started while it was locked (the service's
+    next worker, started ahead) gives it no other mode when it ends after."""
+    while_alive = """
+other = WorkerProcess(sandbox, sys.argv[1], {**runner_files(), "submission.py": Path("tests/fixtures/torch_submission.py")},
+                      "cpu", 42, SharedPool(torch.device("cpu")).describe)
+later.append(other)
+other.begin_case(300, lambda text: None)
+other.request("load")
+print("STARTED WHILE LOCKED", oct(os.stat(judges).st_mode & 0o7777))
+"""
+    printed = _in_a_gpu_judges_sandbox(tmp_path, "cheat_locks_the_judges_ipc_files.py", while_alive)
+    assert "STARTED WHILE LOCKED 0o0" in printed, printed[-3000:]
     assert "LOCKED cuda.shm.0.1.1" in printed, printed[-3000:]
     assert printed.splitlines()[-1] == "MODE 0o600"
 

@@ -116,7 +116,7 @@ class Launch:
     seccomp_fd: int | None
     as_root: bool = False  # bubblewrap started as root by a judge that changed its user
     dev_shm: str | None = None  # a GPU worker's folder in the judge's /dev/shm, its own /dev/shm
-    judges_modes: dict[str, int] = dataclasses.field(default_factory=dict)  # the judge's files bound into it
+    judges_modes: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)  # the judge's files bound into it
 
     def preexec(self) -> None:
         if self.as_root:  # first: the modules it imports may be readable by root alone

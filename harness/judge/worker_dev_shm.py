@@ -26,6 +26,7 @@ from harness.shared import cuda_ipc
 
 SHM = "/dev/shm"
 _PRIMED: list = []  # the allocation and event exported once and the allocation's pool, kept for the process
+_FIRST_MODES: dict[tuple[str, int], int] = {}  # (name, inode) of a file of the judge's -> its mode when first bound
 
 
 def prime(device: str) -> None:
@@ -77,24 +78,29 @@ def bubblewrap_arguments(folder: str, judges: list[str]) -> list[str]:
     return arguments
 
 
-def modes(names: list[str], shm: str = SHM) -> dict[str, int]:
-    """The permission bits of the judge's files `names` in `shm`, read as they are bound into a
-    worker's /dev/shm: a root judge's own user made them, which is its workers' user too
-    (harness/judge/judge_user.py), and a file's owner may change its mode, the next candidate's
-    workers then refused them; `restore_modes` gives them back once the worker has ended."""
+def modes(names: list[str], shm: str = SHM) -> dict[tuple[str, int], int]:
+    """The permission bits of the judge's files `names` in `shm`, by name and inode, as each was
+    when a worker's start first found it: a root judge's own user made them, which is its
+    workers' user too (harness/judge/judge_user.py), and a file's owner may change its mode, the
+    next candidate's workers then refused them. A worker changes only files bound into it, found
+    at its start, so a mode first found is the judge's own even where a worker started while
+    another had changed it. `restore_modes` gives them back once the worker has ended."""
     found = {}
     for name in names:
         with contextlib.suppress(OSError):
-            found[name] = stat.S_IMODE(os.lstat(os.path.join(shm, name)).st_mode)
+            status = os.lstat(os.path.join(shm, name))
+            found[name, status.st_ino] = _FIRST_MODES.setdefault((name, status.st_ino), stat.S_IMODE(status.st_mode))
     return found
 
 
-def restore_modes(found: dict[str, int], shm: str = SHM) -> None:
-    """The judge's files given back the modes `modes` read (no worker reaches a name of `shm`
-    itself, only the files bound into its own /dev/shm)."""
-    for name, mode in found.items():
+def restore_modes(found: dict[tuple[str, int], int], shm: str = SHM) -> None:
+    """The judge's files given back the modes `modes` found, each where its name still names the
+    same file (no worker reaches a name of `shm` itself, only the files bound into its /dev/shm)."""
+    for (name, inode), mode in found.items():
+        path = os.path.join(shm, name)
         with contextlib.suppress(OSError):
-            os.chmod(os.path.join(shm, name), mode)
+            if os.lstat(path).st_ino == inode:
+                os.chmod(path, mode)
 
 
 @contextlib.contextmanager
