@@ -367,11 +367,15 @@ def test_a_gpu_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(t
         pytest.skip("needs a CUDA device: a GPU worker's /dev/shm holds its judge's IPC files")
     if _bwrap() is None:
         pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    def modes_now(names):
+        return {name: os.stat(os.path.join("/dev/shm", name)).st_mode & 0o7777 for name in names}
+
+    worker_dev_shm.prime("cuda")
+    before = modes_now(worker_dev_shm.judges_files())
     output, judges = _loaded_by_a_worker(tmp_path, "cuda",
                                          REPO / "tests" / "fixtures" / "sandbox" / "cheat_locks_the_judges_ipc_files.py")
     assert judges and all(f"LOCKED {name}" in output for name in judges), output
-    assert worker_dev_shm.modes(judges) == worker_dev_shm.modes(worker_dev_shm.judges_files())
-    assert all(mode & 0o600 == 0o600 for mode in worker_dev_shm.modes(judges).values())
+    assert modes_now(judges) == {name: before.get(name) for name in judges} and all(mode & 0o600 == 0o600 for mode in before.values())
     said, _, _ = _dev_shm_probe(tmp_path, "cuda")
     assert all(said[f"write in place {name}"] for name in judges)
 
