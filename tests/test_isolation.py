@@ -290,6 +290,36 @@ print(sorted(removed), sorted(os.listdir(folder)))
 
 
 @NEEDS_ROOT
+def test_the_sweep_removes_folders_nested_past_the_recursion_limit_and_path_max():
+    """What tests/fixtures/sandbox/cheat_nests_folders_in_its_dev_shm.py nests (os.walk raises
+    RecursionError there, and a path to its bottom is past PATH_MAX): swept whole, a file held
+    open at the bottom of another nesting kept with the folders above it, a GPU worker's folder
+    left whole however deep."""
+    printed = _in_own_dev_shm("""
+from harness.judge.dev_shm import WORKER_FOLDER_PREFIX
+def nest(top, depth, name="left"):
+    os.makedirs(top, exist_ok=True)
+    folder = os.open(top, os.O_RDONLY)
+    for _ in range(depth):
+        with open(os.open(name, os.O_WRONLY | os.O_CREAT, dir_fd=folder), "wb") as left:
+            left.write(b"answers")
+        os.mkdir("d", dir_fd=folder)
+        inner = os.open("d", os.O_RDONLY, dir_fd=folder)
+        os.close(folder)
+        folder = inner
+    return folder
+assert own_dev_shm() is None
+os.close(nest("/dev/shm/nested", 3000))
+bottom = nest("/dev/shm/holds", 1500)
+held = os.open("held", os.O_WRONLY | os.O_CREAT, dir_fd=bottom)
+os.close(nest("/dev/shm/" + WORKER_FOLDER_PREFIX + "1", 1500))
+removed = sweep_own_dev_shm()
+print(len(removed), sorted(os.listdir("/dev/shm")), os.listdir(bottom))
+""")
+    assert printed == "7501 ['.worker-1', 'holds'] ['held']\n"
+
+
+@NEEDS_ROOT
 def test_a_held_file_grown_past_half_the_judges_dev_shm_ends_the_services_judge():
     """A worker may grow (never shrink) a file the judge's driver keeps mapped there; no sweep
     removes it, and the next candidate's workers would find no room for their own driver files.

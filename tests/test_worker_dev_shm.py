@@ -53,6 +53,37 @@ def test_a_workers_folder_is_its_users_alone_and_left_by_the_sweep(tmp_path):
     assert os.path.basename(folder).startswith(WORKER_FOLDER_PREFIX) and os.stat(folder).st_mode & 0o777 == 0o700
 
 
+def test_a_workers_folder_nested_past_the_recursion_limit_and_path_max_is_removed_whole(tmp_path):
+    """What tests/fixtures/sandbox/cheat_nests_folders_in_its_dev_shm.py nests in a GPU worker's
+    /dev/shm (shutil.rmtree raises RecursionError there, and a path to its bottom is past
+    PATH_MAX), removed whole when its worker ends; a link in it to a file of the judge's removed,
+    never followed."""
+    from harness.judge.sandbox import Launch
+
+    judges = tmp_path / "cuda.shm.judges"
+    judges.write_bytes(b"the judge's")
+    folder = worker_dev_shm.make_folder(None, str(tmp_path))
+    descriptor = os.open(folder, os.O_RDONLY)
+    for _ in range(3000):
+        os.symlink(judges, "link", dir_fd=descriptor)
+        os.mkfifo("fifo", dir_fd=descriptor)
+        os.mkdir("d", dir_fd=descriptor)
+        inner = os.open("d", os.O_RDONLY, dir_fd=descriptor)
+        os.close(descriptor)
+        descriptor = inner
+    os.close(descriptor)
+
+    class Cgroup:
+        def remove(self):
+            pass
+
+    try:
+        Launch([], (), Cgroup(), None, dev_shm=folder).remove()
+        assert sorted(os.listdir(tmp_path)) == ["cuda.shm.judges"] and judges.read_bytes() == b"the judge's"
+    finally:
+        subprocess.run(["rm", "-rf", folder], check=False)  # what a failed removal left, past pytest's own cleanup
+
+
 NAMES = st.text(alphabet=st.sampled_from("abc.-_ \n\u2028é"), min_size=1, max_size=8).filter(lambda name: name not in (".", ".."))
 KINDS = st.sampled_from(["file", "link to the judge's file", "link to its own file", "folder", "fifo"])
 
@@ -126,10 +157,9 @@ print("shared", size)
     assert result.returncode == 0 and result.stdout == "shared 16384\n", result.stderr[-2000:]
 
 
-def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], list[str]]:
-    """tests/fixtures/sandbox/probe_dev_shm.py imported by a sandboxed worker of this process as
-    its judge: (attempt -> whether it got through, what it saw it had not made, the judge's
-    files when it started)."""
+def _loaded_by_a_worker(tmp_path, device: str, submission: Path) -> tuple[str, list[str]]:
+    """`submission` imported by a sandboxed worker of this process as its judge, the worker then
+    closed: (what the worker printed, the judge's files when it started)."""
     import torch
 
     from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
@@ -139,17 +169,25 @@ def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], l
 
     protect_the_judge()
     sandbox = Sandbox(device)
-    files = {**runner_files(), "submission.py": REPO / "tests" / "fixtures" / "sandbox" / "probe_dev_shm.py"}
+    files = {**runner_files(), "submission.py": submission}
     worker = WorkerProcess(sandbox, str(tmp_path), files, device, 42, SharedPool(torch.device(device)).describe)
     judges = worker_dev_shm.judges_files() if device == "cuda" else []
     try:
         worker.begin_case(300, lambda text: None)
-        with contextlib.suppress(CaseStopped):  # the probe's output is read whatever the load's end
+        with contextlib.suppress(CaseStopped):  # the output is read whatever the load's end
             worker.request("load")
         output = Path(worker.log_path).read_text(errors="replace")
     finally:
         worker.close()
         sandbox.close()
+    return output, judges
+
+
+def _dev_shm_probe(tmp_path, device: str) -> tuple[dict[str, bool], list[str], list[str]]:
+    """tests/fixtures/sandbox/probe_dev_shm.py imported by a sandboxed worker of this process as
+    its judge: (attempt -> whether it got through, what it saw it had not made, the judge's
+    files when it started)."""
+    output, judges = _loaded_by_a_worker(tmp_path, device, REPO / "tests" / "fixtures" / "sandbox" / "probe_dev_shm.py")
     said, seen = {}, []
     for line in output.splitlines():
         verdict, _, what = line.partition(" ")
@@ -194,6 +232,171 @@ def test_a_gpu_worker_sees_the_judges_ipc_files_alone_in_its_dev_shm_and_grows_i
         assert said[f"write in place {name}"] and said[f"shrink {name}"]
         assert not said[f"replace {name}"] and not said[f"remove {name}"]
     assert said["grow and shrink a file of its own"] and not said["reach another process's /dev/shm"]
+    assert set(os.listdir("/dev/shm")) <= before | set(judges)
+
+
+@pytest.mark.gpu
+def test_the_allocation_the_judge_exports_to_make_its_ipc_files_holds_nothing_else_of_the_judges():
+    """CUDA IPC exports a whole segment of torch's allocator: the judge's small tensors made after
+    the priming export never sit in the primed segment, which any handle of it would map whole."""
+    import torch
+
+    from harness.shared import cuda_ipc
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: the judge primes its IPC files with a CUDA allocation")
+    worker_dev_shm.prime("cuda")
+    primed = worker_dev_shm._PRIMED[0]
+    reference = torch.ones(1 << 10, device="cuda")
+
+    def base(tensor):
+        return tensor.untyped_storage().data_ptr() - cuda_ipc.export(tensor)[2]
+
+    assert base(primed) != base(reference)
+
+
+NEEDS_ROOT = pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="a /dev/shm of its own and a judge's own user need root")
+
+
+def _in_a_gpu_judges_sandbox(tmp_path, fixture: str, while_alive: str = "", size: str = "1g") -> str:
+    """What a fresh interpreter printed that took a /dev/shm of its own of `size`, made a file
+    there as its driver's IPC file (held open, of the judge's own user, as a root judge's driver
+    makes it: harness/judge/judge_user.py), ran tests/fixtures/sandbox/`fixture` in a worker of a
+    GPU judge's sandbox as a judge that changed to its own user does (the worker's torch on the
+    CPU), ran `while_alive` before closing the worker (the workers it adds to `later` closed
+    after it), then printed its file's mode."""
+    from harness.judge.sandbox import _bwrap
+
+    if _bwrap() is None:
+        pytest.skip("a GPU worker's /dev/shm is a folder of its judge's inside bubblewrap")
+    program = r"""
+import contextlib, os, sys
+from pathlib import Path
+from harness.judge import dev_shm
+dev_shm.SIZE = sys.argv[3]
+assert dev_shm.own_dev_shm() is None
+import torch
+from harness.judge import judge_user
+from harness.judge.isolation import CaseStopped, WorkerProcess, protect_the_judge
+from harness.judge.memory import SharedPool
+from harness.judge.sandbox import Sandbox
+from harness.runner.files import runner_files
+judges = "/dev/shm/cuda.shm.0.1.1"
+with open(judges, "wb") as made:
+    made.write(b"driver" * 100)
+os.chown(judges, judge_user.DEDICATED_ID, judge_user.DEDICATED_ID)
+os.chmod(judges, 0o600)
+held = open(judges, "rb")
+judge_user._DROPPED.append((judge_user.DEDICATED_ID, judge_user.DEDICATED_ID))  # the ids drop_root changes to
+protect_the_judge()
+sandbox = Sandbox("cuda")
+files = {**runner_files(), "submission.py": Path("tests/fixtures/sandbox") / sys.argv[2]}
+worker = WorkerProcess(sandbox, sys.argv[1], files, "cpu", 42, SharedPool(torch.device("cpu")).describe)
+try:
+    worker.begin_case(300, lambda text: None)
+    with contextlib.suppress(CaseStopped):
+        worker.request("load")
+    print(Path(worker.log_path).read_text(errors="replace"))
+    later = []  # workers `while_alive` started, closed after this one
+    exec(sys.argv[4])
+finally:
+    worker.close()
+    for other in later:
+        other.close()
+    sandbox.close()
+print("MODE", oct(os.stat(judges).st_mode & 0o7777))
+"""
+    result = subprocess.run([sys.executable, "-c", program, str(tmp_path), fixture, size, while_alive],
+                            capture_output=True, text=True, cwd=REPO, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})  # the kit on the workers' import path
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@NEEDS_ROOT
+def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
+    """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py: the worker, of the judge's own
+    user, takes every permission from the judge's file bound into its /dev/shm; once the worker
+    has ended the file has its mode back, and a worker started while it was locked (the service's
+    next worker, started ahead) gives it no other mode when it ends after."""
+    while_alive = """
+other = WorkerProcess(sandbox, sys.argv[1], {**runner_files(), "submission.py": Path("tests/fixtures/torch_submission.py")},
+                      "cpu", 42, SharedPool(torch.device("cpu")).describe)
+later.append(other)
+other.begin_case(300, lambda text: None)
+other.request("load")
+print("STARTED WHILE LOCKED", oct(os.stat(judges).st_mode & 0o7777))
+"""
+    printed = _in_a_gpu_judges_sandbox(tmp_path, "cheat_locks_the_judges_ipc_files.py", while_alive)
+    assert "STARTED WHILE LOCKED 0o0" in printed, printed[-3000:]
+    assert "LOCKED cuda.shm.0.1.1" in printed, printed[-3000:]
+    assert printed.splitlines()[-1] == "MODE 0o600"
+
+
+@NEEDS_ROOT
+@pytest.mark.xfail(strict=True, reason="a GPU worker's folder shares its judge's /dev/shm and its size: no per-worker "
+                                       "limit holds there but its memory cgroup's, none by default, and a file "
+                                       "system of the worker's own would refuse the hard links that expose its files")
+def test_a_worker_that_fills_its_dev_shm_leaves_its_judge_room_for_its_ipc_files(tmp_path):
+    """tests/fixtures/sandbox/cheat_fills_its_dev_shm.py: while the worker lives, its judge still
+    writes a page of a file of its own in its /dev/shm (its driver's next export)."""
+    while_alive = """
+try:
+    with open("/dev/shm/cuda.shm.0.1.2", "wb") as later:
+        later.write(os.urandom(1 << 20))
+    print("JUDGE WROTE")
+except OSError as error:
+    print("JUDGE REFUSED", error)
+"""
+    printed = _in_a_gpu_judges_sandbox(tmp_path, "cheat_fills_its_dev_shm.py", while_alive, size="64m")
+    assert "FILLED 6" in printed, printed[-3000:]  # it reached the 64 MiB of the judge's /dev/shm
+    assert "JUDGE WROTE" in printed, printed[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
+    """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py in a GPU worker: it takes every
+    permission from the judge's IPC files bound into its /dev/shm; once it has ended they have
+    their modes back, and an honest worker after it opens the judge's handles."""
+    import torch
+
+    from harness.judge.sandbox import _bwrap
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a GPU worker's /dev/shm holds its judge's IPC files")
+    if _bwrap() is None:
+        pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    def modes_now(names):
+        return {name: os.stat(os.path.join("/dev/shm", name)).st_mode & 0o7777 for name in names}
+
+    worker_dev_shm.prime("cuda")
+    before = modes_now(worker_dev_shm.judges_files())
+    output, judges = _loaded_by_a_worker(tmp_path, "cuda",
+                                         REPO / "tests" / "fixtures" / "sandbox" / "cheat_locks_the_judges_ipc_files.py")
+    assert judges and all(f"LOCKED {name}" in output for name in judges), output
+    assert modes_now(judges) == {name: before.get(name) for name in judges} and all(mode & 0o600 == 0o600 for mode in before.values())
+    said, _, _ = _dev_shm_probe(tmp_path, "cuda")
+    assert all(said[f"write in place {name}"] for name in judges)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_gpu_worker_that_nests_folders_past_the_recursion_limit_leaves_nothing_in_the_judges_dev_shm(tmp_path):
+    """tests/fixtures/sandbox/cheat_nests_folders_in_its_dev_shm.py in a GPU worker: its folder of
+    the judge's /dev/shm is removed whole when it is closed, which raises nothing."""
+    import torch
+
+    from harness.judge.sandbox import _bwrap
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a GPU worker's /dev/shm is a folder of its judge's")
+    if _bwrap() is None:
+        pytest.skip("a worker's /dev/shm is its own inside bubblewrap")
+    before = set(os.listdir("/dev/shm"))
+    output, judges = _loaded_by_a_worker(tmp_path, "cuda",
+                                         REPO / "tests" / "fixtures" / "sandbox" / "cheat_nests_folders_in_its_dev_shm.py")
+    assert "Traceback" not in output, output
     assert set(os.listdir("/dev/shm")) <= before | set(judges)
 
 

@@ -110,30 +110,90 @@ def sweep_own_dev_shm() -> list[str]:
     process maps or holds open, at any depth: what an ended candidate's workers left there, which
     the next candidate of the same judge would otherwise find. Links are removed, never followed.
     A GPU worker's own folder (harness/judge/worker_dev_shm.py) is left to the judge, which
-    removes it when its worker ends: a waiting worker's holds the mount points of the judge's files
-    bound into its /dev/shm, which a removal would take from it. Returns the paths removed,
-    relative to /dev/shm."""
+    removes it when its worker ends (`remove_tree`): a waiting worker's holds the mount points of
+    the judge's files bound into its /dev/shm, which a removal would take from it. Returns the
+    paths removed, relative to /dev/shm."""
     if _ENTERED != [True]:
         return []
-    device = os.stat("/dev/shm").st_dev
-    held = _held(device)
-    removed = []
-    for folder, folders, files in os.walk("/dev/shm", topdown=False):
-        if os.path.relpath(folder, "/dev/shm").startswith(WORKER_FOLDER_PREFIX):
-            continue
-        folders = [name for name in folders if not (folder == "/dev/shm" and name.startswith(WORKER_FOLDER_PREFIX))]
-        for name in files + folders:
-            path = os.path.join(folder, name)
+    held = _held(os.stat("/dev/shm").st_dev)
+
+    def kept(relative: str, status: os.stat_result) -> bool:
+        if stat.S_ISDIR(status.st_mode):
+            return "/" not in relative and relative.startswith(WORKER_FOLDER_PREFIX)
+        return status.st_ino in held
+
+    return _remove_under("/dev/shm", kept)
+
+
+def remove_tree(path: str) -> None:
+    """The folder `path` and everything in it removed, links never followed, at any depth: a
+    worker nests folders in its /dev/shm as deep as it likes, past the recursion limit of
+    shutil.rmtree and os.walk (RecursionError) and past PATH_MAX."""
+    _remove_under(path, lambda relative, status: False)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _remove_under(top: str, kept) -> list[str]:
+    """Remove everything under the folder `top` that `kept(path relative to top, its lstat)` does
+    not keep (a folder kept is not entered), each folder after what it holds (it goes where
+    emptied); the relative paths removed. Without recursion and by descriptor, one open at a time:
+    the depth is a worker's choice."""
+    removed: list[str] = []
+    try:
+        current = os.open(top, FOLDER)
+    except OSError:
+        return removed
+    stack = [("", _clear(current, "", kept, removed))]  # (a folder's path below top, its folders left to enter)
+    try:
+        while stack:
+            relative, folders = stack[-1]
+            if folders:
+                name = folders.pop()
+                with contextlib.suppress(OSError):
+                    inner = os.open(name, FOLDER, dir_fd=current)
+                    os.close(current)
+                    current = inner
+                    inner_relative = f"{relative}/{name}" if relative else name
+                    stack.append((inner_relative, _clear(current, inner_relative, kept, removed)))
+                continue
+            stack.pop()
+            if not stack:
+                break
+            try:
+                parent = os.open("..", FOLDER, dir_fd=current)
+            except OSError:
+                break
+            os.close(current)
+            current = parent
             with contextlib.suppress(OSError):
-                status = os.lstat(path)
-                if stat.S_ISDIR(status.st_mode):
-                    os.rmdir(path)  # empty by now, unless it holds what a process holds
-                elif status.st_ino not in held:
-                    os.unlink(path)
-                else:
-                    continue
-                removed.append(os.path.relpath(path, "/dev/shm"))
+                os.rmdir(os.path.basename(relative), dir_fd=current)  # empty by now, unless it holds what is kept
+                removed.append(relative)
+    finally:
+        os.close(current)
     return removed
+
+
+def _clear(descriptor: int, relative: str, kept, removed: list[str]) -> list[str]:
+    """What is not a folder in the folder open as `descriptor` removed unless kept; its folders
+    not kept, to enter."""
+    folders = []
+    with os.scandir(descriptor) as entries:
+        for entry in entries:
+            path = f"{relative}/{entry.name}" if relative else entry.name
+            with contextlib.suppress(OSError):
+                status = entry.stat(follow_symlinks=False)
+                if kept(path, status):
+                    continue
+                if stat.S_ISDIR(status.st_mode):
+                    folders.append(entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=descriptor)
+                    removed.append(path)
+    return folders
 
 
 def full_after_sweep() -> str | None:

@@ -29,7 +29,9 @@ signal, `kill(-1)` or `setpriority(PRIO_USER)` reaches it), it is not dumpable a
 capabilities the worker lacks (ptrace and its `/proc` files need CAP_SYS_PTRACE), seccomp refuses
 ptrace and the process_vm calls, Landlock scopes signals to the worker's own domain (ABI 6), and
 the judge's files are outside the worker's root or bound read-only there (`/sys` with the cgroups
-among them).
+among them), but for its CUDA IPC files, bound read-write into a GPU worker's /dev/shm: their owner
+is the worker's user, which may change their modes until the judge gives them back when the worker
+ends (harness/judge/worker_dev_shm.py `restore_modes`).
 """
 
 import contextlib

@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.judge import judge_user, worker_dev_shm, worker_root
+from harness.judge import dev_shm, judge_user, worker_dev_shm, worker_root
 from harness.judge.layers import layers_off
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
 from harness.runner import confine
@@ -116,6 +116,7 @@ class Launch:
     seccomp_fd: int | None
     as_root: bool = False  # bubblewrap started as root by a judge that changed its user
     dev_shm: str | None = None  # a GPU worker's folder in the judge's /dev/shm, its own /dev/shm
+    judges_modes: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)  # the judge's files bound into it
 
     def preexec(self) -> None:
         if self.as_root:  # first: the modules it imports may be readable by root alone
@@ -132,10 +133,12 @@ class Launch:
             self.seccomp_fd = None
 
     def remove(self) -> None:
-        """Once its process has ended: its cgroup and its /dev/shm folder removed."""
+        """Once its process has ended: its cgroup and its /dev/shm folder removed, the judge's files
+        bound into it given back their modes."""
         self.cgroup.remove()
         if self.dev_shm is not None:
-            shutil.rmtree(self.dev_shm, ignore_errors=True)
+            dev_shm.remove_tree(self.dev_shm)
+        worker_dev_shm.restore_modes(self.judges_modes)
 
 
 def _layers_report(bwrap: str | None, seccomp: bool, cgroups: JudgeCgroups, user: tuple[int, int] | None, memory_bytes,
@@ -234,7 +237,8 @@ class Sandbox:
         its own name, not at a link's."""
         return [os.path.realpath(entry) for entry in sys.path if entry and Path(entry).is_absolute()]
 
-    def _command(self, program: str, settings: dict, folder: Path, dev_shm: str | None) -> tuple[list[str], int | None]:
+    def _command(self, program: str, settings: dict, folder: Path, dev_shm: str | None,
+                 judges: list[str]) -> tuple[list[str], int | None]:
         python = [sys.executable, "-I", "-B", "-c", program, json.dumps(settings)]
         if self._bwrap is None:
             return python, None
@@ -243,7 +247,7 @@ class Sandbox:
         prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root, *worker_root.proc_arguments()]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]
-        own_dev_shm = (worker_dev_shm.bubblewrap_arguments(dev_shm, worker_dev_shm.judges_files()) if dev_shm
+        own_dev_shm = (worker_dev_shm.bubblewrap_arguments(dev_shm, judges) if dev_shm
                        else worker_root.private_tmpfs("/dev/shm", self._tmp_bytes))
         prefix += worker_root.device_arguments(self._cuda, own_dev_shm)
         prefix += worker_root.open_parents(str(folder))
@@ -287,10 +291,12 @@ class Sandbox:
             os.chown(folder, *self.user)
             os.chmod(folder, 0o755)
         dev_shm = worker_dev_shm.make_folder(self.user) if self._own_gpu_dev_shm else None
+        judges = worker_dev_shm.judges_files() if dev_shm else []
         settings = {**self._settings(folder, socket_fd, log_fd, echo, rng_seed), **more_settings}
-        argv, seccomp_fd = self._command(program, settings, folder, dev_shm)
+        argv, seccomp_fd = self._command(program, settings, folder, dev_shm, judges)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
-        return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None, dev_shm=dev_shm)
+        return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None, dev_shm=dev_shm,
+                      judges_modes=worker_dev_shm.modes(judges))
 
     def _check(self) -> dict:
         """The layers in force inside a sandboxed process started as a worker is, confined by the

@@ -25,7 +25,8 @@ from harness.judge.dev_shm import WORKER_FOLDER_PREFIX, held_by
 from harness.shared import cuda_ipc
 
 SHM = "/dev/shm"
-_PRIMED: list = []  # the allocation and event exported once, kept for the process
+_PRIMED: list = []  # the allocation and event exported once and the allocation's pool, kept for the process
+_FIRST_MODES: dict[tuple[str, int], int] = {}  # (name, inode) of a file of the judge's -> its mode when first bound
 
 
 def prime(device: str) -> None:
@@ -36,12 +37,16 @@ def prime(device: str) -> None:
     if _PRIMED or not torch.cuda.is_available():
         return
 
-    block = torch.empty(1 << 16, dtype=torch.uint8, device=device)
+    # A pool of its own: an exported allocation is a whole segment of torch's allocator, which
+    # would otherwise go on to hold the judge's own small tensors (references, pristine inputs).
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        block = torch.empty(1 << 16, dtype=torch.uint8, device=device)
     event = torch.cuda.Event(interprocess=True)
     event.record(torch.cuda.current_stream(block.device))
     cuda_ipc.export(block)
     event.ipc_handle()
-    _PRIMED.extend((block, event))
+    _PRIMED.extend((block, event, pool))
 
 
 def judges_files(shm: str = SHM) -> list[str]:
@@ -71,6 +76,31 @@ def bubblewrap_arguments(folder: str, judges: list[str]) -> list[str]:
     for name in judges:
         arguments += ["--bind", os.path.join(SHM, name), os.path.join(SHM, name)]
     return arguments
+
+
+def modes(names: list[str], shm: str = SHM) -> dict[tuple[str, int], int]:
+    """The permission bits of the judge's files `names` in `shm`, by name and inode, as each was
+    when a worker's start first found it: a root judge's own user made them, which is its
+    workers' user too (harness/judge/judge_user.py), and a file's owner may change its mode, the
+    next candidate's workers then refused them. A worker changes only files bound into it, found
+    at its start, so a mode first found is the judge's own even where a worker started while
+    another had changed it. `restore_modes` gives them back once the worker has ended."""
+    found = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            status = os.lstat(os.path.join(shm, name))
+            found[name, status.st_ino] = _FIRST_MODES.setdefault((name, status.st_ino), stat.S_IMODE(status.st_mode))
+    return found
+
+
+def restore_modes(found: dict[tuple[str, int], int], shm: str = SHM) -> None:
+    """The judge's files given back the modes `modes` found, each where its name still names the
+    same file (no worker reaches a name of `shm` itself, only the files bound into its /dev/shm)."""
+    for (name, inode), mode in found.items():
+        path = os.path.join(shm, name)
+        with contextlib.suppress(OSError):
+            if os.lstat(path).st_ino == inode:
+                os.chmod(path, mode)
 
 
 @contextlib.contextmanager
