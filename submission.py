@@ -788,7 +788,7 @@ def _check_inputs(data) -> Problem:
             raise ValueError(f"{name} must have {rank} dimensions, got shape {tuple(t.shape)}")
 
     a, b, sfa, sfb, sfa_permuted, sfb_permuted, c = data
-    (m, half_k, l), n, k = a.shape, b.shape[0], 2 * a.shape[1]
+    (m, _, l), n, k = a.shape, b.shape[0], 2 * a.shape[1]
     if l < 1:
         raise ValueError(f"L (a.shape[2]) must be >= 1, got {l}")
     for name, size, multiple in (("M", m, MN_ALIGN), ("N", n, MN_ALIGN), ("K", k, K_ALIGN)):
