@@ -36,12 +36,16 @@ def service(tmp_path):
 
 
 def running_on(service: Service, candidate_id: str, timeout_s: float = 30.0):
-    """The judge running `candidate_id`, once it runs it."""
+    """The judge running `candidate_id`, once its process has it: the front marks a candidate
+    running when it takes it, before its judge (started again first where it had ended) is busy
+    with it."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = service.get(candidate_id)
         if found["state"] == "running":
-            return next(judge for judge in service.judges if judge.name == found["judge"])
+            judge = next(judge for judge in service.judges if judge.name == found["judge"])
+            if judge.status()["busy_with"] == candidate_id:
+                return judge
         time.sleep(0.02)
     raise AssertionError(f"{candidate_id} never ran")
 
