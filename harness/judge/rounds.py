@@ -63,8 +63,9 @@ def official_own_flush(eval_flush_bytes: int, most_bytes: int) -> tuple[int, boo
     The eval's own flush where it is no larger, and then the host waits: the eval synchronizes
     before its flush, so a call of its that waits on the GPU (a synchronous copy) waits for that
     flush alone. Queued behind the judge's flush too (another context's work, then the overwrite),
-    such a call took as long as the eval's with the driver set to block rather than spin, three
-    times the eval's own (docs/timing.md, "A call that waits on the GPU"). Where the eval's flush
+    such a call took as long as the eval's with the driver set to block rather than spin
+    (docs/figures.md, grayscale's process-context row; docs/timing.md, "A call that waits on the
+    GPU"). Where the eval's flush
     is larger (better-bench's 64 GB, the plain eval's 4 GiB), the batch queues behind the judge's
     flush on the GPU, which hides the calls' launches as the eval's own flush hides the eval's."""
     size = min(eval_flush_bytes, most_bytes)
