@@ -79,11 +79,13 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     parser.add_argument("--front-fd", type=int, default=None)
     parser.add_argument("--test-only", action="store_true")
+    parser.add_argument("--waiting-workers", type=int, default=None)
     arguments = parser.parse_args()
     if arguments.front_fd is not None:
         watch_the_front(arguments.front_fd, CANCELS.cancel)
     log = os.environ.get("FAKE_JUDGE_LOG")
-    print(json.dumps({"ready": True, "device": arguments.device, "device_name": "fake device", "pid": os.getpid()}), flush=True)
+    print(json.dumps({"ready": True, "device": arguments.device, "device_name": "fake device", "pid": os.getpid(),
+                      "waiting_workers": arguments.waiting_workers}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         started = time.time()

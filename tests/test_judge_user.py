@@ -98,6 +98,31 @@ def test_a_root_judge_changes_by_default_to_the_dedicated_uid_that_no_account_ho
 
 
 @NEEDS_ROOT
+def test_a_judge_of_its_own_uid_has_a_home_and_a_name_of_its_own_where_root_had_none_to_give():
+    # As a service's judge may start: root's HOME, USER and LOGNAME, or none.
+    found = _judge("""
+        import getpass, pathlib, stat
+        home = pathlib.Path(os.path.expanduser("~"))
+        (home / ".cache" / "library").mkdir(parents=True)  # a library's cache under ~, as torch's and triton's
+        print(json.dumps({"home": str(home), "mode": stat.S_IMODE(home.stat().st_mode), "owner": home.stat().st_uid,
+                          "user": getpass.getuser(), "uid": os.getuid(), "xdg": os.environ.get("XDG_CACHE_HOME")}))
+    """, HOME="/root", USER="root", LOGNAME="root", XDG_CACHE_HOME="/root/.cache")
+    assert found["home"] != "/root" and found["owner"] == found["uid"] == judge_user.DEDICATED_ID
+    assert found["mode"] == 0o700 and found["xdg"] is None
+    assert found["user"] == f"nvfp4-judge-{judge_user.DEDICATED_ID}"
+    assert not os.path.exists(found["home"]), "the judge's home is removed when it ends"
+    bare = {name: value for name, value in os.environ.items() if name not in ("HOME", "USER", "LOGNAME")}
+    ran = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {REPO!r}); "
+                          "from harness.judge import judge_user; judge_user.drop_root(); import getpass, os; "
+                          "print(getpass.getuser(), os.path.expanduser('~'))"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**bare, LAYERS_OFF_ENV: "", judge_user.JUDGE_USER_ENV: ""})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    user, home = ran.stdout.split()
+    assert user == f"nvfp4-judge-{judge_user.DEDICATED_ID}" and home.startswith(tempfile.gettempdir())
+
+
+@NEEDS_ROOT
 @pytest.mark.parametrize("setting", ["root", "0", "no-such-user-of-this-system"])
 def test_a_judge_user_that_is_root_or_unknown_is_refused_and_named_and_the_judge_stays_root(setting):
     found = _judge('print(json.dumps({"refused": refused, "uid": os.geteuid(), "listed": judge_user.refused()}))',

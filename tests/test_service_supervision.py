@@ -11,11 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.results.store import Store
 from harness.service.candidates import Candidates
 from harness.service.front import Service
+from harness.service import lanes as lanes_module
 from harness.service.judges import LocalJudge
+from harness.service.lanes import waiting_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_JUDGE = (sys.executable, str(ROOT / "tests" / "fake_judge.py"))
@@ -201,6 +205,27 @@ def test_test_mode_candidates_share_a_device_and_a_timed_one_has_it_alone(tmp_pa
     finally:
         service.close()
     assert [judge.name for judge in lanes][1:] == [f"{lanes[0].name} lane 1", f"{lanes[0].name} lane 2"]
+
+
+@given(st.integers(min_value=1, max_value=64))
+def test_a_gpus_lanes_share_out_its_waiting_workers_each_keeping_enough_for_its_next_runs(lanes):
+    each = waiting_workers("cuda", lanes)
+    assert lanes_module.WAITING_A_LANE_LEAST <= each <= lanes_module.WAITING_A_JUDGE
+    assert each * lanes <= max(lanes_module.WAITING_A_GPU, lanes * lanes_module.WAITING_A_LANE_LEAST)
+    assert waiting_workers("cuda", 1) == lanes_module.WAITING_A_JUDGE and waiting_workers("cpu", lanes) == 1
+
+
+def test_each_lane_of_a_gpu_starts_its_judge_with_its_share_of_the_waiting_workers():
+    lanes = [LocalJudge("cuda", visible_devices="0", lane=lane, lanes=4, program=FAKE_JUDGE, environment=ENVIRONMENT)
+             for lane in range(4)]
+    alone = LocalJudge("cuda", visible_devices="1", program=FAKE_JUDGE, environment=ENVIRONMENT)
+    try:
+        told = [judge.start()["waiting_workers"] for judge in [*lanes, alone]]
+    finally:
+        for judge in [*lanes, alone]:
+            judge.close()
+    assert told == [waiting_workers("cuda", 4)] * 4 + [waiting_workers("cuda", 1)]
+    assert told[0] < told[-1]
 
 
 def three_tests_a_timed_run_and_three_tests_share_lanes_as_they_should(service, log: Path) -> None:

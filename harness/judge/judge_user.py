@@ -10,6 +10,9 @@ an unprivileged one instead: by default `DEDICATED_ID`, which no account holds, 
 (harness/judge/sandbox.py). `JUDGE_USER_ENV=root` keeps the judge root, and its GPU workers are
 uid 0 in a user namespace of their own, which the sandbox's check names as a refused layer.
 
+Once changed, the judge's HOME, USER and LOGNAME are its own user's (root's home is closed to it;
+a uid no account holds has no entry to look up), so that a folder's reference.py runs as under root.
+
 Before it changes, the judge tries, in a child of the target user, what its workers will read
 of their root (harness/judge/worker_root.py `unreadable_by`): a folder of the import path closed
 to that user (an archive unpacked with a root folder of mode 0700) would fail every worker's
@@ -34,12 +37,15 @@ is the worker's user, which may change their modes until the judge gives them ba
 ends (harness/judge/worker_dev_shm.py `restore_modes`).
 """
 
+import atexit
 import contextlib
 import ctypes
 import os
 import pwd
 import resource
+import shutil
 import sys
+import tempfile
 
 JUDGE_USER_ENV = "NVFP4_JUDGE_USER"  # a user's name or a uid; unset, DEDICATED_ID; STAY_ROOT, the judge stays root
 STAY_ROOT = "root"
@@ -162,7 +168,25 @@ def drop_root() -> str | None:
         _REFUSED.append(f"its own user (uid {uid}: {error}): its GPU workers cannot open its CUDA IPC handles")
         return _REFUSED[0]
     _DROPPED.append((uid, gid))
+    _environment_of_its_own(uid)
     return None
+
+
+def _environment_of_its_own(uid: int) -> None:
+    """HOME, USER and LOGNAME of the judge's own user. Root's home is closed to it, and a uid no
+    account holds has no entry for Python's fallbacks (`os.path.expanduser` without HOME,
+    `getpass.getuser` without USER) to find: a folder's reference.py, or a library it calls, that
+    caches under `~` or names its user runs here as it ran under root. The home is a folder of
+    its own (mode 0700), removed when the judge ends; the XDG folders follow it."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = f"nvfp4-judge-{uid}"
+    home = tempfile.mkdtemp(prefix="nvfp4-judge-home-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    for variable in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ.pop(variable, None)
+    os.environ.update(HOME=home, USER=name, LOGNAME=name)
 
 
 def dropped_ids() -> tuple[int, int] | None:

@@ -41,17 +41,11 @@ from pathlib import Path
 from harness.judge import dev_shm, given_up, judge_user  # the standard library alone: imported before torch
 from harness.judge.exits import (EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_INFRASTRUCTURE,
                                  EXIT_SANDBOX_REFUSED)
-from harness.service.lanes import TIMED_MODES  # the standard library alone
+from harness.service.lanes import TIMED_MODES, waiting_workers  # the standard library alone
 from harness.service.names import checked_name  # the standard library alone
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
 REFERENCES_MAX_BYTES = 8 * 2**30
-# Submission workers kept waiting. On a GPU a candidate that fails every case takes a fresh one
-# per case, its cases far shorter than a worker's start with its device's context
-# (docs/service.md): as many wait as a problem's test set has cases (ten), so that such a
-# candidate waits for no start, each holding a context (device memory a one-shot run leaves
-# free) while it waits. On the CPU, where a start takes the cores a timed call runs on, one.
-WAITING_WORKERS = {"cuda": 10, "cpu": 1}
 RUN_OPTIONS = ("official", "strict", "timeout_s", "stop_on_first_failure", "wall_limit_s")
 TIMED_OPTIONS = ("max_repeats", "baselines")
 REJECTED = "rejected"  # harness/service/faults.py: a request no judge could run
@@ -62,9 +56,11 @@ MINIMUM_RUN_S = 0.001
 
 
 class Judge:
-    def __init__(self, device: str, memory_limit_bytes: int | None = None, test_only: bool = False):
+    def __init__(self, device: str, memory_limit_bytes: int | None = None, test_only: bool = False,
+                 waiting: int | None = None):
         """`test_only`: a lane that takes test-mode candidates alone (harness/service/lanes.py),
-        which starts no calibration partner ahead (a test-mode run has none)."""
+        which starts no calibration partner ahead (a test-mode run has none). `waiting`: workers
+        kept waiting (lanes.waiting_workers of a lone judge by default)."""
         if device.startswith("cuda"):
             dev_shm.own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
             judge_user.drop_root()  # after its /dev/shm (a mount), before CUDA starts: its workers' uid
@@ -88,7 +84,8 @@ class Judge:
             REFERENCES.enable(REFERENCES_MAX_BYTES)
         self.references = REFERENCES
         self.code_watches = modes.KeptCodeWatches()
-        self.pool = WorkerPool(device, shapes.worker_rng_seed(self.secret), depth=WAITING_WORKERS["cuda" if device.startswith("cuda") else "cpu"],
+        self.pool = WorkerPool(device, shapes.worker_rng_seed(self.secret),
+                               depth=waiting if waiting is not None else waiting_workers(device),
                                memory_limit_bytes=memory_limit_bytes)
         self.pool.prime()
         if not test_only:
@@ -281,13 +278,14 @@ def _changed_the_judge(reply: dict) -> bool:
     return any(FILES_CHANGED in (case.get("message") or "") for case in _cases(reply))
 
 
-def serve(device: str, memory_limit_bytes: int | None, made: list | None = None, test_only: bool = False) -> int:
+def serve(device: str, memory_limit_bytes: int | None, made: list | None = None, test_only: bool = False,
+          waiting: int | None = None) -> int:
     """Judge requests until stdin ends; `made` gets the judge once it is made (the front's
     cancels go to it)."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     try:
-        judge = Judge(device, memory_limit_bytes, test_only)
+        judge = Judge(device, memory_limit_bytes, test_only, waiting)
     except judge_user.JudgeCannotStart as error:
         print(f"judge on {device}: cannot start: {error}", file=sys.stderr, flush=True)
         return EXIT_INFRASTRUCTURE
@@ -333,13 +331,15 @@ def main() -> None:
     parser.add_argument("--memory-limit-mib", type=int, default=None)
     parser.add_argument("--front-fd", type=int, default=None, help="a pipe whose end is the front's: this judge ends with it")
     parser.add_argument("--test-only", action="store_true", help="a lane the front gives test-mode candidates alone")
+    parser.add_argument("--waiting-workers", type=int, default=None,
+                        help="workers kept waiting [harness/service/lanes.py waiting_workers, one lane]")
     arguments = parser.parse_args()
     made: list[Judge] = []  # the judge, once made: where the front's cancels go
     if arguments.front_fd is not None:
         watch_the_front(arguments.front_fd, lambda candidate_id: [judge.cancel(candidate_id) for judge in made])
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
     try:
-        status = serve(arguments.device, limit, made, arguments.test_only)
+        status = serve(arguments.device, limit, made, arguments.test_only, arguments.waiting_workers)
     except Exception:
         given_up.end_on_own_error()
         raise

@@ -16,6 +16,7 @@ import threading
 import time
 
 from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
+from harness.service.lanes import waiting_workers
 from harness.shared.paths import REPO_ROOT
 
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
@@ -42,12 +43,15 @@ class LocalJudge:
     (a judge per GPU sees its GPU alone, as `cuda`); `slot` tells CPU judges of one host apart.
     `program` is the judge's command line before its options. `lane` 0 judges every mode; a
     judge of another lane takes test-mode candidates only, beside lane 0 of its GPU (or CPU slot),
-    which the front gives a timed candidate alone (harness/service/front.py)."""
+    which the front gives a timed candidate alone (harness/service/front.py); `lanes` judges
+    share the device."""
 
     def __init__(self, device: str, visible_devices: str | None = None, memory_limit_mib: int | None = None,
-                 environment: dict | None = None, slot: int = 0, program: tuple[str, ...] = JUDGE_PROGRAM, lane: int = 0):
+                 environment: dict | None = None, slot: int = 0, program: tuple[str, ...] = JUDGE_PROGRAM, lane: int = 0,
+                 lanes: int = 1):
         self.device, self.visible_devices, self.memory_limit_mib = device, visible_devices, memory_limit_mib
         self.slot, self.program, self.lane = slot, tuple(program), lane
+        self.waiting = waiting_workers(device, lanes)  # its share of the workers its device's lanes keep waiting
         self.modes = None if lane == 0 else ("test",)
         self._environment = dict(environment if environment is not None else os.environ)
         if visible_devices is not None:
@@ -80,7 +84,7 @@ class LocalJudge:
         self._end()
         self._ready = False
         watched, self._front_end = os.pipe()
-        command = [*self.program, "--device", self.device, "--front-fd", str(watched)]
+        command = [*self.program, "--device", self.device, "--front-fd", str(watched), "--waiting-workers", str(self.waiting)]
         if self.memory_limit_mib:
             command += ["--memory-limit-mib", str(self.memory_limit_mib)]
         if self.modes == ("test",):

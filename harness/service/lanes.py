@@ -10,6 +10,24 @@ import contextlib
 import threading
 
 TIMED_MODES = ("benchmark", "leaderboard")
+# Submission workers a judge keeps waiting. On a GPU a candidate that fails every case takes a
+# fresh one per case, its cases far shorter than a worker's start with its device's context
+# (docs/service.md): a lone judge keeps as many as a problem's test set has cases (ten), so
+# that such a candidate waits for no start, each holding a context (device memory a one-shot run
+# leaves free) while it waits. The lanes of one GPU share out `WAITING_A_GPU` (every context
+# waiting costs the cores its start took, and the device its memory), each keeping no fewer than
+# a run takes while its next replacements start beside the other lanes' (`WAITING_A_LANE_LEAST`).
+# On the CPU, where a start takes the cores a timed call runs on, one.
+WAITING_A_JUDGE = 10
+WAITING_A_GPU = 20
+WAITING_A_LANE_LEAST = 3
+
+
+def waiting_workers(device: str, lanes: int = 1) -> int:
+    """Workers each judge of `lanes` on one `device` keeps waiting."""
+    if not device.startswith("cuda"):
+        return 1
+    return min(WAITING_A_JUDGE, max(WAITING_A_LANE_LEAST, WAITING_A_GPU // max(lanes, 1)))
 
 
 class Held:

@@ -29,7 +29,8 @@ class JudgeActor:
 
         gpus = [str(gpu) for gpu in ray.get_gpu_ids()]
         self._judges = [LocalJudge(device, visible_devices=",".join(gpus) if gpus else None, memory_limit_mib=memory_limit_mib,
-                                   environment={**os.environ, **environment}, slot=slot, program=program, lane=lane)
+                                   environment={**os.environ, **environment}, slot=slot, program=program, lane=lane,
+                                   lanes=lanes)
                         for lane in range(lanes)]
 
     def start(self, lane: int = 0) -> dict:

@@ -26,7 +26,7 @@ def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_m
     """A judge per GPU of `gpus` (every GPU by default), each seeing its own alone; or `count`
     CPU judges. Each with `lanes` - 1 more that judge test-mode candidates beside it."""
     if device == "cpu":
-        return [LocalJudge("cpu", memory_limit_mib=memory_limit_mib, slot=slot, lane=lane)
+        return [LocalJudge("cpu", memory_limit_mib=memory_limit_mib, slot=slot, lane=lane, lanes=lanes)
                 for slot in range(count) for lane in range(lanes)]
     import torch
 
@@ -39,7 +39,7 @@ def local_judges(gpus: list[int] | None, device: str, count: int, memory_limit_m
         raise NoJudge(f"no GPU {missing[0]}: this machine has {available}")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     names = visible.split(",") if visible else [str(index) for index in range(available)]
-    return [LocalJudge("cuda", visible_devices=names[index], memory_limit_mib=memory_limit_mib, lane=lane)
+    return [LocalJudge("cuda", visible_devices=names[index], memory_limit_mib=memory_limit_mib, lane=lane, lanes=lanes)
             for index in chosen for lane in range(lanes)]
 
 
