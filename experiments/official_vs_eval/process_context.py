@@ -20,11 +20,10 @@ hidden behind the flush. The variants tell which condition moves the first kind:
 - how long the call's sync waits: the judge's flush and the worker's overwrite before the window
   are longer than the eval's flush (the eval's made longer by GPU work after it);
 - --official as it runs; with the worker's queue waiting for go on the GPU and eight L2s
-  overwritten whatever the eval's flush (rounds.py `official_own_flush`); with the worker's
-  driver choosing how it waits (sandbox.py `WORKER_CUDA_WAIT` "auto"); with the judge's queue
+  overwritten whatever the eval's flush (rounds.py `official_own_flush`); with the judge's queue
   behind the batch launched only once done fired (no queue of the judge's waiting on the GPU
-  beside the batch); both; without the worker's own overwrite of L2 after the judge's go;
-  without the judge's flush before go; without either.
+  beside the batch); without the worker's own overwrite of L2 after the judge's go; without the
+  judge's flush before go; without either.
 
 The eval runs as experiments/problem_folders/check.py runs it (in a folder laid out as the
 runner lays it out, `POPCORN_FD=N python eval.py benchmark cases.txt`); the changes to its
@@ -193,7 +192,6 @@ QUEUE_WAITS_FOR_GO = "rounds.official_own_flush = lambda eval_flush_bytes, most_
 NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "  # the judge's flush emptied once the worker's overwrite is decided
                   "rounds.JudgeClock.__init__ = lambda self, device, flush_bytes, own_flush=False: "
                   "(init(self, device, flush_bytes, own_flush), setattr(self, 'flush', rounds.L2Flush(device, 0)))[0]")
-WORKER_WAITS_AS_IT_CHOOSES = "import harness.judge.sandbox as sandbox; sandbox.WORKER_CUDA_WAIT = 'auto'"
 # The judge's queue behind the batch (its copies of the outputs, its end event) launched only once
 # the worker's done event fired, so that no queue of the judge's waits on the GPU beside the batch.
 JUDGE_WAITS_ON_ITS_HOST = ("import torch; wait_on_queue = torch.cuda.Stream.wait_event; "
@@ -228,9 +226,7 @@ VARIANTS = (
     Variant(f"eval, its flush {LONGER_WAIT_CYCLES / 2e3:g} us longer (the call's sync waits longer)", patch="longer wait"),
     Variant("--official", harness=("-m", "harness")),
     Variant("--official, the worker's queue waiting for go, eight L2s overwritten", harness=patched_harness(QUEUE_WAITS_FOR_GO)),
-    Variant("--official, the worker's driver choosing how it waits", harness=patched_harness(WORKER_WAITS_AS_IT_CHOOSES)),
     Variant("--official, the judge queuing its copies once done fired", harness=patched_harness(JUDGE_WAITS_ON_ITS_HOST)),
-    Variant("--official, both", harness=patched_harness(WORKER_WAITS_AS_IT_CHOOSES, JUDGE_WAITS_ON_ITS_HOST)),
     Variant("--official, no overwrite of L2 by the worker", harness=patched_harness(NO_OWN_OVERWRITE)),
     Variant("--official, no flush by the judge", harness=patched_harness(NO_JUDGE_FLUSH)),
     Variant("--official, neither", harness=patched_harness(NO_OWN_OVERWRITE, NO_JUDGE_FLUSH)),

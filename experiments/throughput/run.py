@@ -25,7 +25,7 @@ need neither the `service` extra nor Ray: the judges are the service's own proce
 
     python experiments/throughput/run.py --gpus 0,1,2,3
     python experiments/throughput/run.py --device cpu --judges 2 --tests shapes/small.txt
-    python experiments/throughput/run.py --test-mode-only --test-lanes 4
+    python experiments/throughput/run.py --test-mode-only --test-lanes 6
 """
 
 import argparse
@@ -222,7 +222,7 @@ def main() -> None:
                         help="seconds for the judges' waiting workers to start before each service phase, not counted [15]")
     parser.add_argument("--settle-max-s", type=float, default=120.0,
                         help="test-mode phase: seconds at most, waiting past --settle-s for the machine to be quiet [120]")
-    parser.add_argument("--test-lanes", type=int, default=4, help="judges on one GPU for the test-mode phase [4]")
+    parser.add_argument("--test-lanes", type=int, default=6, help="judges on one GPU for the test-mode phase [6]")
     parser.add_argument("--test-copies", type=int, default=24, help="the fast torch file's tests in the test-mode phase [24]")
     parser.add_argument("--test-mode-only", action="store_true", help="the test-mode phase alone")
     parser.add_argument("--unsafe-sandbox", action="store_true",

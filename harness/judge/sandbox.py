@@ -48,10 +48,6 @@ CUDA_IPC_USER = ("the GPU worker of a root judge that kept root's uid is uid 0 i
                  "refused, NVFP4_JUDGE_USER=root or the `user` layer is switched off)")
 # The judge's variables a worker keeps (the rest of its environment never reaches one): the
 # locale, the GPU's selection and order, and what the CUDA and cuBLAS libraries read.
-# How a GPU worker's host waits for its device (harness/runner/worker.py CUDA_WAITS): spinning, as
-# the driver's automatic choice has the competition's process wait (one context, more cores than
-# contexts).
-WORKER_CUDA_WAIT = "spin"
 PASSED_VARIABLES = ("LANG", "LANGUAGE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
                     "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "LD_PRELOAD")
 # The locale's, and the injection variables compute-sanitizer, Nsight Compute and Nsight Systems
@@ -221,7 +217,7 @@ class Sandbox:
                 # Inside bubblewrap the worker's folder is a tmpfs of its own, and the judge's
                 # copies of the runner's files reach it here, read-only (harness/runner/files.py).
                 "handed_over": HANDED_OVER_FOLDER if self._bwrap else None,
-                "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo, "cuda_wait": WORKER_CUDA_WAIT,
+                "log": log_fd, "device": self._device, "rng_seed": rng_seed, "echo": echo,
                 # The CUDA driver writes under /dev and /proc (Landlock's rules otherwise make
                 # cudaGetDeviceCount fail: OS call failed), and opens a file under /proc with
                 # O_TRUNC; a worker writes /dev/null and its own /dev/shm (multiprocessing's

@@ -39,9 +39,6 @@ def _is_op_error(error: BaseException) -> bool:
     return any(cls.__name__ == "OpError" and cls.__module__.startswith("cutlass.") for cls in type(error).__mro__)
 
 
-CUDA_WAITS = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}  # CU_CTX_SCHED_*
-
-
 def main(settings: dict) -> None:
     """Confine this process, then answer the judge's requests until it closes the socket."""
     refused = confine.confine(settings)
@@ -61,7 +58,6 @@ def serve(settings: dict) -> None:
     opened = cuda_ipc.OpenedBlocks()
     handler = _handler(settings)
     if settings["device"].startswith("cuda"):
-        _set_cuda_wait(settings["device"], settings.get("cuda_wait", "auto"))
         import torch
 
         # The device's context made now, while no request waits: a worker started before its
@@ -93,24 +89,6 @@ def serve(settings: dict) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         connection.send_bytes(encoded)
-
-
-def _set_cuda_wait(device: str, wait: str) -> None:
-    """How the CUDA driver waits for the GPU in this process (CU_CTX_SCHED_*), set on the device's
-    primary context before torch makes it; "auto" leaves it to the driver."""
-    if wait == "auto":
-        return
-    import ctypes
-
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-        handle = ctypes.c_int()
-        failed = (driver.cuInit(0) or driver.cuDeviceGet(ctypes.byref(handle), int(device.partition(":")[2] or 0))
-                  or driver.cuDevicePrimaryCtxSetFlags_v2(handle, CUDA_WAITS[wait]))
-    except (OSError, AttributeError) as error:
-        failed = error
-    if failed:  # the driver's own choice then: a slower wait, never a wrong verdict
-        print(f"worker: the CUDA driver's wait not set to {wait} ({failed})", file=sys.stderr, flush=True)
 
 
 def _handler(settings: dict):
