@@ -505,7 +505,8 @@ def epilogue_record(device: dict, results: dict, knobs: Knobs, k_tiles: int, til
         "grid": results["t0"]["grid"], "latency_us": latency, "rate_bytes_per_s": rate,
         **term_factors(per_call, "", latency, rate, tile_cols, split_k),
         "serial": term_factors(per_call, "-serial", latency, rate, tile_cols, split_k),
-        "per_call_us": per_call, "stamps": {case: results[case]["epilogue"] for case in EPILOGUE_CASES},
+        "per_call_us": per_call, "rounds_us": {case: results[case]["rounds_us"] for case in EPILOGUE_CASES},
+        "stamps": {case: results[case]["epilogue"] for case in EPILOGUE_CASES},
         "counters_left": sum(results[case]["counters_left"] for case in EPILOGUE_CASES),
     }
 
