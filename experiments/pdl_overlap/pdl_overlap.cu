@@ -492,7 +492,7 @@ void run_case(const Case& c, Device& dev, cudaStream_t stream) {
 // The L2 round trip: every CTA's time a hop of its timed walk (one thread a CTA, a CTA an SM).
 void run_chase(const Case& c, Device& dev, cudaStream_t stream) {
   const int grid = c.grid > 0 ? c.grid : dev.sms;
-  if (grid > static_cast<int>(dev.stamps_call_words) || c.hops < 1) {
+  if (static_cast<size_t>(grid) * kStampWords > dev.stamps_call_words || c.hops < 1) {  // grid <= --max-grid
     std::fprintf(stderr, "pdl_overlap: case %s does not fit the buffers\n", c.name.c_str());
     std::exit(2);
   }
