@@ -68,8 +68,8 @@ def _epilogue_term(name: str, factor_field: str, bounds: tuple, argument: str, u
     factor = getattr(epilogue, factor_field)
     if epilogue.measured:
         value, backing = (f"{factor:.2f} times the formula",
-                          f"{EPILOGUE_EXPERIMENT}: factor {factor:.2f} (a call with it over without, against the "
-                          f"formula on the run's own L2 round trip and SM rate); {epilogue.source}")
+                          f"{EPILOGUE_EXPERIMENT}: factor {factor:.2f} (a call's time with the term less without it, "
+                          f"over the formula on the run's own L2 round trip and SM rate); {epilogue.source}")
         range_used = (f"{bounds[0]:.2f} to {bounds[1]:.2f} times the formula's (the factor within "
                       f"{model.MEASURED_SPREAD} times either way)")
     else:
