@@ -176,3 +176,23 @@ def test_a_malformed_epilogue_record_is_refused_with_its_reason(tmp_path, text, 
     with pytest.raises(ValueError) as refused:
         model.load_epilogue(path)
     assert str(path) in str(refused.value) and reason in str(refused.value)
+
+
+def test_the_terms_table_names_a_recorded_epilogue_run(monkeypatch, tmp_path):
+    from rich.console import Console
+
+    from harness.b200 import report as b200_report
+
+    path = tmp_path / "epilogue-terms.json"
+    path.write_text(json.dumps(_epilogue_record()))
+    monkeypatch.setattr(model, "EPILOGUE", model.load_epilogue(path))
+    configs = {shape: sub.sm100_config(sub.Problem(*shape), conservative=False) for shape in model.BENCHMARK_SHAPES}
+    console = Console(width=2000, record=True)
+    console.print(b200_report.terms_table(configs, [model.FITTED]))
+    text = console.export_text()
+    for name, factor in (("the epilogue tail", "1.30"), ("split-K's partials reduction", "0.80")):
+        row = next(line for line in text.splitlines() if line.startswith(f"│ {name}"))
+        cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+        assert cells[1] == f"{factor} times the formula" and cells[2] == "measured"
+        for part in (f"{terms.EPILOGUE_EXPERIMENT}: factor {factor}", "NVIDIA H200", "2026-12-02", "abc1234"):
+            assert part in cells[3], (name, part)
