@@ -221,6 +221,31 @@ def test_the_cuda_source_compiles_for_sm_90a(tmp_path):
 # ----- the epilogue mode -----
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH: the epilogue's PTX is not checked")
+def test_the_epilogue_arrives_and_reduces_in_the_b200_kernels_order(tmp_path):
+    """As tests/test_splitk_protocol.py holds submission.SplitKReduction's PTX: the partial's
+    stores, the warp barrier, the release fence, the relaxed count; then the acquire fence, the
+    warp barrier and the other partials' loads; the counter's reset after them."""
+    import re
+
+    ptx_path = tmp_path / "pdl_overlap.ptx"
+    done = subprocess.run(["nvcc", "-O3", "-std=c++17", "-arch=sm_90a", "-ptx", str(EXPERIMENT / "pdl_overlap.cu"),
+                           "-o", str(ptx_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    entries = re.split(r"\.entry ", ptx_path.read_text())
+    calls = [entry for entry in entries if entry.startswith(("_Z", "persistent")) and "persistent_call" in entry[:120]]
+    assert len(calls) == 2  # the two carveout builds
+    for ptx in calls:
+        count = re.search(r"atom\.global(?:\.relaxed)?(?:\.gpu)?\.add\.u32\s+%r\d+, \[%rd\d+\], 1;", ptx)
+        assert count, "no relaxed count of an arrival"
+        ordering = r"\b(bar\.warp\.sync|fence\.acq_rel\.gpu|ld\.global|st\.global|atom\.global|griddepcontrol\.wait)\b"
+        before, after = re.findall(ordering, ptx[:count.start()]), re.findall(ordering, ptx[count.end():])
+        assert before[-3:] == ["st.global", "bar.warp.sync", "fence.acq_rel.gpu"]
+        assert after[:3] == ["fence.acq_rel.gpu", "bar.warp.sync", "ld.global"]
+        assert "griddepcontrol.wait" in before  # every store of the epilogue after the wait
+        assert re.search(r"atom\.global[.\w]*\.exch\.b32", ptx[count.end():])
+
+
 def test_the_c_sources_stamp_layout_and_sizes_are_run_pys():
     """run.py reads the binary's stamps by these offsets and sizes its c tiles by these rows and
     subtiles: a word moved in one and not the other would read the wrong phase."""
@@ -423,3 +448,25 @@ def test_the_epilogue_mode_runs_end_to_end_on_a_stand_in_binary(monkeypatch, tmp
     epilogue = model.load_epilogue(record_path)
     assert epilogue.measured and "Stand-in GPU" in epilogue.source and "abc1234" in epilogue.source
     assert math.isclose(epilogue.tail_factor, 1.0 / run.tail_formula_us(0.6, record["rate_bytes_per_s"], 128))
+
+
+def _hopper_and_nvcc() -> str | None:
+    """Why the epilogue mode cannot run here, or None where it can."""
+    device = run.cuda_device()
+    if isinstance(device, str):
+        return device
+    if device[0] < 9:
+        return f"compute capability {device[0]}.{device[1]}: no PDL"
+    return None if run.find_nvcc(None) else "nvcc not found"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_hopper_and_nvcc() is not None, reason=f"needs a Hopper or newer GPU and nvcc: {_hopper_and_nvcc()}")
+def test_on_a_gpu_the_epilogue_protocol_holds_and_both_terms_resolve(tmp_path):
+    path = tmp_path / "epilogue-terms.json"
+    assert run.main(["--mode", "epilogue", "--rounds", "5", "--record", str(path)]) == 0
+    record = run.json.loads(path.read_text())
+    assert record["counters_left"] == 0 and record["stamps"]["x"]["one_last_per_tile"]
+    assert record["stamps"]["x"]["last_fraction"] == pytest.approx(1 / record["split_k"])
+    assert record["tail_factor"] > 0 and record["exchange_factor"] > 0 and record["latency_us"] > 0
+    assert model.load_epilogue(path).measured
