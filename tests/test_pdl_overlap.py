@@ -332,7 +332,8 @@ def test_the_epilogue_stamps_give_each_phase_and_one_last_arrival_a_tile():
 
 
 def test_a_run_that_did_not_resolve_a_term_or_left_counters_is_not_recorded():
-    fine = {"t1": {"counters_left": 0, "epilogue": {}}, "x": {"counters_left": 0, "epilogue": {"one_last_per_tile": True}}}
+    fine = {"t1": {"counters_left": 0, "epilogue": {}},
+            "x": {"counters_left": 0, "epilogue": {"one_last_per_tile": True}}}
     assert run.epilogue_problems(fine, {"tail_factor": 0.8, "exchange_factor": 1.4, "tail_us": -1.0}) == []
     assert run.epilogue_problems({**fine, "x": {"counters_left": 3, "epilogue": {}}}, {}) == [
         "x: 3 split-K counters left non-zero"]
@@ -420,13 +421,15 @@ def test_the_epilogue_mode_runs_end_to_end_on_a_stand_in_binary(monkeypatch, tmp
         for f in lines:
             grid = int(f["grid"])
             if f["kind"] == "chase":
-                out.append(run.json.dumps({"case": f["name"], "kind": "chase", "grid": grid, "ns_per_hop": [600.0] * grid}))
+                out.append(run.json.dumps({"case": f["name"], "kind": "chase", "grid": grid,
+                                           "ns_per_hop": [600.0] * grid}))
                 continue
             calls, split_k = int(f["calls"]), int(f["split_k"])
             arrivals = [[index // (grid // split_k) for index in range(grid)]] * calls
             Path(f["stamps"]).write_bytes(run.array.array("Q", _epilogue_words(arrivals, split_k)).tobytes())
             us = per_call.get(f["name"], 5.0)
-            out.append(run.json.dumps({"case": f["name"], "grid": grid, "occupancy": 1, "smem_bytes": int(f["smem_bytes"]),
+            out.append(run.json.dumps({"case": f["name"], "grid": grid, "occupancy": 1,
+                                       "smem_bytes": int(f["smem_bytes"]),
                                        "in_bytes_per_call": 0, "out_bytes_per_call": 0, "hold_us": 1400.0,
                                        "worst_enqueue_us": 100.0, "counters_left": 0, "per_call_us": [us] * 3}))
         return subprocess.CompletedProcess(command, 0, stdout="\n".join(out) + "\n", stderr="")
@@ -461,7 +464,8 @@ def _hopper_and_nvcc() -> str | None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_hopper_and_nvcc() is not None, reason=f"needs a Hopper or newer GPU and nvcc: {_hopper_and_nvcc()}")
+@pytest.mark.skipif(_hopper_and_nvcc() is not None,
+                    reason=f"needs a Hopper or newer GPU and nvcc: {_hopper_and_nvcc()}")
 def test_on_a_gpu_the_epilogue_protocol_holds_and_both_terms_resolve(tmp_path):
     path = tmp_path / "epilogue-terms.json"
     assert run.main(["--mode", "epilogue", "--rounds", "5", "--record", str(path)]) == 0

@@ -513,8 +513,9 @@ def epilogue_record(device: dict, results: dict, knobs: Knobs, k_tiles: int, til
 
 def epilogue_report(device: dict, results: dict, record: dict) -> list[dict]:
     """Prints the cases, the formula's parts and each term's factor; returns the CSV rows."""
-    print(f"device: {device['device']} (cc {device['cc']}), {device['sms']} SMs; grid {record['grid']} (one CTA an SM), "
-          f"c tile {ROWS} x {record['tile_cols']} fp16, split-K {record['split_k']}, {record['k_tiles']} K tiles a CTA")
+    print(f"device: {device['device']} (cc {device['cc']}), {device['sms']} SMs; grid {record['grid']} (one CTA an "
+          f"SM), c tile {ROWS} x {record['tile_cols']} fp16, split-K {record['split_k']}, {record['k_tiles']} K tiles "
+          "a CTA")
     chase = results[CHASE_CASE]
     print(f"formula's parts: L2 round trip {record['latency_us']:.3f} us (chase: median of {len(chase['ns_per_hop'])} "
           f"CTAs' {CHASE_HOPS} dependent loads); an SM's rate {record['rate_bytes_per_s'] / 1e9:.1f} GB/s (rate: "
@@ -638,7 +639,7 @@ def binary_arguments(lines) -> list[str]:
     partials, calls and grid."""
     calls = [f for _, _, f in lines if f.get("kind", "call") == "call"]
     in_call = max(-(-f["grid"] // f["share"]) * f["k_tiles"] * f["tile_bytes"] for f in calls)
-    out_call = max(max(f["grid"] * f["out_bytes"], FP16_BYTES * ROWS * f.get("tile_cols", 0) * f["grid"]) for f in calls)
+    out_call = max(f["grid"] * max(f["out_bytes"], FP16_BYTES * ROWS * f.get("tile_cols", 0)) for f in calls)
     partials = max(FP32_BYTES * ROWS * f.get("tile_cols", 0) * f["grid"] for f in calls)
     return ["--in-call-bytes", str(in_call), "--out-call-bytes", str(out_call), "--partial-bytes", str(partials),
             "--max-calls", str(CALLS), "--max-grid", str(max(f["grid"] for _, _, f in lines))]
@@ -862,7 +863,8 @@ def main(argv=None) -> int:
             occupancy=record["occupancy"], smem_bytes=record["smem_bytes"], grid=record["grid"], pdl=fields["pdl"],
             calls=fields["calls"], worst_enqueue_us=record["worst_enqueue_us"], hold_us=record["hold_us"],
             counters_left=record["counters_left"],
-            epilogue=epilogue_stamps(calls, fields["split_k"], fields["tile_cols"] > 0) if case in EPILOGUE_CASES else {})
+            epilogue=(epilogue_stamps(calls, fields["split_k"], fields["tile_cols"] > 0) if case in EPILOGUE_CASES
+                      else {}))
     print(f"mode: {args.mode}, {knobs}")
     if epilogue:
         return finish_epilogue(args, device_info, {case: r for (_, case), r in results.items()}, knobs,

@@ -446,7 +446,8 @@ def low_high(kernel: Kernel, shape: tuple, constant_sets: list[Constants]) -> tu
                           tail_scale=tail, exchange_scale=exchange)
              for constants in constant_sets for overlap in overlaps
              for start in _with_point(CTA_START_BOUNDS_S, CTA_START_S) for loads in (True, False)
-             for tail in _with_point(tail_bounds, tail_point) for exchange in _with_point(exchange_bounds, exchange_point)]
+             for tail in _with_point(tail_bounds, tail_point)
+             for exchange in _with_point(exchange_bounds, exchange_point)]
     return min(times), max(times)
 
 
