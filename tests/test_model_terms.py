@@ -196,3 +196,15 @@ def test_the_terms_table_names_a_recorded_epilogue_run(monkeypatch, tmp_path):
         assert cells[1] == f"{factor} times the formula" and cells[2] == "measured"
         for part in (f"{terms.EPILOGUE_EXPERIMENT}: factor {factor}", "NVIDIA H200", "2026-12-02", "abc1234"):
             assert part in cells[3], (name, part)
+
+
+def test_the_measured_factors_apply_to_this_kits_epilogue_alone(monkeypatch, kernels, tmp_path):
+    path = tmp_path / "epilogue-terms.json"
+    path.write_text(json.dumps(_epilogue_record()))
+    monkeypatch.setattr(model, "EPILOGUE", model.load_epilogue(path))
+    kit = kernels[S1]
+    assert model.epilogue_scales(kit) == (1.3, 0.8)
+    assert model.epilogue_scales(dataclasses.replace(kit, kit_epilogue=False)) == (1.0, 1.0)
+    assert model.epilogue_scales(dataclasses.replace(kit, cluster_reduction=True)) == (1.3, 1.0)
+    assert all(kernel.kit_epilogue for kernel in model.candidates(S1, pdl=True))
+    assert not any(kernel.kit_epilogue for version in calibration.PUBLISHED for kernel in version.kernels.values())

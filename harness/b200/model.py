@@ -218,8 +218,11 @@ EPILOGUE = load_epilogue()
 
 
 def epilogue_scales(kernel: Kernel) -> tuple[float, float]:
-    """(tail, exchange) factors of `kernel`'s epilogue: the measured ones for this kit's, 1 else."""
-    return (EPILOGUE.tail_factor, EPILOGUE.exchange_factor) if kernel.kit_epilogue else (1.0, 1.0)
+    """(tail, exchange) factors of `kernel`'s epilogue: the measured ones for this kit's, 1 else
+    (and 1 for an exchange through distributed shared memory, which the run does not do)."""
+    if not kernel.kit_epilogue:
+        return 1.0, 1.0
+    return EPILOGUE.tail_factor, 1.0 if kernel.cluster_reduction else EPILOGUE.exchange_factor
 
 
 def stage_bytes(kernel: Kernel) -> int:
