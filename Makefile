@@ -6,7 +6,7 @@ SUBMISSION ?= submission.py
 PROBLEM ?= nvfp4_gemm
 ARGS ?=
 
-.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems check-folders bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth splitk-stress b200-first-run
+.PHONY: setup sandbox-tools test test-e2e serve throughput check check-problems check-folders bench leaderboard profile sol model task-yml compile lint compare submit sanitize pdl-overlap pdl-overlap-bandwidth epilogue-terms splitk-stress b200-first-run
 
 # Installs torch where none is installed (an installed one is kept: a CUDA build stays a CUDA
 # build), then the project with its test extras. TORCH is pip's arguments for torch, index options
@@ -109,6 +109,12 @@ pdl-overlap:
 # results/pdl-overlap-bandwidth.json, with the device, the date and the commit.
 pdl-overlap-bandwidth:
 	@$(PYTHON) experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json $(ARGS)
+
+# The same kernel's epilogue as the B200 kernel's (a 128 x 128 fp16 c tile, split-K 2's partials
+# exchange), each a call's time with it against without: records the factors over the cost model's
+# tail formula the model reads (results/epilogue-terms.json), with the device, the date and the commit.
+epilogue-terms:
+	@$(PYTHON) experiments/pdl_overlap/run.py --mode epilogue --record results/epilogue-terms.json $(ARGS)
 
 # On a GPU (Hopper or newer): the B200 kernel's split-K protocol and PDL-waiting epilogue
 # (submission.SplitKReduction) in an sm_90a kernel, calls queued back to back sharing partials

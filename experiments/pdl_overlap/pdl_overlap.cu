@@ -2,6 +2,9 @@
 // programmatic dependent launch (PDL) and an SM that has room for two CTAs, does the next
 // call's CTA start beside this call's on every SM, so that two calls are in flight?
 // harness/b200/model.py's figure for 128 x 7168 x 2048 (two CTAs an SM) rests on it.
+// Its epilogue can also be the B200 kernel's own (a c tile of fp16 stores, a row a thread, and
+// split-K's exchange of fp32 partials), with two probes of the GPU's memory (an L2 round trip,
+// an SM's streaming rate), so that the model's epilogue terms can be measured the same way.
 //
 // One process runs a list of cases read from stdin (one a line, `key=value` words; see
 // run.py), so that the context, the buffers and the measured DRAM rate are shared. For each
@@ -9,6 +12,7 @@
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -o pdl_overlap pdl_overlap.cu (run.py does it).
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,6 +45,9 @@ constexpr int kThreads = 128;
 // Three stages, as the B200 configuration that takes two CTAs an SM has (`Sm100Config.max_stages(64, 2)`).
 constexpr int kStages = 3;
 constexpr int kStampWords = 16;
+// Columns of c an epilogue thread holds at once: submission.py's SM100_EPILOGUE_COLUMNS (a
+// subtile of the accumulator loaded to registers).
+constexpr int kSubtile = 32;
 
 enum Stamp : int {
   kEntry = 0,     // %globaltimer at the CTA's first instruction
@@ -54,6 +61,11 @@ enum Stamp : int {
   kClockMainEnd = 8,
   kClockWaitEnd = 9,
   kClockExit = 10,
+  // The c-tile epilogue (tile_cols > 0), as thread 0 (warp 0's lane 0) sees it:
+  kClockStored = 11,   // its c tile's (or its fp32 partial's) stores issued
+  kClockArrived = 12,  // split-K: its warp's release fence and arrival count returned
+  kArrivals = 13,      // split-K: the arrivals its warp counted before its own (split_k - 1: the last)
+  kClockReduced = 14,  // split-K: the last arrival's adds and c stores issued (== kClockArrived otherwise)
 };
 
 struct Params {
@@ -66,13 +78,24 @@ struct Params {
   int fma_per_tile;              // dependent FMAs per thread per K tile: the MMA's share of a K tile
   long long start_cycles;        // the start phase's latency (barrier init, descriptor prefetch, TMEM alloc)
   long long tail_cycles;         // the epilogue's latency before its stores (accumulator to registers)
-  int out_chunks;                // 16-byte chunks each CTA stores
+  int out_chunks;                // 16-byte chunks each CTA stores (tile_cols == 0)
   int pdl;
+  int tile_cols;                 // > 0: the tail is a c tile of kThreads rows x tile_cols fp16 columns
+  int split_k;                   // CTAs a c tile: each stores an fp32 partial, the last adds them into c
+  float* partials;               // split-K: every CTA's partial, shared by all calls as the kernel's workspace is
+  int* counters;                 // split-K: arrivals a (tile, warp), zeroed once; the last arrival resets its own
 };
 
 __device__ __forceinline__ unsigned long long globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// %globaltimer, not moved across the loads around it (the chase's walks).
+__device__ __forceinline__ unsigned long long globaltimer_ordered() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
   return t;
 }
 
@@ -111,6 +134,63 @@ __device__ __forceinline__ void stamp(unsigned long long* mine, int slot, int cl
   }
 }
 
+__device__ __forceinline__ void clock_stamp(unsigned long long* mine, int slot) {
+  if (threadIdx.x == 0) mine[slot] = static_cast<unsigned long long>(clock64());
+}
+
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+// The B200 kernel's epilogue from registers (submission.py's `_store_c` and `SplitKReduction`):
+// thread t owns row t of the tile (TMEM lane t there) and stores its columns one at a time, so
+// that a warp's store of one column is 64 contiguous bytes of fp16 c (128 of an fp32 partial).
+// With split-K, the grid's CTAs are grouped by tile as the kernel's work units are (tiles vary
+// fastest, then splits): each stores its partial; each warp counts its arrival (the warp's
+// stores, a release fence every lane runs, one relaxed add); the warp that arrives last
+// acquires, adds the other partials a subtile at a time, stores c and resets its counter.
+__device__ void tile_epilogue(const Params& p, float value, unsigned long long* mine) {
+  const int tiles = gridDim.x / p.split_k;
+  const int tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
+  const int row = threadIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const size_t tile_elems = static_cast<size_t>(kThreads) * p.tile_cols;
+  __half* c = reinterpret_cast<__half*>(p.out) + tile * tile_elems;
+  if (p.split_k == 1) {
+    for (int col = 0; col < p.tile_cols; ++col) c[col * kThreads + row] = __float2half(value + col);
+    clock_stamp(mine, kClockStored);
+    return;
+  }
+  float* partials = p.partials + tile * p.split_k * tile_elems;
+  float* own = partials + split * tile_elems;
+  for (int col = 0; col < p.tile_cols; ++col) own[col * kThreads + row] = value + col;
+  clock_stamp(mine, kClockStored);
+  __syncwarp();
+  fence_acq_rel_gpu();
+  int* counter = p.counters + tile * (kThreads / 32) + warp;
+  int arrived = 0;
+  if (lane == 0) arrived = atomicAdd(counter, 1);  // relaxed, device scope
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  clock_stamp(mine, kClockArrived);
+  if (threadIdx.x == 0) mine[kArrivals] = static_cast<unsigned long long>(arrived);
+  if (arrived == p.split_k - 1) {
+    fence_acq_rel_gpu();
+    __syncwarp();
+    for (int sub = 0; sub < p.tile_cols; sub += kSubtile) {
+      float sums[kSubtile];
+#pragma unroll
+      for (int j = 0; j < kSubtile; ++j) sums[j] = value + (sub + j);
+      for (int other = 0; other < p.split_k; ++other) {
+        if (other == split) continue;
+        const float* theirs = partials + other * tile_elems + static_cast<size_t>(sub) * kThreads + row;
+#pragma unroll
+        for (int j = 0; j < kSubtile; ++j) sums[j] += theirs[j * kThreads];
+      }
+#pragma unroll
+      for (int j = 0; j < kSubtile; ++j) c[(sub + j) * kThreads + row] = __float2half(sums[j]);
+    }
+    if (lane == 0) atomicExch(counter, 0);
+  }
+  clock_stamp(mine, kClockReduced);
+}
+
 // The carveout tag only gives the two builds separate function attributes: one with the
 // shared-memory carveout pinned to its maximum, one left to the driver's choice.
 template <int kCarveoutTag>
@@ -119,6 +199,9 @@ __global__ void __launch_bounds__(kThreads, 2) persistent_call(Params p) {
   // Stamps are kept in shared memory and written out once at exit, so that the phases carry no
   // global stores of their own (each call's buffers are its own: before the wait would be safe too).
   __shared__ unsigned long long mine[kStampWords];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStampWords; ++i) mine[i] = 0ull;
+  }
   stamp(mine, kEntry, kClockEntry);
   if (threadIdx.x == 0) mine[kSmid] = smid();
 
@@ -164,15 +247,33 @@ __global__ void __launch_bounds__(kThreads, 2) persistent_call(Params p) {
   __syncthreads();
   stamp(mine, kWaitEnd, kClockWaitEnd);
   latency(p.tail_cycles);
-  uint4 value = make_uint4(__float_as_uint(acc), threadIdx.x, blockIdx.x, 0u);
-  uint4* out = p.out + static_cast<size_t>(blockIdx.x) * p.out_chunks;
-  for (int c = threadIdx.x; c < p.out_chunks; c += kThreads) out[c] = value;
+  if (p.tile_cols > 0) {
+    tile_epilogue(p, acc, mine);
+  } else {
+    uint4 value = make_uint4(__float_as_uint(acc), threadIdx.x, blockIdx.x, 0u);
+    uint4* out = p.out + static_cast<size_t>(blockIdx.x) * p.out_chunks;
+    for (int c = threadIdx.x; c < p.out_chunks; c += kThreads) out[c] = value;
+  }
   __syncthreads();
   stamp(mine, kExit, kClockExit);
   if (threadIdx.x == 0) {
     unsigned long long* dst = p.stamps + static_cast<size_t>(blockIdx.x) * kStampWords;
-    for (int i = 0; i < kStampWords; ++i) dst[i] = (i <= kClockExit) ? mine[i] : 0ull;
+    for (int i = 0; i < kStampWords; ++i) dst[i] = mine[i];
   }
+}
+
+// One thread a CTA: `hops` dependent loads through `next` (ld.global.cg: L2, not L1), each
+// load's address the previous one's value, so that each takes one round trip. The first walk
+// brings the lines into L2; the same walk again is timed.
+__global__ void chase(const unsigned* next, unsigned words, int hops, unsigned long long* ns) {
+  const unsigned start = (blockIdx.x * 32u * 131u) % words;
+  unsigned i = start;
+  for (int h = 0; h < hops; ++h) i = __ldcg(next + i);
+  i = (i == 0xffffffffu) ? 0u : start;  // the timed walk starts once the first has ended
+  const unsigned long long begin = globaltimer_ordered();
+  for (int h = 0; h < hops; ++h) i = __ldcg(next + i);
+  const unsigned long long end = globaltimer_ordered();
+  ns[blockIdx.x] = (i == 0xffffffffu) ? 0ull : end - begin;  // reads i: the walk is not optimized out
 }
 
 // Holds the GPU for a while ahead of a timed round, so that the host has queued every call of
@@ -184,6 +285,7 @@ __global__ void hold(unsigned long long ns) {
 
 struct Case {
   std::string name = "case";
+  std::string kind = "call";  // "call": persistent_call timed in the loop; "chase": the L2 round trip
   int k_tiles = 8;
   int smem_bytes = 100 * 1024;
   int grid = 0;  // 0: one CTA per SM
@@ -197,6 +299,9 @@ struct Case {
   double tail_ns = 500;
   int out_bytes = 8192;
   int max_carveout = 1;
+  int tile_cols = 0;
+  int split_k = 1;
+  int hops = 2000;
   std::string stamps_path;
 };
 
@@ -226,6 +331,10 @@ Case parse_case(const std::string& line) {
     else if (key == "out_bytes") c.out_bytes = std::stoi(value);
     else if (key == "max_carveout") c.max_carveout = std::stoi(value);
     else if (key == "stamps") c.stamps_path = value;
+    else if (key == "kind") c.kind = value;
+    else if (key == "tile_cols") c.tile_cols = std::stoi(value);
+    else if (key == "split_k") c.split_k = std::stoi(value);
+    else if (key == "hops") c.hops = std::stoi(value);
     else {
       std::fprintf(stderr, "pdl_overlap: unknown key %s\n", key.c_str());
       std::exit(2);
@@ -244,6 +353,13 @@ struct Device {
   unsigned long long* stamps = nullptr;
   void* flush = nullptr;
   size_t flush_bytes = 0;
+  float* partials = nullptr;
+  size_t partial_bytes = 0;
+  int* counters = nullptr;
+  size_t counter_count = 0;
+  unsigned* chase_next = nullptr;
+  unsigned chase_words = 0;
+  unsigned long long* chase_ns = nullptr;
 };
 
 using KernelFn = void (*)(Params);
@@ -256,9 +372,13 @@ void run_case(const Case& c, Device& dev, cudaStream_t stream) {
   const int grid = c.grid > 0 ? c.grid : dev.sms;
   const size_t in_bytes = static_cast<size_t>((grid + c.share - 1) / c.share) * c.k_tiles * c.tile_bytes;
   const size_t out_bytes = static_cast<size_t>(grid) * c.out_bytes;
+  const size_t tile_bytes = static_cast<size_t>(kThreads) * c.tile_cols;  // fp16 c: 2 bytes, fp32 partial: 4
   if (c.calls > dev.max_calls || in_bytes > dev.in_call_bytes || out_bytes > dev.out_call_bytes ||
       static_cast<size_t>(grid) * kStampWords > dev.stamps_call_words || c.tile_bytes % 16 || c.out_bytes % 16 ||
-      c.tile_bytes / 16 > 32 * kThreads || kStages * c.tile_bytes > c.smem_bytes) {
+      c.tile_bytes / 16 > 32 * kThreads || kStages * c.tile_bytes > c.smem_bytes || c.tile_cols % kSubtile ||
+      c.split_k < 1 || grid % c.split_k || 2 * tile_bytes * (grid / c.split_k) > dev.out_call_bytes ||
+      (c.split_k > 1 && (4 * tile_bytes * grid > dev.partial_bytes ||
+                         static_cast<size_t>(grid / c.split_k) * (kThreads / 32) > dev.counter_count))) {
     std::fprintf(stderr, "pdl_overlap: case %s does not fit the buffers or the stages\n", c.name.c_str());
     std::exit(2);
   }
@@ -286,6 +406,10 @@ void run_case(const Case& c, Device& dev, cudaStream_t stream) {
     p.tail_cycles = static_cast<long long>(c.tail_ns * dev.clock_ghz);
     p.out_chunks = c.out_bytes / 16;
     p.pdl = c.pdl;
+    p.tile_cols = c.tile_cols;
+    p.split_k = c.split_k;
+    p.partials = dev.partials;
+    p.counters = dev.counters;
     return p;
   };
   cudaLaunchAttribute pdl_attribute{};
@@ -345,12 +469,41 @@ void run_case(const Case& c, Device& dev, cudaStream_t stream) {
     std::fclose(f);
   }
 
+  // Every split-K arrival counter is back at zero once the last arrival of each tile has reset
+  // its own: the protocol's bookkeeping held over every call of every round.
+  size_t counters_left = 0;
+  if (c.split_k > 1) {
+    std::vector<int> counters(dev.counter_count);
+    CHECK(cudaMemcpy(counters.data(), dev.counters, counters.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    counters_left = static_cast<size_t>(std::count_if(counters.begin(), counters.end(), [](int v) { return v != 0; }));
+  }
+
   std::printf("{\"case\": \"%s\", \"grid\": %d, \"threads\": %d, \"occupancy\": %d, \"registers\": %d, "
               "\"static_smem\": %zu, \"smem_bytes\": %d, \"in_bytes_per_call\": %zu, \"out_bytes_per_call\": %zu, "
-              "\"hold_us\": %.1f, \"worst_enqueue_us\": %.1f, \"stamp_words\": %d, \"per_call_us\": [",
+              "\"hold_us\": %.1f, \"worst_enqueue_us\": %.1f, \"stamp_words\": %d, \"counters_left\": %zu, "
+              "\"per_call_us\": [",
               c.name.c_str(), grid, kThreads, occupancy, attributes.numRegs, attributes.sharedSizeBytes,
-              c.smem_bytes, in_bytes, out_bytes, hold_ns / 1000.0, worst_enqueue_us, kStampWords);
+              c.smem_bytes, in_bytes, out_bytes, hold_ns / 1000.0, worst_enqueue_us, kStampWords, counters_left);
   for (size_t i = 0; i < per_call_us.size(); ++i) std::printf("%s%.4f", i ? ", " : "", per_call_us[i]);
+  std::printf("]}\n");
+  std::fflush(stdout);
+}
+
+// The L2 round trip: every CTA's time a hop of its timed walk (one thread a CTA, a CTA an SM).
+void run_chase(const Case& c, Device& dev, cudaStream_t stream) {
+  const int grid = c.grid > 0 ? c.grid : dev.sms;
+  if (static_cast<size_t>(grid) * kStampWords > dev.stamps_call_words || c.hops < 1) {  // grid <= --max-grid
+    std::fprintf(stderr, "pdl_overlap: case %s does not fit the buffers\n", c.name.c_str());
+    std::exit(2);
+  }
+  chase<<<grid, 1, 0, stream>>>(dev.chase_next, dev.chase_words, c.hops, dev.chase_ns);
+  CHECK(cudaGetLastError());
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<unsigned long long> ns(grid);
+  CHECK(cudaMemcpy(ns.data(), dev.chase_ns, grid * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  std::printf("{\"case\": \"%s\", \"kind\": \"chase\", \"grid\": %d, \"hops\": %d, \"ns_per_hop\": [",
+              c.name.c_str(), grid, c.hops);
+  for (int i = 0; i < grid; ++i) std::printf("%s%.2f", i ? ", " : "", static_cast<double>(ns[i]) / c.hops);
   std::printf("]}\n");
   std::fflush(stdout);
 }
@@ -379,13 +532,14 @@ double dram_bytes_per_s(void* a, void* b, size_t bytes, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   // Buffer sizes for the largest case: per-call input and output bytes, and calls.
-  size_t in_call_bytes = 64ull << 20, out_call_bytes = 8ull << 20;
+  size_t in_call_bytes = 64ull << 20, out_call_bytes = 8ull << 20, partial_bytes = 0;
   int max_calls = 50, max_grid = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--in-call-bytes")) in_call_bytes = std::stoull(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--out-call-bytes")) out_call_bytes = std::stoull(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--max-calls")) max_calls = std::stoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--max-grid")) max_grid = std::stoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--partial-bytes")) partial_bytes = std::stoull(argv[i + 1]);
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -414,6 +568,20 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(dev.in, 0x3c, dev.in_call_bytes * max_calls));
   CHECK(cudaMemset(dev.out, 0, dev.out_call_bytes * max_calls));
   CHECK(cudaMemset(dev.stamps, 0, dev.stamps_call_words * 8 * max_calls));
+  // Split-K's workspace, shared by every call as the B200 kernel's is; the counters zeroed once.
+  dev.partial_bytes = std::max<size_t>(partial_bytes, 4);
+  dev.counter_count = static_cast<size_t>(max_grid) * (kThreads / 32);
+  CHECK(cudaMalloc(&dev.partials, dev.partial_bytes));
+  CHECK(cudaMalloc(&dev.counters, dev.counter_count * sizeof(int)));
+  CHECK(cudaMemset(dev.counters, 0, dev.counter_count * sizeof(int)));
+  // The chase's walk: 4 MB (well within an L2), each word the index of one 97 lines of 128
+  // bytes further on, so that consecutive hops touch distinct lines (32768 of them a cycle).
+  dev.chase_words = 1u << 20;
+  std::vector<unsigned> next(dev.chase_words);
+  for (unsigned i = 0; i < dev.chase_words; ++i) next[i] = (i + 32u * 97u) % dev.chase_words;
+  CHECK(cudaMalloc(&dev.chase_next, dev.chase_words * sizeof(unsigned)));
+  CHECK(cudaMemcpy(dev.chase_next, next.data(), dev.chase_words * sizeof(unsigned), cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&dev.chase_ns, static_cast<size_t>(max_grid) * sizeof(unsigned long long)));
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const size_t copy_bytes = dev.flush_bytes / 2;
@@ -431,7 +599,13 @@ int main(int argc, char** argv) {
   while (std::fgets(buffer, sizeof buffer, stdin)) {
     line = buffer;
     if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
-    run_case(parse_case(line), dev, stream);
+    const Case c = parse_case(line);
+    if (c.kind == "chase") run_chase(c, dev, stream);
+    else if (c.kind == "call") run_case(c, dev, stream);
+    else {
+      std::fprintf(stderr, "pdl_overlap: unknown kind %s\n", c.kind.c_str());
+      std::exit(2);
+    }
   }
   CHECK(cudaStreamSynchronize(stream));
   return 0;

@@ -1,10 +1,12 @@
 """Two calls in flight with PDL: do they overlap on every SM, and how near the model's formula?
 
 A Hopper test of the PDL assumptions behind harness/b200/model.py's figures for 128 x 4096 x
-7168 and 128 x 7168 x 2048 (two calls in flight).
+7168 and 128 x 7168 x 2048 (two calls in flight), and (`--mode epilogue`) of its epilogue
+terms: c's stores and split-K's partials reduction, each a call's time with it against without.
 
     python experiments/pdl_overlap/run.py --out pdl_overlap.csv
     python experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json
+    python experiments/pdl_overlap/run.py --mode epilogue --record results/epilogue-terms.json
 
 Builds pdl_overlap.cu with nvcc for the device found, runs the cases below in one process and
 prints, per main-loop length, each case's measured time per call beside the model's, with the
@@ -38,6 +40,12 @@ SOURCE = HERE / "pdl_overlap.cu"
 STAMP_WORDS = 16
 ENTRY, START_END, MAIN_END, WAIT_END, EXIT, SMID = range(6)
 CLOCK_OFFSET = 6  # clock64 at ENTRY..EXIT follows
+# The c-tile epilogue's (thread 0's): clock64 once its stores were issued, once its warp's
+# arrival returned, the arrivals its warp counted before its own, clock64 once the last
+# arrival's reduction was issued.
+STORED, ARRIVED, ARRIVALS, REDUCED = 11, 12, 13, 14
+ROWS = 128  # pdl_overlap.cu's kThreads: a c tile's rows, one a thread
+SUBTILE = 32  # kSubtile: columns of c a thread holds at once (submission.py's SM100_EPILOGUE_COLUMNS)
 
 # Dynamic shared memory per CTA, which alone sets how many CTAs an SM holds (the carveout is
 # pinned to its maximum and the registers allow more). With 228 KB an SM and 1 KB reserved a
@@ -87,9 +95,12 @@ class Knobs:
 # (40 dependent FMAs), and slabs shared by 8 CTAs, so that L2, not DRAM, feeds most of the
 # loads (as a's tile, shared by every CTA, is on the B200): each CTA's stream is held by what
 # its stages keep in flight, and two CTAs on an SM contend for its memory path.
+# "epilogue": the bandwidth mode's main loop, one CTA an SM, and no stand-in latency in the tail:
+# what follows the main loop is the c tile's stores, or split-K's exchange (EPILOGUE_CASES).
 MODES = {
     "latency": (DEFAULT_K_TILES, Knobs()),
     "bandwidth": ((8,), Knobs(fma_per_tile=40, tile_bytes=28 * 1024, share=8)),
+    "epilogue": ((8,), Knobs(fma_per_tile=40, tile_bytes=28 * 1024, share=8, tail_ns=0.0, out_bytes=0)),
 }
 
 
@@ -107,6 +118,10 @@ class Cta:
     wait_end: int
     exit: int
     clocks: tuple  # clock64 at entry, start end, main end, wait end, exit
+    stored: int = 0  # the c-tile epilogue's: clock64 once its stores were issued
+    arrived: int = 0  # split-K: clock64 once its warp's arrival returned
+    arrivals: int = 0  # split-K: the arrivals its warp counted before its own
+    reduced: int = 0  # split-K: clock64 once the reduction was issued (== arrived but for the last)
 
 
 def parse_stamps(words, calls: int, grid: int) -> list[list[Cta]]:
@@ -117,7 +132,7 @@ def parse_stamps(words, calls: int, grid: int) -> list[list[Cta]]:
         for index in range(grid):
             w = words[(call * grid + index) * STAMP_WORDS:(call * grid + index + 1) * STAMP_WORDS]
             ctas.append(Cta(call, index, w[SMID], w[ENTRY], w[START_END], w[MAIN_END], w[WAIT_END], w[EXIT],
-                            tuple(w[CLOCK_OFFSET:CLOCK_OFFSET + 5])))
+                            tuple(w[CLOCK_OFFSET:CLOCK_OFFSET + 5]), w[STORED], w[ARRIVED], w[ARRIVALS], w[REDUCED]))
         out.append(ctas)
     return out
 
@@ -351,6 +366,203 @@ def verdict(measured_us: float, predicted: float, overlapped: float | None, wher
     return "partly: calls overlap, but a call takes more than the model's time"
 
 
+# ----- the epilogue terms (--mode epilogue) -----
+
+# The configuration whose epilogue has both terms: 128 x 7168 x 16384's (submission.py's
+# SM100_BENCHMARK_CONFIGS): 128-column c tiles (its mma_n), two splits a tile.
+EPILOGUE_TILE_COLS = 128
+EPILOGUE_SPLIT_K = 2
+# The cases, as README.md names them: (label, c tile stored, split-K exchange, PDL). Each term
+# is a difference of two of them: the tail t1 - t0, the exchange x - t1 (with PDL, as the B200
+# kernel runs; the -serial ones without).
+EPILOGUE_CASES = {
+    "t0": ("no stores after the main loop", False, False, True),
+    "t1": ("the c tile's fp16 stores", True, False, True),
+    "x": ("split-K: partial out, arrival, the last's partials in and c", True, True, True),
+    "t0-serial": ("t0, PDL off", False, False, False),
+    "t1-serial": ("t1, PDL off", True, False, False),
+    "x-serial": ("x, PDL off", True, True, False),
+}
+# The formula's parts, taken in the same process: an SM's rate (RATE_CASE: every SM streaming
+# the bandwidth mode's slabs in 48 KB K tiles, three stages, no FMA: what one CTA an SM takes in
+# while every SM does) and an L2 round trip (CHASE_CASE: dependent loads through L2).
+RATE_CASE, CHASE_CASE = "rate", "chase"
+RATE_K_TILES = 16
+RATE_TILE_BYTES = 48 * 1024
+CHASE_HOPS = 2000
+FP16_BYTES, FP32_BYTES = 2, 4
+
+
+def epilogue_grid(sms: int, split_k: int) -> int:
+    """One CTA an SM, as many as are a whole number of tiles' splits."""
+    return sms - sms % split_k
+
+
+def epilogue_case_lines(k_tiles: int, knobs: Knobs, sms: int, tile_cols: int, split_k: int,
+                        workdir: Path) -> list[tuple[int, str, dict]]:
+    """(K tiles, case, fields) for the binary: the two probes, then EPILOGUE_CASES."""
+    if tile_cols <= 0 or tile_cols % SUBTILE or split_k < 2:
+        raise ValueError(f"a c tile of {tile_cols} columns (a multiple of {SUBTILE}) and two splits or more are needed")
+    grid = epilogue_grid(sms, split_k)
+    common = dict(smem_bytes=SMEM_ONE_CTA, grid=grid, rounds=knobs.rounds, share=knobs.share, max_carveout=1)
+    lines = [
+        (k_tiles, CHASE_CASE, dict(name=CHASE_CASE, kind="chase", grid=grid, hops=CHASE_HOPS)),
+        (k_tiles, RATE_CASE, dict(
+            name=RATE_CASE, kind="call", k_tiles=RATE_K_TILES, pdl=0, calls=1, tile_bytes=RATE_TILE_BYTES,
+            fma_per_tile=0, start_ns=0.0, tail_ns=0.0, out_bytes=0, tile_cols=0, split_k=1,
+            stamps=str(workdir / f"{RATE_CASE}.bin"), **common)),
+    ]
+    for case, (_, stores, exchange, pdl) in EPILOGUE_CASES.items():
+        lines.append((k_tiles, case, dict(
+            name=case, kind="call", k_tiles=k_tiles, pdl=int(pdl), calls=CALLS, tile_bytes=knobs.tile_bytes,
+            fma_per_tile=knobs.fma_per_tile, start_ns=knobs.start_ns, tail_ns=knobs.tail_ns, out_bytes=0,
+            tile_cols=tile_cols if stores else 0, split_k=split_k if exchange else 1,
+            stamps=str(workdir / f"{case}.bin"), **common)))
+    return lines
+
+
+def chase_latency_us(ns_per_hop) -> float:
+    """The L2 round trip: the median CTA's time a hop of its walk."""
+    return statistics.median(ns_per_hop) / 1e3
+
+
+def streaming_rate(k_tiles: int, tile_bytes: int, main_us: float) -> float:
+    """Bytes a second an SM took in over a main loop of `k_tiles` K tiles of `tile_bytes`."""
+    return k_tiles * tile_bytes / (main_us * 1e-6)
+
+
+def tail_formula_us(latency_us: float, rate: float, tile_cols: int) -> float:
+    """harness/b200/model.py's `tail_seconds` unsplit: a round trip and the fp16 c tile at the rate."""
+    return latency_us + FP16_BYTES * ROWS * tile_cols / rate * 1e6
+
+
+def exchange_formula_us(latency_us: float, rate: float, tile_cols: int, split_k: int) -> float:
+    """The same's partials exchange: every split's fp32 tile (this one's out, the others' in) at
+    the rate, and the arrival's round trip."""
+    return FP32_BYTES * ROWS * tile_cols * split_k / rate * 1e6 + latency_us
+
+
+def term_factors(per_call_us: dict, suffix: str, latency_us: float, rate: float, tile_cols: int,
+                 split_k: int) -> dict:
+    """Each term measured (a call's time with it less without it) and over the formula on the
+    run's own latency and rate: the factor the model applies to its B200 formula."""
+    t0, t1, x = (per_call_us[case + suffix] for case in ("t0", "t1", "x"))
+    tail, exchange = t1 - t0, x - t1
+    tail_formula = tail_formula_us(latency_us, rate, tile_cols)
+    exchange_formula = exchange_formula_us(latency_us, rate, tile_cols, split_k)
+    return dict(tail_us=tail, tail_formula_us=tail_formula, tail_factor=tail / tail_formula,
+                exchange_us=exchange, exchange_formula_us=exchange_formula, exchange_factor=exchange / exchange_formula)
+
+
+def epilogue_stamps(calls: list[list[Cta]], split_k: int, stored: bool) -> dict:
+    """The epilogue's phases in the steady calls (medians, us, clock64): from the wait's end to
+    thread 0's stores issued (where it `stored` a tile), to its warp's arrival, to the last
+    arrival's reduction issued, and the whole epilogue to exit; and whether, in every call, each
+    tile's warp 0 of each split saw a distinct count of arrivals before its own (one last a tile)."""
+    every = [c for call in calls for c in call]
+    steady = [c for call in steady_calls(calls) for c in call]
+    ghz = clock_ghz(every)
+
+    def us(pairs):
+        return _median((end - begin) / ghz / 1e3 for begin, end in pairs) if ghz else None
+
+    out = {"stores_us": us((c.clocks[3], c.stored) for c in steady) if stored else None,
+           "epilogue_us": us((c.clocks[3], c.clocks[4]) for c in steady)}
+    if split_k == 1:
+        return out
+    tiles = len(calls[0]) // split_k
+    one_last = all(sorted(c.arrivals for c in call if c.index % tiles == tile) == list(range(split_k))
+                   for call in calls for tile in range(tiles))
+    last = [c for c in steady if c.arrivals == split_k - 1]
+    out.update(arrival_us=us((c.stored, c.arrived) for c in steady), reduce_us=us((c.arrived, c.reduced) for c in last),
+               last_fraction=len(last) / len(steady) if steady else None, one_last_per_tile=one_last)
+    return out
+
+
+def epilogue_problems(results: dict, factors: dict) -> list[str]:
+    """Why a run cannot back the model's epilogue terms: a split-K counter left non-zero, a
+    tile without exactly one last arrival, a term that came out not above zero."""
+    problems = [f"{case}: {r['counters_left']} split-K counters left non-zero"
+                for case, r in results.items() if r.get("counters_left")]
+    problems += [f"{case}: a tile without exactly one last arrival" for case, r in results.items()
+                 if r.get("epilogue", {}).get("one_last_per_tile") is False]
+    problems += [f"{name} {value:.3f}: the run did not resolve the term" for name, value in factors.items()
+                 if name.endswith("_factor") and not value > 0]
+    return problems
+
+
+def epilogue_record(device: dict, results: dict, knobs: Knobs, k_tiles: int, tile_cols: int, split_k: int,
+                    commit: str, date: str) -> dict:
+    """What harness/b200/model.py reads of an epilogue run (results/epilogue-terms.json): the
+    factors of the PDL cases (as the B200 kernel runs), the formula's parts, the raw times and
+    stamps, and the PDL-off factors beside them."""
+    latency = chase_latency_us(results[CHASE_CASE]["ns_per_hop"])
+    rate = streaming_rate(RATE_K_TILES, RATE_TILE_BYTES, results[RATE_CASE]["stamps"]["main_us"])
+    per_call = {case: results[case]["per_call_us"] for case in EPILOGUE_CASES}
+    return {
+        "mode": "epilogue", "device": device["device"], "date": date, "commit": commit, "k_tiles": k_tiles,
+        "knobs": dataclasses.asdict(knobs), "tile_rows": ROWS, "tile_cols": tile_cols, "split_k": split_k,
+        "grid": results["t0"]["grid"], "latency_us": latency, "rate_bytes_per_s": rate,
+        **term_factors(per_call, "", latency, rate, tile_cols, split_k),
+        "serial": term_factors(per_call, "-serial", latency, rate, tile_cols, split_k),
+        "per_call_us": per_call, "rounds_us": {case: results[case]["rounds_us"] for case in EPILOGUE_CASES},
+        "stamps": {case: results[case]["epilogue"] for case in EPILOGUE_CASES},
+        "counters_left": sum(results[case]["counters_left"] for case in EPILOGUE_CASES),
+    }
+
+
+def epilogue_report(device: dict, results: dict, record: dict) -> list[dict]:
+    """Prints the cases, the formula's parts and each term's factor; returns the CSV rows."""
+    print(f"device: {device['device']} (cc {device['cc']}), {device['sms']} SMs; grid {record['grid']} (one CTA an "
+          f"SM), c tile {ROWS} x {record['tile_cols']} fp16, split-K {record['split_k']}, {record['k_tiles']} K tiles "
+          "a CTA")
+    chase = results[CHASE_CASE]
+    print(f"formula's parts: L2 round trip {record['latency_us']:.3f} us (chase: median of {len(chase['ns_per_hop'])} "
+          f"CTAs' {CHASE_HOPS} dependent loads); an SM's rate {record['rate_bytes_per_s'] / 1e9:.1f} GB/s (rate: "
+          f"{RATE_K_TILES} K tiles of {RATE_TILE_BYTES // 1024} KB a CTA, every SM streaming, clock64 main loop "
+          f"{_f(results[RATE_CASE]['stamps']['main_us'])} us)")
+    header = (f"{'case':<10} {'measured':>9} {'stores':>7} {'arrival':>7} {'reduce':>7} {'epilogue':>8} "
+              f"{'last':>5}  description")
+    print("\n" + header + "\n" + "-" * len(header))
+    rows = []
+    for case, (label, *_) in EPILOGUE_CASES.items():
+        r, e = results[case], results[case]["epilogue"]
+        notes = []
+        if r["occupancy"] < 1:
+            notes.append(f"OCCUPANCY {r['occupancy']}")
+        if r["worst_enqueue_us"] > r["hold_us"]:
+            notes.append("HOST-BOUND: launches outlasted the hold")
+        if r["counters_left"]:
+            notes.append(f"COUNTERS LEFT {r['counters_left']}")
+        if e.get("one_last_per_tile") is False:
+            notes.append("NOT ONE LAST A TILE")
+        print(f"{case:<10} {r['per_call_us']:9.2f} {_f(e.get('stores_us')):>7} {_f(e.get('arrival_us')):>7} "
+              f"{_f(e.get('reduce_us')):>7} {_f(e.get('epilogue_us')):>8} {_f(e.get('last_fraction')):>5}  {label}"
+              f"{'  ' + '; '.join(notes) if notes else ''}")
+        rows.append(dict(case=case, description=label, grid=r["grid"], pdl=r["pdl"], measured_us=r["per_call_us"],
+                         measured_min_us=min(r["rounds_us"]), counters_left=r["counters_left"],
+                         **{f"epilogue_{key}": value for key, value in e.items()}))
+    header = f"\n{'term':<34} {'launch':<8} {'measured':>9} {'formula':>8} {'factor':>7}"
+    print(header + "\n" + "-" * (len(header) - 1))
+    for launch, parts in (("PDL", record), ("PDL off", record["serial"])):
+        print(f"{'tail: t1 - t0':<34} {launch:<8} {parts['tail_us']:9.3f} {parts['tail_formula_us']:8.3f} "
+              f"{parts['tail_factor']:7.2f}")
+        print(f"{'partials exchange: x - t1':<34} {launch:<8} {parts['exchange_us']:9.3f} "
+              f"{parts['exchange_formula_us']:8.3f} {parts['exchange_factor']:7.2f}")
+    print(EPILOGUE_LEGEND.format(rows=ROWS, cols=record["tile_cols"], split_k=record["split_k"]))
+    return rows
+
+
+EPILOGUE_LEGEND = """
+measured: us per call (events around 50 calls / 50, median of the rounds). stores, arrival, reduce, epilogue:
+thread 0's phases after griddepcontrol.wait (clock64 medians over the steady calls, us): its stores issued,
+its warp's release fence and arrival count, the last arrival's partials read, added and stored as c, the
+whole epilogue to the CTA's exit; last: the share of CTAs whose warp 0 arrived last. formula: the model's
+tail_seconds on this run's L2 round trip and SM rate: tail = round trip + {rows} x {cols} x 2 bytes / rate,
+exchange = {rows} x {cols} x 4 bytes x {split_k} / rate + round trip. factor = measured / formula: what the
+model multiplies its B200 formula by (the PDL row's, as the B200 kernel runs)."""
+
+
 # ----- running -----
 
 
@@ -419,6 +631,18 @@ def case_lines(k_tiles_list, knobs: Knobs, sms: int, workdir: Path) -> list[tupl
         tail_ns=knobs.tail_ns, out_bytes=knobs.out_bytes, share=knobs.share, max_carveout=0,
         stamps=str(workdir / f"{CARVEOUT_CASE}-k{k_tiles}.bin"))))
     return lines
+
+
+def binary_arguments(lines) -> list[str]:
+    """The binary's buffer sizes for the largest case of `lines`, allocated before the first runs
+    (one process, one context): per-call input (a slab per `share` CTAs) and output, split-K's
+    partials, calls and grid."""
+    calls = [f for _, _, f in lines if f.get("kind", "call") == "call"]
+    in_call = max(-(-f["grid"] // f["share"]) * f["k_tiles"] * f["tile_bytes"] for f in calls)
+    out_call = max(f["grid"] * max(f["out_bytes"], FP16_BYTES * ROWS * f.get("tile_cols", 0)) for f in calls)
+    partials = max(FP32_BYTES * ROWS * f.get("tile_cols", 0) * f["grid"] for f in calls)
+    return ["--in-call-bytes", str(in_call), "--out-call-bytes", str(out_call), "--partial-bytes", str(partials),
+            "--max-calls", str(CALLS), "--max-grid", str(max(f["grid"] for _, _, f in lines))]
 
 
 def _f(value, digits=2) -> str:
@@ -519,6 +743,38 @@ def overlap_record(mode: str, device: dict, results: dict, k_tiles: int, knobs: 
     }
 
 
+def finish_epilogue(args, device_info: dict, results: dict, knobs: Knobs, k_tiles: int, workdir: Path,
+                    began: float) -> int:
+    """The epilogue mode's report, CSV and record; 1 where the run cannot back the model's terms."""
+    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    record = epilogue_record(device_info, results, knobs, k_tiles, args.tile_cols, args.split_k,
+                             args.commit or current_commit(), date)
+    rows = epilogue_report(device_info, results, record)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=sorted({key for row in rows for key in row}) + ["device"])
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({**row, "device": device_info["device"]})
+        print(f"\nwrote {args.out}")
+    problems = epilogue_problems(results, record)
+    for problem in problems:
+        print(f"EPILOGUE PROBLEM: {problem}", file=sys.stderr)
+    if args.record and not problems:
+        args.record.parent.mkdir(parents=True, exist_ok=True)
+        args.record.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"epilogue: tail factor {record['tail_factor']:.2f}, partials exchange factor "
+              f"{record['exchange_factor']:.2f} (measured / formula, PDL); wrote {args.record}")
+    elif args.record:
+        print(f"pdl_overlap: {args.record} not written: the run cannot back the model's epilogue terms",
+              file=sys.stderr)
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"took {time.monotonic() - began:.0f} s")
+    return 1 if problems else 0
+
+
 def current_commit() -> str:
     done = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 else "unknown"
@@ -543,6 +799,9 @@ def main(argv=None) -> int:
                             help="default: the mode's")
     parser.add_argument("--record", type=Path,
                         help="write what the B200 model reads of the run (JSON, at the first main-loop length)")
+    parser.add_argument("--tile-cols", type=int, default=EPILOGUE_TILE_COLS,
+                        help="epilogue mode: the c tile's columns (its rows: 128)")
+    parser.add_argument("--split-k", type=int, default=EPILOGUE_SPLIT_K, help="epilogue mode: CTAs a c tile")
     parser.add_argument("--commit", help="the commit recorded (default: git rev-parse --short HEAD)")
     parser.add_argument("--nvcc", help="nvcc to build with (default: on PATH, CUDA_HOME, /usr/local/cuda)")
     parser.add_argument("--keep", type=Path, help="keep the binary and the stamp files in this folder")
@@ -576,15 +835,13 @@ def main(argv=None) -> int:
     major, minor, sms = device
     build(nvcc, arch_for(major, minor), binary)
 
-    # The buffers are sized for the largest case before the first runs (one process, one context).
-    lines = case_lines(k_tiles_list, knobs, sms, workdir)
-    in_call = max(f["grid"] * f["k_tiles"] * f["tile_bytes"] for _, _, f in lines)
-    out_call = max(f["grid"] * f["out_bytes"] for _, _, f in lines)
-    max_grid = max(f["grid"] for _, _, f in lines)
+    epilogue = args.mode == "epilogue"
+    if epilogue:
+        lines = epilogue_case_lines(k_tiles_list[0], knobs, sms, args.tile_cols, args.split_k, workdir)
+    else:
+        lines = case_lines(k_tiles_list, knobs, sms, workdir)
     stdin = "".join(" ".join(f"{key}={value}" for key, value in f.items()) + "\n" for _, _, f in lines)
-    done = subprocess.run([str(binary), "--in-call-bytes", str(in_call), "--out-call-bytes", str(out_call),
-                           "--max-calls", str(CALLS), "--max-grid", str(max_grid)],
-                          input=stdin, capture_output=True, text=True)
+    done = subprocess.run([str(binary), *binary_arguments(lines)], input=stdin, capture_output=True, text=True)
     if done.returncode != 0:
         print(done.stdout, file=sys.stderr)
         print(f"pdl_overlap: the run failed (exit {done.returncode}):\n{done.stderr}", file=sys.stderr)
@@ -595,14 +852,23 @@ def main(argv=None) -> int:
     results, stamps = {}, {}
     for k_tiles, case, fields in lines:
         record = by_name[fields["name"]]
+        if fields.get("kind") == "chase":
+            results[(k_tiles, case)] = dict(ns_per_hop=record["ns_per_hop"])
+            continue
         calls = read_stamps(Path(fields["stamps"]), fields["calls"], record["grid"])
         stamps[(k_tiles, case)] = calls
         results[(k_tiles, case)] = dict(
             per_call_us=statistics.median(record["per_call_us"]), rounds_us=record["per_call_us"],
             stamps=analyze(calls), in_bytes=record["in_bytes_per_call"], out_bytes=record["out_bytes_per_call"],
             occupancy=record["occupancy"], smem_bytes=record["smem_bytes"], grid=record["grid"], pdl=fields["pdl"],
-            calls=fields["calls"], worst_enqueue_us=record["worst_enqueue_us"], hold_us=record["hold_us"])
+            calls=fields["calls"], worst_enqueue_us=record["worst_enqueue_us"], hold_us=record["hold_us"],
+            counters_left=record["counters_left"],
+            epilogue=(epilogue_stamps(calls, fields["split_k"], fields["tile_cols"] > 0) if case in EPILOGUE_CASES
+                      else {}))
     print(f"mode: {args.mode}, {knobs}")
+    if epilogue:
+        return finish_epilogue(args, device_info, {case: r for (_, case), r in results.items()}, knobs,
+                               k_tiles_list[0], workdir, began)
     rows = report(device_info, results, k_tiles_list)
     print_timelines(results, k_tiles_list[min(1, len(k_tiles_list) - 1)], stamps)
     if args.out:

@@ -16,7 +16,9 @@ competition's timing (50 calls back to back after an L2 flush, each on its own i
 - The epilogue tail: the last stores' round trip and the output tile at the ingest rate; with
   split-K, either every split's fp32 atomic adds into a zeroed buffer (`Reduction.ATOMIC`, the
   first-placed entry's) or an fp32 partial, an arrival counter and the last split's reads of
-  the other partials (`Reduction.PARTIALS`, this kit's).
+  the other partials (`Reduction.PARTIALS`, this kit's). This kit's epilogue (`kit_epilogue`)
+  takes each part times a factor from `experiments/pdl_overlap --mode epilogue` (`Epilogue`,
+  read from results/epilogue-terms.json; the formula itself until a run is recorded there).
 - The launch: without programmatic dependent launch (PDL), the previous grid's drain, the
   launch and the prologue, fitted. With PDL the grid launches early: its CTAs start at once on
   the SMs the previous grid leaves free and load their share under its tail; the others start
@@ -63,6 +65,7 @@ CTA_START_S = 1.0e-6
 # set, not fitted (no published kernel did it).
 CLUSTER_BARRIER_S = 0.5e-6
 OVERLAP_RECORD = RESULTS_DIR / "pdl-overlap-bandwidth.json"
+EPILOGUE_RECORD = RESULTS_DIR / "epilogue-terms.json"
 
 
 class Reduction(enum.Enum):
@@ -95,6 +98,10 @@ class Kernel:
     ctas_per_sm: int = 1
     # Split-K's partials exchanged through distributed shared memory in one cluster.
     cluster_reduction: bool = False
+    # This kit's epilogue (a row of c a thread, element stores, the partials protocol), which
+    # experiments/pdl_overlap's epilogue mode mirrors: its tail takes the measured factors
+    # (`Epilogue`). Published kernels keep the formula the fit was made with.
+    kit_epilogue: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +168,61 @@ def load_overlap(path: Path = OVERLAP_RECORD) -> Overlap:
 
 
 OVERLAP = load_overlap()
+
+
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """This kit's epilogue as experiments/pdl_overlap's epilogue mode measures it: a call's time
+    with c's stores less without them (`tail_factor`), and with split-K's partials exchange less
+    without it (`exchange_factor`), each over `tail_seconds`' formula on that run's own L2 round
+    trip and SM rate."""
+
+    tail_factor: float
+    exchange_factor: float
+    source: str  # device, date and commit of the run, or that there is none
+    measured: bool
+
+
+FORMULA_EPILOGUE = Epilogue(tail_factor=1.0, exchange_factor=1.0, measured=False,
+                            source="no epilogue run recorded in results/: the formula as it stands")
+EPILOGUE_FACTORS = ("tail_factor", "exchange_factor")
+
+
+def load_epilogue(path: Path = EPILOGUE_RECORD) -> Epilogue:
+    """The recorded epilogue measurement (`run.py --mode epilogue --record`), or the formula."""
+    if not path.exists():
+        return FORMULA_EPILOGUE
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error})") from None
+    if not isinstance(record, dict) or record.get("mode") != "epilogue":
+        mode = record.get("mode") if isinstance(record, dict) else None
+        raise ValueError(f"{path}: a {mode!r} run; the model takes an epilogue one (run.py --mode epilogue)")
+    missing = [key for key in ("device", "date", "commit", *EPILOGUE_FACTORS) if record.get(key) is None]
+    if missing:
+        raise ValueError(f"{path}: no {', '.join(missing)}")
+    for key in EPILOGUE_FACTORS:
+        value = record[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{path}: {key} is {value!r}, not a positive number: the run did not resolve the term")
+    if record.get("counters_left"):
+        raise ValueError(f"{path}: {record['counters_left']} split-K counters left non-zero: the run's protocol "
+                         "failed, so its times back nothing")
+    return Epilogue(tail_factor=float(record["tail_factor"]), exchange_factor=float(record["exchange_factor"]),
+                    measured=True, source=f"measured: {record['device']}, {record['date']}, at {record['commit']} "
+                                          f"({path.name})")
+
+
+EPILOGUE = load_epilogue()
+
+
+def epilogue_scales(kernel: Kernel) -> tuple[float, float]:
+    """(tail, exchange) factors of `kernel`'s epilogue: the measured ones for this kit's, 1 else
+    (and 1 for an exchange through distributed shared memory, which the run does not do)."""
+    if not kernel.kit_epilogue:
+        return 1.0, 1.0
+    return EPILOGUE.tail_factor, 1.0 if kernel.cluster_reduction else EPILOGUE.exchange_factor
 
 
 def stage_bytes(kernel: Kernel) -> int:
@@ -290,13 +352,16 @@ class Call:
 
 
 def call(kernel: Kernel, shape: tuple, constants: Constants = FITTED, overlap: Overlap = OVERLAP,
-         cta_start_s: float = CTA_START_S, loads_under_tail: bool = True, tail_scale: float = 1.0,
-         exchange_scale: float = 1.0) -> Call:
+         cta_start_s: float = CTA_START_S, loads_under_tail: bool = True, tail_scale: float | None = None,
+         exchange_scale: float | None = None) -> Call:
     """One call in the competition's timing. `cta_start_s`, `loads_under_tail` (the next call's
     CTAs on free SMs load while this call's tail runs) and `overlap` are the PDL assumptions no
     published time tests; `tail_scale` and `exchange_scale` scale the epilogue's stores and
-    split-K's partials exchange, which nothing here measured on a B200 (`harness/b200/terms.py`
-    varies each over its bounds)."""
+    split-K's partials exchange (left out: `epilogue_scales`, measured on an H200 for this kit's
+    epilogue, never on a B200; `harness/b200/terms.py` varies each over its bounds)."""
+    kit_tail, kit_exchange = epilogue_scales(kernel)
+    tail_scale = kit_tail if tail_scale is None else tail_scale
+    exchange_scale = kit_exchange if exchange_scale is None else exchange_scale
     m, n, k, l = shape
     tiles = (n // kernel.tile_n) * (m // kernel.tile_m) * l
     k_tiles = k // kernel.tile_k
@@ -346,12 +411,25 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, **
 # a CTA's start under PDL from half to one and a half times `CTA_START_S`, the next call's loads
 # under this call's tail or not, the hand-off from the latency-bound run's least (docs/figures.md,
 # row "PDL's hand-off, latency-bound") to twice the one in use, and the epilogue's stores and
-# split-K's partials exchange from half to twice the formula's.
+# split-K's partials exchange (`scale_bounds`) from half to twice the formula's, or, measured on
+# an H200, within 1.5 times the measured factor either way (a B200's memory system is not an H200's).
 OVERLAP_BOUNDS = (1.0, 2.0)
 CTA_START_BOUNDS_S = (0.5 * CTA_START_S, 1.5 * CTA_START_S)
 HANDOFF_BOUNDS_S = (0.77e-6, 2 * OVERLAP.handoff_s)
-TAIL_BOUNDS = (0.5, 2.0)
-EXCHANGE_BOUNDS = (0.5, 2.0)
+UNMEASURED_SPREAD = 2.0
+MEASURED_SPREAD = 1.5
+
+
+def scale_bounds(factor: float, measured: bool) -> tuple[float, float]:
+    """The range of an epilogue factor: `factor` divided and multiplied by its spread."""
+    spread = MEASURED_SPREAD if measured else UNMEASURED_SPREAD
+    return factor / spread, factor * spread
+
+
+def epilogue_bounds() -> tuple[tuple[float, float], tuple[float, float]]:
+    """(tail, exchange) ranges of the epilogue in use (`EPILOGUE`)."""
+    return (scale_bounds(EPILOGUE.tail_factor, EPILOGUE.measured),
+            scale_bounds(EPILOGUE.exchange_factor, EPILOGUE.measured))
 
 
 def _with_point(bounds, point) -> list:
@@ -365,11 +443,14 @@ def low_high(kernel: Kernel, shape: tuple, constant_sets: list[Constants]) -> tu
     overlaps = [dataclasses.replace(OVERLAP, ratio=ratio, handoff_s=handoff)
                 for ratio in _with_point(OVERLAP_BOUNDS, OVERLAP.ratio)
                 for handoff in _with_point(HANDOFF_BOUNDS_S, OVERLAP.handoff_s)]
+    tail_point, exchange_point = epilogue_scales(kernel)
+    tail_bounds, exchange_bounds = epilogue_bounds()
     times = [call_seconds(kernel, shape, constants, overlap=overlap, cta_start_s=start, loads_under_tail=loads,
                           tail_scale=tail, exchange_scale=exchange)
              for constants in constant_sets for overlap in overlaps
              for start in _with_point(CTA_START_BOUNDS_S, CTA_START_S) for loads in (True, False)
-             for tail in _with_point(TAIL_BOUNDS, 1.0) for exchange in _with_point(EXCHANGE_BOUNDS, 1.0)]
+             for tail in _with_point(tail_bounds, tail_point)
+             for exchange in _with_point(exchange_bounds, exchange_point)]
     return min(times), max(times)
 
 
@@ -378,7 +459,7 @@ def kernel_for(config, name: str = "this kit's sm_100a kernel") -> Kernel:
     split_k, stages, pdl and ctas_per_sm fields (submission.Sm100Config): 128-row N tiles, one
     CTA a cluster."""
     return Kernel(name, 128, config.mma_n, config.split_k, config.stages, pdl=config.pdl,
-                  ctas_per_sm=config.ctas_per_sm)
+                  ctas_per_sm=config.ctas_per_sm, kit_epilogue=True)
 
 
 def k_share_alternative(config, shape: tuple) -> tuple[float, Kernel]:
@@ -389,7 +470,7 @@ def k_share_alternative(config, shape: tuple) -> tuple[float, Kernel]:
     for tile_m in (64, 128):
         tiles = (n // 128) * (m // tile_m) * l
         kernel = Kernel("share-K", 128, tile_m, k_share_parts(tiles, k // TILE_K), config.stages, pdl=config.pdl,
-                        share_k=True)
+                        share_k=True, kit_epilogue=True)
         candidates.append((call_seconds(kernel, shape), kernel))
     return min(candidates, key=lambda candidate: candidate[0])
 
@@ -403,13 +484,14 @@ def candidates(shape: tuple, pdl: bool) -> list[Kernel]:
     if pdl:
         for split_k in (1, 2):
             kernels.append(Kernel(f"64 rows, split-K {split_k}, 2 CTAs an SM", 128, 64, split_k, 3, pdl=True,
-                                  ctas_per_sm=2))
+                                  ctas_per_sm=2, kit_epilogue=True))
     for tile_m, stages in ((64, 8), (128, 6)):
         for split_k in (1, 2, 4):
-            kernels.append(Kernel(f"{tile_m} rows, split-K {split_k}", 128, tile_m, split_k, stages, pdl=pdl))
+            kernels.append(Kernel(f"{tile_m} rows, split-K {split_k}", 128, tile_m, split_k, stages, pdl=pdl,
+                                  kit_epilogue=True))
         tiles = (n // 128) * (m // tile_m) * l
         kernels.append(Kernel(f"{tile_m} rows, share-K", 128, tile_m, k_share_parts(tiles, k // TILE_K), stages,
-                              pdl=pdl, share_k=True))
+                              pdl=pdl, share_k=True, kit_epilogue=True))
     return kernels
 
 

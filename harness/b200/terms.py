@@ -10,6 +10,7 @@ from harness.b200 import calibration, model
 
 FITTED_BACKING = "published B200 times of the calibration's fit set (harness/b200/calibration.py); no H200 measurement"
 OVERLAP_EXPERIMENT = "experiments/pdl_overlap, --mode bandwidth"
+EPILOGUE_EXPERIMENT = "experiments/pdl_overlap, --mode epilogue"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,24 @@ def _two_ctas_backing() -> str:
         f"a call against {overlap.one_cta_an_sm_s * 1e6:.2f} with one CTA an SM; a B200's occupancy is unmeasured")
 
 
+def _epilogue_term(name: str, factor_field: str, bounds: tuple, argument: str, unmeasured_backing: str) -> Term:
+    """An epilogue term: the factor recorded by the epilogue run (this kit's epilogue, with PDL,
+    on an H200) and the range around it, or the formula and today's range while none is recorded."""
+    epilogue = model.EPILOGUE
+    factor = getattr(epilogue, factor_field)
+    if epilogue.measured:
+        value, backing = (f"{factor:.2f} times the formula",
+                          f"{EPILOGUE_EXPERIMENT}: factor {factor:.2f} (a call's time with the term less without it, "
+                          f"over the formula on the run's own L2 round trip and SM rate); {epilogue.source}")
+        range_used = (f"{bounds[0]:.2f} to {bounds[1]:.2f} times the formula's (the factor within "
+                      f"{model.MEASURED_SPREAD} times either way)")
+    else:
+        value, backing = "the formula (fitted latency)", unmeasured_backing
+        range_used = f"{bounds[0]} to {bounds[1]} times the formula's"
+    return Term(name, value, "measured" if epilogue.measured else "set", backing, range_used,
+                _scaled(bounds, argument))
+
+
 def _scaled(bounds: tuple, argument: str) -> Callable:
     return lambda kernel: [(kernel, {argument: end}) for end in bounds]
 
@@ -67,6 +86,7 @@ def _scaled(bounds: tuple, argument: str) -> Callable:
 def terms(constant_sets: list[model.Constants]) -> list[Term]:
     """Every term of the model, fitted ones over `constant_sets` (the calibration's near-optimal)."""
     overlap = model.OVERLAP
+    tail_bounds, exchange_bounds = model.epilogue_bounds()
     fit_points = len(calibration.points(held_out=False))
     return [
         _fitted(f"launch without PDL ({fit_points} fit points)", "launch_s", constant_sets, 1e-6, "{:.2f} us"),
@@ -93,14 +113,12 @@ def terms(constant_sets: list[model.Constants]) -> list[Term]:
              _scaled(model.CTA_START_BOUNDS_S, "cta_start_s")),
         Term("the next call's loads under this call's tail (PDL)", "yes", "set", "no measurement", "yes or no",
              _scaled((True, False), "loads_under_tail")),
-        Term("the epilogue tail: c's stores and their round trip", "the formula (fitted latency)", "set",
-             "no measurement of a B200 epilogue; its latency is the fitted one",
-             f"{model.TAIL_BOUNDS[0]} to {model.TAIL_BOUNDS[1]} times the formula's",
-             _scaled(model.TAIL_BOUNDS, "tail_scale")),
-        Term("split-K's partials reduction: partial out, arrival, partials in", "the formula (fitted latency)", "set",
-             "no measurement of its time (experiments/splitk_protocol checks its correctness on an H200)",
-             f"{model.EXCHANGE_BOUNDS[0]} to {model.EXCHANGE_BOUNDS[1]} times the formula's",
-             _scaled(model.EXCHANGE_BOUNDS, "exchange_scale")),
+        _epilogue_term("the epilogue tail: c's stores and their round trip", "tail_factor", tail_bounds, "tail_scale",
+                       "no measurement of a B200 epilogue; its latency is the fitted one (make epilogue-terms)"),
+        _epilogue_term("split-K's partials reduction: partial out, arrival, partials in", "exchange_factor",
+                       exchange_bounds, "exchange_scale",
+                       "no measurement of its time (experiments/splitk_protocol checks its correctness on an H200; "
+                       "make epilogue-terms)"),
         Term("L2 to SMs, aggregate", f"{model.L2_TO_SM_BYTES_PER_S / 1e12:.0f} TB/s", "set",
              "no measurement; the ingest cap's fit is bounded by it (docs/b200.md)", "not varied: the fit rests on it",
              lambda kernel: [(kernel, {})]),
