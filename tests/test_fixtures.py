@@ -81,6 +81,7 @@ THREATS = {
     "cheat_reports_a_time_beyond_a_float": "8 hanging or crashing the judge",
     "cheat_mixes_handover_kinds": "2 rewriting the clock",
     "honest_runs_a_subprocess": "no false positive",
+    "honest_runs_a_program_through_etc_alternatives": "no false positive",
     "honest_prints_a_lot": "no false positive",
     "cheat_detects_probes_by_a_fingerprint": "4 work only where checked",
     "cheat_returns_an_empty_view": "1 rewriting the judge",
@@ -377,6 +378,7 @@ VERDICTS = [
              r"warning: the competition would have missed this: the submission's self-check fell back", official=True),
     # A child process at import and heavy printing are no cheat.
     Expected("honest_runs_a_subprocess", "test", EXIT_PASS, "pass"),
+    Expected("honest_runs_a_program_through_etc_alternatives", "test", EXIT_PASS, "pass"),
     Expected("honest_prints_a_lot", "test", EXIT_PASS, "pass"),
     # Idle pool threads are no work left running.
     Expected("honest_waits_for_a_thread_pool", "test", EXIT_PASS, "pass"),

@@ -12,8 +12,8 @@ its /tmp and its /dev/shm:
 - the folders of every shared library the judge has loaded (`/proc/self/maps`: the interpreter's,
   torch's, Triton's, the CUDA driver's once the judge has made its context) and of every one the
   dynamic loader's cache names (`ldconfig -p`: what a worker may load later);
-- a minimal `/etc`: the loader's cache and configuration, and a `passwd` and `group` naming the
-  worker's user;
+- a minimal `/etc`: the loader's cache and configuration, the alternatives' links, and a `passwd`
+  and `group` naming the worker's user;
 - `/proc` of the worker's pid namespace, its system-wide entries read-only but the driver's
   (`proc_arguments`); `/sys` read-only;
 - `/dev`: null, zero, full, random, urandom, the `/proc/self/fd` links; on a GPU the device's own
@@ -41,7 +41,10 @@ from harness.shared.paths import RESULTS_DIR
 SYSTEM_LINKS = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 GPU_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
+# /etc/alternatives: the links through which Debian's packages reach the version chosen among
+# those installed (/usr/bin/awk; NVIDIA's CUDA packages' /usr/local/cuda, and so nvcc for
+# torch's load_inline); links alone, no secret.
+ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
 # Folders of the judge's inside a bound folder that no worker reads: the kit's records.
 PRIVATE_FOLDERS = (str(RESULTS_DIR),)
 # The worker's home, temporary files and caches, and its user's name in its /etc/passwd.
