@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from harness.shared.paths import git_commit  # noqa: E402  (the standard library alone; HARNESS_COMMIT on a shipped tree)
 SOURCE = HERE / "pdl_overlap.cu"
 
 # pdl_overlap.cu's stamp layout: kStampWords words per CTA.
@@ -748,7 +751,7 @@ def finish_epilogue(args, device_info: dict, results: dict, knobs: Knobs, k_tile
     """The epilogue mode's report, CSV and record; 1 where the run cannot back the model's terms."""
     date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     record = epilogue_record(device_info, results, knobs, k_tiles, args.tile_cols, args.split_k,
-                             args.commit or current_commit(), date)
+                             args.commit or git_commit(), date)
     rows = epilogue_report(device_info, results, record)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -775,11 +778,6 @@ def finish_epilogue(args, device_info: dict, results: dict, knobs: Knobs, k_tile
     return 1 if problems else 0
 
 
-def current_commit() -> str:
-    done = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
-
-
 def print_timelines(results: dict, k_tiles: int, stamps: dict) -> None:
     for case in ("c", "d"):
         calls = stamps.get((k_tiles, case))
@@ -802,7 +800,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tile-cols", type=int, default=EPILOGUE_TILE_COLS,
                         help="epilogue mode: the c tile's columns (its rows: 128)")
     parser.add_argument("--split-k", type=int, default=EPILOGUE_SPLIT_K, help="epilogue mode: CTAs a c tile")
-    parser.add_argument("--commit", help="the commit recorded (default: git rev-parse --short HEAD)")
+    parser.add_argument("--commit", help="the commit recorded (default: HARNESS_COMMIT, else git's HEAD)")
     parser.add_argument("--nvcc", help="nvcc to build with (default: on PATH, CUDA_HOME, /usr/local/cuda)")
     parser.add_argument("--keep", type=Path, help="keep the binary and the stamp files in this folder")
     args = parser.parse_args(argv)
@@ -882,7 +880,7 @@ def main(argv=None) -> int:
     if args.record:
         date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
         record = overlap_record(args.mode, device_info, results, k_tiles_list[0], knobs,
-                                args.commit or current_commit(), date)
+                                args.commit or git_commit(), date)
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text(json.dumps(record, indent=2) + "\n")
         print(f"overlap: measured / formula {record['overlap_ratio']:.2f}, hand-off "
