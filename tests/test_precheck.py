@@ -79,6 +79,16 @@ def test_kernelguard_in_its_own_process_reads_as_in_the_judges(fixture):
     assert bool(found.refusal) == (own["classification"] in ("hacked", "suspicious"))
 
 
+def test_kernelguard_is_read_from_where_the_judge_found_it_a_pythonpath_entry_included(tmp_path, monkeypatch):
+    # A kernelguard reachable only through the judge's import path (PYTHONPATH, a vendored folder):
+    # the isolated reader takes the judge's path, not the interpreter's own.
+    (tmp_path / "kernelguard.py").write_text(
+        "def analyze_code(code, compute_structural_hash=False):\n"
+        "    return {'classification': 'read-by-the-judges-own', 'matched_patterns': []}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert precheck("x = 1\n").classification == "read-by-the-judges-own"
+
+
 def test_an_unfinished_reading_is_a_refusal_under_strict():
     found = precheck("x = " + "1" * 200_000 + "\n", 0.5)
     assert found.classification == UNFINISHED and found.unfinished == "did not finish within its 0.5 s limit"

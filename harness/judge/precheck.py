@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -74,10 +75,14 @@ class Precheck:
 
 def start_reader() -> subprocess.Popen:
     """A kernelguard process, its interpreter up and kernelguard imported, waiting for its file on
-    stdin: it reads one file. As root where a root judge changed its user: the interpreter's
-    packages may be root's alone."""
-    return subprocess.Popen([sys.executable, "-I", "-c", _ANALYZE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=judge_user.regain_root)
+    stdin: it reads one file. Isolated (no environment variable, working folder or user site
+    reaches its imports), with the judge's own import path, where the judge found kernelguard
+    (a PYTHONPATH entry included). As root where a root judge changed its user: the
+    interpreter's packages may be root's alone."""
+    import_path = [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    return subprocess.Popen([sys.executable, "-I", "-c", f"import sys\nsys.path[:] = {import_path!r}\n{_ANALYZE}"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=judge_user.regain_root)
 
 
 class ReaderAhead:
