@@ -115,9 +115,17 @@ def test_the_terms_table_prints_each_term_and_its_effect_per_shape(near):
 EPILOGUE_TERMS = ("the epilogue tail", "split-K's partials reduction")
 
 
+# A run whose times are 1.3 and 0.8 times the formula taken with the fit's round trip (a 128 x 128
+# tile, split-K 2, 100 GB/s an SM), and 3.0 and 2.0 times the one taken with its own unloaded round trip.
+RUN_TAIL_US = 1.3 * (model.FITTED.latency_s + 2 * 128 * 128 / 100e9) * 1e6
+RUN_EXCHANGE_US = 0.8 * (4 * 128 * 128 * 2 / 100e9 + model.FITTED.latency_s) * 1e6
+
+
 def _epilogue_record(**changes) -> dict:
     return {"mode": "epilogue", "device": "NVIDIA H200", "date": "2026-12-02", "commit": "abc1234",
-            "tail_factor": 1.3, "exchange_factor": 0.8, "counters_left": 0, **changes}
+            "tail_factor": 3.0, "exchange_factor": 2.0, "counters_left": 0, "tail_us": RUN_TAIL_US,
+            "exchange_us": RUN_EXCHANGE_US, "rate_bytes_per_s": 100e9, "tile_rows": 128, "tile_cols": 128, "split_k": 2,
+            **changes}
 
 
 def test_without_an_epilogue_record_the_epilogue_terms_are_set_and_say_so(monkeypatch, near, tmp_path):
@@ -136,11 +144,12 @@ def test_a_recorded_epilogue_run_backs_the_tail_and_the_partials_reduction(monke
     formula_s1 = model.call(kernels[S1], S1, tail_scale=1.0, exchange_scale=1.0)
     monkeypatch.setattr(model, "EPILOGUE", model.load_epilogue(path))
     named = _by_name(near)
-    for name, factor, range_used in (("the epilogue tail", "1.30", "0.87 to 1.95"),
-                                     ("split-K's partials reduction", "0.80", "0.53 to 1.20")):
+    for name, factor, unloaded, range_used in (("the epilogue tail", "1.30", "3.00", "0.87 to 3.00"),
+                                               ("split-K's partials reduction", "0.80", "2.00", "0.53 to 2.00")):
         term = named[name]
         assert term.set_by == "measured" and term.value == f"{factor} times the formula"
-        for part in (terms.EPILOGUE_EXPERIMENT, f"factor {factor}", "NVIDIA H200", "2026-12-02", "abc1234", path.name):
+        for part in (terms.EPILOGUE_EXPERIMENT, f"factor {factor}", f"{unloaded} over the run's own unloaded round trip",
+                     "NVIDIA H200", "2026-12-02", "abc1234", path.name):
             assert part in term.backing, (name, part)
         assert term.range_used.startswith(range_used)
     # The point takes the factors on this kit's kernel: its tail, split-K's exchange on the first shape.
@@ -169,6 +178,8 @@ def test_a_recorded_epilogue_run_backs_the_tail_and_the_partials_reduction(monke
     (json.dumps(_epilogue_record(tail_factor="1.2")), "tail_factor is '1.2'"),
     (json.dumps(_epilogue_record(exchange_factor=True)), "exchange_factor is True"),
     (json.dumps(_epilogue_record(counters_left=4)), "4 split-K counters left non-zero"),
+    (json.dumps({k: v for k, v in _epilogue_record().items() if k != "rate_bytes_per_s"}), "no rate_bytes_per_s"),
+    (json.dumps(_epilogue_record(exchange_us=0)), "exchange_us is 0, not a positive number"),
 ])
 def test_a_malformed_epilogue_record_is_refused_with_its_reason(tmp_path, text, reason):
     path = tmp_path / "epilogue-terms.json"

@@ -367,8 +367,12 @@ def test_the_epilogue_record_is_what_the_model_reads(tmp_path):
     path = tmp_path / "epilogue-terms.json"
     path.write_text(run.json.dumps(record))
     epilogue = model.load_epilogue(path)
-    assert epilogue.measured and math.isclose(epilogue.tail_factor, record["tail_factor"])
-    assert math.isclose(epilogue.exchange_factor, record["exchange_factor"])
+    # The model applies the run's times over the formula with the fit's round trip under load; the
+    # record's factors (over the run's unloaded one) are the ranges' high ends.
+    fitted_us = model.FITTED.latency_s * 1e6
+    assert epilogue.measured and math.isclose(epilogue.tail_factor, 1.0 / (fitted_us + 32768 / 64e9 * 1e6))
+    assert math.isclose(epilogue.exchange_factor, 2.0 / (131072 / 64e9 * 1e6 + fitted_us))
+    assert (epilogue.tail_unloaded_factor, epilogue.exchange_unloaded_factor) == (record["tail_factor"], record["exchange_factor"])
     for part in ("NVIDIA H200", "2026-12-02", "abc1234", "epilogue-terms.json"):
         assert part in epilogue.source
 
@@ -450,7 +454,9 @@ def test_the_epilogue_mode_runs_end_to_end_on_a_stand_in_binary(monkeypatch, tmp
     assert record["tail_us"] == 1.0 and record["exchange_us"] == 2.0 and record["stamps"]["x"]["one_last_per_tile"]
     epilogue = model.load_epilogue(record_path)
     assert epilogue.measured and "Stand-in GPU" in epilogue.source and "abc1234" in epilogue.source
-    assert math.isclose(epilogue.tail_factor, 1.0 / run.tail_formula_us(0.6, record["rate_bytes_per_s"], 128))
+    assert math.isclose(epilogue.tail_unloaded_factor, 1.0 / run.tail_formula_us(0.6, record["rate_bytes_per_s"], 128))
+    assert math.isclose(epilogue.tail_factor,
+                        1.0 / run.tail_formula_us(model.FITTED.latency_s * 1e6, record["rate_bytes_per_s"], 128))
 
 
 def _hopper_and_nvcc() -> str | None:

@@ -173,19 +173,27 @@ OVERLAP = load_overlap()
 @dataclasses.dataclass(frozen=True)
 class Epilogue:
     """This kit's epilogue as experiments/pdl_overlap's epilogue mode measures it: a call's time
-    with c's stores less without them (`tail_factor`), and with split-K's partials exchange less
-    without it (`exchange_factor`), each over `tail_seconds`' formula on that run's own L2 round
-    trip and SM rate."""
+    with c's stores less without them, and with split-K's partials exchange less without it, each
+    over `tail_seconds`' formula taken with the fit's round trip under load (`FITTED.latency_s`,
+    a B200's, taken as the H200's too: no run tests that) and the run's own SM rate: the factors
+    the model applies (`tail_factor`, `exchange_factor`). Over the formula taken with the run's
+    own unloaded round trip instead (its chase), the same times give the record's factors, the
+    high end of each range (`*_unloaded_factor`): the fit's round trip already holds what load
+    adds to a store's, which the unloaded one leaves to the factor."""
 
     tail_factor: float
     exchange_factor: float
     source: str  # device, date and commit of the run, or that there is none
     measured: bool
+    tail_unloaded_factor: float = 1.0
+    exchange_unloaded_factor: float = 1.0
 
 
 FORMULA_EPILOGUE = Epilogue(tail_factor=1.0, exchange_factor=1.0, measured=False,
                             source="no epilogue run recorded in results/: the formula as it stands")
 EPILOGUE_FACTORS = ("tail_factor", "exchange_factor")
+# The run's parts the factors over the fit's round trip are taken from (run.py `record_epilogue`).
+EPILOGUE_PARTS = ("tail_us", "exchange_us", "rate_bytes_per_s", "tile_rows", "tile_cols", "split_k")
 
 
 def load_epilogue(path: Path = EPILOGUE_RECORD) -> Epilogue:
@@ -199,22 +207,25 @@ def load_epilogue(path: Path = EPILOGUE_RECORD) -> Epilogue:
     if not isinstance(record, dict) or record.get("mode") != "epilogue":
         mode = record.get("mode") if isinstance(record, dict) else None
         raise ValueError(f"{path}: a {mode!r} run; the model takes an epilogue one (run.py --mode epilogue)")
-    missing = [key for key in ("device", "date", "commit", *EPILOGUE_FACTORS) if record.get(key) is None]
+    missing = [key for key in ("device", "date", "commit", *EPILOGUE_FACTORS, *EPILOGUE_PARTS) if record.get(key) is None]
     if missing:
         raise ValueError(f"{path}: no {', '.join(missing)}")
-    for key in EPILOGUE_FACTORS:
+    for key in (*EPILOGUE_FACTORS, *EPILOGUE_PARTS):
         value = record[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"{path}: {key} is {value!r}, not a positive number: the run did not resolve the term")
     if record.get("counters_left"):
         raise ValueError(f"{path}: {record['counters_left']} split-K counters left non-zero: the run's protocol "
                          "failed, so its times back nothing")
-    return Epilogue(tail_factor=float(record["tail_factor"]), exchange_factor=float(record["exchange_factor"]),
+    run = Kernel("the epilogue run", tile_n=int(record["tile_cols"]), tile_m=int(record["tile_rows"]))
+    rate = float(record["rate_bytes_per_s"])
+    stores_s = tail_seconds(run, FITTED, rate)
+    exchange_s = tail_seconds(dataclasses.replace(run, split_k=int(record["split_k"])), FITTED, rate) - stores_s
+    return Epilogue(tail_factor=record["tail_us"] * 1e-6 / stores_s, exchange_factor=record["exchange_us"] * 1e-6 / exchange_s,
+                    tail_unloaded_factor=float(record["tail_factor"]),
+                    exchange_unloaded_factor=float(record["exchange_factor"]),
                     measured=True, source=f"measured: {record['device']}, {record['date']}, at {record['commit']} "
                                           f"({path.name})")
-
-
-EPILOGUE = load_epilogue()
 
 
 def epilogue_scales(kernel: Kernel) -> tuple[float, float]:
@@ -335,6 +346,9 @@ def tail_seconds(kernel: Kernel, constants: Constants, rate: float, tail_scale: 
     return stores + exchange_scale * (4 * out_tile * kernel.split_k / rate + constants.latency_s)
 
 
+EPILOGUE = load_epilogue()
+
+
 @dataclasses.dataclass(frozen=True)
 class Call:
     """One call's time and its parts, in seconds."""
@@ -412,7 +426,8 @@ def call_seconds(kernel: Kernel, shape: tuple, constants: Constants = FITTED, **
 # under this call's tail or not, the hand-off from the latency-bound run's least (docs/figures.md,
 # row "PDL's hand-off, latency-bound") to twice the one in use, and the epilogue's stores and
 # split-K's partials exchange (`scale_bounds`) from half to twice the formula's, or, measured on
-# an H200, within 1.5 times the measured factor either way (a B200's memory system is not an H200's).
+# an H200, within 1.5 times the measured factor either way (a B200's memory system is not an H200's)
+# and up to the factor over the run's unloaded round trip.
 OVERLAP_BOUNDS = (1.0, 2.0)
 CTA_START_BOUNDS_S = (0.5 * CTA_START_S, 1.5 * CTA_START_S)
 HANDOFF_BOUNDS_S = (0.77e-6, 2 * OVERLAP.handoff_s)
@@ -420,16 +435,17 @@ UNMEASURED_SPREAD = 2.0
 MEASURED_SPREAD = 1.5
 
 
-def scale_bounds(factor: float, measured: bool) -> tuple[float, float]:
-    """The range of an epilogue factor: `factor` divided and multiplied by its spread."""
+def scale_bounds(factor: float, measured: bool, unloaded_factor: float = 0.0) -> tuple[float, float]:
+    """The range of an epilogue factor: `factor` divided and multiplied by its spread, and, measured,
+    up to the factor over the run's unloaded round trip where that is higher."""
     spread = MEASURED_SPREAD if measured else UNMEASURED_SPREAD
-    return factor / spread, factor * spread
+    return factor / spread, max(factor * spread, unloaded_factor if measured else 0.0)
 
 
 def epilogue_bounds() -> tuple[tuple[float, float], tuple[float, float]]:
     """(tail, exchange) ranges of the epilogue in use (`EPILOGUE`)."""
-    return (scale_bounds(EPILOGUE.tail_factor, EPILOGUE.measured),
-            scale_bounds(EPILOGUE.exchange_factor, EPILOGUE.measured))
+    return (scale_bounds(EPILOGUE.tail_factor, EPILOGUE.measured, EPILOGUE.tail_unloaded_factor),
+            scale_bounds(EPILOGUE.exchange_factor, EPILOGUE.measured, EPILOGUE.exchange_unloaded_factor))
 
 
 def _with_point(bounds, point) -> list:

@@ -66,12 +66,14 @@ def _epilogue_term(name: str, factor_field: str, bounds: tuple, argument: str, u
     on an H200) and the range around it, or the formula and today's range while none is recorded."""
     epilogue = model.EPILOGUE
     factor = getattr(epilogue, factor_field)
+    unloaded = getattr(epilogue, factor_field.replace("_factor", "_unloaded_factor"))
     if epilogue.measured:
         value, backing = (f"{factor:.2f} times the formula",
                           f"{EPILOGUE_EXPERIMENT}: factor {factor:.2f} (a call's time with the term less without it, "
-                          f"over the formula on the run's own L2 round trip and SM rate); {epilogue.source}")
+                          f"over the formula with the fit's round trip under load and the run's SM rate; {unloaded:.2f} "
+                          f"over the run's own unloaded round trip); {epilogue.source}")
         range_used = (f"{bounds[0]:.2f} to {bounds[1]:.2f} times the formula's (the factor within "
-                      f"{model.MEASURED_SPREAD} times either way)")
+                      f"{model.MEASURED_SPREAD} times either way, up to {unloaded:.2f})")
     else:
         value, backing = "the formula (fitted latency)", unmeasured_backing
         range_used = f"{bounds[0]} to {bounds[1]} times the formula's"
