@@ -657,3 +657,18 @@ except OSError as error:
     finally:
         other.stdin.close()
         other.wait(timeout=30)
+
+
+def test_a_workers_root_binds_the_cuda_toolkit_torchs_extension_builds_use_wherever_it_lies(tmp_path, monkeypatch):
+    # As NVIDIA's packages lay a toolkit out outside /usr (/opt/cuda-13.0), reached through a link.
+    import torch.utils.cpp_extension
+
+    from harness.judge import worker_root
+
+    toolkit = tmp_path / "opt" / "cuda-13.0"
+    (toolkit / "bin").mkdir(parents=True)
+    (tmp_path / "cuda").symlink_to(toolkit)
+    monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", str(tmp_path / "cuda"))
+    assert str(toolkit) in worker_root.read_only_folders([])
+    monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", None)
+    assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([]))

@@ -9,6 +9,7 @@ its /tmp and its /dev/shm:
   C++ backend and Triton's launchers build with;
 - the interpreter's prefixes and every folder on the judge's import path, resolved through
   links (a virtual environment anywhere, /tmp included);
+- the CUDA toolkit torch's extension builds use (`CUDA_HOME`: nvcc for `load_inline`), wherever it lies;
 - the folders of every shared library the judge has loaded (`/proc/self/maps`: the interpreter's,
   torch's, Triton's, the CUDA driver's once the judge has made its context) and of every one the
   dynamic loader's cache names (`ldconfig -p`: what a worker may load later);
@@ -84,12 +85,24 @@ def _loader_cache_folders() -> frozenset[str]:
     return frozenset(os.path.dirname(match) for match in re.findall(r"=> (/\S+)", listing))
 
 
+def _cuda_toolkit() -> list[str]:
+    """The CUDA toolkit torch's extension builds compile with (torch.utils.cpp_extension's
+    CUDA_HOME: load_inline's nvcc and headers), wherever it lies (/opt included)."""
+    if "torch" not in sys.modules:
+        return []
+    try:
+        from torch.utils.cpp_extension import CUDA_HOME
+    except Exception:  # a torch without its extension builder: nothing of it to bind
+        return []
+    return [CUDA_HOME] if CUDA_HOME else []
+
+
 def read_only_folders(import_path: list[str]) -> list[str]:
     """Every folder bound read-only, outermost first, each existing and resolved through links.
     None that holds the judge's temporary folder (a script's folder of /tmp on the import path):
     the runs there, other candidates' among them, stay out of sight; the worker's /tmp is its own."""
     wanted = ["/usr", sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              *import_path, *_mapped_library_folders(), *_loader_cache_folders()]
+              *import_path, *_mapped_library_folders(), *_loader_cache_folders(), *_cuda_toolkit()]
     resolved = {os.path.realpath(path) for path in wanted if path and os.path.isabs(path)}
     runs = os.path.realpath(tempfile.gettempdir())
     return [path for path in _outermost(resolved - {folder for folder in resolved if _within(runs, folder)})
