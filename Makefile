@@ -111,8 +111,8 @@ pdl-overlap-bandwidth:
 	@$(PYTHON) experiments/pdl_overlap/run.py --mode bandwidth --record results/pdl-overlap-bandwidth.json $(ARGS)
 
 # The same kernel's epilogue as the B200 kernel's (a 128 x 128 fp16 c tile, split-K 2's partials
-# exchange), each a call's time with it against without: records the factors over the cost model's
-# tail formula the model reads (results/epilogue-terms.json), with the device, the date and the commit.
+# exchange), each a call's time with it against without: records the times and factors the cost
+# model reads (results/epilogue-terms.json), with the device, the date and the commit.
 epilogue-terms:
 	@$(PYTHON) experiments/pdl_overlap/run.py --mode epilogue --record results/epilogue-terms.json $(ARGS)
 
