@@ -669,6 +669,11 @@ def test_a_workers_root_binds_the_cuda_toolkit_torchs_extension_builds_use_where
     (toolkit / "bin").mkdir(parents=True)
     (tmp_path / "cuda").symlink_to(toolkit)
     monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", str(tmp_path / "cuda"))
+    assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([])), \
+        "a folder without nvcc is no toolkit"
+    (toolkit / "bin" / "nvcc").write_text("")
     assert str(toolkit) in worker_root.read_only_folders([])
-    monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", None)
-    assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([]))
+    for named in (None, "/"):
+        monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", named)
+        assert "/" not in worker_root.read_only_folders([])
+        assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([]))

@@ -87,14 +87,17 @@ def _loader_cache_folders() -> frozenset[str]:
 
 def _cuda_toolkit() -> list[str]:
     """The CUDA toolkit torch's extension builds compile with (torch.utils.cpp_extension's
-    CUDA_HOME: load_inline's nvcc and headers), wherever it lies (/opt included)."""
+    CUDA_HOME: load_inline's nvcc and headers), wherever it lies (/opt included); only a folder
+    that holds nvcc and is not the root itself (CUDA_HOME is the judge's environment's to name)."""
     if "torch" not in sys.modules:
         return []
     try:
         from torch.utils.cpp_extension import CUDA_HOME
     except Exception:  # a torch without its extension builder: nothing of it to bind
         return []
-    return [CUDA_HOME] if CUDA_HOME else []
+    if not CUDA_HOME or os.path.realpath(CUDA_HOME) == "/" or not os.path.isfile(os.path.join(CUDA_HOME, "bin", "nvcc")):
+        return []
+    return [CUDA_HOME]
 
 
 def read_only_folders(import_path: list[str]) -> list[str]:
