@@ -89,6 +89,20 @@ def test_kernelguard_is_read_from_where_the_judge_found_it_a_pythonpath_entry_in
     assert precheck("x = 1\n").classification == "read-by-the-judges-own"
 
 
+def test_a_module_in_the_judges_working_folder_is_never_the_readers(tmp_path, monkeypatch):
+    # `python -m harness` puts the working folder first on the judge's import path, where the file
+    # judged may lie: named kernelguard.py (or json.py), the reader, root, would run it unsandboxed.
+    for name in ("kernelguard", "json"):
+        (tmp_path / f"{name}.py").write_text(f"open({str(tmp_path / name)!r} + '.ran', 'w').close()\n"
+                                             "def analyze_code(code, compute_structural_hash=False):\n"
+                                             "    return {'classification': 'valid', 'matched_patterns': []}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    flagged = "import torch\ntorch.cuda.Event.elapsed_time = lambda start, end: 0.0\n"
+    assert precheck(flagged).classification == "hacked"
+    assert sorted(path.name for path in tmp_path.glob("*.ran")) == []
+
+
 def test_an_unfinished_reading_is_a_refusal_under_strict():
     found = precheck("x = " + "1" * 200_000 + "\n", 0.5)
     assert found.classification == UNFINISHED and found.unfinished == "did not finish within its 0.5 s limit"

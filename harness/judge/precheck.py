@@ -16,7 +16,7 @@ finish is `unfinished`, which warns like a hit, and fails like one under `--stri
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -73,13 +73,27 @@ class Precheck:
                 "notes": [vars(s) for s in self.notes], "unfinished": self.unfinished}
 
 
+def _reader_import_path() -> list[str]:
+    """The judge's import path (where it found kernelguard, a PYTHONPATH entry included) less its
+    working folder, which `python -m` puts first and where the file judged may lie: a file named
+    kernelguard.py, or after a module kernelguard imports, would be the reader's, run as root
+    outside any sandbox."""
+    working = os.path.realpath(os.getcwd())
+    return [entry for entry in sys.path if entry and os.path.isabs(entry) and os.path.realpath(entry) != working]
+
+
+def kernelguard_found() -> bool:
+    """Whether the reader finds kernelguard (`_reader_import_path`)."""
+    return importlib.machinery.PathFinder.find_spec("kernelguard", _reader_import_path()) is not None
+
+
 def start_reader() -> subprocess.Popen:
     """A kernelguard process, its interpreter up and kernelguard imported, waiting for its file on
     stdin: it reads one file. Isolated (no environment variable, working folder or user site
-    reaches its imports), with the judge's own import path, where the judge found kernelguard
-    (a PYTHONPATH entry included). As root where a root judge changed its user: the
-    interpreter's packages may be root's alone."""
-    import_path = [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    reaches its imports), with the judge's own import path less its working folder
+    (`_reader_import_path`). As root where a root judge changed its user: the interpreter's
+    packages may be root's alone."""
+    import_path = _reader_import_path()
     return subprocess.Popen([sys.executable, "-I", "-c", f"import sys\nsys.path[:] = {import_path!r}\n{_ANALYZE}"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=judge_user.regain_root)
@@ -92,7 +106,7 @@ class ReaderAhead:
     is replaced by a fresh one, never handed a file."""
 
     def __init__(self):
-        self._next = start_reader() if importlib.util.find_spec("kernelguard") is not None else None
+        self._next = start_reader() if kernelguard_found() else None
 
     def take(self) -> subprocess.Popen:
         """A started process no file has reached."""
@@ -119,7 +133,7 @@ class ReaderAhead:
 def precheck(source: str, limit_s: float | None = None, reader=start_reader) -> Precheck:
     """kernelguard's reading of `source`, within `limit_s` (LIMIT_S by default), by the process
     `reader()` gives (one started now, or ReaderAhead.take's)."""
-    if importlib.util.find_spec("kernelguard") is None:
+    if not kernelguard_found():
         return Precheck("unavailable")
     limit_s = LIMIT_S if limit_s is None else limit_s
     reader = reader()
