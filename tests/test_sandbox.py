@@ -667,6 +667,8 @@ def test_a_workers_root_binds_the_cuda_toolkit_torchs_extension_builds_use_where
 
     toolkit = tmp_path / "opt" / "cuda-13.0"
     (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "include").mkdir()
+    (toolkit / "include" / "cuda_runtime.h").write_text("")
     (tmp_path / "cuda").symlink_to(toolkit)
     monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", str(tmp_path / "cuda"))
     assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([])), \
@@ -677,3 +679,28 @@ def test_a_workers_root_binds_the_cuda_toolkit_torchs_extension_builds_use_where
         monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", named)
         assert "/" not in worker_root.read_only_folders([])
         assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([]))
+
+
+@pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
+def test_a_cuda_home_that_is_no_toolkit_leaves_its_folder_out_of_a_workers_sight(tmp_path, monkeypatch):
+    # torch takes CUDA_HOME as the folder above the first nvcc on PATH: a link in ~/bin makes it a
+    # home, its keys beside nvcc, which a worker of the home's owner could read and print.
+    import torch.utils.cpp_extension
+
+    from harness.judge import worker_root
+
+    if "bubblewrap" in " ".join(_missing_layers()):
+        pytest.skip("no bubblewrap: the worker's root is the host's")
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "nvcc").write_text("")
+    key = home / ".ssh" / "id_ed25519"
+    key.parent.mkdir()
+    key.write_text("a key of the judge's user\n")
+    for path in (tmp_path, home, key.parent):
+        path.chmod(0o755)  # readable by the worker's user, as the owner's own files are to a worker of the owner's uid
+    key.chmod(0o644)
+    monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", str(home))
+    assert not any(worker_root._within(str(key), folder) for folder in worker_root.read_only_folders([]))
+    said = _attempts(tmp_path, monkeypatch, "probe_escape.py", beside_the_toolkit=str(key))
+    assert said["read a file beside the CUDA toolkit"] is False and said["planted"] == []

@@ -9,7 +9,8 @@ its /tmp and its /dev/shm:
   C++ backend and Triton's launchers build with;
 - the interpreter's prefixes and every folder on the judge's import path, resolved through
   links (a virtual environment anywhere, /tmp included);
-- the CUDA toolkit torch's extension builds use (`CUDA_HOME`: nvcc for `load_inline`), wherever it lies;
+- the CUDA toolkit torch's extension builds use (`CUDA_HOME`: nvcc for `load_inline`), wherever it lies,
+  where it holds nvcc and the runtime's headers;
 - the folders of every shared library the judge has loaded (`/proc/self/maps`: the interpreter's,
   torch's, Triton's, the CUDA driver's once the judge has made its context) and of every one the
   dynamic loader's cache names (`ldconfig -p`: what a worker may load later);
@@ -85,17 +86,25 @@ def _loader_cache_folders() -> frozenset[str]:
     return frozenset(os.path.dirname(match) for match in re.findall(r"=> (/\S+)", listing))
 
 
+# What a folder holds to be bound as the CUDA toolkit: nvcc, and the runtime's header torch's
+# extension builds compile against.
+TOOLKIT_FILES = (("bin", "nvcc"), ("include", "cuda_runtime.h"))
+
+
 def _cuda_toolkit() -> list[str]:
     """The CUDA toolkit torch's extension builds compile with (torch.utils.cpp_extension's
     CUDA_HOME: load_inline's nvcc and headers), wherever it lies (/opt included); only a folder
-    that holds nvcc and is not the root itself (CUDA_HOME is the judge's environment's to name)."""
+    laid out as one (`TOOLKIT_FILES`) and not the root itself. Without CUDA_HOME set, torch takes
+    the folder above the first nvcc on PATH: a link in ~/bin names a whole home, its keys and
+    tokens beside nvcc, which a worker of the home's owner could read and print."""
     if "torch" not in sys.modules:
         return []
     try:
         from torch.utils.cpp_extension import CUDA_HOME
     except Exception:  # a torch without its extension builder: nothing of it to bind
         return []
-    if not CUDA_HOME or os.path.realpath(CUDA_HOME) == "/" or not os.path.isfile(os.path.join(CUDA_HOME, "bin", "nvcc")):
+    if not CUDA_HOME or os.path.realpath(CUDA_HOME) == "/" or \
+            not all(os.path.isfile(os.path.join(CUDA_HOME, *parts)) for parts in TOOLKIT_FILES):
         return []
     return [CUDA_HOME]
 
