@@ -33,7 +33,7 @@ if device == "--test":
         getattr(test_sandbox, sys.argv[3])(tmp_path, patch)
     print(json.dumps({"refused": refused, "uids": os.getresuid()}))
     sys.exit(0)
-targets = json.loads(sys.argv[3])
+targets = {"judges_home": os.environ.get("HOME"), **json.loads(sys.argv[3])}
 with pytest.MonkeyPatch.context() as patch:
     found = test_sandbox._probe(tmp_path, patch, device=device, **targets)
     sandbox = Sandbox(device, memory_bytes=targets.get("memory_bytes"))  # the probe's configuration, checked once

@@ -195,6 +195,37 @@ def test_a_root_judge_of_its_own_user_has_workers_of_its_uid_that_reach_nothing_
     assert found.said["write its own folder"]
 
 
+@pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")
+@pytest.mark.parametrize("layers_off", ["", "bubblewrap,seccomp,cgroup"], ids=["every layer", "Landlock alone"])
+def test_a_root_judge_of_its_own_users_home_is_out_of_its_workers_reach(tmp_path, layers_off):
+    """The judge's HOME is its user's (judge_user.py), a folder of the uid its workers run as,
+    where a folder's reference.py and the libraries it calls keep caches: outside a worker's root
+    under bubblewrap, and beyond Landlock's writable folders without it."""
+    if layers_off:
+        from harness.runner import confine
+
+        if not confine.landlock_abi():
+            pytest.skip("this kernel has no Landlock")
+        closed = [str(parent) for parent in Path(os.path.realpath(sys.executable)).parents if not parent.stat().st_mode & 0o001]
+        if closed:
+            pytest.skip(f"{closed[0]} is closed to the judge's user: without bubblewrap its workers cannot start")
+        # Without bubblewrap no one hands the worker its folder: the runs' folder open to its user,
+        # as a judge's own temporary folder is (pytest's is root's alone).
+        runs = Path(tempfile.mkdtemp(prefix="nvfp4-test-runs-"))
+        runs.chmod(0o777)
+    else:
+        _skip_without_every_layer()
+        runs = tmp_path
+    try:
+        found, judge = _probe_by_a_judge_of_its_own_user(runs, "cpu", layers_off=layers_off, walk_for_sockets=False)
+    finally:
+        if runs != tmp_path:
+            shutil.rmtree(runs, ignore_errors=True)
+    assert judge["refused"] is None, judge
+    assert found.said["write its own folder"], found.output
+    assert found.said["write the judge's home"] is False, found.output
+
+
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
 def test_no_socket_file_of_the_host_is_reachable_even_on_the_import_path(tmp_path, monkeypatch):
     """A Unix socket listening in a folder the worker's root binds (on the judge's import path),
