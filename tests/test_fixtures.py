@@ -113,7 +113,7 @@ THREATS = {
     "cheat_reaches_the_waiting_workers": "9 reaching a later candidate",
     "cheat_spins_the_gpu_through_the_calibration": "2 rewriting the clock",
     "cheat_reads_the_judges_history": "9 reaching a later candidate",
-    "cheat_is_named_after_kernelguard": "1 rewriting the judge",
+    "cheat_is_named_after_a_module": "1 rewriting the judge",
 }
 HANG_TIMEOUT_S = 5
 # The judge's verdicts on what the worker claims, as its report words them.
@@ -648,25 +648,29 @@ def test_kernelguard_flags_the_clock_cheat_lint_warns_and_strict_refuses(path, t
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_file_named_kernelguard_in_the_judges_working_folder_is_never_its_reader(device, tally, tmp_path):
-    """Judged from its own folder (`python -m harness` puts it first on the judge's import path),
-    a file named kernelguard.py is not the kernelguard that reads it: the real one flags it, and
-    nothing of it ran outside its worker."""
-    fixture = "cheat_is_named_after_kernelguard"
+@pytest.mark.parametrize("module", ["kernelguard", "numpy", "pyseccomp"])
+def test_a_file_named_after_a_module_in_the_judges_working_folder_is_never_imported_outside_its_worker(
+        module, device, tally, tmp_path):
+    """Judged from its own folder (`python -m harness` puts it first on the import path), a file
+    named after a module the judge (numpy, pyseccomp) or kernelguard's reader (kernelguard)
+    imports is not that module: nothing of it ran outside a worker, and the real kernelguard
+    flagged it."""
+    fixture = "cheat_is_named_after_a_module"
     cases = _one_test_case(fixture, device, tally, tmp_path)
-    (tmp_path / "kernelguard.py").write_text(submission_path(fixture).read_text())
+    (tmp_path / f"{module}.py").write_text(submission_path(fixture).read_text())
     env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
     env.pop("POPCORN_FD", None)
     env.pop("POPCORN_SEED", None)
-    result = subprocess.run([sys.executable, "-m", "harness", "test", "--strict", "--device", device,
-                             "--submission", "kernelguard.py", str(cases)],
+    result = subprocess.run([sys.executable, "-m", "harness", "test", "--device", device,
+                             "--submission", f"{module}.py", str(cases)],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
     report = flatten(result.stdout + result.stderr)
-    assert not (tmp_path / "read-outside-the-sandbox.txt").exists(), \
-        (tmp_path / "read-outside-the-sandbox.txt").read_text()
-    assert result.returncode == EXIT_CASE_FAIL, report
-    assert "check: fail refused before any case: kernelguard flagged the file (--strict)" in report
-    tally.record_verdict(THREATS[fixture], fixture, "test --strict, from its own folder", device, "refused, read by kernelguard")
+    said = tmp_path / "read-outside-the-sandbox.txt"
+    assert not said.exists(), said.read_text()
+    assert result.returncode == EXIT_PASS, report
+    assert "kernelguard hacked: TIMER_MONKEYPATCH" in report, report
+    tally.record_verdict(THREATS[fixture], fixture, f"test, as {module}.py from its own folder", device,
+                         "pass, flagged by kernelguard")
 
 
 def _at_no_less_than_its_own_time(case: dict) -> None:
