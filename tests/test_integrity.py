@@ -69,6 +69,18 @@ def test_a_start_up_hook_that_appears_in_the_user_site_shows(tmp_path, monkeypat
     assert {str(user_site), str(user_site / "usercustomize.py")} <= set(watch.changed())
 
 
+def test_a_pth_file_that_appears_in_the_user_site_of_the_judges_home_of_now_shows(tmp_path, monkeypatch):
+    # A root judge that changed to its own user has a HOME of that user's, which the interpreters
+    # it starts (torch.compile's workers) take their user site from; its own start read root's.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PYTHONUSERBASE", raising=False)
+    user_site = tmp_path / "home" / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    user_site.mkdir(parents=True)
+    watch = CodeWatch()
+    (user_site / "planted.pth").write_text("import os\n")
+    assert str(user_site) in watch.changed()
+
+
 def test_a_watch_kept_across_runs_is_stamped_again_once_a_module_loads_and_shows_a_change_between_runs(tmp_path, monkeypatch):
     """The service's judge keeps its watch from run to run (harness/judge/modes.py
     KeptCodeWatches): the same stamps while nothing was loaded, new ones that watch a module

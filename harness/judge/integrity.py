@@ -43,12 +43,21 @@ def watched_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
         if folder.name in SITE_FOLDERS and folder.is_dir():
             paths.add(folder)  # a file added there (a .pth) changes the folder
             paths.update(folder.glob("*.pth"))
-    user_site = Path(site.getusersitepackages())
-    paths.update([user_site, *(user_site / name for name in START_UP_HOOKS)])
-    paths.update(user_site.glob("*.pth"))
+    for user_site in user_sites():
+        paths.update([user_site, *(user_site / name for name in START_UP_HOOKS)])
+        paths.update(user_site.glob("*.pth"))
     paths.add(Path(os.path.realpath(sys.executable)))
     paths.update(_mapped_files())
     return sorted(paths)
+
+
+def user_sites() -> set[Path]:
+    """The user site this interpreter read at its start, and the one an interpreter it starts now
+    reads: a root judge that changed to its own user has a HOME of that user's
+    (harness/judge/judge_user.py), whose user site its children (torch.compile's workers among
+    them) run the `.pth` files of. `site.getusersitepackages` keeps its first answer, so the
+    second is asked of site's own path functions with the HOME of now."""
+    return {Path(site.getusersitepackages()), Path(site._get_path(site._getuserbase()))}
 
 
 # Mapped files that are no code: device nodes, and the CUDA driver's shared memory in /dev/shm,
