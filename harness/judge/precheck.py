@@ -74,7 +74,7 @@ class Precheck:
 
 
 def _reader_import_path() -> list[str]:
-    """The judge's import path (where it found kernelguard, a PYTHONPATH entry included) less its
+    """The judge's import path (a PYTHONPATH entry included, where kernelguard may lie) less its
     working folder, which `python -m` puts first and where the file judged may lie: a file named
     kernelguard.py, or after a module kernelguard imports, would be the reader's, run as root
     outside any sandbox."""
