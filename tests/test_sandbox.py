@@ -195,6 +195,7 @@ def test_a_root_judge_of_its_own_user_has_workers_of_its_uid_that_reach_nothing_
     assert found.said["write its own folder"]
 
 
+@pytest.mark.e2e  # a sandboxed probe of its own per layer set: the suite CI runs beside make test
 @pytest.mark.skipif(not ROOT, reason="a judge changes to a user of its own only where it is root")
 @pytest.mark.parametrize("layers_off", ["", "bubblewrap,seccomp,cgroup"], ids=["every layer", "Landlock alone"])
 def test_a_root_judge_of_its_own_users_home_is_out_of_its_workers_reach(tmp_path, layers_off):
@@ -712,6 +713,7 @@ def test_a_workers_root_binds_the_cuda_toolkit_torchs_extension_builds_use_where
         assert not any(worker_root._within(folder, str(tmp_path)) for folder in worker_root.read_only_folders([]))
 
 
+@pytest.mark.e2e  # a sandboxed probe; the binding's rule itself is the fast test above
 @pytest.mark.skipif(not LINUX, reason="the sandbox's layers are Linux's")
 def test_a_cuda_home_that_is_no_toolkit_leaves_its_folder_out_of_a_workers_sight(tmp_path, monkeypatch):
     # torch takes CUDA_HOME as the folder above the first nvcc on PATH: a link in ~/bin makes it a
