@@ -124,6 +124,7 @@ def test_an_import_failure_is_shown_once_in_the_users_words_and_the_rest_is_not_
     ]
 
 
+@pytest.mark.e2e  # a whole command run: the suite CI runs beside make test
 def test_a_cuda_only_file_on_the_cpu_ends_telling_what_runs_there(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text(THREE_SHAPES)

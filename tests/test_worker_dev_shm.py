@@ -313,6 +313,7 @@ print("MODE", oct(os.stat(judges).st_mode & 0o7777))
     return result.stdout
 
 
+@pytest.mark.e2e  # a whole sandboxed run as the judge's own user: the suite CI runs beside make test
 @NEEDS_ROOT
 def test_a_worker_that_locks_its_judges_ipc_files_leaves_them_as_they_were(tmp_path):
     """tests/fixtures/sandbox/cheat_locks_the_judges_ipc_files.py: the worker, of the judge's own
@@ -333,6 +334,7 @@ print("STARTED WHILE LOCKED", oct(os.stat(judges).st_mode & 0o7777))
     assert printed.splitlines()[-1] == "MODE 0o600"
 
 
+@pytest.mark.e2e  # a whole sandboxed run as the judge's own user
 @NEEDS_ROOT
 @pytest.mark.xfail(strict=True, reason="a GPU worker's folder shares its judge's /dev/shm and its size: no per-worker "
                                        "limit holds there but its memory cgroup's, none by default, and a file "
