@@ -12,7 +12,8 @@ hidden behind the flush. The variants tell which condition moves the first kind:
   that exports memory and an interprocess event to another that imports them (the judge and a
   worker), one polling an event's state every END_POLL_S (the judge waiting for a batch's end),
   one running a short kernel every millisecond (time-slicing when both have work);
-- the process: the worker's environment (the sandbox's allow-list), one CPU (`taskset`), the
+- the process: the worker's environment (the sandbox's allow-list), the worker's whole sandbox
+  (bubblewrap's root, seccomp, Landlock, its cgroup and user), one CPU (`taskset`), the
   CUDA driver's way of waiting for the GPU (spin, yield or blocking sync, set on the primary
   context before the eval's processes use it);
 - what lies between rounds: the judge's work between a worker's batches, 2 ms of it, with the
@@ -197,6 +198,40 @@ NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "  # the judge's flush emp
 JUDGE_WAITS_ON_ITS_HOST = ("import torch; wait_on_queue = torch.cuda.Stream.wait_event; "
                            "torch.cuda.Stream.wait_event = lambda self, event: (event.synchronize(), wait_on_queue(self, event))[1]")
 
+# The eval as the judge starts a worker: bubblewrap's root, seccomp, Landlock, its cgroup and its
+# user, its folder the worker's own, the eval's files handed over as the judge hands a worker its.
+IN_A_WORKERS_SANDBOX = (
+    "import json, os, runpy, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
+    "from harness.runner.confine import confine; from harness.runner.files import take_handed_over; "
+    "confine(settings); take_handed_over(settings['handed_over'], settings['folder']); os.chdir(settings['folder']); "
+    "sys.path.insert(0, settings['folder']); sys.argv = ['eval.py', settings['mode'], 'cases.txt']; "
+    "runpy.run_path('eval.py', run_name='__main__')")
+
+
+class InAWorkersSandbox:
+    """check.run_eval's `launch`: the eval started in a worker's sandbox on `device`, made at the
+    first start (on a GPU the sandbox primes its IPC files with an allocation of this process's:
+    a context the variants after it run beside)."""
+
+    def __init__(self, device: str = "cuda"):
+        self.device, self.sandbox, self.launches = device, None, []
+
+    def __call__(self, folder: Path, popcorn_fd: int, mode: str):
+        if self.sandbox is None:
+            self.sandbox = Sandbox(self.device)
+        launch = self.sandbox.launch(folder, popcorn_fd, popcorn_fd, False, 0, program=IN_A_WORKERS_SANDBOX, mode=mode)
+        self.launches.append(launch)
+        return launch.argv, launch.pass_fds, launch.preexec, self.sandbox.environment(folder)
+
+    def close(self) -> None:
+        for launch in self.launches:
+            launch.close()
+            launch.remove()
+        self.launches = []
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
@@ -206,6 +241,7 @@ class Variant:
     worker_environment: bool = False  # the sandbox's environment for a worker in place of this process's
     prefix: tuple[str, ...] = ()  # before the eval's command line
     harness: tuple[str, ...] | None = None  # --official run so (check.run_ours), not the eval
+    sandboxed: bool = False  # the eval in a worker's sandbox (`InAWorkersSandbox`)
 
 
 VARIANTS = (
@@ -216,6 +252,7 @@ VARIANTS = (
     Variant(f"eval beside a context polling an event every {END_POLL_S * 1e3:g} ms", neighbours=("polls",)),
     Variant("eval beside a context running a short kernel every ms", neighbours=("busy",)),
     Variant("eval in the worker's environment", worker_environment=True),
+    Variant("eval in a worker's sandbox", sandboxed=True),
     Variant("eval on one CPU (taskset -c 0)", prefix=("taskset", "-c", "0")),
     Variant("eval, the driver spinning while it waits", patch="spin"),
     Variant("eval, the driver yielding while it waits", patch="yield"),
@@ -269,6 +306,12 @@ def run_variant(variant: Variant, submission: check.Submission, cases: list[dict
     """(the check verdict, the means in ns) of `variant`."""
     if variant.harness is not None:
         return check.run_ours(submission, "benchmark", cases, "cuda", True, log, harness=variant.harness)
+    if variant.sandboxed:
+        sandboxed = InAWorkersSandbox()
+        try:
+            return check.run_eval(submission, "benchmark", cases, log, launch=sandboxed)
+        finally:
+            sandboxed.close()
     environment = None
     with tempfile.TemporaryDirectory(prefix="worker-home-") as home:
         if variant.worker_environment:

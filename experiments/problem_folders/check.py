@@ -116,15 +116,22 @@ def popcorn_lines(text: str) -> dict:
 
 
 def run_eval(submission: Submission, mode: str, cases: list[dict], log, environment: dict | None = None,
-             prefix: tuple = ()) -> tuple[str, list[float]]:
+             prefix: tuple = (), launch=None) -> tuple[str, list[float]]:
     """(the eval's check verdict, its benchmark means in ns) from its POPCORN lines; `environment`
-    in place of this process's, `prefix` before its command line (`taskset -c 0`)."""
+    in place of this process's, `prefix` before its command line (`taskset -c 0`); `launch(folder,
+    popcorn_fd, mode)` gives (argv, pass_fds, preexec_fn, environment) that start it some other
+    way (in a worker's sandbox: experiments/official_vs_eval/process_context.py)."""
     folder = eval_folder(submission, cases)
     try:
         with tempfile.TemporaryFile("w+") as popcorn:
-            environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
-            completed = subprocess.run([*prefix, sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
-                                       pass_fds=(popcorn.fileno(),), capture_output=True, text=True, timeout=LIMIT_S)
+            if launch is None:
+                environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
+                argv, pass_fds, preexec = [*prefix, sys.executable, "eval.py", mode, "cases.txt"], (popcorn.fileno(),), None
+            else:
+                argv, pass_fds, preexec, environment = launch(folder, popcorn.fileno(), mode)
+                environment = {**environment, "POPCORN_FD": str(popcorn.fileno())}
+            completed = subprocess.run(argv, cwd=folder, env=environment, pass_fds=pass_fds, preexec_fn=preexec,
+                                       capture_output=True, text=True, timeout=LIMIT_S)
             popcorn.seek(0)
             lines = popcorn_lines(popcorn.read())
         log(f"eval.py {mode} {submission.label}: exit {completed.returncode}\n{completed.stdout[-4000:]}{completed.stderr[-4000:]}"
