@@ -109,11 +109,25 @@ def test_a_variants_line_gives_its_means_and_their_difference_from_the_first():
 
 
 CONFINED_EVAL = '''
-import os, sys
-status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
-with os.fdopen(int(os.environ["POPCORN_FD"]), "w") as popcorn:
-    popcorn.write(f"benchmark.0.mean: {float(status['NoNewPrivs'].strip()) * 1000 + len(open('cases.txt').read())}\\n")
-    popcorn.write(f"check: {'pass' if sys.argv[1:] == ['benchmark', 'cases.txt'] else 'fail'}\\n")
+import dataclasses, multiprocessing, os, sys
+
+
+@dataclasses.dataclass
+class Stats:
+    mean: float
+
+
+def measure(no_new_privs: str) -> Stats:  # in a spawned process, as pmpp_v2's eval measures: a class of __main__ back
+    return Stats(float(no_new_privs) * 1000 + len(open("cases.txt").read()))
+
+
+if __name__ == "__main__":
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        stats = pool.apply(measure, (status["NoNewPrivs"].strip(),))
+    with os.fdopen(int(os.environ["POPCORN_FD"]), "w") as popcorn:
+        popcorn.write(f"benchmark.0.mean: {stats.mean}\\n")
+        popcorn.write(f"check: {'pass' if sys.argv[1:] == ['benchmark', 'cases.txt'] else 'fail'}\\n")
 '''
 
 

@@ -201,11 +201,16 @@ JUDGE_WAITS_ON_ITS_HOST = ("import torch; wait_on_queue = torch.cuda.Stream.wait
 # The eval as the judge starts a worker: bubblewrap's root, seccomp, Landlock, its cgroup and its
 # user, its folder the worker's own, the eval's files handed over as the judge hands a worker its.
 IN_A_WORKERS_SANDBOX = (
-    "import json, os, runpy, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
+    "import json, os, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
     "from harness.runner.confine import confine; from harness.runner.files import take_handed_over; "
     "confine(settings); take_handed_over(settings['handed_over'], settings['folder']); os.chdir(settings['folder']); "
     "sys.path.insert(0, settings['folder']); sys.argv = ['eval.py', settings['mode'], 'cases.txt']; "
-    "runpy.run_path('eval.py', run_name='__main__')")
+    # The eval as this process's __main__, as `python eval.py` has it: a spawned child imports
+    # __main__ from its file, and its pool's results name classes of it (its Stats) as
+    # __mp_main__'s, the alias multiprocessing made when the lines above imported it.
+    "import types; main = types.ModuleType('__main__'); main.__file__ = os.path.abspath('eval.py'); "
+    "main.__builtins__ = __builtins__; sys.modules['__main__'] = sys.modules['__mp_main__'] = main; "
+    "exec(compile(open(main.__file__).read(), main.__file__, 'exec'), main.__dict__)")
 
 
 class InAWorkersSandbox:
