@@ -658,7 +658,9 @@ def test_a_file_named_after_a_module_in_the_judges_working_folder_is_never_impor
     fixture = "cheat_is_named_after_a_module"
     cases = _one_test_case(fixture, device, tally, tmp_path)
     (tmp_path / f"{module}.py").write_text(submission_path(fixture).read_text())
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
+    # The kit first, then where this machine keeps what the judge imports (kernelguard, pyseccomp).
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": os.pathsep.join([str(ROOT), *([inherited] if inherited else [])])}
     env.pop("POPCORN_FD", None)
     env.pop("POPCORN_SEED", None)
     result = subprocess.run([sys.executable, "-m", "harness", "test", "--device", device,
