@@ -342,7 +342,8 @@ def line(name: str, means: list[float], verdict: str, baseline: list[float] | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", type=Path, default=ROOT / ".reference-kernels" / "problems" / "pmpp_v2" / "grayscale_py")
-    parser.add_argument("--submission", default="solutions/correct/ref.py", help="relative to --folder")
+    parser.add_argument("--submission", default="solutions/correct/ref.py",
+                        help="relative to --folder, or a path of its own (grayscale_cached_weights.py beside this file)")
     parser.add_argument("--cases", type=int, default=1, help="the first benchmark cases timed [1]")
     parser.add_argument("--variants", default="", help="a regular expression the variants' names must match")
     parser.add_argument("--log", type=Path, default=None, help="each command's output [a temporary file]")
