@@ -117,14 +117,14 @@ class Stats:
     mean: float
 
 
-def measure(no_new_privs: str) -> Stats:  # in a spawned process, as pmpp_v2's eval measures: a class of __main__ back
-    return Stats(float(no_new_privs) * 1000 + len(open("cases.txt").read()))
+def measure(no_new_privs: str, seccomp: str) -> Stats:  # in a spawned process, as pmpp_v2's eval measures: a class of __main__ back
+    return Stats(float(no_new_privs) * 1000 + float(seccomp) * 100 + len(open("cases.txt").read()))
 
 
 if __name__ == "__main__":
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        stats = pool.apply(measure, (status["NoNewPrivs"].strip(),))
+        stats = pool.apply(measure, (status["NoNewPrivs"].strip(), status["Seccomp"].strip()))
     with os.fdopen(int(os.environ["POPCORN_FD"]), "w") as popcorn:
         popcorn.write(f"benchmark.0.mean: {stats.mean}\\n")
         popcorn.write(f"check: {'pass' if sys.argv[1:] == ['benchmark', 'cases.txt'] else 'fail'}\\n")
@@ -132,7 +132,8 @@ if __name__ == "__main__":
 
 
 @pytest.mark.e2e  # a sandboxed process of its own
-def test_the_eval_runs_in_a_workers_sandbox_and_its_popcorn_lines_are_read(tmp_path):
+@pytest.mark.parametrize("layers_off, seccomp_mode", [((), 2), (("seccomp",), 0)])  # 2: filtered
+def test_the_eval_runs_in_a_workers_sandbox_and_its_popcorn_lines_are_read(layers_off, seccomp_mode, tmp_path):
     from harness.judge.sandbox import Sandbox
 
     if Sandbox("cpu").refused:
@@ -145,10 +146,11 @@ def test_the_eval_runs_in_a_workers_sandbox_and_its_popcorn_lines_are_read(tmp_p
                                      '  - {"name": "submission.py", "source": "@SUBMISSION@"}\n')
     submission = process_context.check.Submission(folder, folder / "submission.py", "pass")
     cases = [{"size": 8, "seed": 1}]
-    sandboxed = process_context.InAWorkersSandbox("cpu")
+    sandboxed = process_context.InAWorkersSandbox("cpu", layers_off)
     try:
         verdict, means = process_context.check.run_eval(submission, "benchmark", cases, lambda text: None, launch=sandboxed)
     finally:
         sandboxed.close()
     written = len(process_context.cases_as_tests_file(cases))
-    assert verdict == "pass" and means == [1000 + written], "the eval ran confined (no new privileges), in its own folder"
+    assert verdict == "pass" and means == [1000 + seccomp_mode * 100 + written], \
+        "the eval ran confined (no new privileges, the system-call filter unless left out), in its own folder"

@@ -13,7 +13,8 @@ hidden behind the flush. The variants tell which condition moves the first kind:
   worker), one polling an event's state every END_POLL_S (the judge waiting for a batch's end),
   one running a short kernel every millisecond (time-slicing when both have work);
 - the process: the worker's environment (the sandbox's allow-list), the worker's whole sandbox
-  (bubblewrap's root, seccomp, Landlock, its cgroup and user), one CPU (`taskset`), the
+  (bubblewrap's root, seccomp, Landlock, its cgroup and user), and that sandbox less one of its
+  layers (NVFP4_SANDBOX_OFF), one CPU (`taskset`), the
   CUDA driver's way of waiting for the GPU (spin, yield or blocking sync, set on the primary
   context before the eval's processes use it);
 - what lies between rounds: the judge's work between a worker's batches, 2 ms of it, with the
@@ -55,6 +56,7 @@ sys.path.insert(0, str(ROOT / "experiments" / "problem_folders"))
 
 import check  # noqa: E402
 from harness.judge.isolation import END_POLL_S  # noqa: E402
+from harness.judge.layers import LAYERS, LAYERS_OFF_ENV  # noqa: E402
 from harness.judge.sandbox import Sandbox  # noqa: E402
 from harness.problems.folder_task import read_task, cases_as_tests_file  # noqa: E402
 
@@ -218,13 +220,21 @@ class InAWorkersSandbox:
     first start (on a GPU the sandbox primes its IPC files with an allocation of this process's:
     a context the variants after it run beside)."""
 
-    def __init__(self, device: str = "cuda"):
-        self.device, self.sandbox, self.launches = device, None, []
+    def __init__(self, device: str = "cuda", layers_off: tuple[str, ...] = ()):
+        self.device, self.layers_off, self.sandbox, self.launches = device, layers_off, None, []
 
     def __call__(self, folder: Path, popcorn_fd: int, mode: str):
-        if self.sandbox is None:
-            self.sandbox = Sandbox(self.device)
-        launch = self.sandbox.launch(folder, popcorn_fd, popcorn_fd, False, 0, program=IN_A_WORKERS_SANDBOX, mode=mode)
+        kept = os.environ.get(LAYERS_OFF_ENV)
+        os.environ[LAYERS_OFF_ENV] = ",".join(self.layers_off)  # read by the sandbox and by its launch's settings
+        try:
+            if self.sandbox is None:
+                self.sandbox = Sandbox(self.device)
+            launch = self.sandbox.launch(folder, popcorn_fd, popcorn_fd, False, 0, program=IN_A_WORKERS_SANDBOX, mode=mode)
+        finally:
+            if kept is None:
+                del os.environ[LAYERS_OFF_ENV]
+            else:
+                os.environ[LAYERS_OFF_ENV] = kept
         self.launches.append(launch)
         return launch.argv, launch.pass_fds, launch.preexec, self.sandbox.environment(folder)
 
@@ -247,6 +257,7 @@ class Variant:
     prefix: tuple[str, ...] = ()  # before the eval's command line
     harness: tuple[str, ...] | None = None  # --official run so (check.run_ours), not the eval
     sandboxed: bool = False  # the eval in a worker's sandbox (`InAWorkersSandbox`)
+    layers_off: tuple[str, ...] = ()  # the sandbox's layers left out (harness/judge/layers.py)
 
 
 VARIANTS = (
@@ -258,6 +269,7 @@ VARIANTS = (
     Variant("eval beside a context running a short kernel every ms", neighbours=("busy",)),
     Variant("eval in the worker's environment", worker_environment=True),
     Variant("eval in a worker's sandbox", sandboxed=True),
+    *(Variant(f"eval in a worker's sandbox, {layer} off", sandboxed=True, layers_off=(layer,)) for layer in LAYERS),
     Variant("eval on one CPU (taskset -c 0)", prefix=("taskset", "-c", "0")),
     Variant("eval, the driver spinning while it waits", patch="spin"),
     Variant("eval, the driver yielding while it waits", patch="yield"),
@@ -312,7 +324,7 @@ def run_variant(variant: Variant, submission: check.Submission, cases: list[dict
     if variant.harness is not None:
         return check.run_ours(submission, "benchmark", cases, "cuda", True, log, harness=variant.harness)
     if variant.sandboxed:
-        sandboxed = InAWorkersSandbox()
+        sandboxed = InAWorkersSandbox(layers_off=variant.layers_off)
         try:
             return check.run_eval(submission, "benchmark", cases, log, launch=sandboxed)
         finally:
