@@ -196,21 +196,35 @@ def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
 
 
 class _Spawned:
-    """One started process: its sandbox launch, its socket, its folder and its log."""
+    """One started process: its sandbox launch, its socket, its folder and its log. Started
+    afresh, or where `template` is given (harness/judge/templates.py), forked by it: its
+    `process` then a ForkedProcess, which behaves as the Popen here does."""
 
-    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, rng_seed: int):
+    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, rng_seed: int, template=None):
         self.folder = Path(tempfile.mkdtemp(prefix="runner-", dir=log_dir))
         log = tempfile.NamedTemporaryFile(dir=log_dir, prefix="worker-", suffix=".log", delete=False)
         self.log_path = log.name
         judge_end, worker_end = socket.socketpair()
-        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, rng_seed)
         try:
-            self.process = subprocess.Popen(
-                launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
-                stdout=log.fileno(), stderr=log.fileno(), env=sandbox.environment(self.folder),
-                start_new_session=True)
+            if template is None:
+                launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, rng_seed)
+                try:
+                    self.process = subprocess.Popen(
+                        launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
+                        stdout=log.fileno(), stderr=log.fileno(), env=sandbox.environment(self.folder),
+                        start_new_session=True)
+                finally:
+                    launch.close()
+            else:
+                launch, self.process = template.worker(self.folder, judge_end, worker_end.fileno(), log.fileno(), echo,
+                                                       rng_seed)
+        except BaseException:
+            judge_end.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
+            raise
         finally:
-            launch.close()
             worker_end.close()
             log.close()
         self.launch = launch
