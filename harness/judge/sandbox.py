@@ -360,7 +360,7 @@ class Sandbox:
                self._cgroups.v2 is not None, tuple(sorted(self._cgroups.controllers)))
         if key not in _CHECKED:
             _CHECKED[key] = self._run_check()
-        found = _CHECKED[key]
+        found = self.checked = _CHECKED[key]
         if "no_report" in found:
             self.refused.append(f"the sandbox's check process gave no report: {found['no_report']}")
             return {"checked": False, "refused": list(self.refused)}

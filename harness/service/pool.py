@@ -23,14 +23,17 @@ the device).
 import contextlib
 import os
 import signal
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from harness.judge import worker_root
 from harness.judge.isolation import WorkerProcess, _descendants, _parents, _Spawned, is_running
 from harness.judge.jobs import CRASH, CaseResult
 from harness.judge.precheck import ReaderAhead
 from harness.judge.sandbox import Sandbox
+from harness.judge.templates import COMPARED, Template, TemplateFailed
 
 WATCH_EVERY_S = 0.1
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -61,8 +64,48 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.kernelguard = ReaderAhead()
+        self.template: Template | None = None
+        self.sandbox.layers["template"] = self._start_template()
         if memory_limit_bytes and not self.sandbox.layers.get("memory_limit_bytes"):
             threading.Thread(target=self._watch_memory, name="nvfp4-pool-memory", daemon=True).start()
+
+    def _start_template(self) -> str:
+        """A template started and checked (its child's layers a fresh worker's), or why not: the
+        sandbox's report of it. Without one every worker starts afresh, as a one-shot run's does."""
+        refused = self.sandbox.template_refused()
+        if refused:
+            return f"not used: {refused}"
+        # Crossed, never listed, by the template's user: a child binds its own folder from it.
+        os.chmod(self._scratch.name, 0o711)
+        try:
+            template = Template(self.sandbox, self._scratch.name)
+        except TemplateFailed as error:
+            return f"not used: {error}"
+        try:
+            found = template.check(sorted(worker_root.listening_sockets()))
+            differing = [key for key in COMPARED if found.get(key) != self.sandbox.checked.get(key)]
+            if differing:
+                raise TemplateFailed(f"its child's layers differ from a fresh worker's in {', '.join(differing)}")
+        except TemplateFailed as error:
+            template.close()
+            return f"not used: {error}"
+        self.template = template
+        return "in use"
+
+    def _spawn(self, echo: bool) -> _Spawned:
+        """A worker forked by the template where there is one (started again where it ended),
+        else started afresh; a template's failure is the machine's, and never a run's."""
+        if self.template is not None and not self.template.alive:
+            self.template.close()
+            self.template = None
+            self.sandbox.layers["template"] = self._start_template()
+        if self.template is not None:
+            try:
+                return _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed, template=self.template)
+            except TemplateFailed as error:
+                print(f"judge: a template's worker did not come ({error}); a worker started afresh instead",
+                      file=sys.stderr, flush=True)
+        return _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
 
     def waiting(self) -> list[_Spawned]:
         with self._lock:
@@ -70,7 +113,8 @@ class WorkerPool:
 
     @property
     def pids(self) -> frozenset[int]:
-        return frozenset(spawned.process.pid for spawned in self.waiting()) | self.kernelguard.pids
+        template = {self.template.pid} if self.template is not None else set()
+        return frozenset(spawned.process.pid for spawned in self.waiting()) | self.kernelguard.pids | template
 
     def prime(self, echo: bool = False) -> None:
         """Start the workers of the kind that are not waiting yet, before any run asks for one."""
@@ -78,7 +122,7 @@ class WorkerPool:
             self._start(echo)
 
     def _start(self, echo: bool) -> None:
-        spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
+        spawned = self._spawn(echo)
         with self._lock:
             self._waiting.setdefault(echo, []).append(spawned)
             self.started += 1
@@ -94,7 +138,7 @@ class WorkerPool:
         for gone in ended:
             gone.close()
         if spawned is None:
-            spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
+            spawned = self._spawn(echo)
             self.started += 1
         with self._lock:
             self._handed_out[spawned.process.pid] = spawned
@@ -148,6 +192,8 @@ class WorkerPool:
         for spawned in waiting:
             spawned.close()
         self.kernelguard.close()
+        if self.template is not None:
+            self.template.close()
         self.sandbox.close()
         self._scratch.cleanup()
 
