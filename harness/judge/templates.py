@@ -54,8 +54,10 @@ class ForkedProcess:
     def poll(self) -> int | None:
         if self.returncode is None:
             status = self._template.exit_status(self._id)
-            if status is None and not self._template.alive and not is_running(self.pid):
-                status = -signal.SIGKILL  # its pid namespace ended with the template's
+            if status is None and not self._template.alive:  # its pid namespace ends with the template's
+                self.kill()
+                if not is_running(self.pid):
+                    status = -signal.SIGKILL
             if status is not None:
                 self.returncode = status
                 self._close()
@@ -112,8 +114,10 @@ class Template:
         with self._changed:
             self._changed.wait_for(lambda: self._threads is not None or self._gone, START_LIMIT_S)
         if self._threads != 1:
+            said = self.log_tail()
             self.close()
-            raise TemplateFailed(f"the template did not start (threads: {self._threads}): {self.log_tail()}")
+            raise TemplateFailed(f"the template did not start ({'' if self._threads is None else f'{self._threads} threads; '}"
+                                 f"its output: {said})")
 
     @property
     def alive(self) -> bool:

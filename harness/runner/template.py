@@ -92,7 +92,7 @@ def main(settings: dict) -> None:
         if pid == 0:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _child(request["settings"], *descriptors)
+            _child({**request["settings"], "template_folder": settings["folder"]}, *descriptors)
         for descriptor in descriptors:
             os.close(descriptor)
         children[pid] = request["id"]
@@ -167,6 +167,8 @@ def _walls(settings: dict) -> None:
     os.makedirs(folders_root, exist_ok=True)
     _tmpfs(libc, folders_root, size, 0o755)
     os.mkdir(folder, 0o700)
+    if os.path.isdir(settings["template_folder"]):  # the template's own, where no cover above hid it
+        _tmpfs(libc, settings["template_folder"], size, 0o700)
     if settings.get("dev_shm"):
         _own_gpu_dev_shm(libc, settings["dev_shm"])
     else:
@@ -191,20 +193,23 @@ def _bind(libc, descriptor: int, target: str) -> None:
            f"bind {target}")
 
 
-def _mount_points() -> list[str]:
+def _read_only_mounts() -> list[str]:
+    """The mount points of this namespace whose mounts are read-only."""
     points = []
     with open("/proc/self/mountinfo") as mounts:
         for line in mounts:
-            point = line.split()[4]
-            points.append(point.encode().decode("unicode_escape"))
+            fields = line.split()
+            if "ro" in fields[5].split(","):
+                points.append(fields[4].encode().decode("unicode_escape"))
     return points
 
 
 def _cover(path: str, size: int | None, libc, keep: list[str]) -> None:
-    """A fresh tmpfs over `path`, the outermost mounts below it bound again where they were (the
-    read-only folders of the root bound under /tmp: a virtual environment there), but `keep`'s
-    (covered apart)."""
-    below = sorted(point for point in _mount_points() if point.startswith(path + "/")
+    """A fresh tmpfs over `path`, the outermost read-only mounts below it bound again where they
+    were (the root's folders bound under /tmp: a virtual environment there), but `keep`'s (covered
+    apart). Nothing writable below it is bound again: the template's own folder there stays out
+    of sight."""
+    below = sorted(point for point in _read_only_mounts() if point.startswith(path + "/")
                    and not any(point == kept or point.startswith(kept + "/") for kept in keep))
     outermost = [point for point in below if not any(point.startswith(other + "/") for other in below)]
     held = [(point, os.open(point, os.O_PATH | os.O_CLOEXEC)) for point in outermost]
