@@ -280,3 +280,28 @@ def test_the_fixtures_verdicts_hold_through_a_pool_whose_workers_come_from_a_tem
             assert statuses and all(re.fullmatch(expected.status, status) for status in statuses), (expected.id, reply["report"])
     finally:
         judge.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.gpu
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_gpu_judges_workers_come_from_a_template_and_judge_through_cuda_ipc():
+    """On a GPU the template makes no CUDA call, and each child makes its context, opens the
+    judge's IPC handles (its uid the judge's) and exports its own: a test and a benchmark of the
+    fast torch file pass through a pool whose workers and partner come from a template, and the
+    child's layers are a fresh GPU worker's."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: a GPU pool's template")
+    from harness.judge.sandbox import UNSAFE_ENV
+    from harness.service.judges import LocalJudge
+
+    judge = LocalJudge("cuda", environment={**os.environ, UNSAFE_ENV: "1"} if os.geteuid() == 0 else None)
+    started = judge.start()
+    try:
+        assert started["sandbox"]["template"] == "in use", started
+        source = (FIXTURES / "torch_submission.py").read_text()
+        for mode in ("test", "benchmark"):
+            reply = judge.judge({"id": mode, "source": source, "mode": mode, "tests": ONE_CASE, "options": {"max_repeats": 5}})
+            assert reply["exit_status"] == 0 and [case["status"] for case in reply["document"]["cases"]] == ["pass"], reply["report"]
+    finally:
+        judge.close()

@@ -108,7 +108,7 @@ class Template:
         self._next_id = 0
         self._forked: dict[int, int] = {}  # request id -> the child's pid in the template's namespace
         self._ended: dict[int, int] = {}  # request id -> exit status
-        self._threads: int | None = None
+        self._threads: int | None = None  # its threads when it was ready (-1: with a CUDA context)
         self._gone = False
         threading.Thread(target=self._read, name="nvfp4-template", daemon=True).start()
         with self._changed:
@@ -116,8 +116,8 @@ class Template:
         if self._threads != 1:
             said = self.log_tail()
             self.close()
-            raise TemplateFailed(f"the template did not start ({'' if self._threads is None else f'{self._threads} threads; '}"
-                                 f"its output: {said})")
+            why = {None: "", -1: "CUDA was initialised before its forks; "}.get(self._threads, f"{self._threads} threads; ")
+            raise TemplateFailed(f"the template did not start ({why}its output: {said})")
 
     @property
     def alive(self) -> bool:
@@ -145,7 +145,7 @@ class Template:
                     self._changed.notify_all()
                     return
                 if "ready" in message:
-                    self._threads = int(message.get("threads", 0))
+                    self._threads = int(message.get("threads", 0)) if message.get("cuda") is False else -1
                 elif "forked" in message:
                     self._forked[int(message["id"])] = int(message["forked"])
                 elif "ended" in message:

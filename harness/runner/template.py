@@ -43,8 +43,14 @@ MESSAGE_BYTES = 1 << 20
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
-_PR_SET_DUMPABLE = 4
+_PR_SET_DUMPABLE, _PR_SET_NAME = 4, 15
+TEMPLATE_NAME = "nvfp4-template"
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def _name(name: str) -> None:
+    """The process's name (`ps`, /proc/PID/comm): a child's command line is its template's."""
+    confine._libc().prctl(_PR_SET_NAME, name.encode(), 0, 0, 0)
 
 
 def _threads() -> int:
@@ -58,6 +64,7 @@ def main(settings: dict) -> None:
         print(f"template: the system refused {what}", file=sys.stderr, flush=True)
     if confine._libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         print("template: the system refused prctl(PR_SET_DUMPABLE)", file=sys.stderr, flush=True)
+    _name(TEMPLATE_NAME)
     control = socket.socket(fileno=settings["socket"])
     import harness.runner.calls, harness.runner.echo, harness.runner.files, harness.shared.cuda_ipc  # noqa: F401  (torch with them)
     confine.syscall_filter()  # the filter's binding, which each child loads
@@ -71,7 +78,10 @@ def main(settings: dict) -> None:
     ended_read, ended_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(ended_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    _send(control, {"ready": True, "threads": _threads()})
+    import torch
+
+    # A CUDA context made before a fork is unusable in the child: the judge refuses a template that has one.
+    _send(control, {"ready": True, "threads": _threads(), "cuda": torch.cuda.is_initialized()})
     children: dict[int, int] = {}  # pid -> the judge's id of its request
     while True:
         _reap(control, children)
@@ -121,6 +131,7 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
     try:
         settings = {**settings, "socket": socket_fd, "log": log_fd}
         confine.settle({**settings, "user": None})  # the control socket closed first; no capability yet to give up
+        _name("nvfp4-partner" if settings["echo"] else "nvfp4-worker")
         go = socket.socket(fileno=os.dup(socket_fd))
         if go.recv(1) != GO:
             os._exit(1)
