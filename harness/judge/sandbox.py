@@ -291,14 +291,18 @@ class Sandbox:
         with judge_user.files_of_root():
             return WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
 
-    def _own_folder(self, folder: Path) -> tuple[str | None, list[str]]:
-        """A worker's folder made readable by its user, and on a GPU its /dev/shm folder and the
-        judge's IPC files bound into it."""
+    def _readable(self, folder: Path) -> None:
+        """A worker's folder made readable by its user."""
         if self.user is not None:
             # The judge's copies in it, readable by the worker's user, which reads them inside the
             # sandbox (`HANDED_OVER_FOLDER`). The judge's folder above it is closed to others.
             os.chown(folder, *self.user)
             os.chmod(folder, 0o755)
+
+    def _own_folder(self, folder: Path) -> tuple[str | None, list[str]]:
+        """A worker's folder made readable by its user, and on a GPU its /dev/shm folder and the
+        judge's IPC files bound into it."""
+        self._readable(folder)
         dev_shm = worker_dev_shm.make_folder(self.user) if self._own_gpu_dev_shm else None
         return dev_shm, worker_dev_shm.judges_files() if dev_shm else []
 
@@ -335,7 +339,7 @@ class Sandbox:
         unshare and mounts), with the pool's `folders_root` bound read-only and, on a GPU, the
         judge's /dev/shm as its own (each child covers both with its own)."""
         cgroup = self._cgroup()
-        self._own_folder(folder)
+        self._readable(folder)
         settings = self._settings(folder, socket_fd, log_fd, False, 0)
         argv, _ = self._command(template.PROGRAM, settings, folder, None, [], folders_root=folders_root)
         return Launch(argv, (socket_fd, log_fd), cgroup, None, as_root=True)
