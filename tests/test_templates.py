@@ -305,3 +305,58 @@ def test_a_gpu_judges_workers_come_from_a_template_and_judge_through_cuda_ipc():
             assert reply["exit_status"] == 0 and [case["status"] for case in reply["document"]["cases"]] == ["pass"], reply["report"]
     finally:
         judge.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_pause_by_signals_keeps_the_template_its_waiting_children_and_the_run_s_worker(tmp_path, monkeypatch):
+    """Where a cgroup does not freeze in time the judge stops the run's worker by SIGSTOP, after
+    ending the strays of its children: the template (whose end would end every child, the run's
+    worker among them) and its waiting children are none."""
+    _skip_without_a_template()
+    from harness.judge.cgroups import WorkerCgroup
+
+    pool = _pool(depth=1)
+    try:
+        pool.prime()
+        worker, _ = _run(pool, tmp_path, {"submission.py": FIXTURES / "torch_submission.py"})
+        monkeypatch.setattr(WorkerCgroup, "freeze", lambda self, frozen: False)
+        with worker.paused(keep=set()):
+            stopped = Path(f"/proc/{worker._current.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert stopped == "T" and worker.alive and pool.template.alive and all(s.alive for s in pool.waiting())
+        worker.close()
+    finally:
+        pool.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_template_whose_children_cannot_make_their_walls_or_fork_leaves_fresh_workers(monkeypatch):
+    """A child whose walls the system refuses (here a bind it cannot make) gives the pool's check
+    no report: the pool starts fresh workers and says why; a fork refused later gives a fresh
+    worker too, never a run's failure."""
+    _skip_without_a_template()
+    from harness.judge.templates import Template, TemplateFailed
+
+    forked = Sandbox.forked
+    monkeypatch.setattr(Sandbox, "forked", lambda self, *arguments, **settings: (
+        lambda launch, found: (launch, {**found, "handed_over": "/proc/nonexistent"}))(*forked(self, *arguments, **settings)))
+    pool = _pool(depth=1)
+    try:
+        assert pool.sandbox.layers["template"].startswith("not used: the template's child gave no report"), pool.sandbox.layers
+        assert "bind /proc/nonexistent" in pool.sandbox.layers["template"]
+        assert isinstance(pool.take(echo=False).process, subprocess.Popen)
+    finally:
+        pool.close()
+    monkeypatch.setattr(Sandbox, "forked", forked)
+
+    def refused(*arguments, **settings):
+        raise TemplateFailed("a fork refused")
+
+    pool = _pool(depth=1)
+    try:
+        assert pool.sandbox.layers["template"] == "in use"
+        monkeypatch.setattr(Template, "worker", refused)
+        taken = pool.take(echo=False)
+        assert isinstance(taken.process, subprocess.Popen) and taken.alive
+        taken.close()
+    finally:
+        pool.close()

@@ -321,9 +321,12 @@ class WorkerProcess:
         cgroups where the system has them (at once, and nothing inside can wake them), else by
         SIGSTOP to each after whatever else the judge's children left behind (not in `keep`) is
         ended. None of them can then stop, slow or signal what the judge measures meanwhile."""
-        neighbours = {spawned.process.pid for spawned in self._neighbours()}
-        with _frozen(self._processes(), before_signals=lambda: end_strays(keep | self.pids | neighbours)):
+        with _frozen(self._processes(), before_signals=lambda: end_strays(keep | self.pids | self._kept())):
             yield
+
+    def _kept(self) -> set[int]:
+        """The judge's other processes a sweep of strays keeps: the neighbours."""
+        return {spawned.process.pid for spawned in self._neighbours()}
 
     @contextlib.contextmanager
     def neighbours_frozen(self):

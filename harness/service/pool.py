@@ -222,6 +222,11 @@ class PooledWorker(WorkerProcess):
         timed case measures."""
         return self._worker_pool.waiting()
 
+    def _kept(self) -> set[int]:
+        """The pool's processes: its waiting workers, the kernelguard process, the template (whose
+        end would end every worker it forked, this run's among them)."""
+        return set(self._worker_pool.pids)
+
     def _retire(self) -> None:
         retired = self._current
         super()._retire()
