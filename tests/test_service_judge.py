@@ -361,6 +361,7 @@ def _waiting_kinds(judge) -> list[bool]:
     its pool is started: read from the workers' own command lines, or a template's child's name
     (its command line is its template's: harness/runner/template.py)."""
     from harness.judge.isolation import _descendants, _parents
+    from harness.runner.template import NAMES
 
     kinds = []
     for pid in _descendants(judge._process.pid, _parents()):
@@ -369,8 +370,8 @@ def _waiting_kinds(judge) -> list[bool]:
             name = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue
-        if name in ("nvfp4-partner", "nvfp4-worker", "nvfp4-template"):
-            kinds += [name == "nvfp4-partner"] if name != "nvfp4-template" else []
+        if name in NAMES.values():
+            kinds += [name == NAMES["partner"]] if name != NAMES["template"] else []
             continue
         settings = [part for part in command if part.startswith(b"{") and b'"echo"' in part]
         if settings and b"bwrap" not in command[0]:  # the interpreter, not bubblewrap around it

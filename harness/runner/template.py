@@ -42,15 +42,15 @@ GO = b"\x01"
 MESSAGE_BYTES = 1 << 20
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 _PR_SET_DUMPABLE, _PR_SET_NAME = 4, 15
-TEMPLATE_NAME = "nvfp4-template"
+# The processes' names (/proc/PID/comm), by which `ps` tells them apart: a child's command line is its template's.
+NAMES = {"template": "nvfp4-template", "worker": "nvfp4-worker", "partner": "nvfp4-partner"}
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
-def _name(name: str) -> None:
-    """The process's name (`ps`, /proc/PID/comm): a child's command line is its template's."""
-    confine._libc().prctl(_PR_SET_NAME, name.encode(), 0, 0, 0)
+def _name(kind: str) -> None:
+    confine._libc().prctl(_PR_SET_NAME, NAMES[kind].encode(), 0, 0, 0)
 
 
 def _threads() -> int:
@@ -64,7 +64,7 @@ def main(settings: dict) -> None:
         print(f"template: the system refused {what}", file=sys.stderr, flush=True)
     if confine._libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         print("template: the system refused prctl(PR_SET_DUMPABLE)", file=sys.stderr, flush=True)
-    _name(TEMPLATE_NAME)
+    _name("template")
     control = socket.socket(fileno=settings["socket"])
     import harness.runner.calls, harness.runner.echo, harness.runner.files, harness.shared.cuda_ipc  # noqa: F401  (torch with them)
     confine.syscall_filter()  # the filter's binding, which each child loads
@@ -131,7 +131,7 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
     try:
         settings = {**settings, "socket": socket_fd, "log": log_fd}
         confine.settle({**settings, "user": None})  # the control socket closed first; no capability yet to give up
-        _name("nvfp4-partner" if settings["echo"] else "nvfp4-worker")
+        _name("partner" if settings["echo"] else "worker")
         go = socket.socket(fileno=os.dup(socket_fd))
         if go.recv(1) != GO:
             os._exit(1)
