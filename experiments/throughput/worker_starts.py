@@ -60,14 +60,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--starts", type=int, default=10)
-    parser.add_argument("--unsafe-sandbox", action="store_true", help="as `serve --unsafe-sandbox`")
     parser.add_argument("--out", type=Path, default=None, help="the figures' JSON")
     arguments = parser.parse_args()
-    if arguments.unsafe_sandbox:
-        from harness.judge.sandbox import UNSAFE_ENV
-
-        os.environ[UNSAFE_ENV] = "1"
     device = "cuda:0" if arguments.device == "cuda" else "cpu"
+    if arguments.device == "cuda":  # as the service's GPU judge starts: before torch's import (harness/service/judge.py)
+        from harness.judge import dev_shm, judge_user
+
+        dev_shm.own_dev_shm()
+        judge_user.drop_root()
+    from harness.judge.isolation import protect_the_judge
+
+    protect_the_judge()
     figures = {"device": device, "cores": os.cpu_count(), "starts": arguments.starts}
     for kind, templates in (("afresh", False), ("from a template", True)):
         figures[kind] = found = per_start(device, arguments.starts, templates)

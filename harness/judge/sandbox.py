@@ -329,7 +329,7 @@ class Sandbox:
             ("bubblewrap", self._bwrap is None), ("the seccomp filter", not self._has_seccomp),
             ("cgroup v2", self._cgroups.v2 is None),
             ("Landlock ABI 6 (scoped signals and abstract sockets)", "landlock" in layers_off() or confine.landlock_abi() < 6),
-            ("a worker's user of its own", self._root_in_namespace or (judge_user.judge_is_root() and self.user is None)))
+            ("workers' user other than root", self._root_in_namespace or (judge_user.judge_is_root() and self.user is None)))
             if lacking]
         return f"no {', no '.join(missing)}" if missing else None
 
