@@ -139,6 +139,7 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
         _walls(settings)
         os.environ.clear()
         os.environ.update(settings["environment"])
+        sys.modules["__main__"].settings = settings  # where a fresh worker's bootstrap holds its own
         if settings.get("check"):
             confine.report(settings)
         else:
