@@ -8,9 +8,18 @@ file and the problem's files into its folder (harness/judge/isolation.py WorkerP
 pool starts the next one at once, so that its start overlaps the run. A worker serves one run at
 most: the run closes it, and it is never handed out again.
 
-The pool's waiting processes (the kernelguard process's too) are the judge's children like the
-run's: a run keeps them from its stray-process sweeps and freezes them while a timed case measures (`PooledWorker._neighbours`):
-one still starting would share the cores and the GPU with the rounds the judge times.
+Where the system allows one (harness/judge/sandbox.py `template_refused`), the workers are forked
+from a template (harness/judge/templates.py): a sandboxed process that imported torch once, so
+that a worker's start costs a fork and its own walls, not an interpreter's start and torch's
+import. The pool checks a child's layers against a fresh worker's before it uses the template,
+starts a template again where one ended, and starts workers afresh where there is none; the
+sandbox's report says which (`layers["template"]`).
+
+The pool's waiting processes (the kernelguard process's and the template's too) are the judge's
+children like the run's: a run keeps them from its stray-process sweeps (`PooledWorker._kept`) and
+freezes the waiting workers while a timed case measures (`PooledWorker._neighbours`): one still
+starting would share the cores and the GPU with the rounds the judge times. An idle template
+sleeps until the judge asks it for a child or a child ends.
 
 With a memory limit, the worker's cgroup holds it (harness/judge/cgroups.py: memfds and tmpfs
 files count) and a worker over it is killed by the kernel; the case then ends as a crash that
