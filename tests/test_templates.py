@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from harness.judge import worker_root
-from harness.judge.isolation import CaseStopped, end_strays, is_running
+from harness.judge.isolation import CaseStopped, WorkerLost, end_strays, is_running
 from harness.judge.layers import LAYERS_OFF_ENV
 from harness.judge.memory import SharedPool
 from harness.judge.sandbox import Sandbox
@@ -226,8 +226,9 @@ def test_a_template_that_will_not_start_leaves_fresh_workers(monkeypatch):
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
 def test_a_template_that_dies_is_started_again_and_the_next_candidate_gets_a_true_verdict(tmp_path):
     """The template killed while workers wait: they end with it, none is handed out, a template
-    starts again, and the next candidate is judged by one of its children; the judge's sweep of
-    strays keeps the template and its waiting children."""
+    starts again, and the next candidate is judged by one of its children; killed while that
+    candidate runs, the run ends with no verdict (WorkerLost: the machine's fault, never the
+    file's crash). The judge's sweep of strays keeps the template and its waiting children."""
     _skip_without_a_template()
     pool = _pool(depth=2)
     try:
@@ -243,6 +244,12 @@ def test_a_template_that_dies_is_started_again_and_the_next_candidate_gets_a_tru
         worker, _ = _run(pool, tmp_path, {"submission.py": FIXTURES / "torch_submission.py"})
         assert pool.template.pid != first and pool.sandbox.layers["template"] == "in use"
         assert isinstance(worker._current.process, ForkedProcess) and worker._current not in waiting
+        os.kill(pool.template.pid, signal.SIGKILL)  # mid-run: the run's worker ends with it, no verdict of the file's
+        deadline = time.monotonic() + 10
+        while is_running(worker._current.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(WorkerLost):
+            worker.request("load")
         worker.close()
     finally:
         pool.close()

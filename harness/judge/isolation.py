@@ -156,6 +156,11 @@ class WorkerNotStarted(Exception):
     first. The judge's machine failed, not the file; no case has a verdict from it."""
 
 
+class WorkerLost(WorkerNotStarted):
+    """A worker ended with the template that forked it (harness/judge/templates.py), whatever its
+    case was doing: the judge's machine failed, not the file; no case has a verdict from it."""
+
+
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -526,6 +531,9 @@ class WorkerProcess:
             return CaseResult(CRASH, f"worker process killed: its memory (memfds and tmpfs files included) went over the "
                                      f"{cgroup.memory_bytes / 2**20:.0f} MiB limit")
         ended = _exit_description(self._current.process.poll())
+        if getattr(self._current.process, "lost_with_its_template", False):
+            raise WorkerLost(f"a worker ended with the template it was forked from ({ended}): the judge's machine, "
+                             "not the file")
         if self._starting:
             raise WorkerNotStarted(f"a worker ended before its first message ({ended}), before the submission was imported: "
                                    "the judge's machine (the sandbox, the environment), not the file")

@@ -47,6 +47,7 @@ class ForkedProcess:
     def __init__(self, template_: "Template", request_id: int, pid: int):
         self.pid = pid
         self.returncode: int | None = None
+        self.lost_with_its_template = False  # ended by its template's end, not by anything of its own
         self._template = template_
         self._id = request_id
         self._pidfd: int | None = os.pidfd_open(pid)
@@ -58,6 +59,7 @@ class ForkedProcess:
                 self.kill()
                 if not is_running(self.pid):
                     status = -signal.SIGKILL
+                    self.lost_with_its_template = True
             if status is not None:
                 self.returncode = status
                 self._close()
