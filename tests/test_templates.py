@@ -106,7 +106,7 @@ def test_a_template_childs_layers_are_those_of_a_fresh_worker():
         found = pool.template.check(sorted(worker_root.listening_sockets()))
         assert {key: found[key] for key in COMPARED} == {key: pool.sandbox.checked[key] for key in COMPARED}
         assert found["capabilities"] == 0 and found["no_new_privs"] and found["seccomp"] and found["landlock"], found
-        assert found["host_uid"] != 0 and found["refused"] == [], found
+        assert found["host_uid"] != 0 and found["refused"] == [] and found["device_context"] == "made", found
     finally:
         pool.close()
 

@@ -228,15 +228,16 @@ def _reachable(path: str) -> bool:
             return False
 
 
-def report(settings: dict) -> None:
+def report(settings: dict, confined=dict) -> None:
     """Confined, print what is in force, as one JSON line: the user, capabilities, no_new_privs,
     the seccomp mode (/proc/self/status), whether Landlock's ruleset was enforced, and which of
-    the host's listening sockets (`sockets`, named by the judge) it reached."""
+    the host's listening sockets (`sockets`, named by the judge) it reached; and what `confined`,
+    called once confined, returns (a template's child: whether it made its device's context)."""
     import json
 
     refused = confine(settings)
     status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
-    print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "host_uid": _host_uid(), "refused": refused,
+    print(json.dumps({**confined(), "uid": os.getuid(), "gid": os.getgid(), "host_uid": _host_uid(), "refused": refused,
                       "capabilities": int(status["CapEff"], 16) | int(status["CapPrm"], 16) | int(status.get("CapAmb", "0"), 16),
                       "no_new_privs": status.get("NoNewPrivs", "0").strip() == "1",
                       "seccomp": status.get("Seccomp", "0").strip() == "2",

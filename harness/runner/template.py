@@ -141,7 +141,7 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
         os.environ.update(settings["environment"])
         sys.modules["__main__"].settings = settings  # where a fresh worker's bootstrap holds its own
         if settings.get("check"):
-            confine.report(settings)
+            confine.report(settings, lambda: {"device_context": _device_context(settings["device"])})
         else:
             from harness.runner import worker
 
@@ -156,6 +156,20 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _device_context(device: str) -> str:
+    """`made` where this child, confined, made its device's context as a worker does first (or the
+    device is the CPU), else the error: a template whose children cannot is not used."""
+    if not device.startswith("cuda"):
+        return "made"
+    import torch
+
+    try:
+        torch.cuda.synchronize(torch.device(device))
+    except Exception as error:  # noqa: BLE001 - whatever the driver raises is the answer
+        return f"{type(error).__name__}: {error}"
+    return "made"
 
 
 def _walls(settings: dict) -> None:

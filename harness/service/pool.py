@@ -95,6 +95,8 @@ class WorkerPool:
             differing = [key for key in COMPARED if found.get(key) != self.sandbox.checked.get(key)]
             if differing:
                 raise TemplateFailed(f"its child's layers differ from a fresh worker's in {', '.join(differing)}")
+            if found.get("device_context") != "made":
+                raise TemplateFailed(f"its child made no context on {self.device}: {found.get('device_context')}")
         except TemplateFailed as error:
             template.close()
             return f"not used: {error}"
