@@ -358,14 +358,20 @@ def test_a_cancelled_benchmark_ends_its_worker_and_partner_and_the_same_gpu_judg
 
 def _waiting_kinds(judge) -> list[bool]:
     """Whether each worker the judge process keeps waiting is a calibration partner (`echo`), once
-    its pool is started: read from the workers' own command lines."""
+    its pool is started: read from the workers' own command lines, or a template's child's name
+    (its command line is its template's: harness/runner/template.py)."""
     from harness.judge.isolation import _descendants, _parents
+    from harness.runner.template import NAMES
 
     kinds = []
     for pid in _descendants(judge._process.pid, _parents()):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
+            continue
+        if name in NAMES.values():
+            kinds += [name == NAMES["partner"]] if name != NAMES["template"] else []
             continue
         settings = [part for part in command if part.startswith(b"{") and b'"echo"' in part]
         if settings and b"bwrap" not in command[0]:  # the interpreter, not bubblewrap around it

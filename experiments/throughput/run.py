@@ -180,8 +180,11 @@ def test_mode_rates(device: str, visible: str | None, lanes: int, copies: int, s
     wanted = (expected["exit_status"], verdict(expected["document"], mode))
     figures = {}
     for count in (1, lanes):
-        service = Service([LocalJudge(device, visible_devices=visible, lane=lane) for lane in range(count)], candidate_dirs=[ROOT])
+        judges = [LocalJudge(device, visible_devices=visible, lane=lane) for lane in range(count)]
+        service = Service(judges, candidate_dirs=[ROOT])
         service.start()
+        # Whether the judges' workers come from a template (harness/judge/templates.py), as their ready lines say.
+        templates = sorted({str((judge.sandbox or {}).get("template", "not reported")) for judge in judges})
         try:
             settled_s, quiet = machine.settle(*settle_s)
             started = time.monotonic()
@@ -193,8 +196,9 @@ def test_mode_rates(device: str, visible: str | None, lanes: int, copies: int, s
         differing = [why_not_passed(view["document"] or {}) for view in views
                      if (view["exit_status"], verdict(view["document"] or {}, mode)) != wanted]
         figures[f"lanes_{count}"] = {"lanes": count, "wall_s": wall_s, "per_gpu_hour": copies / wall_s * 3600,
-                                     "settled_s": settled_s, "settled_quiet": quiet, "differing": differing}
-        print(f"test mode, {copies} x fast torch, {count} lane(s) on one GPU: {wall_s:.1f} s, "
+                                     "settled_s": settled_s, "settled_quiet": quiet, "differing": differing,
+                                     "template": templates}
+        print(f"test mode, {copies} x fast torch, {count} lane(s) on one GPU (template: {'; '.join(templates)}): {wall_s:.1f} s, "
               f"{copies / wall_s * 3600:.0f} per GPU-hour, {len(differing)} verdict(s) not the one-shot command's "
               f"(timed after {settled_s:.0f} s{'' if quiet else ' with the machine still busy'})", flush=True)
     one, many = figures["lanes_1"], figures[f"lanes_{lanes}"]

@@ -117,9 +117,13 @@ class WorkerCgroup:
 
     def enter(self) -> None:
         """Called in the new process before it executes anything: it and all it starts belong here."""
+        self.place(os.getpid())
+
+    def place(self, pid: int) -> None:
+        """The process `pid` moved here (a template's child, by the judge, before its first step)."""
         for folder in [self.path, *self._limited]:
             if folder is not None:
-                (folder / "cgroup.procs").write_text(str(os.getpid()))
+                (folder / "cgroup.procs").write_text(str(pid))
 
     def _write(self, name: str, value: str) -> bool:
         if self.path is None:

@@ -156,6 +156,11 @@ class WorkerNotStarted(Exception):
     first. The judge's machine failed, not the file; no case has a verdict from it."""
 
 
+class WorkerLost(WorkerNotStarted):
+    """A worker ended with the template that forked it (harness/judge/templates.py), whatever its
+    case was doing: the judge's machine failed, not the file; no case has a verdict from it."""
+
+
 class CaseStopped(Exception):
     """The case cannot go on: the submission raised, the worker died or ran out of time, or it
     sent what no reply holds. `result` is the case's verdict."""
@@ -196,21 +201,35 @@ def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
 
 
 class _Spawned:
-    """One started process: its sandbox launch, its socket, its folder and its log."""
+    """One started process: its sandbox launch, its socket, its folder and its log. Started
+    afresh, or where `template` is given (harness/judge/templates.py), forked by it: its
+    `process` then a ForkedProcess, which behaves as the Popen here does."""
 
-    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, rng_seed: int):
+    def __init__(self, sandbox: Sandbox, log_dir: str, echo: bool, rng_seed: int, template=None):
         self.folder = Path(tempfile.mkdtemp(prefix="runner-", dir=log_dir))
         log = tempfile.NamedTemporaryFile(dir=log_dir, prefix="worker-", suffix=".log", delete=False)
         self.log_path = log.name
         judge_end, worker_end = socket.socketpair()
-        launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, rng_seed)
         try:
-            self.process = subprocess.Popen(
-                launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
-                stdout=log.fileno(), stderr=log.fileno(), env=sandbox.environment(self.folder),
-                start_new_session=True)
+            if template is None:
+                launch = sandbox.launch(self.folder, worker_end.fileno(), log.fileno(), echo, rng_seed)
+                try:
+                    self.process = subprocess.Popen(
+                        launch.argv, pass_fds=launch.pass_fds, preexec_fn=launch.preexec, stdin=subprocess.DEVNULL,
+                        stdout=log.fileno(), stderr=log.fileno(), env=sandbox.environment(self.folder),
+                        start_new_session=True)
+                finally:
+                    launch.close()
+            else:
+                launch, self.process = template.worker(self.folder, judge_end, worker_end.fileno(), log.fileno(), echo,
+                                                       rng_seed)
+        except BaseException:
+            judge_end.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
+            raise
         finally:
-            launch.close()
             worker_end.close()
             log.close()
         self.launch = launch
@@ -307,9 +326,12 @@ class WorkerProcess:
         cgroups where the system has them (at once, and nothing inside can wake them), else by
         SIGSTOP to each after whatever else the judge's children left behind (not in `keep`) is
         ended. None of them can then stop, slow or signal what the judge measures meanwhile."""
-        neighbours = {spawned.process.pid for spawned in self._neighbours()}
-        with _frozen(self._processes(), before_signals=lambda: end_strays(keep | self.pids | neighbours)):
+        with _frozen(self._processes(), before_signals=lambda: end_strays(keep | self.pids | self._kept())):
             yield
+
+    def _kept(self) -> set[int]:
+        """The judge's other processes a sweep of strays keeps: the neighbours."""
+        return {spawned.process.pid for spawned in self._neighbours()}
 
     @contextlib.contextmanager
     def neighbours_frozen(self):
@@ -509,6 +531,9 @@ class WorkerProcess:
             return CaseResult(CRASH, f"worker process killed: its memory (memfds and tmpfs files included) went over the "
                                      f"{cgroup.memory_bytes / 2**20:.0f} MiB limit")
         ended = _exit_description(self._current.process.poll())
+        if getattr(self._current.process, "lost_with_its_template", False):
+            raise WorkerLost(f"a worker ended with the template it was forked from ({ended}): the judge's machine, "
+                             "not the file")
         if self._starting:
             raise WorkerNotStarted(f"a worker ended before its first message ({ended}), before the submission was imported: "
                                    "the judge's machine (the sandbox, the environment), not the file")

@@ -33,7 +33,7 @@ from pathlib import Path
 from harness.judge import dev_shm, judge_user, worker_dev_shm, worker_root
 from harness.judge.layers import layers_off
 from harness.judge.cgroups import JudgeCgroups, WorkerCgroup
-from harness.runner import confine
+from harness.runner import confine, template
 from harness.runner.files import HANDED_OVER_FOLDER
 
 # A file a worker writes past this size gets SIGXFSZ: its log, on the judge's disk, stays bounded
@@ -238,7 +238,10 @@ class Sandbox:
         return [os.path.realpath(entry) for entry in sys.path if entry and Path(entry).is_absolute()]
 
     def _command(self, program: str, settings: dict, folder: Path, dev_shm: str | None,
-                 judges: list[str]) -> tuple[list[str], int | None]:
+                 judges: list[str], folders_root: str | None = None) -> tuple[list[str], int | None]:
+        """bubblewrap's command line and the seccomp filter's descriptor; a template's
+        (`folders_root` given) has no filter, the pool's folders read-only and on a GPU the judge's
+        /dev/shm."""
         python = [sys.executable, "-I", "-B", "-c", program, json.dumps(settings)]
         if self._bwrap is None:
             return python, None
@@ -247,9 +250,15 @@ class Sandbox:
         prefix = [self._bwrap, *worker_root.private_tmpfs("/tmp", self._tmp_bytes), *root, *worker_root.proc_arguments()]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]
-        own_dev_shm = (worker_dev_shm.bubblewrap_arguments(dev_shm, judges) if dev_shm
-                       else worker_root.private_tmpfs("/dev/shm", self._tmp_bytes))
+        if folders_root is not None and self._own_gpu_dev_shm:
+            own_dev_shm = ["--bind", worker_dev_shm.SHM, worker_dev_shm.SHM]
+        elif dev_shm:
+            own_dev_shm = worker_dev_shm.bubblewrap_arguments(dev_shm, judges)
+        else:
+            own_dev_shm = worker_root.private_tmpfs("/dev/shm", self._tmp_bytes)
         prefix += worker_root.device_arguments(self._cuda, own_dev_shm)
+        if folders_root is not None:
+            prefix += worker_root.open_parents(folders_root) + ["--ro-bind", folders_root, folders_root]
         prefix += worker_root.open_parents(str(folder))
         # Its folder a tmpfs held to the memory limit, whose pages its memory cgroup counts: what
         # it writes there is memory, never the judge's disk.
@@ -258,7 +267,7 @@ class Sandbox:
                    "--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
                    "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         prefix += self._user_arguments()
-        seccomp_fd = _seccomp_program() if self._has_seccomp else None
+        seccomp_fd = _seccomp_program() if self._has_seccomp and folders_root is None else None
         if seccomp_fd is not None:
             prefix += ["--seccomp", str(seccomp_fd)]
         return prefix + python, seccomp_fd
@@ -277,26 +286,74 @@ class Sandbox:
             return []
         return ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
 
-    def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int,
-               program: str = confine.BOOTSTRAP, **more_settings) -> Launch:
-        """The command that starts a worker whose own writable folder is `folder`, talking on
-        `socket_fd` (its number in the new process too) and printing to `log_fd`: `program` (the
-        worker's bootstrap, or the sandbox's check) given its settings, `more_settings` among them."""
+    def _cgroup(self) -> WorkerCgroup:
         self._count += 1
         with judge_user.files_of_root():
-            cgroup = WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
+            return WorkerCgroup(self._cgroups, f"worker-{self._count}", self.memory_bytes)
+
+    def _readable(self, folder: Path) -> None:
+        """A worker's folder made readable by its user."""
         if self.user is not None:
             # The judge's copies in it, readable by the worker's user, which reads them inside the
             # sandbox (`HANDED_OVER_FOLDER`). The judge's folder above it is closed to others.
             os.chown(folder, *self.user)
             os.chmod(folder, 0o755)
+
+    def _own_folder(self, folder: Path) -> tuple[str | None, list[str]]:
+        """A worker's folder made readable by its user, and on a GPU its /dev/shm folder and the
+        judge's IPC files bound into it."""
+        self._readable(folder)
         dev_shm = worker_dev_shm.make_folder(self.user) if self._own_gpu_dev_shm else None
-        judges = worker_dev_shm.judges_files() if dev_shm else []
+        return dev_shm, worker_dev_shm.judges_files() if dev_shm else []
+
+    def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int,
+               program: str = confine.BOOTSTRAP, **more_settings) -> Launch:
+        """The command that starts a worker whose own writable folder is `folder`, talking on
+        `socket_fd` (its number in the new process too) and printing to `log_fd`: `program` (the
+        worker's bootstrap, or the sandbox's check) given its settings, `more_settings` among them."""
+        cgroup = self._cgroup()
+        dev_shm, judges = self._own_folder(folder)
         settings = {**self._settings(folder, socket_fd, log_fd, echo, rng_seed), **more_settings}
         argv, seccomp_fd = self._command(program, settings, folder, dev_shm, judges)
         fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
         return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None, dev_shm=dev_shm,
                       judges_modes=worker_dev_shm.modes(judges))
+
+    def template_refused(self) -> str | None:
+        """Why this system's workers cannot come from a template (harness/judge/templates.py): a
+        layer a template's child needs is missing, or templates are switched off. None where
+        they can."""
+        if "template" in layers_off():
+            return "switched off"
+        missing = [what for what, lacking in (
+            ("bubblewrap", self._bwrap is None), ("the seccomp filter", not self._has_seccomp),
+            ("cgroup v2", self._cgroups.v2 is None),
+            ("Landlock ABI 6 (scoped signals and abstract sockets)", "landlock" in layers_off() or confine.landlock_abi() < 6),
+            ("workers' user other than root", self._root_in_namespace or (judge_user.judge_is_root() and self.user is None)))
+            if lacking]
+        return f"no {', no '.join(missing)}" if missing else None
+
+    def launch_template(self, folder: Path, socket_fd: int, log_fd: int, folders_root: str) -> Launch:
+        """The command that starts a template (harness/runner/template.py) as a worker is started,
+        but with neither the seccomp filter nor Landlock (its children load them after their
+        unshare and mounts), with the pool's `folders_root` bound read-only and, on a GPU, the
+        judge's /dev/shm as its own (each child covers both with its own)."""
+        cgroup = self._cgroup()
+        self._readable(folder)
+        settings = self._settings(folder, socket_fd, log_fd, False, 0)
+        argv, _ = self._command(template.PROGRAM, settings, folder, None, [], folders_root=folders_root)
+        return Launch(argv, (socket_fd, log_fd), cgroup, None, as_root=True)
+
+    def forked(self, folder: Path, echo: bool, rng_seed: int, folders_root: str, **more_settings) -> tuple[Launch, dict]:
+        """What a template's child needs to become a worker whose own folder is `folder`: its
+        cgroup, its /dev/shm folder on a GPU (the Launch, whose `argv` is empty), and its
+        settings, its environment among them; the template fills in its socket and log."""
+        cgroup = self._cgroup()
+        dev_shm, judges = self._own_folder(folder)
+        settings = {**self._settings(folder, -1, -1, echo, rng_seed), "seccomp_loaded": False, "user": None,
+                    "folders_root": folders_root, "tmp_bytes": self._tmp_bytes, "environment": self.environment(folder),
+                    "dev_shm": {"folder": os.path.basename(dev_shm), "judges": judges} if dev_shm else None, **more_settings}
+        return Launch([], (), cgroup, None, dev_shm=dev_shm, judges_modes=worker_dev_shm.modes(judges)), settings
 
     def _check(self) -> dict:
         """The layers in force inside a sandboxed process started as a worker is, confined by the
@@ -307,7 +364,7 @@ class Sandbox:
                self._cgroups.v2 is not None, tuple(sorted(self._cgroups.controllers)))
         if key not in _CHECKED:
             _CHECKED[key] = self._run_check()
-        found = _CHECKED[key]
+        found = self.checked = _CHECKED[key]
         if "no_report" in found:
             self.refused.append(f"the sandbox's check process gave no report: {found['no_report']}")
             return {"checked": False, "refused": list(self.refused)}

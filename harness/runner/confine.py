@@ -163,8 +163,12 @@ def _give_up_privileges() -> list[str]:
     return refused
 
 
-def confine(settings: dict) -> list[str]:
-    """Everything above, in order; returns what the system refused, for the worker to print."""
+def settle(settings: dict) -> list[str]:
+    """Every descriptor closed but the judge's socket and the log (stdout and stderr made the
+    log), the user changed where the judge is root, and every capability given up: a worker's
+    first steps, and all of a template's (harness/runner/template.py), which must keep the
+    system calls and the file system its children confine themselves with. Returns what the
+    system refused."""
     keep = {0, 1, 2, settings["socket"], settings["log"]}
     for descriptor in map(int, os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else ():
         if descriptor not in keep:
@@ -177,7 +181,14 @@ def confine(settings: dict) -> list[str]:
     if not sys.platform.startswith("linux"):
         return ["every layer (not Linux)"]
     refused = _change_user(*settings["user"]) if settings.get("user") is not None else []
-    refused += _give_up_privileges()
+    return refused + _give_up_privileges()
+
+
+def confine(settings: dict) -> list[str]:
+    """Everything above, in order; returns what the system refused, for the worker to print."""
+    refused = settle(settings)
+    if not sys.platform.startswith("linux"):
+        return refused
     # The calibration partner, not dumpable: where a worker shares its pid namespace (no
     # bubblewrap), its /proc files and memory stay closed to it even as the same user.
     if settings["echo"] and _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -217,15 +228,16 @@ def _reachable(path: str) -> bool:
             return False
 
 
-def report(settings: dict) -> None:
+def report(settings: dict, confined=dict) -> None:
     """Confined, print what is in force, as one JSON line: the user, capabilities, no_new_privs,
     the seccomp mode (/proc/self/status), whether Landlock's ruleset was enforced, and which of
-    the host's listening sockets (`sockets`, named by the judge) it reached."""
+    the host's listening sockets (`sockets`, named by the judge) it reached; and what `confined`,
+    called once confined, returns (a template's child: whether it made its device's context)."""
     import json
 
     refused = confine(settings)
     status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
-    print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "host_uid": _host_uid(), "refused": refused,
+    print(json.dumps({**confined(), "uid": os.getuid(), "gid": os.getgid(), "host_uid": _host_uid(), "refused": refused,
                       "capabilities": int(status["CapEff"], 16) | int(status["CapPrm"], 16) | int(status.get("CapAmb", "0"), 16),
                       "no_new_privs": status.get("NoNewPrivs", "0").strip() == "1",
                       "seccomp": status.get("Seccomp", "0").strip() == "2",

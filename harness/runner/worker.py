@@ -41,7 +41,11 @@ def _is_op_error(error: BaseException) -> bool:
 
 def main(settings: dict) -> None:
     """Confine this process, then answer the judge's requests until it closes the socket."""
-    refused = confine.confine(settings)
+    begin(settings, confine.confine(settings))
+
+
+def begin(settings: dict, refused: list[str]) -> None:
+    """A confined worker's start: what the system refused printed, then its requests served."""
     for what in refused:
         print(f"worker: the system refused {what}", file=sys.stderr, flush=True)
     # Like the competition: every process compiles CuTeDSL kernels afresh.

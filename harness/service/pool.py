@@ -8,9 +8,18 @@ file and the problem's files into its folder (harness/judge/isolation.py WorkerP
 pool starts the next one at once, so that its start overlaps the run. A worker serves one run at
 most: the run closes it, and it is never handed out again.
 
-The pool's waiting processes (the kernelguard process's too) are the judge's children like the
-run's: a run keeps them from its stray-process sweeps and freezes them while a timed case measures (`PooledWorker._neighbours`):
-one still starting would share the cores and the GPU with the rounds the judge times.
+Where the system allows one (harness/judge/sandbox.py `template_refused`), the workers are forked
+from a template (harness/judge/templates.py): a sandboxed process that imported torch once, so
+that a worker's start costs a fork and its own walls, not an interpreter's start and torch's
+import. The pool checks a child's layers against a fresh worker's before it uses the template,
+starts a template again where one ended, and starts workers afresh where there is none; the
+sandbox's report says which (`layers["template"]`).
+
+The pool's waiting processes (the kernelguard process's and the template's too) are the judge's
+children like the run's: a run keeps them from its stray-process sweeps (`PooledWorker._kept`) and
+freezes the waiting workers while a timed case measures (`PooledWorker._neighbours`): one still
+starting would share the cores and the GPU with the rounds the judge times. An idle template
+sleeps until the judge asks it for a child or a child ends.
 
 With a memory limit, the worker's cgroup holds it (harness/judge/cgroups.py: memfds and tmpfs
 files count) and a worker over it is killed by the kernel; the case then ends as a crash that
@@ -23,14 +32,17 @@ the device).
 import contextlib
 import os
 import signal
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from harness.judge import worker_root
 from harness.judge.isolation import WorkerProcess, _descendants, _parents, _Spawned, is_running
 from harness.judge.jobs import CRASH, CaseResult
 from harness.judge.precheck import ReaderAhead
 from harness.judge.sandbox import Sandbox
+from harness.judge.templates import COMPARED, Template, TemplateFailed
 
 WATCH_EVERY_S = 0.1
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -61,8 +73,50 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.kernelguard = ReaderAhead()
+        self.template: Template | None = None
+        self.sandbox.layers["template"] = self._start_template()
         if memory_limit_bytes and not self.sandbox.layers.get("memory_limit_bytes"):
             threading.Thread(target=self._watch_memory, name="nvfp4-pool-memory", daemon=True).start()
+
+    def _start_template(self) -> str:
+        """A template started and checked (its child's layers a fresh worker's), or why not: the
+        sandbox's report of it. Without one every worker starts afresh, as a one-shot run's does."""
+        refused = self.sandbox.template_refused()
+        if refused:
+            return f"not used: {refused}"
+        # Crossed, never listed, by the template's user: a child binds its own folder from it.
+        os.chmod(self._scratch.name, 0o711)
+        try:
+            template = Template(self.sandbox, self._scratch.name)
+        except TemplateFailed as error:
+            return f"not used: {error}"
+        try:
+            found = template.check(sorted(worker_root.listening_sockets()))
+            differing = [key for key in COMPARED if found.get(key) != self.sandbox.checked.get(key)]
+            if differing:
+                raise TemplateFailed(f"its child's layers differ from a fresh worker's in {', '.join(differing)}")
+            if found.get("device_context") != "made":
+                raise TemplateFailed(f"its child made no context on {self.device}: {found.get('device_context')}")
+        except TemplateFailed as error:
+            template.close()
+            return f"not used: {error}"
+        self.template = template
+        return "in use"
+
+    def _spawn(self, echo: bool) -> _Spawned:
+        """A worker forked by the template where there is one (started again where it ended),
+        else started afresh; a template's failure is the machine's, and never a run's."""
+        if self.template is not None and not self.template.alive:
+            self.template.close()
+            self.template = None
+            self.sandbox.layers["template"] = self._start_template()
+        if self.template is not None:
+            try:
+                return _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed, template=self.template)
+            except TemplateFailed as error:
+                print(f"judge: a template's worker did not come ({error}); a worker started afresh instead",
+                      file=sys.stderr, flush=True)
+        return _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
 
     def waiting(self) -> list[_Spawned]:
         with self._lock:
@@ -70,7 +124,8 @@ class WorkerPool:
 
     @property
     def pids(self) -> frozenset[int]:
-        return frozenset(spawned.process.pid for spawned in self.waiting()) | self.kernelguard.pids
+        template = {self.template.pid} if self.template is not None else set()
+        return frozenset(spawned.process.pid for spawned in self.waiting()) | self.kernelguard.pids | template
 
     def prime(self, echo: bool = False) -> None:
         """Start the workers of the kind that are not waiting yet, before any run asks for one."""
@@ -78,7 +133,7 @@ class WorkerPool:
             self._start(echo)
 
     def _start(self, echo: bool) -> None:
-        spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
+        spawned = self._spawn(echo)
         with self._lock:
             self._waiting.setdefault(echo, []).append(spawned)
             self.started += 1
@@ -94,7 +149,7 @@ class WorkerPool:
         for gone in ended:
             gone.close()
         if spawned is None:
-            spawned = _Spawned(self.sandbox, self._scratch.name, echo, self.rng_seed)
+            spawned = self._spawn(echo)
             self.started += 1
         with self._lock:
             self._handed_out[spawned.process.pid] = spawned
@@ -148,6 +203,8 @@ class WorkerPool:
         for spawned in waiting:
             spawned.close()
         self.kernelguard.close()
+        if self.template is not None:
+            self.template.close()
         self.sandbox.close()
         self._scratch.cleanup()
 
@@ -175,6 +232,11 @@ class PooledWorker(WorkerProcess):
         """The pool's waiting workers: kept from the run's sweeps of strays, and frozen while a
         timed case measures."""
         return self._worker_pool.waiting()
+
+    def _kept(self) -> set[int]:
+        """The pool's processes: its waiting workers, the kernelguard process, the template (whose
+        end would end every worker it forked, this run's among them)."""
+        return set(self._worker_pool.pids)
 
     def _retire(self) -> None:
         retired = self._current
