@@ -200,6 +200,11 @@ def test_the_check_finds_each_folders_solutions_with_their_expected_verdicts():
     assert skipped == []
 
 
+def test_a_file_from_outside_its_folder_is_labelled_by_its_own_path(tmp_path):
+    elsewhere = tmp_path / "fp32_cumsum_variant.py"
+    assert check.Submission(FOLDER, elsewhere, "pass").label == f"practice/running_sum_py: {elsewhere}"
+
+
 def test_helions_folders_are_skipped_with_the_imports_error_where_it_fails(tmp_path):
     for family in ("helion", "practice"):
         shutil.copytree(FOLDER, tmp_path / family / FOLDER.name)

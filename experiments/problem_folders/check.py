@@ -68,7 +68,9 @@ class Submission:
 
     @property
     def label(self) -> str:
-        return f"{self.folder.parent.name}/{self.folder.name}: {self.file.relative_to(self.folder)}"
+        """FAMILY/PROBLEM: the file, by its path in the folder (by its own where it lies elsewhere)."""
+        shown = self.file.relative_to(self.folder) if self.file.is_relative_to(self.folder) else self.file
+        return f"{self.folder.parent.name}/{self.folder.name}: {shown}"
 
 
 @dataclasses.dataclass
