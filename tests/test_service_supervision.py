@@ -75,6 +75,26 @@ def test_a_judge_process_killed_mid_candidate_is_replaced_and_its_candidate_judg
     assert service.healthy() and judge.status()["pid"] != pid
 
 
+def test_a_judge_that_will_not_start_is_named_in_one_line_each_try_not_a_traceback(capfd, monkeypatch):
+    from harness.service import front
+
+    monkeypatch.setattr(front, "RESTART_AFTER_S", 0.2)
+    broken = LocalJudge("cpu", slot=9, program=(sys.executable, "-c", "raise SystemExit(3)"))
+    service = Service([*fake_judges(1), broken], None, commit="fake")
+    service.start()
+    try:
+        deadline = time.monotonic() + 30
+        said = ""
+        while said.count("starting it again") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            said += capfd.readouterr().err
+    finally:
+        service.close()
+    said += capfd.readouterr().err
+    assert said.count(f"front: the judge on {broken.name} ended before it was ready (exit status 3); starting it again") >= 2, said
+    assert "Traceback" not in said, said
+
+
 def test_health_is_503_while_a_judge_is_down_and_status_says_which(tmp_path):
     fastapi = pytest.importorskip("fastapi", reason="the service's API needs the `service` extra")
     from fastapi.testclient import TestClient

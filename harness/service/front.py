@@ -18,6 +18,7 @@ queue, which a front started again on the same file takes first.
 """
 
 import os
+import sys
 import threading
 import time
 import traceback
@@ -29,6 +30,7 @@ from harness.results.store import Store, verdict_key
 from harness.service.candidate_files import CandidateFiles
 from harness.service.candidates import CANCELLED, DONE, ENDED, QUEUED, RUNNING, Candidates, KeyTaken
 from harness.service.faults import INFRASTRUCTURE, VERDICT, classify
+from harness.service.judges import JudgeEnded
 from harness.service.lanes import DeviceGate
 from harness.submitting.lint import MAX_BYTES
 
@@ -97,7 +99,10 @@ class Service:
         def start_one(index):
             try:
                 ready[index] = self.judges[index].start()
-            except Exception as error:  # noqa: BLE001 - its dispatching thread starts it again; raised below where none started
+            except JudgeEnded as error:  # its dispatching thread starts it again; raised below where none started
+                print(f"front: {error}", file=sys.stderr, flush=True)
+                failed.append(error)
+            except Exception as error:  # noqa: BLE001 - as above, with the machinery's own fault shown whole
                 traceback.print_exc()
                 failed.append(error)
 
@@ -259,6 +264,9 @@ class Service:
                 last_start = time.monotonic()
                 try:
                     judge.revive()
+                except JudgeEnded as error:  # tried again after RESTART_AFTER_S; its candidates wait meanwhile
+                    print(f"front: {error}; starting it again", file=sys.stderr, flush=True)
+                    continue
                 except Exception:
                     traceback.print_exc()
                     continue
