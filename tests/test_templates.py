@@ -150,6 +150,40 @@ def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_
         pool.close()
 
 
+def _cgroup_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/cgroup").read_text().strip().rsplit("/", 1)[-1]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_child_s_nested_pid_namespace_is_never_taken_for_the_template_s_next_child(tmp_path):
+    """A running child leaves processes in a pid namespace of its own below the template's, their
+    pids there those the template's next forks get (tests/fixtures/sandbox/
+    cheat_takes_the_next_childs_pid.py): the judge still finds the next child itself, puts it
+    in its own cgroup, and the attacker's processes stay in the attacker's cgroup (ended with
+    its case)."""
+    _skip_without_a_template()
+    pool = _pool(depth=1)
+    try:
+        pool.prime()
+        attacker, output = _run(pool, tmp_path, {"submission.py": FIXTURES / "sandbox" / "cheat_takes_the_next_childs_pid.py"})
+        covered = output.split("nested pids: ", 1)[1].split()[0]
+        if covered.startswith("none"):
+            pytest.skip(f"this system makes no nested pid namespace in a child: {output}")
+        first, last = map(int, covered.split("-"))
+        taken = pool.take(echo=False)  # the template forks the next child now
+        assert first <= _inner_pid(pool.waiting()[-1].process.pid) <= last, "the attacker's pids miss the next child's"
+        for spawned in [taken, *pool.waiting()]:
+            pid = spawned.process.pid
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            assert comm == "nvfp4-worker" and _cgroup_of(pid) == spawned.cgroup.path.name, (
+                f"the judge took {comm} {pid} (in {_cgroup_of(pid)}) for its child; the attacker's pids {first}-{last}")
+        taken.close()
+        attacker.close()
+    finally:
+        pool.close()
+
+
 CRASHES = {
     "a segfault": "import os, signal\n\ndef custom_kernel(data):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
     "an exit": "import os\n\ndef custom_kernel(data):\n    os._exit(3)\n",
