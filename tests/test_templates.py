@@ -32,7 +32,8 @@ OPTIONS = SimpleNamespace(device="cpu", rng_seed=42)
 TRIED = ("read a sibling's handed-over file", "see a sibling's folder", "see another folder of the pool's",
          "signal the template", "signal a sibling", "trace the template", "trace a sibling",
          "read the template's memory", "read the template's environment", "read a sibling's memory",
-         "read a sibling's environment", "reach the template's control socket", "hold a descriptor of the template's")
+         "read a sibling's environment", "reach the template's control socket", "hold a descriptor of the template's",
+         "lower its siblings' priority")
 
 
 def _template_refused() -> str | None:
@@ -113,13 +114,19 @@ def test_a_template_childs_layers_are_those_of_a_fresh_worker():
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
-def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_path):
+@pytest.mark.parametrize("proc_writable", [False, True], ids=["cpu rules", "a gpu worker's writable /proc"])
+def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_path, monkeypatch, proc_writable):
     """A child reads no sibling's folder or handed-over files and sees no other folder of the
     pool's; it signals, traces and reads the memory and environment of neither its template nor
-    a sibling; it holds and reaches none of the template's descriptors; and what it writes
-    anywhere it can, a later child of the same template finds nowhere, nor does the host find it
-    in the template's folder or the pool's."""
+    a sibling, nor lowers a sibling's priority through a session's autogroup; it holds and
+    reaches none of the template's descriptors; and what it writes anywhere it can, a later
+    child of the same template finds nowhere, nor does the host find it in the template's folder
+    or the pool's. So too under a GPU worker's Landlock rules, which let it write under /proc."""
     _skip_without_a_template()
+    if proc_writable:
+        settings = Sandbox._settings
+        monkeypatch.setattr(Sandbox, "_settings", lambda self, *arguments: (lambda found: {
+            **found, "writable": [*found["writable"], "/proc"]})(settings(self, *arguments)))
     pool = _pool(depth=2)
     try:
         pool.prime()

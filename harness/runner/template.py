@@ -1,9 +1,9 @@
 """A template worker: a sandboxed process that has imported what every worker imports (torch
 first; on a GPU it makes no CUDA call) and forks, on the judge's request, one worker per request
 (harness/judge/templates.py). Each child makes its own walls before it reads anything but the
-judge's go: every descriptor but its own closed; a user, mount, IPC and network namespace of
-its own (its own uid and gid mapped one to one: a GPU worker keeps the judge's uid, which CUDA
-IPC needs); a tmpfs of its own over the pool's folders (no sibling's folder or handed-over files
+judge's go: a session of its own; every descriptor but its own closed; a user, mount, IPC and
+network namespace of its own (its own uid and gid mapped one to one: a GPU worker keeps the
+judge's uid, which CUDA IPC needs); a tmpfs of its own over the pool's folders (no sibling's folder or handed-over files
 in sight), over /tmp (the read-only folders bound under it bound again) and over /dev/shm (on a
 GPU its folder of the judge's /dev/shm with the judge's IPC files); then the worker's own
 confinement (harness/runner/confine.py: no capability, no_new_privs, the seccomp filter,
@@ -130,6 +130,9 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
     code = 1
     try:
         settings = {**settings, "socket": socket_fd, "log": log_fd}
+        # A session and process group of its own, as bubblewrap's --new-session gives a fresh
+        # worker: its scheduler's autogroup, whose nice a GPU worker may write (/proc/self/autogroup), its own.
+        os.setsid()
         confine.settle({**settings, "user": None})  # the control socket closed first; no capability yet to give up
         _name("partner" if settings["echo"] else "worker")
         go = socket.socket(fileno=os.dup(socket_fd))
