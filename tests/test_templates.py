@@ -33,7 +33,7 @@ TRIED = ("read a sibling's handed-over file", "see a sibling's folder", "see ano
          "signal the template", "signal a sibling", "trace the template", "trace a sibling",
          "read the template's memory", "read the template's environment", "read a sibling's memory",
          "read a sibling's environment", "reach the template's control socket", "hold a descriptor of the template's",
-         "lower its siblings' priority")
+         "lower its siblings' priority", "write a waiting worker's /proc files")
 
 
 def _template_refused() -> str | None:
@@ -118,8 +118,9 @@ def test_a_template_childs_layers_are_those_of_a_fresh_worker():
 def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_path, monkeypatch, proc_writable):
     """A child reads no sibling's folder or handed-over files and sees no other folder of the
     pool's; it signals, traces and reads the memory and environment of neither its template nor
-    a sibling, nor lowers a sibling's priority through a session's autogroup; it holds and
-    reaches none of the template's descriptors; and what it writes anywhere it can, a later
+    a sibling, nor lowers a sibling's priority through a session's autogroup, nor writes the
+    /proc files of a worker waiting for a later candidate; it holds and reaches none of the
+    template's descriptors; and what it writes anywhere it can, a later
     child of the same template finds nowhere, nor does the host find it in the template's folder
     or the pool's. So too under a GPU worker's Landlock rules, which let it write under /proc."""
     _skip_without_a_template()
@@ -136,7 +137,8 @@ def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_
         assert isinstance(sibling._current.process, ForkedProcess)
         template_pid = pool.template.pid
         common = {"folders_root": pool.folders_root, "template_folder": str(pool.template.folder),
-                  "sibling_pid": _inner_pid(sibling._current.process.pid), "sibling_folder": str(sibling.folder)}
+                  "sibling_pid": _inner_pid(sibling._current.process.pid), "sibling_folder": str(sibling.folder),
+                  "waiting_pid": _inner_pid(pool.waiting()[-1].process.pid)}  # still waiting once the attacker is taken
         attacker, output = _run(pool, tmp_path, {"submission.py": PROBE, "probe_targets.json": _targets(
             tmp_path, "attacker.json", mark="a", **common)})
         said = _said(output)

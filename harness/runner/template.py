@@ -180,7 +180,7 @@ def _walls(settings: dict) -> None:
     before its first message, which the judge reads as a worker that did not start."""
     libc = confine._libc()
     uid, gid = os.getuid(), os.getgid()
-    # Dumpable again, as a worker started afresh is: its /proc files its own (its maps written below).
+    # Dumpable while it writes its own /proc files (its maps), not after (the end of this function).
     _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
@@ -203,6 +203,10 @@ def _walls(settings: dict) -> None:
     else:
         _tmpfs(libc, "/dev/shm", size, 0o1777)
     _loopback_up()
+    # Not dumpable, as a worker started afresh is not (its user changed from root's): no sibling
+    # of its pid namespace and uid writes its /proc files (a GPU worker may write under /proc),
+    # its OOM score among them.
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
 
 
 def _check(result: int, what: str) -> None:
