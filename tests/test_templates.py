@@ -355,6 +355,17 @@ def test_a_gpu_judges_workers_come_from_a_template_and_judge_through_cuda_ipc():
         judge.close()
 
 
+def _states_once_stopped(pids: list[int], wait_s: float = 2.0) -> dict[int, str]:
+    """Each process's state (/proc's letter), read until all are stopped (a SIGSTOP takes effect
+    as its process next runs) or `wait_s` has passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        states = {pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for pid in pids}
+        if set(states.values()) == {"T"} or time.monotonic() > deadline:
+            return states
+        time.sleep(0.01)
+
+
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
 def test_a_pause_by_signals_keeps_the_template_its_waiting_children_and_the_run_s_worker(tmp_path, monkeypatch):
     """Where a cgroup does not freeze in time the judge stops the run's worker by SIGSTOP, after
@@ -369,8 +380,37 @@ def test_a_pause_by_signals_keeps_the_template_its_waiting_children_and_the_run_
         worker, _ = _run(pool, tmp_path, {"submission.py": FIXTURES / "torch_submission.py"})
         monkeypatch.setattr(WorkerCgroup, "freeze", lambda self, frozen: False)
         with worker.paused(keep=set()):
-            stopped = Path(f"/proc/{worker._current.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            stopped = _states_once_stopped([worker._current.process.pid])[worker._current.process.pid]
         assert stopped == "T" and worker.alive and pool.template.alive and all(s.alive for s in pool.waiting())
+        worker.close()
+    finally:
+        pool.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_pause_by_signals_stops_an_orphan_the_template_s_namespace_adopted(tmp_path, monkeypatch):
+    """A child's orphan is adopted by the init of the template's pid namespace, outside the
+    worker's tree, and kept by the sweep of strays as the template's: a pause by signals stops
+    every process of the worker's cgroup, that orphan among them
+    (tests/fixtures/sandbox/cheat_leaves_an_orphan_outside_its_tree.py)."""
+    _skip_without_a_template()
+    from harness.judge.cgroups import WorkerCgroup
+    from harness.judge.isolation import _descendants, _parents
+
+    pool = _pool(depth=1)
+    try:
+        pool.prime()
+        worker, _ = _run(pool, tmp_path, {"submission.py": FIXTURES / "sandbox" / "cheat_leaves_an_orphan_outside_its_tree.py"})
+        current = worker._current
+        members = [int(pid) for pid in (current.cgroup.path / "cgroup.procs").read_text().split()]
+        tree = {current.process.pid, *_descendants(current.process.pid, _parents())}
+        orphans = [pid for pid in members if pid not in tree]
+        assert orphans, f"no orphan outside the worker's tree: {members}, {tree}"
+        monkeypatch.setattr(WorkerCgroup, "freeze", lambda self, frozen: False)
+        with worker.paused(keep=set()):
+            states = _states_once_stopped(members)
+        assert set(states.values()) == {"T"}, states
+        assert pool.template.alive and all(spawned.alive for spawned in pool.waiting())
         worker.close()
     finally:
         pool.close()
