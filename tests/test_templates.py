@@ -33,7 +33,10 @@ TRIED = ("read a sibling's handed-over file", "see a sibling's folder", "see ano
          "signal the template", "signal a sibling", "trace the template", "trace a sibling",
          "read the template's memory", "read the template's environment", "read a sibling's memory",
          "read a sibling's environment", "reach the template's control socket", "hold a descriptor of the template's",
-         "lower its siblings' priority", "write a waiting worker's /proc files")
+         "lower its siblings' priority", "write a waiting worker's /proc files",
+         *(f"{what} {whose}{rest}" for whose in ("the template's", "a waiting worker's") for what, rest in (
+             ("set", " limits"), ("lower", " priority"), ("pin", " threads to one core"), ("make", " scheduling idle"))),
+         "lower the priority of every process of its uid")
 
 
 def _template_refused() -> str | None:
@@ -157,6 +160,50 @@ def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_
                     for path in Path(root).rglob("nvfp4-mark-*")]
     finally:
         pool.close()
+
+
+FILTERED = """
+import os, resource, sys
+from harness.runner import confine
+confine.syscall_filter().load()
+parent, own = os.getppid(), {min(os.sched_getaffinity(0))}
+UNUSED_UID = 2**31 - 7  # no process's: nothing changes where the call is let through (here, every call leaves all as it was)
+def refused(call):
+    try:
+        call()
+    except PermissionError:
+        return True
+    return False
+print(sorted(what for what, call in {
+    "limit": lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)),
+    "renice": lambda: os.setpriority(os.PRIO_PROCESS, parent, os.getpriority(os.PRIO_PROCESS, parent)),
+    "renice a uid": lambda: os.setpriority(os.PRIO_USER, UNUSED_UID, 19),
+    "pin": lambda: os.sched_setaffinity(parent, os.sched_getaffinity(parent)),
+    "policy": lambda: os.sched_setscheduler(parent, os.sched_getscheduler(parent), os.sched_param(0)),
+}.items() if refused(call)))
+resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+print(resource.prlimit(parent, resource.RLIMIT_NOFILE) == resource.getrlimit(resource.RLIMIT_NOFILE))
+os.nice(1)
+os.sched_setaffinity(0, own)
+os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0) == own, os.sched_getscheduler(0) == os.SCHED_BATCH)
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="seccomp is Linux's")
+def test_the_filter_refuses_another_process_s_limits_and_scheduling_and_leaves_a_process_its_own():
+    """What the kernel lets one process of a uid change of another's (its limits, nice, affinity,
+    policy, and every process of a uid's nice at once) the filter refuses, whatever the caller's
+    privileges (each call here would set what is already set); a process's own it leaves:
+    reading another's limits, changing its own."""
+    from harness.runner import confine
+
+    if confine.syscall_filter() is None:
+        pytest.skip("no libseccomp binding")
+    found = subprocess.run([sys.executable, "-c", FILTERED], capture_output=True, text=True, timeout=60,
+                           cwd=Path(__file__).parent.parent)
+    assert found.stdout.splitlines() == ["['limit', 'pin', 'policy', 'renice', 'renice a uid']", "True",
+                                         f"{os.getpriority(os.PRIO_PROCESS, 0) + 1} True True"], found.stderr
 
 
 def _cgroup_of(pid: int) -> str:

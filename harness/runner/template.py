@@ -11,13 +11,15 @@ Landlock, whose scopes keep its signals and abstract sockets to its own domain),
 worker's serve loop (harness/runner/worker.py), exactly as a worker started afresh.
 
 The template itself runs under bubblewrap as a worker does, as the workers' user, with no
-capability, but with neither the seccomp filter nor Landlock (its children need unshare and
-mount) and not dumpable (its memory and environment closed to its children, which share its
-uid). It runs no candidate code and reads nothing but the judge's requests: one message each on
-its control socket (a fork request: the child's settings, its socket and its log). It answers
-each with the child's pid in its namespace, and reports each child's exit status once reaped.
-It runs one thread when it forks (a library's thread pool ended by its fork handlers at a first
-fork of its own), so no child inherits a lock that a vanished thread held.
+capability, but with neither the seccomp filter nor Landlock (its children need unshare and mount)
+and not dumpable (its memory and environment closed to its children, which share its uid; their
+filter refuses them its limits and scheduling, which each later child inherits:
+harness/runner/confine.py `OTHERS_PROCESSES`). It runs no candidate code and reads nothing but the
+judge's requests: one message each on its control socket (a fork request: the child's settings, its
+socket and its log). It answers each with the child's pid in its namespace, and reports each
+child's exit status once reaped. It runs one thread when it forks (a library's thread pool ended by
+its fork handlers at a first fork of its own), so no child inherits a lock that a vanished thread
+held.
 
 `PROGRAM` is the whole of the program the judge starts: `python -I -B -c PROGRAM SETTINGS`.
 """
