@@ -88,6 +88,9 @@ class _SlowCgroup:
         self.asked.append(frozen)
         return self.takes_requests
 
+    def members(self):
+        return []  # nothing of it outside its process's tree
+
     @property
     def frozen(self):
         if self.polls is None or not self.asked or not self.asked[-1]:

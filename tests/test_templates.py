@@ -32,7 +32,11 @@ OPTIONS = SimpleNamespace(device="cpu", rng_seed=42)
 TRIED = ("read a sibling's handed-over file", "see a sibling's folder", "see another folder of the pool's",
          "signal the template", "signal a sibling", "trace the template", "trace a sibling",
          "read the template's memory", "read the template's environment", "read a sibling's memory",
-         "read a sibling's environment", "reach the template's control socket", "hold a descriptor of the template's")
+         "read a sibling's environment", "reach the template's control socket", "hold a descriptor of the template's",
+         "lower its siblings' priority", "write a waiting worker's /proc files",
+         *(f"{what} {whose}{rest}" for whose in ("the template's", "a waiting worker's") for what, rest in (
+             ("set", " limits"), ("lower", " priority"), ("pin", " threads to one core"), ("make", " scheduling idle"))),
+         "lower the priority of every process of its uid")
 
 
 def _template_refused() -> str | None:
@@ -113,13 +117,20 @@ def test_a_template_childs_layers_are_those_of_a_fresh_worker():
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
-def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_path):
+@pytest.mark.parametrize("proc_writable", [False, True], ids=["cpu rules", "a gpu worker's writable /proc"])
+def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_path, monkeypatch, proc_writable):
     """A child reads no sibling's folder or handed-over files and sees no other folder of the
     pool's; it signals, traces and reads the memory and environment of neither its template nor
-    a sibling; it holds and reaches none of the template's descriptors; and what it writes
-    anywhere it can, a later child of the same template finds nowhere, nor does the host find it
-    in the template's folder or the pool's."""
+    a sibling, nor lowers a sibling's priority through a session's autogroup, nor writes the
+    /proc files of a worker waiting for a later candidate; it holds and reaches none of the
+    template's descriptors; and what it writes anywhere it can, a later
+    child of the same template finds nowhere, nor does the host find it in the template's folder
+    or the pool's. So too under a GPU worker's Landlock rules, which let it write under /proc."""
     _skip_without_a_template()
+    if proc_writable:
+        settings = Sandbox._settings
+        monkeypatch.setattr(Sandbox, "_settings", lambda self, *arguments: (lambda found: {
+            **found, "writable": [*found["writable"], "/proc"]})(settings(self, *arguments)))
     pool = _pool(depth=2)
     try:
         pool.prime()
@@ -129,7 +140,8 @@ def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_
         assert isinstance(sibling._current.process, ForkedProcess)
         template_pid = pool.template.pid
         common = {"folders_root": pool.folders_root, "template_folder": str(pool.template.folder),
-                  "sibling_pid": _inner_pid(sibling._current.process.pid), "sibling_folder": str(sibling.folder)}
+                  "sibling_pid": _inner_pid(sibling._current.process.pid), "sibling_folder": str(sibling.folder),
+                  "waiting_pid": _inner_pid(pool.waiting()[-1].process.pid)}  # still waiting once the attacker is taken
         attacker, output = _run(pool, tmp_path, {"submission.py": PROBE, "probe_targets.json": _targets(
             tmp_path, "attacker.json", mark="a", **common)})
         said = _said(output)
@@ -146,6 +158,84 @@ def test_a_template_child_reaches_no_sibling_no_template_and_no_later_child(tmp_
         sibling.close()
         assert not [path for root in (pool.folders_root, pool.template.folder.parent)
                     for path in Path(root).rglob("nvfp4-mark-*")]
+    finally:
+        pool.close()
+
+
+FILTERED = """
+import os, resource, sys
+from harness.runner import confine
+confine.syscall_filter().load()
+parent, own = os.getppid(), {min(os.sched_getaffinity(0))}
+UNUSED_UID = 2**31 - 7  # no process's: nothing changes where the call is let through (here, every call leaves all as it was)
+def refused(call):
+    try:
+        call()
+    except PermissionError:
+        return True
+    return False
+print(sorted(what for what, call in {
+    "limit": lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)),
+    "renice": lambda: os.setpriority(os.PRIO_PROCESS, parent, os.getpriority(os.PRIO_PROCESS, parent)),
+    "renice a uid": lambda: os.setpriority(os.PRIO_USER, UNUSED_UID, 19),
+    "pin": lambda: os.sched_setaffinity(parent, os.sched_getaffinity(parent)),
+    "policy": lambda: os.sched_setscheduler(parent, os.sched_getscheduler(parent), os.sched_param(0)),
+}.items() if refused(call)))
+resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+print(resource.prlimit(parent, resource.RLIMIT_NOFILE) == resource.getrlimit(resource.RLIMIT_NOFILE))
+os.nice(1)
+os.sched_setaffinity(0, own)
+os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0) == own, os.sched_getscheduler(0) == os.SCHED_BATCH)
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="seccomp is Linux's")
+def test_the_filter_refuses_another_process_s_limits_and_scheduling_and_leaves_a_process_its_own():
+    """What the kernel lets one process of a uid change of another's (its limits, nice, affinity,
+    policy, and every process of a uid's nice at once) the filter refuses, whatever the caller's
+    privileges (each call here would set what is already set); a process's own it leaves:
+    reading another's limits, changing its own."""
+    from harness.runner import confine
+
+    if confine.syscall_filter() is None:
+        pytest.skip("no libseccomp binding")
+    found = subprocess.run([sys.executable, "-c", FILTERED], capture_output=True, text=True, timeout=60,
+                           cwd=Path(__file__).parent.parent)
+    assert found.stdout.splitlines() == ["['limit', 'pin', 'policy', 'renice', 'renice a uid']", "True",
+                                         f"{os.getpriority(os.PRIO_PROCESS, 0) + 1} True True"], found.stderr
+
+
+def _cgroup_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/cgroup").read_text().strip().rsplit("/", 1)[-1]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_child_s_nested_pid_namespace_is_never_taken_for_the_template_s_next_child(tmp_path):
+    """A running child leaves processes in a pid namespace of its own below the template's, their
+    pids there those the template's next forks get (tests/fixtures/sandbox/
+    cheat_takes_the_next_childs_pid.py): the judge still finds the next child itself, puts it
+    in its own cgroup, and the attacker's processes stay in the attacker's cgroup (ended with
+    its case)."""
+    _skip_without_a_template()
+    pool = _pool(depth=1)
+    try:
+        pool.prime()
+        attacker, output = _run(pool, tmp_path, {"submission.py": FIXTURES / "sandbox" / "cheat_takes_the_next_childs_pid.py"})
+        covered = output.split("nested pids: ", 1)[1].split()[0]
+        if covered.startswith("none"):
+            pytest.skip(f"this system makes no nested pid namespace in a child: {output}")
+        first, last = map(int, covered.split("-"))
+        taken = pool.take(echo=False)  # the template forks the next child now
+        assert first <= _inner_pid(pool.waiting()[-1].process.pid) <= last, "the attacker's pids miss the next child's"
+        for spawned in [taken, *pool.waiting()]:
+            pid = spawned.process.pid
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            assert comm == "nvfp4-worker" and _cgroup_of(pid) == spawned.cgroup.path.name, (
+                f"the judge took {comm} {pid} (in {_cgroup_of(pid)}) for its child; the attacker's pids {first}-{last}")
+        taken.close()
+        attacker.close()
     finally:
         pool.close()
 
@@ -312,6 +402,17 @@ def test_a_gpu_judges_workers_come_from_a_template_and_judge_through_cuda_ipc():
         judge.close()
 
 
+def _states_once_stopped(pids: list[int], wait_s: float = 2.0) -> dict[int, str]:
+    """Each process's state (/proc's letter), read until all are stopped (a SIGSTOP takes effect
+    as its process next runs) or `wait_s` has passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        states = {pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for pid in pids}
+        if set(states.values()) == {"T"} or time.monotonic() > deadline:
+            return states
+        time.sleep(0.01)
+
+
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
 def test_a_pause_by_signals_keeps_the_template_its_waiting_children_and_the_run_s_worker(tmp_path, monkeypatch):
     """Where a cgroup does not freeze in time the judge stops the run's worker by SIGSTOP, after
@@ -326,8 +427,37 @@ def test_a_pause_by_signals_keeps_the_template_its_waiting_children_and_the_run_
         worker, _ = _run(pool, tmp_path, {"submission.py": FIXTURES / "torch_submission.py"})
         monkeypatch.setattr(WorkerCgroup, "freeze", lambda self, frozen: False)
         with worker.paused(keep=set()):
-            stopped = Path(f"/proc/{worker._current.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            stopped = _states_once_stopped([worker._current.process.pid])[worker._current.process.pid]
         assert stopped == "T" and worker.alive and pool.template.alive and all(s.alive for s in pool.waiting())
+        worker.close()
+    finally:
+        pool.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="templates are Linux's")
+def test_a_pause_by_signals_stops_an_orphan_the_template_s_namespace_adopted(tmp_path, monkeypatch):
+    """A child's orphan is adopted by the init of the template's pid namespace, outside the
+    worker's tree, and kept by the sweep of strays as the template's: a pause by signals stops
+    every process of the worker's cgroup, that orphan among them
+    (tests/fixtures/sandbox/cheat_leaves_an_orphan_outside_its_tree.py)."""
+    _skip_without_a_template()
+    from harness.judge.cgroups import WorkerCgroup
+    from harness.judge.isolation import _descendants, _parents
+
+    pool = _pool(depth=1)
+    try:
+        pool.prime()
+        worker, _ = _run(pool, tmp_path, {"submission.py": FIXTURES / "sandbox" / "cheat_leaves_an_orphan_outside_its_tree.py"})
+        current = worker._current
+        members = [int(pid) for pid in (current.cgroup.path / "cgroup.procs").read_text().split()]
+        tree = {current.process.pid, *_descendants(current.process.pid, _parents())}
+        orphans = [pid for pid in members if pid not in tree]
+        assert orphans, f"no orphan outside the worker's tree: {members}, {tree}"
+        monkeypatch.setattr(WorkerCgroup, "freeze", lambda self, frozen: False)
+        with worker.paused(keep=set()):
+            states = _states_once_stopped(members)
+        assert set(states.values()) == {"T"}, states
+        assert pool.template.alive and all(spawned.alive for spawned in pool.waiting())
         worker.close()
     finally:
         pool.close()

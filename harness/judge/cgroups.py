@@ -125,6 +125,14 @@ class WorkerCgroup:
             if folder is not None:
                 (folder / "cgroup.procs").write_text(str(pid))
 
+    def members(self) -> list[int]:
+        """The processes in it (v2), by their pids in the judge's namespace: those its worker
+        started that left its tree (orphans adopted outside it) among them."""
+        if self.path is not None:
+            with contextlib.suppress(OSError, ValueError):
+                return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
+        return []
+
     def _write(self, name: str, value: str) -> bool:
         if self.path is None:
             return False

@@ -174,8 +174,10 @@ class CaseStopped(Exception):
 def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
     """`processes` and everything they started frozen for the block: each by its cgroup where the
     system has one and its stop completes within FREEZE_WAIT_S (the stops asked of all at once,
-    then awaited together), else (`before_signals` called first) by SIGSTOP to its tree. Every
-    cgroup asked to stop is let go after the block, its stop completed in time or not."""
+    then awaited together), else (`before_signals` called first) by SIGSTOP to its tree and to
+    every process of its cgroup (a template's child's orphans are adopted outside its tree, and
+    kept from the sweep of strays as the template's). Every cgroup asked to stop is let go after
+    the block, its stop completed in time or not."""
     asked = [spawned for spawned in processes if spawned.cgroup.freeze(True)]
     deadline = time.monotonic() + FREEZE_WAIT_S
     while not all(spawned.cgroup.frozen for spawned in asked) and time.monotonic() < deadline:
@@ -185,8 +187,9 @@ def _frozen(processes: "list[_Spawned]", before_signals=lambda: None):
     if len(frozen) < len(processes):
         before_signals()
         parents = _parents()
-        stopped = [member for spawned in processes if spawned not in frozen
-                   for member in (spawned.process.pid, *_descendants(spawned.process.pid, parents))]
+        stopped = list(dict.fromkeys(
+            member for spawned in processes if spawned not in frozen
+            for member in (spawned.process.pid, *_descendants(spawned.process.pid, parents), *spawned.cgroup.members())))
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)

@@ -35,6 +35,15 @@ COMPARED = ("uid", "gid", "host_uid", "capabilities", "no_new_privs", "seccomp",
 LOG_TAIL_CHARS = 2000
 
 
+def _namespace_pids(pid: int) -> list[int]:
+    """The process's pid in each pid namespace from the judge's down to its own (NSpid); none
+    where it has ended."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open(f"/proc/{pid}/status") as status:
+            return [int(found) for found in next(line for line in status if line.startswith("NSpid:")).split()[1:]]
+    return []
+
+
 class TemplateFailed(Exception):
     """The template cannot give a worker now: it did not start, it ended, or a child of it did
     not come; nothing of a candidate's has run in it."""
@@ -199,14 +208,15 @@ class Template:
             raise TemplateFailed(f"the template's child {inner} ended at once: {error}") from None
 
     def _host_pid(self, inner: int) -> int | None:
-        """The host's pid of the template's child whose pid in the template's namespace is `inner`."""
+        """The host's pid of the template's child whose pid in the template's namespace is `inner`:
+        of the processes in that namespace itself, one level below bubblewrap's. A running child
+        may make a pid namespace of its own below it (clone's flags are no system call the filter
+        names), whose processes' last pid it chooses (clone3's set_tid): never one of those."""
+        depth = len(_namespace_pids(self.process.pid)) + 1
         for pid in _descendants(self.process.pid, _parents()):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{pid}/status") as status:
-                    line = next(line for line in status if line.startswith("NSpid:"))
-                pids = line.split()[1:]
-                if len(pids) >= 2 and int(pids[-1]) == inner:
-                    return pid
+            pids = _namespace_pids(pid)
+            if len(pids) == depth and pids[-1] == inner:
+                return pid
         return None
 
     def check(self, sockets: list[str]) -> dict:

@@ -31,6 +31,19 @@ DENIED_SYSCALLS = (
     "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "personality",
 )
 
+# Syscalls that change another process's limits or scheduling, which the kernel allows between
+# processes of one uid (neither ptrace's check nor Landlock's scopes): refused with EPERM where
+# they name another process, a process's own (pid 0) allowed. A template's children share their
+# template's uid and pid namespace, and what the template holds each later child inherits. Each
+# rule refuses its syscall where every condition (argument, comparison, value) holds.
+_PRIO_USER, _IOPRIO_WHO_USER = 2, 3
+OTHERS_PROCESSES = (
+    ("prlimit64", ((0, "NE", 0), (2, "NE", 0))),  # a new limit, for another process
+    ("setpriority", ((1, "NE", 0),)), ("setpriority", ((0, "EQ", _PRIO_USER),)),
+    ("ioprio_set", ((1, "NE", 0),)), ("ioprio_set", ((0, "EQ", _IOPRIO_WHO_USER),)),
+    *((name, ((0, "NE", 0),)) for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")),
+)
+
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
@@ -109,7 +122,8 @@ def _landlock(writable: list[str], unshrinkable: list[str]) -> str | None:
 
 
 def syscall_filter():
-    """The filter of DENIED_SYSCALLS (libseccomp through pyseccomp), or None where either is missing."""
+    """The filter of DENIED_SYSCALLS and OTHERS_PROCESSES (libseccomp through pyseccomp), or None
+    where either is missing."""
     try:
         import pyseccomp
     except (ImportError, RuntimeError):  # the binding, or the library it loads, is missing
@@ -117,9 +131,11 @@ def syscall_filter():
     import errno
 
     denied = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
+    rules = [(name, ()) for name in DENIED_SYSCALLS] + list(OTHERS_PROCESSES)
+    for name, conditions in rules:
         try:
-            denied.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+            denied.add_rule(pyseccomp.ERRNO(errno.EPERM), name,
+                            *(pyseccomp.Arg(index, getattr(pyseccomp, comparison), value) for index, comparison, value in conditions))
         except Exception:  # a name this kernel's table lacks
             continue
     return denied

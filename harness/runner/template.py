@@ -1,9 +1,9 @@
 """A template worker: a sandboxed process that has imported what every worker imports (torch
 first; on a GPU it makes no CUDA call) and forks, on the judge's request, one worker per request
 (harness/judge/templates.py). Each child makes its own walls before it reads anything but the
-judge's go: every descriptor but its own closed; a user, mount, IPC and network namespace of
-its own (its own uid and gid mapped one to one: a GPU worker keeps the judge's uid, which CUDA
-IPC needs); a tmpfs of its own over the pool's folders (no sibling's folder or handed-over files
+judge's go: a session of its own; every descriptor but its own closed; a user, mount, IPC and
+network namespace of its own (its own uid and gid mapped one to one: a GPU worker keeps the
+judge's uid, which CUDA IPC needs); a tmpfs of its own over the pool's folders (no sibling's folder or handed-over files
 in sight), over /tmp (the read-only folders bound under it bound again) and over /dev/shm (on a
 GPU its folder of the judge's /dev/shm with the judge's IPC files); then the worker's own
 confinement (harness/runner/confine.py: no capability, no_new_privs, the seccomp filter,
@@ -11,13 +11,15 @@ Landlock, whose scopes keep its signals and abstract sockets to its own domain),
 worker's serve loop (harness/runner/worker.py), exactly as a worker started afresh.
 
 The template itself runs under bubblewrap as a worker does, as the workers' user, with no
-capability, but with neither the seccomp filter nor Landlock (its children need unshare and
-mount) and not dumpable (its memory and environment closed to its children, which share its
-uid). It runs no candidate code and reads nothing but the judge's requests: one message each on
-its control socket (a fork request: the child's settings, its socket and its log). It answers
-each with the child's pid in its namespace, and reports each child's exit status once reaped.
-It runs one thread when it forks (a library's thread pool ended by its fork handlers at a first
-fork of its own), so no child inherits a lock that a vanished thread held.
+capability, but with neither the seccomp filter nor Landlock (its children need unshare and mount)
+and not dumpable (its memory and environment closed to its children, which share its uid; their
+filter refuses them its limits and scheduling, which each later child inherits:
+harness/runner/confine.py `OTHERS_PROCESSES`). It runs no candidate code and reads nothing but the
+judge's requests: one message each on its control socket (a fork request: the child's settings, its
+socket and its log). It answers each with the child's pid in its namespace, and reports each
+child's exit status once reaped. It runs one thread when it forks (a library's thread pool ended by
+its fork handlers at a first fork of its own), so no child inherits a lock that a vanished thread
+held.
 
 `PROGRAM` is the whole of the program the judge starts: `python -I -B -c PROGRAM SETTINGS`.
 """
@@ -130,6 +132,9 @@ def _child(settings: dict, socket_fd: int, log_fd: int) -> None:
     code = 1
     try:
         settings = {**settings, "socket": socket_fd, "log": log_fd}
+        # A session and process group of its own, as bubblewrap's --new-session gives a fresh
+        # worker: its scheduler's autogroup, whose nice a GPU worker may write (/proc/self/autogroup), its own.
+        os.setsid()
         confine.settle({**settings, "user": None})  # the control socket closed first; no capability yet to give up
         _name("partner" if settings["echo"] else "worker")
         go = socket.socket(fileno=os.dup(socket_fd))
@@ -177,7 +182,7 @@ def _walls(settings: dict) -> None:
     before its first message, which the judge reads as a worker that did not start."""
     libc = confine._libc()
     uid, gid = os.getuid(), os.getgid()
-    # Dumpable again, as a worker started afresh is: its /proc files its own (its maps written below).
+    # Dumpable while it writes its own /proc files (its maps), not after (the end of this function).
     _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
@@ -200,6 +205,10 @@ def _walls(settings: dict) -> None:
     else:
         _tmpfs(libc, "/dev/shm", size, 0o1777)
     _loopback_up()
+    # Not dumpable, as a worker started afresh is not (its user changed from root's): no sibling
+    # of its pid namespace and uid writes its /proc files (a GPU worker may write under /proc),
+    # its OOM score among them.
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
 
 
 def _check(result: int, what: str) -> None:
