@@ -206,6 +206,35 @@ def test_the_filter_refuses_another_process_s_limits_and_scheduling_and_leaves_a
                                          f"{os.getpriority(os.PRIO_PROCESS, 0) + 1} True True"], found.stderr
 
 
+OWN_PID_NAMED = """
+import os, resource
+from harness.runner import confine
+confine.syscall_filter(others_in_sight=False).load()
+me, own = os.getpid(), {min(os.sched_getaffinity(0))}
+os.setpriority(os.PRIO_PROCESS, me, os.getpriority(os.PRIO_PROCESS, me) + 1)  # as psutil's nice() names it
+os.sched_setaffinity(me, own)  # as psutil's cpu_affinity() names it
+resource.prlimit(me, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0) == own)
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="seccomp is Linux's")
+def test_a_fresh_workers_filter_leaves_it_naming_its_own_pid():
+    """bubblewrap's worker has a pid namespace of its own, where no pid names another's: its filter
+    (sandbox.py `_seccomp_program`) lets it change its own nice, affinity and limits by its pid, as
+    psutil does, which the filter of a template's child refuses with every other pid."""
+    from harness.runner import confine
+
+    if confine.syscall_filter() is None:
+        pytest.skip("no libseccomp binding")
+    found = subprocess.run([sys.executable, "-c", OWN_PID_NAMED], capture_output=True, text=True, timeout=60,
+                           cwd=Path(__file__).parent.parent)
+    assert found.stdout.split() == [str(os.getpriority(os.PRIO_PROCESS, 0) + 1), "True"], found.stderr
+    refused = subprocess.run([sys.executable, "-c", OWN_PID_NAMED.replace("others_in_sight=False", "")],
+                             capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    assert refused.returncode != 0 and "PermissionError" in refused.stderr, refused.stdout
+
+
 def _cgroup_of(pid: int) -> str:
     return Path(f"/proc/{pid}/cgroup").read_text().strip().rsplit("/", 1)[-1]
 

@@ -88,8 +88,9 @@ def _bwrap() -> str | None:
 
 
 def _seccomp_program() -> int | None:
-    """A descriptor holding the compiled filter (BPF), for bubblewrap's --seccomp; None without libseccomp."""
-    denied = None if "seccomp" in layers_off() else confine.syscall_filter()
+    """A descriptor holding the compiled filter (BPF), for bubblewrap's --seccomp (a worker in a
+    pid namespace of its own); None without libseccomp."""
+    denied = None if "seccomp" in layers_off() else confine.syscall_filter(others_in_sight=False)
     if denied is None:
         return None
     with tempfile.TemporaryFile() as program:

@@ -35,7 +35,10 @@ DENIED_SYSCALLS = (
 # processes of one uid (neither ptrace's check nor Landlock's scopes): refused with EPERM where
 # they name another process, a process's own (pid 0) allowed. A template's children share their
 # template's uid and pid namespace, and what the template holds each later child inherits. Each
-# rule refuses its syscall where every condition (argument, comparison, value) holds.
+# rule refuses its syscall where every condition (argument, comparison, value) holds. A worker
+# bubblewrap started has a pid namespace of its own, in which no pid names another's (nor does a
+# uid, for PRIO_USER and IOPRIO_WHO_USER): its filter leaves these out, so that its own pid named
+# (psutil's nice and affinity) or a thread's stays allowed.
 _PRIO_USER, _IOPRIO_WHO_USER = 2, 3
 OTHERS_PROCESSES = (
     ("prlimit64", ((0, "NE", 0), (2, "NE", 0))),  # a new limit, for another process
@@ -121,9 +124,10 @@ def _landlock(writable: list[str], unshrinkable: list[str]) -> str | None:
     return None
 
 
-def syscall_filter():
-    """The filter of DENIED_SYSCALLS and OTHERS_PROCESSES (libseccomp through pyseccomp), or None
-    where either is missing."""
+def syscall_filter(others_in_sight: bool = True):
+    """The filter of DENIED_SYSCALLS, and OTHERS_PROCESSES where processes not the worker's are in
+    its pid namespace (`others_in_sight`), through libseccomp (pyseccomp); None where either is
+    missing."""
     try:
         import pyseccomp
     except (ImportError, RuntimeError):  # the binding, or the library it loads, is missing
@@ -131,7 +135,7 @@ def syscall_filter():
     import errno
 
     denied = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    rules = [(name, ()) for name in DENIED_SYSCALLS] + list(OTHERS_PROCESSES)
+    rules = [(name, ()) for name in DENIED_SYSCALLS] + (list(OTHERS_PROCESSES) if others_in_sight else [])
     for name, conditions in rules:
         try:
             denied.add_rule(pyseccomp.ERRNO(errno.EPERM), name,
@@ -142,7 +146,8 @@ def syscall_filter():
 
 
 def _seccomp() -> str | None:
-    """The filter loaded here, where bubblewrap did not load it before the interpreter started."""
+    """The filter loaded here, where bubblewrap did not load it before the interpreter started (a
+    template's child, or no bubblewrap: others' processes in sight either way)."""
     denied = syscall_filter()
     if denied is None:
         return "seccomp (no libseccomp binding)"
