@@ -98,6 +98,7 @@ def _targets(tmp_path: Path, name: str, **targets) -> Path:
     return path
 
 
+@pytest.mark.e2e  # sandboxed templates of their own
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
 def test_a_template_childs_layers_are_those_of_a_fresh_worker():
     """The sandbox's check run in a template's child reports every layer a fresh worker's check
@@ -442,6 +443,7 @@ def _states_once_stopped(pids: list[int], wait_s: float = 2.0) -> dict[int, str]
         time.sleep(0.01)
 
 
+@pytest.mark.e2e  # sandboxed templates of their own
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
 def test_a_pause_by_signals_keeps_the_template_its_waiting_children_and_the_run_s_worker(tmp_path, monkeypatch):
     """Where a cgroup does not freeze in time the judge stops the run's worker by SIGSTOP, after
@@ -492,6 +494,7 @@ def test_a_pause_by_signals_stops_an_orphan_the_template_s_namespace_adopted(tmp
         pool.close()
 
 
+@pytest.mark.e2e  # sandboxed templates of their own
 @pytest.mark.skipif(not LINUX, reason="templates are Linux's")
 def test_a_template_whose_children_cannot_make_their_walls_or_fork_leaves_fresh_workers(monkeypatch):
     """A child whose walls the system refuses (here a bind it cannot make) gives the pool's check
