@@ -12,7 +12,7 @@ import click
 
 from harness.submitting import lint
 
-from harness.judge import modes
+from harness.judge import folder_eval, modes
 
 from harness.judge.dev_shm import own_dev_shm
 from harness.judge.judge_user import JudgeCannotStart, drop_root
@@ -103,14 +103,16 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
             raise Stopped(EXIT_INFRASTRUCTURE, f"no verdict: {error}") from None
     if official and problem.official_refused:
         raise click.UsageError(problem.official_refused)
-    cases = load_cases(tests_file, DEFAULT_SETS[mode], secret, problem, device)
+    # A folder's own eval draws its inputs itself, from the cases as written and POPCORN_SEED.
+    own_eval = official and bool(problem.eval_main)
+    cases = load_cases(tests_file, DEFAULT_SETS[mode], None if own_eval else secret, problem, device)
     _require_device(device, mode, os.path.relpath(submission) if os.path.isabs(str(submission)) else str(submission))
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(
             submission=Path(submission), problem=problem, device=device, official=official,
             timeout_s=timeout_s or dict(problem.timeouts_s).get(mode) or DEFAULT_TIMEOUT_S[mode],
-            rng_seed=shapes.worker_rng_seed(secret), strict=strict,
+            rng_seed=shapes.worker_rng_seed(secret), eval_seed=secret if own_eval else None, strict=strict,
             precheck=precheck(Path(submission).read_text(errors="replace"),
                               min(KERNELGUARD_LIMIT_S, extra.get("wall_limit_s") or float("inf")), kernelguard),
             wall_clock_from=began, **extra,
@@ -123,9 +125,12 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
 def run(mode: str, cases: list, options: "modes.RunOptions", listener: RunListener = RunListener(),
         workers: "modes.FreshWorkers | None" = None) -> RunRecord:
     """Judge the cases in `mode`, with worker processes from `workers` (started as asked by
-    default), `listener` told of the run as it goes; the run's record, its exit status set, or
+    default), `listener` told of the run as it goes (under --official a problem folder's own eval
+    runs whole instead: harness/judge/folder_eval.py); the run's record, its exit status set, or
     Stopped where a worker did not start (the judge's machine, not the file: EXIT_INFRASTRUCTURE)."""
     try:
+        if options.official and options.problem.eval_main:
+            return folder_eval.run(mode, cases, options, listener, workers)
         if mode == "test":
             return modes.run_tests(cases, options, listener, workers)
         if mode == "profile":

@@ -152,18 +152,16 @@ def test_an_eval_is_told_by_what_its_source_holds(tmp_path, flavour):
     assert flavour_of(eval_file) != flavour  # every marker, not some
 
 
-def test_an_eval_not_shipped_is_told_by_its_name_and_an_unknown_one_refuses_official(tmp_path):
+def test_an_eval_not_shipped_is_told_by_its_name_and_an_unknown_one_keeps_the_plain_schedule(tmp_path):
     assert flavour_of(tmp_path / "eval_better_bench.py").name == "better-bench"
     assert flavour_of(tmp_path / "eval.py").parameters == PLAIN_EVAL
     (tmp_path / "eval.py").write_text("print('an eval of its own')\n")
-    assert flavour_of(tmp_path / "eval.py") == UNKNOWN and UNKNOWN.not_reproduced
-    problem = load_problem(FOLDER)  # the fixture's eval is its own: none of the known ones
-    assert problem.flavour == UNKNOWN.name and "--official cannot be running_sum_py's eval" in problem.official_refused
+    assert flavour_of(tmp_path / "eval.py") == UNKNOWN and UNKNOWN.parameters == PLAIN_EVAL
+    problem = load_problem(FOLDER)  # the fixture's eval is its own: none of the known ones, run whole under --official
+    assert problem.flavour == UNKNOWN.name and problem.eval_main == "eval.py" and not problem.official_refused
 
 
-def test_the_flavours_that_official_follows_and_those_it_refuses():
-    refused = {flavour.name for flavour in FLAVOURS if flavour.not_reproduced}
-    assert refused == {"in-process recheck", "cuda graph do_bench"}
+def test_pmpp_v2s_schedule():
     pmpp = next(flavour for flavour in FLAVOURS if flavour.name == "plain (pmpp_v2)").parameters
     assert (pmpp.flush_bytes, pmpp.benchmark_run, pmpp.min_total_ns) == (256 * 1024**2, (100, 10e9), 0)
 

@@ -12,8 +12,14 @@ Within these ranges every sum, square, ratio and count that the statistics, the 
 the progress line, the verdicts, the report and the --json document form stays finite, so no
 claim, and no mix of claims across rounds, can end the judge with an arithmetic error
 (tests/test_claims.py drives arbitrary claims through all of them).
+
+A problem folder's eval run whole (harness/judge/folder_eval.py) sends text, not numbers: its
+`key: value` lines pass `eval_lines` and each case's figures `eval_stats`, alike.
 """
 
+import re
+
+from harness.shared.stats import Stats
 from harness.shared.wire import UntrustedMessageError
 
 # A time in ns is 0 or within [SHORTEST_NS, LONGEST_NS]. The worker's clocks tick no finer than a
@@ -29,6 +35,11 @@ LEAST_RATE = 1.0
 MOST_RATE = 1e22
 # A line of a source file.
 MOST_LINES = 10**7
+# The rounds a case's figures may count.
+MOST_ROUNDS = 10**9
+# A number as Python prints an int or a float, at most 64 characters (no nan, no inf).
+NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+NUMBER_CHARACTERS = 64
 
 
 def _number(value, what: str) -> float:
@@ -91,3 +102,47 @@ def activity(records) -> list | None:
                                         f"({str(type(record).__name__)})")
         checked.append(tuple(record))
     return checked
+
+
+def eval_lines(text: str) -> dict[str, str]:
+    """The `key: value` lines a folder's eval wrote, read as the competition's runner reads them:
+    split at the first colon, both sides stripped, a later line of a key in place of an earlier
+    one; a line with no colon is none of them."""
+    lines = {}
+    for line in text.splitlines():
+        key, colon, value = line.partition(":")
+        if colon and key.strip():
+            lines[key.strip()] = value.strip()
+    return lines
+
+
+def _eval_number(lines: dict[str, str], key: str) -> float:
+    text = lines.get(key)
+    if text is None:
+        raise UntrustedMessageError(f"the eval wrote no {key}")
+    if len(text) > NUMBER_CHARACTERS or not NUMBER_TEXT.fullmatch(text):
+        raise UntrustedMessageError(f"the eval wrote {key} as {text[:NUMBER_CHARACTERS]!r}, which is no number")
+    try:
+        return float(text)
+    except (OverflowError, ValueError):
+        raise UntrustedMessageError(f"the eval wrote {key} beyond a float's range") from None
+
+
+def eval_stats(lines: dict[str, str], prefix: str) -> Stats:
+    """A case's figures as its eval wrote them, each field `PREFIX.FIELD` (`benchmark.3.mean`), in
+    ns: the rounds a whole count from 1 to MOST_ROUNDS; the mean a call's time (SHORTEST_NS to
+    LONGEST_NS); the best and the worst a clock's reading (0 too); the spread and its error 0 to
+    LONGEST_NS. Anything else is refused with UntrustedMessageError naming the field."""
+    runs = _eval_number(lines, f"{prefix}.runs")
+    if not (runs.is_integer() and 1 <= runs <= MOST_ROUNDS):
+        raise UntrustedMessageError(f"the eval wrote {prefix}.runs as {runs!r}: no count of rounds (1 to {MOST_ROUNDS:g})")
+    spreads = {}
+    for field in ("std", "err"):
+        spreads[field] = _eval_number(lines, f"{prefix}.{field}")
+        if not 0 <= spreads[field] <= LONGEST_NS:
+            raise UntrustedMessageError(f"the eval wrote {prefix}.{field} as {spreads[field]!r} ns: no spread of times "
+                                        f"(0 to {LONGEST_NS:g} ns)")
+    return Stats(runs=int(runs), mean=call_ns(_eval_number(lines, f"{prefix}.mean"), f"{prefix}.mean"),
+                 std=spreads["std"], err=spreads["err"],
+                 best=batch_ns(_eval_number(lines, f"{prefix}.best"), f"{prefix}.best"),
+                 worst=batch_ns(_eval_number(lines, f"{prefix}.worst"), f"{prefix}.worst"))

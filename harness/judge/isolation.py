@@ -42,7 +42,7 @@ START_LIMIT_S = 120.0
 FREEZE_WAIT_S = 2.0
 
 
-def _exit_description(exitcode: int | None) -> str:
+def exit_description(exitcode: int | None) -> str:
     if exitcode is None:
         return "still running"
     if exitcode > 128 and exitcode - 128 < signal.NSIG:  # bubblewrap reports its command's signal so
@@ -360,7 +360,7 @@ class WorkerProcess:
         started = not self.alive
         if started and self._current is not None and self._echo:
             raise CaseStopped(CaseResult(FAIL, "the judge's calibration partner was ended while a worker ran "
-                                               f"({_exit_description(self._current.process.returncode)}): a submission's doing"))
+                                               f"({exit_description(self._current.process.returncode)}): a submission's doing"))
         if started:
             self._retire()
             self._start()
@@ -533,7 +533,7 @@ class WorkerProcess:
         if cgroup.oom_killed:
             return CaseResult(CRASH, f"worker process killed: its memory (memfds and tmpfs files included) went over the "
                                      f"{cgroup.memory_bytes / 2**20:.0f} MiB limit")
-        ended = _exit_description(self._current.process.poll())
+        ended = exit_description(self._current.process.poll())
         if getattr(self._current.process, "lost_with_its_template", False):
             raise WorkerLost(f"a worker ended with the template it was forked from ({ended}): the judge's machine, "
                              "not the file")

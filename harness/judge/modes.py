@@ -52,6 +52,7 @@ class RunOptions:
     official: bool = False  # one shared worker and only the competition's verdicts
     timeout_s: float = 300.0
     rng_seed: int = EVAL_RNG_SEED  # the worker's generators' (shapes.worker_rng_seed), never the secret seed
+    eval_seed: int | None = None  # the secret seed a folder's own eval is handed (POPCORN_SEED) under --official
     baselines: bool = False
     measure_ceilings: bool = False
     ncu: bool = False
@@ -227,7 +228,7 @@ class Executor:
             result.status = FAIL
             result.message = ("the judge's own files changed while the submission ran (a worker wrote them): "
                               + ", ".join(self._tampered[:5]) + (" ..." if len(self._tampered) > 5 else ""))
-        result.device_name = _device_name(job.device)
+        result.device_name = device_name(job.device)
         result.wall_s = time.monotonic() - started
         result.phases_s = phases.finish()
         if self._options.official and result.status == ERROR and result.uncaught_officially:
@@ -377,7 +378,7 @@ def _same_failure(first: CaseResult, second: CaseResult) -> bool:
             and NUMBERS.sub("#", first.message) == NUMBERS.sub("#", second.message))
 
 
-def _device_name(device: str) -> str:
+def device_name(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
     return "cpu"
@@ -471,19 +472,24 @@ def run_benchmarks(cases: list[Case], options: RunOptions, listener: RunListener
             first_failure.judged(index, result)
             stop = options.official and leaderboard and not result.passed
         record.repeated = repeated.found
-        # The speed-of-light, set before the listener hears the run ended: each case's work, and
-        # the ceilings from the devices table or measured, raised where a case beat them.
-        device_name = next((result.device_name for result in results if result.device_name), "")
-        measured_values = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
-        ceilings, note = sol.ceilings_for(device_name, measured_values if options.measure_ceilings else None)
-        floor = (sol.Ceilings(device_name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
-                 if measured_values else None)
-        works = record.works = [options.problem.work(case.args) for case in cases]
-        reached = [(case.label, work, result.stats.mean / 1e9)
-                   for case, result, work in zip(cases, results, works) if result.passed and work]
-        ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
-        record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
+        set_speed_of_light(record, measured_ceilings)
     return record
+
+
+def set_speed_of_light(record: RunRecord, measured_ceilings: CaseResult | None = None) -> None:
+    """A timed run's speed-of-light, set before the listener hears the run ended: each case's
+    work, and the ceilings from the devices table or measured, raised where a case beat them."""
+    options, cases, results = record.options, record.cases, record.results
+    name = next((result.device_name for result in results if result.device_name), "")
+    measured_values = measured_ceilings.ceilings if measured_ceilings is not None and measured_ceilings.passed else None
+    ceilings, note = sol.ceilings_for(name, measured_values if options.measure_ceilings else None)
+    floor = (sol.Ceilings(name, measured_values["peak_flops"], measured_values["bandwidth"], measured_values["source"])
+             if measured_values else None)
+    works = record.works = [options.problem.work(case.args) for case in cases]
+    reached = [(case.label, work, result.stats.mean / 1e9)
+               for case, result, work in zip(cases, results, works) if result.passed and work]
+    ceilings, floor = (limit.held_by(reached) if limit else None for limit in (ceilings, floor))
+    record.ceilings, record.ceilings_note, record.floor = ceilings, note, floor
 
 
 def run_profile(cases: list[Case], options: RunOptions, listener: RunListener, workers: FreshWorkers | None = None) -> RunRecord:

@@ -308,15 +308,16 @@ class Sandbox:
         return dev_shm, worker_dev_shm.judges_files() if dev_shm else []
 
     def launch(self, folder: Path, socket_fd: int, log_fd: int, echo: bool, rng_seed: int,
-               program: str = confine.BOOTSTRAP, **more_settings) -> Launch:
+               program: str = confine.BOOTSTRAP, kept_fds: tuple[int, ...] = (), **more_settings) -> Launch:
         """The command that starts a worker whose own writable folder is `folder`, talking on
         `socket_fd` (its number in the new process too) and printing to `log_fd`: `program` (the
-        worker's bootstrap, or the sandbox's check) given its settings, `more_settings` among them."""
+        worker's bootstrap, the sandbox's check, a folder's eval) given its settings,
+        `more_settings` among them; `kept_fds` stay open in it too, by their numbers."""
         cgroup = self._cgroup()
         dev_shm, judges = self._own_folder(folder)
-        settings = {**self._settings(folder, socket_fd, log_fd, echo, rng_seed), **more_settings}
+        settings = {**self._settings(folder, socket_fd, log_fd, echo, rng_seed), "kept_fds": list(kept_fds), **more_settings}
         argv, seccomp_fd = self._command(program, settings, folder, dev_shm, judges)
-        fds = (socket_fd, log_fd) + ((seccomp_fd,) if seccomp_fd is not None else ())
+        fds = (socket_fd, log_fd, *kept_fds) + ((seccomp_fd,) if seccomp_fd is not None else ())
         return Launch(argv, fds, cgroup, seccomp_fd, as_root=self._bwrap is not None, dev_shm=dev_shm,
                       judges_modes=worker_dev_shm.modes(judges))
 

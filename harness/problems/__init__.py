@@ -92,12 +92,23 @@ class Problem:
     timeouts_s: tuple[tuple[str, float], ...] = ()  # mode -> seconds per case, task.yml's
     ranking_by: str = "geom"
     flavour: str = ""  # the eval's flavour (harness/problems/eval_flavours.py)
-    official_refused: str = ""  # why --official cannot be this problem's eval, where it cannot
+    # A folder's: (name, file) for each of task.yml's `files` the runner lays beside the submission,
+    # and the one it runs (config.main), which --official runs whole (harness/judge/folder_eval.py).
+    eval_files: tuple[tuple[str, Path], ...] = ()
+    eval_main: str = ""
 
     @property
     def builtin(self) -> bool:
         """One of this kit's (PROBLEMS), not a folder a user brings."""
         return PROBLEMS.get(self.name) == self
+
+    @property
+    def official_refused(self) -> str:
+        """Why --official cannot run this problem's eval, where it cannot: a folder that does not
+        hold the eval its task.yml runs. Empty for the built-in problems, whose eval the judge follows."""
+        if self.builtin or self.eval_main:
+            return ""
+        return f"--official runs {self.name}'s own eval, which its folder lacks (task.yml's config.main, eval.py by default)"
 
     @property
     def selector(self) -> str:
@@ -393,8 +404,8 @@ def _folder_problem(folder: Path) -> Problem:
         optional_keys=optional, text_keys=words,
         sources=sources, own_check=True,
         timeouts_s=tuple(task.timeouts_s.items()), ranking_by=task.ranking_by or "geom", flavour=flavour.name,
-        official_refused=flavour.not_reproduced and f"--official cannot be {folder.name}'s eval ({flavour.name}): "
-                                                   f"{flavour.not_reproduced}")
+        eval_files=tuple((name, path) for name, path in task.files.items() if path.is_file()),
+        eval_main=task.main if task.eval_file is not None and task.eval_file.is_file() else "")
     rtol, atol = _tolerance(problem.reference.check_implementation)
     return dataclasses.replace(problem, rtol=rtol, atol=atol)
 

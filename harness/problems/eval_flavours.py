@@ -7,10 +7,10 @@ first problem and of pmpp_v2 (one call per round on its own input, fresh inputs 
 leaderboard), linalg's (a batch as large as 256 MiB of inputs allows, every timed output checked
 again, in benchmark mode too) and helion's (the calls captured in a CUDA graph and timed by a
 do_bench-style loop). A flavour names one, says how it is recognised (its file name, or strings
-its source holds) and gives the parameters `--official` follows; where the judge does not yet
-follow an eval's way, the flavour says what differs and `--official` is refused for it, since
-its verdicts and figures would not be that eval's. The default mode keeps the judge's own clock
-and checks whatever the flavour.
+its source holds) and gives its parameters: the schedule the judge's own modes follow (caps,
+warm-ups, flush, batch), and for the kit's built-in problems what `--official` reproduces. On a
+problem folder `--official` runs the folder's eval itself (harness/judge/folder_eval.py), whatever
+its flavour; the default mode keeps the judge's own clock and checks whatever the flavour.
 """
 
 import dataclasses
@@ -72,10 +72,9 @@ GROUPED_BENCH = dataclasses.replace(
 @dataclasses.dataclass(frozen=True)
 class EvalFlavour:
     name: str
-    parameters: EvalParameters  # the eval's schedule: what --official follows, the default mode's caps
+    parameters: EvalParameters  # the eval's schedule: the judge's caps, and what --official follows on a built-in problem
     file_names: tuple[str, ...] = ()  # the eval file's names in reference-kernels
     markers: tuple[str, ...] = ()  # strings its source holds, every one
-    not_reproduced: str = ""  # what --official does not do as this eval does; empty where it does all
 
     def matches(self, file_name: str, source: str | None) -> bool:
         if source is not None and self.markers:
@@ -100,15 +99,12 @@ FLAVOURS = (
     EvalFlavour("better-bench grouped", GROUPED_BENCH, ("eval_better_bench_grouped_gemm.py",),
                 ("NUM_ITERATIONS_PER_BENCHMARK = 15",)),
     EvalFlavour("better-bench", BETTER_BENCH, ("eval_better_bench.py",), ("NUM_ITERATIONS_PER_BENCHMARK = 50",)),
-    EvalFlavour("in-process recheck", LINALG_EVAL, (), ("BENCHMARK_INPUT_BYTES_TARGET", "_benchmark_batch_count"),
-                not_reproduced="its batches hold as many inputs as 256 MiB allows (at most 50), a count per case, "
-                               "and its benchmark mode checks every timed output"),
-    EvalFlavour("cuda graph do_bench", HELION_EVAL, (), ("_do_bench_cudagraph", "torch.cuda.graph("),
-                not_reproduced="it times the calls captured in a CUDA graph and replayed by a do_bench loop"),
+    EvalFlavour("in-process recheck", LINALG_EVAL, (), ("BENCHMARK_INPUT_BYTES_TARGET", "_benchmark_batch_count")),
+    EvalFlavour("cuda graph do_bench", HELION_EVAL, (), ("_do_bench_cudagraph", "torch.cuda.graph(")),
     EvalFlavour("plain (pmpp_v2)", PMPP_EVAL, (), ("run_single_benchmark(pool, tests[0], False, 100, 10e7)",)),
     EvalFlavour("plain", PLAIN_EVAL, ("eval.py",), ("from cutlass.cute.nvgpu.common import OpError", "clear_l2_cache()")),
 )
-UNKNOWN = EvalFlavour("unrecognised", PLAIN_EVAL, not_reproduced="its eval is none of the kit's known ones")
+UNKNOWN = EvalFlavour("unrecognised", PLAIN_EVAL)
 
 
 def flavour_of(eval_file: Path | None) -> EvalFlavour:

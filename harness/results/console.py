@@ -120,7 +120,9 @@ class Reporter(RunListener):
         self._record = record
         options, what = record.options, record.mode
         self._precheck(options)
-        if options.official:
+        if options.official and options.problem.eval_main:
+            rules = f"the folder's own {options.problem.eval_main}, run whole in a worker's sandbox"
+        elif options.official:
             rules = "competition verdicts only, one shared worker"
         elif what == "profile":
             rules = "all verdicts, one process per case"
@@ -215,8 +217,11 @@ class Reporter(RunListener):
         """--official: what the submission raised is not an OpError, which the competition's eval
         does not catch: it stops there with a traceback and logs no verdict."""
         self._show_failure("the competition's eval stops here", result)
-        self.console.print("[bold red]eval stopped[/bold red]: the competition's eval catches only CuTeDSL's OpError; "
-                           "it would end with this traceback and log no `check` line")
+        if self._record.options.problem.eval_main:
+            self.console.print("[bold red]eval stopped[/bold red]: the folder's eval ended there and logged no `check` line")
+        else:
+            self.console.print("[bold red]eval stopped[/bold red]: the competition's eval catches only CuTeDSL's OpError; "
+                               "it would end with this traceback and log no `check` line")
 
     def _verdict(self, record: RunRecord, summary: str) -> None:
         style = "bold green" if record.passed else "bold red"

@@ -78,7 +78,7 @@ class Judge:
         self.dev_shm_full: str | None = None
         self.refused = protect_the_judge()
         self.device = device
-        self.device_name = modes._device_name(device)
+        self.device_name = modes.device_name(device)
         self.commit = git_commit()
         if self.secret is None:  # a secret seed's cases are not kept beyond their run
             REFERENCES.enable(REFERENCES_MAX_BYTES)

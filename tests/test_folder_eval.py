@@ -1,0 +1,260 @@
+"""`--official` on a problem folder: the folder's own eval run whole in a worker's sandbox
+(harness/judge/folder_eval.py), what it writes read through the gate (harness/judge/claims.py
+`eval_lines`, `eval_stats`) into the run's record. The settling of a run's results from the
+eval's lines is tested here on lines as an eval, or a submission forging them, could write; the
+runs themselves (a sandboxed process each) are e2e tests, on tests/fixtures/reference_kernels'
+practice folder, whose small eval runs on the CPU."""
+
+import math
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import api
+from harness.judge import claims, folder_eval
+from harness.judge.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_INFRASTRUCTURE, EXIT_PASS
+from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT
+from harness.judge.record import RunRecord
+from harness.problems import load_problem
+from harness.problems.shapes import combine_seeds
+from harness.shared.wire import UntrustedMessageError
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILY = ROOT / "tests" / "fixtures" / "reference_kernels" / "practice"
+FOLDER = FAMILY / "running_sum_py"
+CORRECT = FOLDER / "solutions" / "correct" / "fp32_cumsum.py"
+WRONG = FOLDER / "solutions" / "wrong" / "exclusive.py"
+STATUSES = {PASS, FAIL, ERROR, CRASH, TIMEOUT, NOT_RUN}
+
+
+def _prepared(mode: str, submission: Path, **extra):
+    return api.prepare(mode, None, str(submission), load_problem(FOLDER), "cpu", official=True, **extra)
+
+
+def _record(mode: str = "test", cases: int = 3) -> RunRecord:
+    problem = load_problem(FOLDER)
+    all_cases = problem.cases("tests")
+    options = api.modes.RunOptions(submission=CORRECT, problem=problem, device="cpu", official=True, timeout_s=60)
+    return RunRecord(mode, (all_cases * 2)[:cases], options)
+
+
+def _settled(text: str, ended=folder_eval.Ended(0), mode: str = "test", cases: int = 3, output: str = "",
+             lines_cut: bool = False) -> RunRecord:
+    record = _record(mode, cases)
+    folder_eval.settle(record, text, {-1: ended.at - 1.0}, output, ended, lines_cut)
+    return record
+
+
+STATS_LINES = "".join(f"benchmark.{index}.{field}: {value}\n" for index in range(2) for field, value in (
+    ("runs", 100), ("mean", 48331.2 + index), ("std", 812.5), ("err", 81.25), ("best", 46500.0), ("worst", 52010.7)))
+
+
+# ---- the results the eval's lines make ------------------------------------------------------------
+
+def test_a_tests_verdicts_and_messages_are_the_evals():
+    record = _settled("test-count: 3\ntest.0.status: pass\ntest.1.status: fail\ntest.1.error: mismatch at 7: 1.0 2.0\n"
+                      "test.2.status: pass\ncheck: fail\n")
+    assert [(result.status, result.message) for result in record.results] == [
+        (PASS, ""), (FAIL, "mismatch at 7: 1.0 2.0"), (PASS, "")]
+    assert not record.passed and record.eval_stopped is None
+
+
+def test_a_benchmarks_figures_are_the_ones_the_eval_wrote():
+    record = _settled(STATS_LINES + "check: pass\n", mode="benchmark", cases=2)
+    assert record.passed
+    first = record.results[0].stats
+    assert (first.runs, first.mean, first.std, first.err, first.best, first.worst) == (100, 48331.2, 812.5, 81.25, 46500.0, 52010.7)
+    assert record.results[1].stats.mean == 48332.2
+    assert record.results[0].judged_stats is None and record.results[0].worker_stats is None  # no clock of the judge's
+
+
+def test_an_eval_that_ends_with_no_verdict_stopped_at_the_first_open_case():
+    output = "Traceback (most recent call last):\n  File \"submission.py\", line 2\nValueError: nope\n"
+    record = _settled("test.0.status: pass\n", folder_eval.Ended(1), output=output)
+    assert [result.status for result in record.results] == [PASS, ERROR, NOT_RUN]
+    assert record.results[1].message.endswith("before its verdict: ValueError: nope")
+    assert record.eval_stopped is record.results[1] and record.results[1].output == output
+    assert record.results[2].message == "not run: the folder's eval stopped at test 1"
+
+
+@pytest.mark.parametrize("ended, status, words", [
+    (folder_eval.Ended(-signal.SIGSEGV), CRASH, "killed by signal SIGSEGV"),
+    (folder_eval.Ended(128 + signal.SIGKILL), CRASH, "killed by signal SIGKILL"),  # as bubblewrap reports it
+    (folder_eval.Ended(None, timed_out=True), TIMEOUT, "past its time limit (60 s for the whole run"),
+    (folder_eval.Ended(None, cancelled=True), NOT_RUN, "cancelled")])
+def test_how_the_process_ended_settles_the_open_case(ended, status, words):
+    record = _settled("", ended)
+    assert record.results[0].status == status and words in record.results[0].message
+    assert [result.status for result in record.results[1:]] == [NOT_RUN, NOT_RUN] and record.eval_stopped is None
+
+
+def test_the_evals_check_holds_over_cases_that_passed():
+    failed = _settled("test.0.status: pass\ntest.1.status: pass\ntest.2.status: pass\ncheck: fail\n")
+    assert failed.results[-1].status == FAIL and "`check: fail`" in failed.results[-1].message
+    exited = _settled("test.0.status: pass\ntest.1.status: pass\ntest.2.status: pass\ncheck: pass\n", folder_eval.Ended(3))
+    assert exited.results[-1].status == FAIL and "exit status 3" in exited.results[-1].message
+    assert _settled("test.0.status: pass\ntest.1.status: pass\ntest.2.status: pass\ncheck: pass\n").passed
+
+
+def test_a_case_the_eval_left_out_before_its_check_is_not_run():
+    record = _settled("benchmark.0.status: fail\nbenchmark.0.error: wrong\ncheck: fail\n", mode="leaderboard", cases=2)
+    assert [result.status for result in record.results] == [FAIL, NOT_RUN]
+    assert record.results[1].message == "not run: the folder's eval wrote no verdict for benchmark 1"
+
+
+def test_lines_past_what_the_judge_reads_fail_the_open_case():
+    record = _settled("test.0.status: pass\n", lines_cut=True)
+    assert [result.status for result in record.results] == [PASS, FAIL, NOT_RUN]
+    assert f"more than the {folder_eval.LINES_BYTES} bytes" in record.results[1].message
+
+
+def test_figures_no_clock_reads_fail_their_case():
+    forged = STATS_LINES.replace("benchmark.1.mean: 48332.2", "benchmark.1.mean: nan")
+    record = _settled(forged + "check: pass\n", mode="benchmark", cases=2)
+    assert [result.status for result in record.results] == [PASS, FAIL]
+    assert "benchmark.1.mean as 'nan', which is no number" in record.results[1].message
+
+
+FIELDS = ("runs", "mean", "std", "err", "best", "worst")
+VALUES = st.one_of(st.integers(-10**30, 10**30).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                   st.text(max_size=80), st.sampled_from(["1e400", "-0.0", "0", "1_000", "0x10", " 5", "5 ", "nan", "inf"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(FIELDS), VALUES))
+def test_any_figures_make_stats_in_range_or_are_refused_by_name(values):
+    lines = {f"benchmark.0.{field}": value for field, value in values.items()}
+    try:
+        found = claims.eval_stats(lines, "benchmark.0")
+    except UntrustedMessageError as error:
+        assert "benchmark.0." in str(error)
+        return
+    assert set(values) == set(FIELDS)
+    assert 1 <= found.runs <= claims.MOST_ROUNDS and claims.SHORTEST_NS <= found.mean <= claims.LONGEST_NS
+    assert all(math.isfinite(value) and 0 <= value <= claims.LONGEST_NS
+               for value in (found.std, found.err, found.best, found.worst))
+
+
+LINE_KEYS = st.sampled_from(["check", "test-count", "benchmark-count", *(f"{kind}.{index}.{field}" for kind in ("test", "benchmark")
+                                                                         for index in (0, 1, 2, 7, -1)
+                                                                         for field in ("spec", "status", "error", "report", *FIELDS))])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(LINE_KEYS, VALUES).map(lambda pair: f"{pair[0]}: {pair[1]}"), st.text(max_size=60))),
+       st.sampled_from(["test", "benchmark", "leaderboard", "profile"]),
+       st.sampled_from([folder_eval.Ended(0), folder_eval.Ended(1), folder_eval.Ended(-9), folder_eval.Ended(None, timed_out=True)]),
+       st.booleans())
+def test_whatever_the_eval_writes_every_case_gets_one_known_status(lines, mode, ended, cut):
+    record = _settled("\n".join(lines), ended, mode=mode, cases=3, lines_cut=cut)
+    assert len(record.results) == 3 and {result.status for result in record.results} <= STATUSES
+    for result in record.results:
+        assert result.stats is None or (result.passed and result.stats.mean >= claims.SHORTEST_NS)
+    assert record.eval_stopped is None or record.eval_stopped.status == ERROR
+
+
+# ---- what --official hands the eval ---------------------------------------------------------------
+
+def test_under_official_the_eval_gets_the_cases_as_written_and_the_secret_as_its_seed():
+    cases, options = _prepared("test", CORRECT, secret=77)
+    assert [case.args["seed"] for case in cases] == [4101, 4102, 4103] and options.eval_seed == 77
+    judged, own = api.prepare("test", None, str(CORRECT), load_problem(FOLDER), "cpu", official=False, secret=77)
+    assert [case.args["seed"] for case in judged] == [combine_seeds(seed, 77) for seed in (4101, 4102, 4103)]
+    assert own.eval_seed is None
+
+
+def test_a_folder_without_the_eval_its_task_runs_refuses_official(tmp_path):
+    shutil.copytree(FAMILY, tmp_path / "practice")
+    (tmp_path / "practice" / "eval.py").unlink()
+    problem = load_problem(tmp_path / "practice" / FOLDER.name)
+    assert problem.eval_main == "" and "which its folder lacks" in problem.official_refused
+    with pytest.raises(click.UsageError, match="which its folder lacks"):
+        api.prepare("test", None, str(CORRECT), problem, "cpu", official=True)
+    assert load_problem(FOLDER).eval_main == "eval.py" and not load_problem(FOLDER).official_refused
+
+
+# ---- the eval run whole -------------------------------------------------------------------------
+
+def _run(mode: str, submission: Path, **extra) -> RunRecord:
+    cases, options = _prepared(mode, submission, **extra)
+    return api.run(mode, cases, options)
+
+
+def _submission(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "submission.py"
+    path.write_text(body)
+    return path
+
+
+@pytest.mark.e2e
+def test_the_folders_eval_passes_the_correct_solution_and_fails_the_wrong_one_with_its_own_message():
+    passed = _run("test", CORRECT)
+    assert passed.exit_status == EXIT_PASS and [result.status for result in passed.results] == [PASS] * 3
+    assert passed.sandbox is not None and passed.sandbox["checked"]  # the sandbox's layers, as its check found them
+    failed = _run("test", WRONG)
+    assert failed.exit_status == EXIT_FAIL and [result.status for result in failed.results] == [FAIL] * 3
+    assert failed.results[0].message.startswith("mismatch: 998 elements off; at (0,): 0.0 for ")
+
+
+@pytest.mark.e2e
+def test_a_benchmark_reports_the_evals_own_times():
+    record = _run("benchmark", CORRECT)
+    assert record.exit_status == EXIT_PASS
+    stats = record.results[0].stats
+    assert stats.runs == 1 and stats.mean == stats.best == stats.worst > 0  # the fixture's eval times one call
+
+
+@pytest.mark.e2e
+def test_an_exception_the_eval_does_not_catch_stops_it(tmp_path):
+    record = _run("test", _submission(tmp_path, "def custom_kernel(data):\n    raise ValueError('no kernel yet')\n"))
+    assert record.exit_status == EXIT_EVAL_STOPPED and record.eval_stopped is record.results[0]
+    assert record.results[0].message.endswith("ValueError: no kernel yet")
+    assert "submission.py\", line 2, in custom_kernel" in record.results[0].output
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("body, status", [
+    ("import os, signal\ndef custom_kernel(data):\n    os.kill(os.getpid(), signal.SIGSEGV)\n", CRASH),
+    ("import time\ndef custom_kernel(data):\n    time.sleep(600)\n", TIMEOUT)])
+def test_a_crash_or_a_hang_ends_the_eval_with_its_status(tmp_path, body, status):
+    began = time.monotonic()
+    record = _run("test", _submission(tmp_path, body), timeout_s=8)
+    assert [result.status for result in record.results] == [status, NOT_RUN, NOT_RUN]
+    assert time.monotonic() - began < 60
+
+
+@pytest.mark.e2e
+def test_a_flood_of_lines_and_output_is_read_as_far_as_the_judge_reads(tmp_path):
+    flood = ("import os, sys\ndef custom_kernel(data):\n"
+             "    os.write(int(os.environ['POPCORN_FD']), b'test.0.status: pass\\n' * 200000)\n"
+             "    sys.stdout.write('x' * (8 << 20)); sys.stdout.flush()\n"
+             "    raise SystemExit(0)\n")
+    record = _run("test", _submission(tmp_path, flood))
+    assert record.results[0].status == FAIL and "bytes of lines the judge reads" in record.results[0].message
+    assert len(record.results[0].output) <= folder_eval.OUTPUT_BYTES
+
+
+@pytest.mark.e2e
+def test_a_cancel_ends_the_eval_at_once(tmp_path):
+    cancelled = threading.Event()
+    threading.Timer(4, cancelled.set).start()
+    began = time.monotonic()
+    record = _run("test", _submission(tmp_path, "import time\ndef custom_kernel(data):\n    time.sleep(600)\n"),
+                  cancelled=cancelled)
+    assert record.results[0].status == NOT_RUN and "cancelled" in record.results[0].message
+    assert time.monotonic() - began < 30
+
+
+@pytest.mark.e2e
+def test_a_process_that_ends_before_the_eval_begins_is_the_machines_failure(monkeypatch):
+    monkeypatch.setattr(folder_eval.runner, "PROGRAM", "import sys; sys.exit(3)")
+    with pytest.raises(api.Stopped) as stopped:
+        _run("test", CORRECT)
+    assert stopped.value.status == EXIT_INFRASTRUCTURE and "ended before it began (exit status 3)" in stopped.value.message
