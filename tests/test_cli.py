@@ -241,6 +241,6 @@ def test_a_worker_that_did_not_start_ends_the_run_without_a_verdict(monkeypatch)
 
     monkeypatch.setattr(modes, "run_tests", not_started)
     with pytest.raises(api.Stopped) as stopped:
-        api.run("test", [], None)
+        api.run("test", [], modes.RunOptions(submission=Path("submission.py")))
     assert stopped.value.status == EXIT_INFRASTRUCTURE not in (EXIT_FAIL, 0)
     assert stopped.value.message == "no verdict: a worker sent nothing within the 120 s its start may take"

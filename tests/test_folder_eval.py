@@ -23,6 +23,7 @@ from harness.judge.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_INFRASTRUCTUR
 from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT
 from harness.judge.record import RunRecord
 from harness.problems import load_problem
+from harness.problems.folder_task import cases_as_tests_file
 from harness.problems.shapes import combine_seeds
 from harness.shared.wire import UntrustedMessageError
 
@@ -258,3 +259,50 @@ def test_a_process_that_ends_before_the_eval_begins_is_the_machines_failure(monk
     with pytest.raises(api.Stopped) as stopped:
         _run("test", CORRECT)
     assert stopped.value.status == EXIT_INFRASTRUCTURE and "ended before it began (exit status 3)" in stopped.value.message
+
+
+# An eval as pmpp_v2's measures: in a spawned pool, whose result is a class of the eval's __main__.
+# Its figure tells how it ran: no new privileges (1000), the system-call filter (200), its own
+# cases file read from its folder (the file's length).
+CONFINED_EVAL = '''
+import dataclasses, multiprocessing, os, sys
+
+
+@dataclasses.dataclass
+class Stats:
+    mean: float
+
+
+def measure(no_new_privs: str, seccomp: str) -> Stats:
+    return Stats(float(no_new_privs) * 1000 + float(seccomp) * 100 + len(open(sys.argv[2]).read()))
+
+
+if __name__ == "__main__":
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        stats = pool.apply(measure, (status["NoNewPrivs"].strip(), status["Seccomp"].strip()))
+    with os.fdopen(int(os.environ["POPCORN_FD"]), "w") as popcorn:
+        for field, value in (("runs", 2), ("mean", stats.mean), ("std", 0.0), ("err", 0.0), ("best", stats.mean),
+                             ("worst", stats.mean)):
+            popcorn.write(f"benchmark.0.{field}: {value}\\n")
+        popcorn.write(f"check: {'pass' if sys.argv[1] == 'benchmark' else 'fail'}\\n")
+'''
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("layers_off, seccomp_mode", [("", 2), ("seccomp", 0)])  # 2: filtered
+def test_the_eval_runs_confined_and_its_spawned_pool_answers(monkeypatch, tmp_path, layers_off, seccomp_mode):
+    from harness.judge.layers import LAYERS_OFF_ENV
+    from harness.judge.sandbox import Sandbox
+
+    if Sandbox("cpu").refused:
+        pytest.skip("this system lacks sandbox layers: the figure tells the whole sandbox's")
+    monkeypatch.setenv(LAYERS_OFF_ENV, layers_off)
+    shutil.copytree(FAMILY, tmp_path / "practice")
+    (tmp_path / "practice" / "eval.py").write_text(CONFINED_EVAL)
+    problem = load_problem(tmp_path / "practice" / FOLDER.name)
+    cases, options = api.prepare("benchmark", None, str(CORRECT), problem, "cpu", official=True)
+    record = api.run("benchmark", cases, options)
+    written = len(cases_as_tests_file([case.args for case in cases]))
+    assert record.exit_status == EXIT_PASS and record.results[0].stats.mean == 1000 + seccomp_mode * 100 + written, \
+        record.results[0].output

@@ -3,8 +3,6 @@ worker's own, as the competition's eval's calls take inputs its own process allo
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 from harness.judge.rounds import OWN_FLUSH_L2S
 from harness.runner import calls as runner_calls
@@ -67,15 +65,11 @@ needs_a_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
 
 @pytest.mark.gpu
 @needs_a_gpu
-@pytest.mark.parametrize("own_flush_bytes, recorded, go_on_host", [(0, False, False), (1 << 20, False, False),
-                                                                   (1 << 20, True, False), (1 << 20, False, True),
-                                                                   (1 << 20, True, True), (0, False, True)])
+@pytest.mark.parametrize("own_flush_bytes, recorded", [(0, False), (1 << 20, False), (1 << 20, True)])
 def test_under_official_the_batch_overwrites_l2_on_its_own_queue_between_go_and_its_start(monkeypatch, own_flush_bytes,
-                                                                                         recorded, go_on_host):
+                                                                                         recorded):
     """The overwrite lies after the wait for the judge's go and before the batch's start event, on
-    the calls' queue; the recorded batch leaves it out. Where the judge asks, the host waits for go
-    before queuing the overwrite, the calls' queue then waiting on nothing of the judge's; a batch
-    with no overwrite (none asked, or a recorded one) waits on the GPU."""
+    the calls' queue; the recorded batch leaves it out."""
     happened = []
 
     class Overwrite:
@@ -89,10 +83,6 @@ def test_under_official_the_batch_overwrites_l2_on_its_own_queue_between_go_and_
         def wait(self, stream=None):
             happened.append(("waited for", self.role))
             return super().wait(stream)
-
-        def synchronize(self):
-            happened.append(("waited on the host for", self.role))
-            return super().synchronize()
 
     go, done = JudgeEvent(interprocess=True), JudgeEvent(interprocess=True)
     go.role, done.role = "go", "done"
@@ -111,15 +101,14 @@ def test_under_official_the_batch_overwrites_l2_on_its_own_queue_between_go_and_
     monkeypatch.setattr(torch.cuda.Event, "record", logged_record)
     worker_side = runner_calls.Calls(".", "cuda", 42, progress=lambda text: None, kernel=kernel)
     worker_side.hold("batch", [generate_input(128, 256, 256, 1, 3, device="cuda")], private=True)
-    worker_side.open_events((go, done), own_flush_bytes, go_on_host)
+    worker_side.open_events((go, done), own_flush_bytes)
     worker_side.run_batch("batch", recorded)
     worker_side.batch_time()
     queue = torch.cuda.current_stream().cuda_stream
     made = [("made", "cuda", own_flush_bytes)] if own_flush_bytes else []
     overwrote = [("overwrote", queue)] if own_flush_bytes and not recorded else []
-    waited = ("waited on the host for" if overwrote and go_on_host else "waited for", "go")
     assert happened[:happened.index(("called", queue)) + 1] == [
-        *made, waited, *overwrote, ("recorded", "its own event"), ("called", queue)]
+        *made, ("waited for", "go"), *overwrote, ("recorded", "its own event"), ("called", queue)]
     assert happened[-1] == ("recorded", "done")
 
 
@@ -140,23 +129,13 @@ class _AnsweringWorker:
         return 1.0, None
 
 
-@given(st.integers(0, 1 << 40), st.integers(1, 1 << 33))
-def test_official_overwrites_the_evals_own_flush_and_waits_on_the_host_where_that_is_no_larger(eval_flush_bytes, most_bytes):
-    from harness.judge.rounds import official_own_flush
-
-    size, go_on_host = official_own_flush(eval_flush_bytes, most_bytes)
-    assert size == min(eval_flush_bytes, most_bytes)
-    assert go_on_host == (0 < eval_flush_bytes <= most_bytes)
-
-
 @pytest.mark.gpu
 @needs_a_gpu
 @pytest.mark.parametrize("official", [False, True])
 @pytest.mark.parametrize("l2s", [1 / 64, OWN_FLUSH_L2S + 1])
 def test_the_clock_hands_the_overwrites_size_over_under_official_only(official, l2s):
-    """An eval's flush of a 64th of L2 (pmpp_v2's 256 MiB is under eight L2s too) is overwritten
-    whole, the host waiting for go; one beyond eight L2s (better-bench's) gets eight, go waited for
-    on the GPU."""
+    """An eval's flush of a 64th of L2 is overwritten whole; one beyond eight L2s (better-bench's)
+    gets eight."""
     from harness.judge.rounds import BATCH, JudgeClock, own_flush_bytes
 
     device = torch.device("cuda", torch.cuda.current_device())
@@ -165,5 +144,5 @@ def test_the_clock_hands_the_overwrites_size_over_under_official_only(official, 
     clock.connect(worker)
     clock.round(worker, [])
     clock.round(worker, [], record=True)
-    handed = (min(flush_bytes, own_flush_bytes(device)), flush_bytes < own_flush_bytes(device)) if official else (0, False)
-    assert worker.asked == [("open_events", *handed), ("run_batch", BATCH, False), ("run_batch", BATCH, True)]
+    handed = min(flush_bytes, own_flush_bytes(device)) if official else 0
+    assert worker.asked == [("open_events", handed), ("run_batch", BATCH, False), ("run_batch", BATCH, True)]

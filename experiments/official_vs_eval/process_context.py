@@ -12,20 +12,16 @@ hidden behind the flush. The variants tell which condition moves the first kind:
   that exports memory and an interprocess event to another that imports them (the judge and a
   worker), one polling an event's state every END_POLL_S (the judge waiting for a batch's end),
   one running a short kernel every millisecond (time-slicing when both have work);
-- the process: the worker's environment (the sandbox's allow-list), the worker's whole sandbox
-  (bubblewrap's root, seccomp, Landlock, its cgroup and user), and that sandbox less one of its
-  layers (NVFP4_SANDBOX_OFF), one CPU (`taskset`), the
+- the process: the worker's environment (the sandbox's allow-list), one CPU (`taskset`), the
   CUDA driver's way of waiting for the GPU (spin, yield or blocking sync, set on the primary
   context before the eval's processes use it);
 - what lies between rounds: the judge's work between a worker's batches, 2 ms of it, with the
   GPU and the host idle, the GPU busy and the host asleep, or the host busy and the GPU idle;
 - how long the call's sync waits: the judge's flush and the worker's overwrite before the window
   are longer than the eval's flush (the eval's made longer by GPU work after it);
-- --official as it runs; with the worker's queue waiting for go on the GPU and eight L2s
-  overwritten whatever the eval's flush (rounds.py `official_own_flush`); with the judge's queue
-  behind the batch launched only once done fired (no queue of the judge's waiting on the GPU
-  beside the batch); without the worker's own overwrite of L2 after the judge's go; without the
-  judge's flush before go; without either.
+- --official, which runs the folder's eval whole in a worker's sandbox (bubblewrap's root,
+  seccomp, Landlock, its cgroup and user: harness/judge/folder_eval.py), and the same with one
+  of the sandbox's layers left out (NVFP4_SANDBOX_OFF).
 
 The eval runs as experiments/problem_folders/check.py runs it (in a folder laid out as the
 runner lays it out, `POPCORN_FD=N python eval.py benchmark cases.txt`); the changes to its
@@ -179,75 +175,6 @@ if __name__ == "__main__":
 '''
 
 
-
-def patched_harness(*statements: str) -> tuple[str, str]:
-    """What follows python for `python -m harness` with `statements` run in the judge first (the
-    judge's /dev/shm entered before them, as harness/__main__.py does). The working folder goes
-    on the import path by its absolute name, as `-m` puts it there: the judge hands its workers
-    the absolute entries of its own."""
-    return "-c", "; ".join(("import os, sys", "sys.path.insert(0, os.getcwd())", "from harness.judge.dev_shm import own_dev_shm",
-                            "own_dev_shm()", "import harness.judge.rounds as rounds", *statements, "from harness.cli import main",
-                            "main()"))
-
-
-NO_OWN_OVERWRITE = "rounds.own_flush_bytes = lambda gpu: 0"  # the most the worker may overwrite: none
-QUEUE_WAITS_FOR_GO = "rounds.official_own_flush = lambda eval_flush_bytes, most_bytes: (most_bytes, False)"  # whatever the eval's flush
-NO_JUDGE_FLUSH = ("init = rounds.JudgeClock.__init__; "  # the judge's flush emptied once the worker's overwrite is decided
-                  "rounds.JudgeClock.__init__ = lambda self, device, flush_bytes, own_flush=False: "
-                  "(init(self, device, flush_bytes, own_flush), setattr(self, 'flush', rounds.L2Flush(device, 0)))[0]")
-# The judge's queue behind the batch (its copies of the outputs, its end event) launched only once
-# the worker's done event fired, so that no queue of the judge's waits on the GPU beside the batch.
-JUDGE_WAITS_ON_ITS_HOST = ("import torch; wait_on_queue = torch.cuda.Stream.wait_event; "
-                           "torch.cuda.Stream.wait_event = lambda self, event: (event.synchronize(), wait_on_queue(self, event))[1]")
-
-# The eval as the judge starts a worker: bubblewrap's root, seccomp, Landlock, its cgroup and its
-# user, its folder the worker's own, the eval's files handed over as the judge hands a worker its.
-IN_A_WORKERS_SANDBOX = (
-    "import json, os, sys; settings = json.loads(sys.argv[1]); sys.path[:0] = settings['import_path']; "
-    "from harness.runner.confine import confine; from harness.runner.files import take_handed_over; "
-    "confine(settings); take_handed_over(settings['handed_over'], settings['folder']); os.chdir(settings['folder']); "
-    "sys.path.insert(0, settings['folder']); sys.argv = ['eval.py', settings['mode'], 'cases.txt']; "
-    # The eval as this process's __main__, as `python eval.py` has it: a spawned child imports
-    # __main__ from its file, and its pool's results name classes of it (its Stats) as
-    # __mp_main__'s, the alias multiprocessing made when the lines above imported it.
-    "import types; main = types.ModuleType('__main__'); main.__file__ = os.path.abspath('eval.py'); "
-    "main.__builtins__ = __builtins__; sys.modules['__main__'] = sys.modules['__mp_main__'] = main; "
-    "exec(compile(open(main.__file__).read(), main.__file__, 'exec'), main.__dict__)")
-
-
-class InAWorkersSandbox:
-    """check.run_eval's `launch`: the eval started in a worker's sandbox on `device`, made at the
-    first start (on a GPU the sandbox primes its IPC files with an allocation of this process's:
-    a context the variants after it run beside)."""
-
-    def __init__(self, device: str = "cuda", layers_off: tuple[str, ...] = ()):
-        self.device, self.layers_off, self.sandbox, self.launches = device, layers_off, None, []
-
-    def __call__(self, folder: Path, popcorn_fd: int, mode: str):
-        kept = os.environ.get(LAYERS_OFF_ENV)
-        os.environ[LAYERS_OFF_ENV] = ",".join(self.layers_off)  # read by the sandbox and by its launch's settings
-        try:
-            if self.sandbox is None:
-                self.sandbox = Sandbox(self.device)
-            launch = self.sandbox.launch(folder, popcorn_fd, popcorn_fd, False, 0, program=IN_A_WORKERS_SANDBOX, mode=mode)
-        finally:
-            if kept is None:
-                del os.environ[LAYERS_OFF_ENV]
-            else:
-                os.environ[LAYERS_OFF_ENV] = kept
-        self.launches.append(launch)
-        return launch.argv, launch.pass_fds, launch.preexec, self.sandbox.environment(folder)
-
-    def close(self) -> None:
-        for launch in self.launches:
-            launch.close()
-            launch.remove()
-        self.launches = []
-        if self.sandbox is not None:
-            self.sandbox.close()
-            self.sandbox = None
-
-
 @dataclasses.dataclass(frozen=True)
 class Variant:
     name: str
@@ -255,8 +182,7 @@ class Variant:
     patch: str = ""  # what SITECUSTOMIZE changes in the eval's processes
     worker_environment: bool = False  # the sandbox's environment for a worker in place of this process's
     prefix: tuple[str, ...] = ()  # before the eval's command line
-    harness: tuple[str, ...] | None = None  # --official run so (check.run_ours), not the eval
-    sandboxed: bool = False  # the eval in a worker's sandbox (`InAWorkersSandbox`)
+    official: bool = False  # `python -m harness benchmark --official` (check.run_ours), not the eval alone
     layers_off: tuple[str, ...] = ()  # the sandbox's layers left out (harness/judge/layers.py)
 
 
@@ -268,8 +194,6 @@ VARIANTS = (
     Variant(f"eval beside a context polling an event every {END_POLL_S * 1e3:g} ms", neighbours=("polls",)),
     Variant("eval beside a context running a short kernel every ms", neighbours=("busy",)),
     Variant("eval in the worker's environment", worker_environment=True),
-    Variant("eval in a worker's sandbox", sandboxed=True),
-    *(Variant(f"eval in a worker's sandbox, {layer} off", sandboxed=True, layers_off=(layer,)) for layer in LAYERS),
     Variant("eval on one CPU (taskset -c 0)", prefix=("taskset", "-c", "0")),
     Variant("eval, the driver spinning while it waits", patch="spin"),
     Variant("eval, the driver yielding while it waits", patch="yield"),
@@ -278,12 +202,8 @@ VARIANTS = (
     Variant(f"eval, {GAP_S * 1e3:g} ms GPU work between rounds, host asleep", patch="gpu gap"),
     Variant(f"eval, {GAP_S * 1e3:g} ms host busy between rounds, GPU idle", patch="host gap"),
     Variant(f"eval, its flush {LONGER_WAIT_CYCLES / 2e3:g} us longer (the call's sync waits longer)", patch="longer wait"),
-    Variant("--official", harness=("-m", "harness")),
-    Variant("--official, the worker's queue waiting for go, eight L2s overwritten", harness=patched_harness(QUEUE_WAITS_FOR_GO)),
-    Variant("--official, the judge queuing its copies once done fired", harness=patched_harness(JUDGE_WAITS_ON_ITS_HOST)),
-    Variant("--official, no overwrite of L2 by the worker", harness=patched_harness(NO_OWN_OVERWRITE)),
-    Variant("--official, no flush by the judge", harness=patched_harness(NO_JUDGE_FLUSH)),
-    Variant("--official, neither", harness=patched_harness(NO_OWN_OVERWRITE, NO_JUDGE_FLUSH)),
+    Variant("--official (the eval in a worker's sandbox)", official=True),
+    *(Variant(f"--official, the sandbox's {layer} off", official=True, layers_off=(layer,)) for layer in LAYERS),
     Variant("eval again"),
 )
 
@@ -321,14 +241,16 @@ def stop_neighbours(processes: list[subprocess.Popen]) -> None:
 
 def run_variant(variant: Variant, submission: check.Submission, cases: list[dict], patches: Path, log) -> tuple[str, list[float]]:
     """(the check verdict, the means in ns) of `variant`."""
-    if variant.harness is not None:
-        return check.run_ours(submission, "benchmark", cases, "cuda", True, log, harness=variant.harness)
-    if variant.sandboxed:
-        sandboxed = InAWorkersSandbox(layers_off=variant.layers_off)
+    if variant.official:
+        kept = os.environ.get(LAYERS_OFF_ENV)
+        os.environ[LAYERS_OFF_ENV] = ",".join(variant.layers_off)  # read by the judge's sandbox
         try:
-            return check.run_eval(submission, "benchmark", cases, log, launch=sandboxed)
+            return check.run_ours(submission, "benchmark", cases, "cuda", True, log)
         finally:
-            sandboxed.close()
+            if kept is None:
+                del os.environ[LAYERS_OFF_ENV]
+            else:
+                os.environ[LAYERS_OFF_ENV] = kept
     environment = None
     with tempfile.TemporaryDirectory(prefix="worker-home-") as home:
         if variant.worker_environment:

@@ -1,6 +1,6 @@
 """Every staged problem folder's solutions judged twice, by this kit's judge and by the folder's
-own eval.py, and the verdicts compared; under --official, for the folders whose eval the judge
-follows, the benchmarks' means compared too (within 5 %).
+own eval.py, and the verdicts compared; under --official (the folder's eval run whole in a
+worker's sandbox), the benchmarks' means compared too (within 5 %).
 
     experiments/problem_folders/stage.sh PATH_TO_REFERENCE_KERNELS
     python experiments/problem_folders/check.py [--root .reference-kernels/problems] [--device cuda]
@@ -118,22 +118,15 @@ def popcorn_lines(text: str) -> dict:
 
 
 def run_eval(submission: Submission, mode: str, cases: list[dict], log, environment: dict | None = None,
-             prefix: tuple = (), launch=None) -> tuple[str, list[float]]:
+             prefix: tuple = ()) -> tuple[str, list[float]]:
     """(the eval's check verdict, its benchmark means in ns) from its POPCORN lines; `environment`
-    in place of this process's, `prefix` before its command line (`taskset -c 0`); `launch(folder,
-    popcorn_fd, mode)` gives (argv, pass_fds, preexec_fn, environment) that start it some other
-    way (in a worker's sandbox: experiments/official_vs_eval/process_context.py)."""
+    in place of this process's, `prefix` before its command line (`taskset -c 0`)."""
     folder = eval_folder(submission, cases)
     try:
         with tempfile.TemporaryFile("w+") as popcorn:
-            if launch is None:
-                environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
-                argv, pass_fds, preexec = [*prefix, sys.executable, "eval.py", mode, "cases.txt"], (popcorn.fileno(),), None
-            else:
-                argv, pass_fds, preexec, environment = launch(folder, popcorn.fileno(), mode)
-                environment = {**environment, "POPCORN_FD": str(popcorn.fileno())}
-            completed = subprocess.run(argv, cwd=folder, env=environment, pass_fds=pass_fds, preexec_fn=preexec,
-                                       capture_output=True, text=True, timeout=LIMIT_S)
+            environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
+            completed = subprocess.run([*prefix, sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
+                                       pass_fds=(popcorn.fileno(),), capture_output=True, text=True, timeout=LIMIT_S)
             popcorn.seek(0)
             lines = popcorn_lines(popcorn.read())
         log(f"eval.py {mode} {submission.label}: exit {completed.returncode}\n{completed.stdout[-4000:]}{completed.stderr[-4000:]}"
@@ -146,13 +139,11 @@ def run_eval(submission: Submission, mode: str, cases: list[dict], log, environm
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log,
-             harness: tuple = ("-m", "harness")) -> tuple[str, list[float]]:
-    """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`
-    (`harness`: what follows python in place of `-m harness`)."""
+def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, official: bool, log) -> tuple[str, list[float]]:
+    """(pass, fail or what stopped the judge, the means in ns) from `python -m harness MODE --json`."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
         file.write(cases_as_tests_file(cases))
-    command = [sys.executable, *harness, mode, file.name, "--problem", str(submission.folder), "--submission",
+    command = [sys.executable, "-m", "harness", mode, file.name, "--problem", str(submission.folder), "--submission",
                str(submission.file), "--device", device, "--json", *(["--official"] if official else [])]
     try:
         completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)

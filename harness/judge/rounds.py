@@ -24,11 +24,7 @@ its start event (`own_flush`, its size handed over with the events, harness/runn
 the competition's eval flushes in the process that makes the calls, and a batch whose L2 holds
 another context's writes runs slower (a chain of programmatic dependent kernels, by a fixed time
 a call: docs/timing.md). The judge's flush before it still evicts the inputs whatever the worker
-does; the partner runs the same overwrite, so that the judge's figure does not count it. Where
-the eval's flush is no more than that overwrite (pmpp_v2's, linalg's and helion's 256 MiB), the
-overwrite is the eval's own size and the worker's host waits for go before queuing it
-(`official_own_flush`): a call that waits on the GPU then waits behind its own process's flush
-alone, as the eval's calls do.
+does; the partner runs the same overwrite, so that the judge's figure does not count it.
 """
 
 import concurrent.futures
@@ -53,23 +49,6 @@ OWN_FLUSH_L2S = 8
 def own_flush_bytes(gpu: torch.device) -> int:
     """What a batch's process overwrites of L2 on its own queue under --official, on `gpu`, at most."""
     return OWN_FLUSH_L2S * torch.cuda.get_device_properties(gpu).L2_cache_size
-
-
-def official_own_flush(eval_flush_bytes: int, most_bytes: int) -> tuple[int, bool]:
-    """(what a batch's process overwrites of L2 after go under --official, whether its host waits
-    for go before queuing it), for an eval flushing `eval_flush_bytes` and an overwrite of at most
-    `most_bytes` (`own_flush_bytes`).
-
-    The eval's own flush where it is no larger, and then the host waits: the eval synchronizes
-    before its flush, so a call of its that waits on the GPU (a synchronous copy) waits for that
-    flush alone. Queued behind the judge's flush too (another context's work, then the overwrite),
-    such a call took as long as the eval's with the driver set to block rather than spin
-    (docs/figures.md, grayscale's process-context row; docs/timing.md, "A call that waits on the
-    GPU"). Where the eval's flush
-    is larger (better-bench's 64 GB, the plain eval's 4 GiB), the batch queues behind the judge's
-    flush on the GPU, which hides the calls' launches as the eval's own flush hides the eval's."""
-    size = min(eval_flush_bytes, most_bytes)
-    return size, 0 < size == eval_flush_bytes
 
 
 @dataclasses.dataclass
@@ -144,10 +123,9 @@ class JudgeClock:
         self.flush = L2Flush(device, flush_bytes)
         self.is_cuda = device.type == "cuda"
         self.gpu = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device()) if self.is_cuda else None
-        # Bytes each batch's process overwrites on its own queue after go (--official), or 0, and
-        # whether its host waits for go before it queues them.
-        self.own_flush_bytes, self.go_on_host = (official_own_flush(flush_bytes, own_flush_bytes(self.gpu))
-                                                 if own_flush and self.is_cuda else (0, False))
+        # Bytes each batch's process overwrites on its own queue after go (--official), or 0: the
+        # eval's own flush, at most OWN_FLUSH_L2S of L2.
+        self.own_flush_bytes = min(flush_bytes, own_flush_bytes(self.gpu)) if own_flush and self.is_cuda else 0
         self._connections: dict[int, _Connection] = {}  # a worker -> its current process's connection
 
     def connect(self, worker) -> None:
@@ -164,8 +142,7 @@ class JudgeClock:
             if replaced is not None:  # the process before, ended with its case; its launcher is idle
                 replaced.launcher.shutdown(wait=False)
             self._connections[id(worker)] = connection
-            worker.request("open_events", (connection.go.ipc_handle(), connection.done.ipc_handle()), self.own_flush_bytes,
-                           self.go_on_host)
+            worker.request("open_events", (connection.go.ipc_handle(), connection.done.ipc_handle()), self.own_flush_bytes)
 
     def round(self, worker, held: list, before_flush=None, before_window=None, record: bool = False) -> Round:
         """One batch of `held` (the tensors the worker holds as BATCH) through the worker.

@@ -58,7 +58,6 @@ class Calls:
         self._shared: dict[str, list] = {}  # the judge's shared inputs they came from
         self._storages: dict[str, dict] = {}
         self._own_flush = None  # --official: what each batch overwrites after go (`open_events`)
-        self._go_on_host = False  # --official: the host waits for go before the batch's overwrite
         if self._device.type == "cuda" and self._device.index is not None:
             # A launch or an event that names no device goes where the inputs are, as on the
             # competition's machine (`--device cuda:1` would otherwise time device 0's queue).
@@ -111,24 +110,21 @@ class Calls:
         self._shared.pop(name, None)
         self._storages.pop(name, None)
 
-    def open_events(self, handles: tuple, own_flush_bytes: int = 0, go_on_host: bool = False) -> None:
+    def open_events(self, handles: tuple, own_flush_bytes: int = 0) -> None:
         """The judge's interprocess events: the batch waits on the first and records the second,
         so that the judge's own events bracket it (harness/judge/rounds.py). With
         `own_flush_bytes` (--official), the buffer each batch overwrites after go, made here,
-        before any round; with `go_on_host`, this process's host waits for go before queuing the
-        overwrite, as the eval synchronizes before its flush (rounds.py `official_own_flush`)."""
+        before any round."""
         # An explicit index: an event opened on the bare "cuda" device cannot be recorded.
         device = torch.device("cuda", torch.cuda.current_device() if self._device.index is None else self._device.index)
         self._judge_events = tuple(torch.cuda.Event.from_ipc_handle(device, handle) for handle in handles)
         self._own_flush = L2Flush(device, int(own_flush_bytes)) if own_flush_bytes else None
-        self._go_on_host = bool(go_on_host) and self._own_flush is not None
 
     def run_batch(self, name: str, record_activity: bool = False) -> tuple:
         """Every held input once, back to back: (what each call returned, host ns of the loop).
 
         The one way the judge reaches custom_kernel. On a GPU the batch waits for the judge's go
-        event (under --official, where the overwrite is the eval's own flush, this process's host
-        waits for it instead); under --official it then overwrites L2 on this process's queue, so
+        event; under --official it then overwrites L2 on this process's queue, so
         that the calls start after a flush of their own process's, as in the competition's eval
         (not in a recorded batch, whose activity is judged against the judge's window and this
         process's events alike); it is timed by this process's events the competition's way, and records
@@ -141,12 +137,8 @@ class Calls:
         records = self._recording_block.__enter__()
         if self._device.type == "cuda":
             go, done = self._judge_events
-            own_flush = self._own_flush is not None and not record_activity
-            if own_flush and self._go_on_host:
-                go.synchronize()
-            else:
-                torch.cuda.current_stream().wait_event(go)
-            if own_flush:
+            torch.cuda.current_stream().wait_event(go)
+            if self._own_flush is not None and not record_activity:
                 self._own_flush()
             if record_activity:
                 torch.cuda._sleep(MARKER_CYCLES)
