@@ -255,6 +255,20 @@ def test_a_wrong_solution_its_eval_passes_agrees_where_official_passes_it_and_th
     assert check.compare_tests(submission, "cpu", lambda text: None).agrees == agrees
 
 
+@pytest.mark.parametrize("theirs, ours, agrees, said", [
+    ([100.0, 101.0, 99.0], [103.0, 104.0, 102.0], True, ""),  # +3 %
+    ([100.0, 160.0, 95.0], [108.0, 109.0, 107.0], True, "within the eval's own spread over 3 runs (65.0%)"),
+    ([100.0, 101.0, 99.0], [110.0, 111.0, 109.0], False, "beyond 5% and beyond the eval's own spread (2.0%)")])
+def test_means_agree_within_five_percent_or_the_evals_own_spread(monkeypatch, theirs, ours, agrees, said):
+    submission = check.Submission(FOLDER, FOLDER / "solutions" / "correct" / "fp32_cumsum.py", "pass")
+    turns = {"eval": iter(theirs), "ours": iter(ours)}
+    monkeypatch.setattr(check, "run_eval", lambda *args: ("pass", [next(turns["eval"])]))
+    monkeypatch.setattr(check, "run_ours", lambda *args: ("pass", [next(turns["ours"])]))
+    row = check.Row(submission)
+    check.compare_means(row, 1, "cpu", lambda text: None, repeats=3)
+    assert row.agrees == agrees and said in row.note and "(medians of 3)" in row.means
+
+
 # ---- end to end -------------------------------------------------------------------------------------
 
 @pytest.mark.e2e
