@@ -227,6 +227,11 @@ def test_through_the_service_a_claim_fails_its_candidate_and_the_secret_seed_sta
                                "mode": "test", "tests": CASE.spec + "\n", "options": {}})
         assert "seen by the worker: initial_seed=" in peeking["document"]["cases"][0]["message"], peeking
         assert secret not in json.dumps(peeking) and secret not in json.dumps(claimed)
+        # Under --official a problem folder's own eval is handed a seed, where the file reads it: not the secret.
+        folder = ROOT / "tests" / "fixtures" / "reference_kernels" / "practice" / "running_sum_py"
+        official = judge.judge({"id": "peeks-officially", "problem": str(folder), "mode": "test", "options": {"official": True},
+                                "source": (ROOT / "tests" / "fixtures" / "cheat_reads_the_secret_seed.py").read_text()})
+        assert official["document"]["cases"][0]["status"] == "error" and secret not in json.dumps(official), official
         passed = judge.judge({"id": "next", "source": (ROOT / "tests" / "fixtures" / "torch_submission.py").read_text(),
                               "mode": "test", "tests": CASE.spec + "\n", "options": {}})
         assert passed["exit_status"] == 0, passed

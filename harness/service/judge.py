@@ -30,6 +30,7 @@ import io
 import json
 import os
 import queue
+import secrets
 import signal
 import sys
 import tempfile
@@ -147,6 +148,10 @@ class Judge:
                 spent = time.monotonic() - started
                 run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
             run_options = dataclasses.replace(run_options, cancelled=cancelled, code_watch=self.code_watches.watch(problem))
+            if run_options.eval_seed is not None:
+                # A folder's own eval under --official is handed its seed as the runner hands it,
+                # where the candidate can read it: a seed of its own, never the judge's secret.
+                run_options = dataclasses.replace(run_options, eval_seed=secrets.randbits(32))
             record = api.run(mode, cases, run_options, reporter, workers=self.pool.workers())
             status, document = record.exit_status, run_document(record)
             if mode in TIMED_MODES:
