@@ -89,7 +89,8 @@ def test_an_eval_that_ends_with_no_verdict_stopped_at_the_first_open_case():
     (folder_eval.Ended(-signal.SIGSEGV), CRASH, "killed by signal SIGSEGV"),
     (folder_eval.Ended(128 + signal.SIGKILL), CRASH, "killed by signal SIGKILL"),  # as bubblewrap reports it
     (folder_eval.Ended(None, timed_out=True), TIMEOUT, "past its time limit (60 s for the whole run"),
-    (folder_eval.Ended(None, cancelled=True), NOT_RUN, "cancelled")])
+    (folder_eval.Ended(None, cancelled=True), NOT_RUN, "cancelled"),
+    (folder_eval.Ended(None, wall_spent=True), NOT_RUN, "wall-time limit")])
 def test_how_the_process_ended_settles_the_open_case(ended, status, words):
     record = _settled("", ended)
     assert record.results[0].status == status and words in record.results[0].message
@@ -251,6 +252,14 @@ def test_a_cancel_ends_the_eval_at_once(tmp_path):
                   cancelled=cancelled)
     assert record.results[0].status == NOT_RUN and "cancelled" in record.results[0].message
     assert time.monotonic() - began < 30
+
+
+@pytest.mark.e2e
+def test_the_time_limit_counts_from_the_evals_start_not_the_sandboxs(monkeypatch):
+    """A start slower than the whole limit (here made so) costs the file nothing."""
+    monkeypatch.setattr(folder_eval.runner, "PROGRAM", "import time; time.sleep(12); " + folder_eval.runner.PROGRAM)
+    record = _run("test", CORRECT, timeout_s=10)
+    assert [result.status for result in record.results] == [PASS] * 3
 
 
 @pytest.mark.e2e
