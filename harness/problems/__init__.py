@@ -89,7 +89,7 @@ class Problem:
     # The folder's own check_implementation(data, output) judges every output, as its eval calls
     # it; else the problem's utils.match_reference against a reference computed beforehand.
     own_check: bool = False
-    timeouts_s: tuple[tuple[str, float], ...] = ()  # mode -> seconds per case, task.yml's
+    timeouts_s: tuple[tuple[str, float], ...] = ()  # mode -> task.yml's seconds: a case's, the whole run's for its own eval
     ranking_by: str = "geom"
     flavour: str = ""  # the eval's flavour (harness/problems/eval_flavours.py)
     # A folder's: (name, file) for each of task.yml's `files` the runner lays beside the submission,

@@ -186,10 +186,10 @@ def _give_up_privileges() -> list[str]:
 
 def settle(settings: dict) -> list[str]:
     """Every descriptor closed but the judge's socket, the log (stdout and stderr made the log)
-    and those `kept_fds` names (a folder's eval's POPCORN_FD), the user changed where the judge is root, and every capability given up: a worker's
-    first steps, and all of a template's (harness/runner/template.py), which must keep the
-    system calls and the file system its children confine themselves with. Returns what the
-    system refused."""
+    and those `kept_fds` names (a folder's eval's POPCORN_FD), the user changed where the judge
+    is root, and every capability given up: a worker's first steps, and all of a template's
+    (harness/runner/template.py), which must keep the system calls and the file system its
+    children confine themselves with. Returns what the system refused."""
     keep = {0, 1, 2, settings["socket"], settings["log"], *settings.get("kept_fds", ())}
     for descriptor in map(int, os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else ():
         if descriptor not in keep:
