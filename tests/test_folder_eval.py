@@ -5,16 +5,19 @@ eval's lines is tested here on lines as an eval, or a submission forging them, c
 runs themselves (a sandboxed process each) are e2e tests, on tests/fixtures/reference_kernels'
 practice folder, whose small eval runs on the CPU."""
 
+import base64
 import math
+import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
 
 import click
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from harness import api
@@ -159,6 +162,51 @@ def test_whatever_the_eval_writes_every_case_gets_one_known_status(lines, mode, 
     for result in record.results:
         assert result.stats is None or (result.passed and result.stats.mean >= claims.SHORTEST_NS)
     assert record.eval_stopped is None or record.eval_stopped.status == ERROR
+
+
+@settings(max_examples=200, deadline=None)
+@example("\u00e9" * 4)  # past ASCII: base64's ValueError, not binascii.Error, ended the judge with a traceback
+@example("aGVsbG8=")
+@given(st.one_of(st.text(max_size=80), st.binary(max_size=60).map(lambda raw: base64.b64encode(raw).decode())))
+def test_a_profiles_report_of_any_text_is_its_table_or_fails_its_case(report):
+    record = _settled(f"benchmark.0.report: {report}\ncheck: pass\n", mode="profile", cases=1)
+    result = record.results[0]
+    assert result.status == PASS and isinstance(result.report, str) or \
+        result.status == FAIL and result.message.startswith("the judge could not read the eval's figures")
+
+
+def _drained(records: list[bytes]) -> folder_eval._Drained:
+    """The judge's reader of the eval's lines, given `records` one read each (a packet socket's
+    reads end at each record, as a pipe's do where the writer pauses between writes)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reader = folder_eval._Drained(ours.detach(), folder_eval.LINES_BYTES, head=True)
+    reader.start()
+    with theirs:
+        for record in records:
+            theirs.send(record)
+    reader.join()
+    return reader
+
+
+@settings(max_examples=50, deadline=None)
+@example("1" * 5000)  # past int()'s 4300 digits: a ValueError ended the judge with a traceback
+@given(st.text(alphabet="0123456789\u0663\U0001d7d9", min_size=1, max_size=6000))
+def test_a_case_index_of_any_digits_never_stops_the_judge(digits):
+    reader = _drained([f"test.{digits}.status: pass\n".encode(), b"test.1.status: pass\n"])
+    ends = folder_eval._case_ends(reader, "test", 0.0)
+    assert set(ends) <= {-1, 1} | ({int(digits)} if digits.isascii() and len(digits) <= 9 else set())
+    assert ends[1] >= ends[-1]
+
+
+def test_a_line_a_read_makes_its_times_in_linear_time():
+    # One line a read, as a writer that pauses between lines makes them: a scan of every read per
+    # line took the judge minutes past the eval's end for a megabyte of them.
+    records = [b"test.0.a\n"] * 30000 + [b"test.1.status: pass\n"]
+    reader = _drained(records)
+    began = time.monotonic()
+    ends = folder_eval._case_ends(reader, "test", 0.0)
+    assert time.monotonic() - began < 5
+    assert set(ends) == {-1, 0, 1} and ends[0] <= ends[1]
 
 
 # ---- what --official hands the eval ---------------------------------------------------------------

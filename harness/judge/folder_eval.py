@@ -19,8 +19,9 @@ process that ends before it started the eval is the machine's failure (WorkerNot
 the file's.
 """
 
+import array
 import base64
-import binascii
+import bisect
 import contextlib
 import dataclasses
 import os
@@ -50,18 +51,23 @@ REPORT_BYTES = 1 << 20  # a profile's table, decoded
 STARTED_LIMIT_S = 120  # from its start to the sandboxed process's word that the eval begins
 ENDED_LIMIT_S = 10  # for its pipes to close once the process has ended and its cgroup is killed
 POLL_S = 0.2  # how often the wait looks at the run's cancel
-FIELD = re.compile(r"(test|benchmark)\.(\d+)\.")
+# A case's field: its index in ASCII digits, at most 9 (no run has a billion cases; a line can hold
+# more digits than the 4300 int() reads).
+FIELD = re.compile(r"(test|benchmark)\.([0-9]{1,9})\.")
 
 
 class _Drained(threading.Thread):
     """Reads a pipe to its end, keeping its first `keep` bytes (`head`) or its last, and the time
-    at which each of the kept lines arrived."""
+    at which each read of the kept bytes arrived. A writer chooses how many reads its bytes take
+    (one a byte, at most `keep` of them): they are kept in two flat arrays and searched by
+    bisection."""
 
     def __init__(self, fd: int, keep: int, head: bool):
         super().__init__(daemon=True)
         self._fd, self._keep, self._head = fd, keep, head
         self._data = bytearray()
-        self.arrivals: list[tuple[int, float]] = []  # (the kept bytes' length at a read, when it arrived)
+        self._read_ends = array.array("q")  # the kept bytes' length after each read
+        self._read_times = array.array("d")  # when that read arrived, in step with _read_ends
         self.cut = False  # more came than was kept
 
     def run(self) -> None:
@@ -70,9 +76,10 @@ class _Drained(threading.Thread):
                 self.cut = self.cut or len(self._data) + len(chunk) > self._keep
                 if self._head:
                     chunk = chunk[:self._keep - len(self._data)]
-                    if chunk:
+                    if chunk:  # its read recorded before its bytes show in `text`, its time before its end
+                        self._read_times.append(time.monotonic())
+                        self._read_ends.append(len(self._data) + len(chunk))
                         self._data += chunk
-                        self.arrivals.append((len(self._data), time.monotonic()))
                 else:
                     self._data = (self._data + chunk)[-self._keep:]
 
@@ -81,8 +88,10 @@ class _Drained(threading.Thread):
         return self._data.decode("utf-8", errors="replace")
 
     def arrived(self, line_end: int) -> float:
-        """When the kept bytes up to `line_end` had all arrived (the last read's time past them)."""
-        return next((when for length, when in self.arrivals if length >= line_end), self.arrivals[-1][1])
+        """When the kept bytes up to `line_end` had all arrived (the first read's time that reached
+        them, else the last read's)."""
+        reads = len(self._read_ends)
+        return self._read_times[min(bisect.bisect_left(self._read_ends, line_end), reads - 1)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +274,7 @@ def _claimed_result(claimed: dict, kind: str, index: int, mode: str) -> CaseResu
         if kind == "benchmark" and f"{prefix}.mean" in claimed:
             stats = claims.eval_stats(claimed, prefix)
             return CaseResult(PASS, stats=stats)
-    except (UntrustedMessageError, binascii.Error) as error:
+    except (UntrustedMessageError, ValueError) as error:  # base64's errors, a character past ASCII's among them
         return CaseResult(FAIL, f"the judge could not read the eval's figures: {error}")
     if claimed.get(f"{prefix}.status") == "pass":
         return CaseResult(PASS)
