@@ -354,3 +354,56 @@ def test_the_eval_runs_confined_and_its_spawned_pool_answers(monkeypatch, tmp_pa
     written = len(cases_as_tests_file([case.args for case in cases]))
     assert record.exit_status == EXIT_PASS and record.results[0].stats.mean == 1000 + seccomp_mode * 100 + written, \
         record.results[0].output
+
+
+# ---- through the service --------------------------------------------------------------------------
+
+def _service_judge(**judge_options):
+    from harness.service.judges import LocalJudge
+
+    judge = LocalJudge("cpu", **judge_options)
+    judge.start()
+    return judge
+
+
+def _official_candidate(candidate_id: str, source: str) -> dict:
+    return {"id": candidate_id, "source": source, "mode": "test", "problem": str(FOLDER), "options": {"official": True}}
+
+
+READS_THE_SEED = "import os\ndef custom_kernel(data):\n    raise ValueError('seed=' + os.environ.get('POPCORN_SEED', 'none'))\n"
+
+
+@pytest.mark.e2e
+def test_through_the_service_the_seed_a_folders_eval_hands_over_is_the_runs_own_not_the_judges():
+    import json
+    import re
+    import secrets
+
+    secret = str(secrets.randbelow(10**9) + 10**9)
+    judge = _service_judge(environment={**os.environ, "POPCORN_SEED": secret})
+    try:
+        seen = []
+        for run in range(2):
+            reply = judge.judge(_official_candidate(f"peeks-{run}", READS_THE_SEED))
+            message = reply["document"]["cases"][0]["message"]
+            seen.append(re.search(r"seed=(\d+)", message)[1])  # the eval hands a secret seed, as the runner does
+            assert secret not in json.dumps(reply), reply
+        assert seen[0] != seen[1]  # each run draws its own
+    finally:
+        judge.close()
+
+
+HOARDS_MEMORY = "def custom_kernel(data):\n    hoard = b'x' * (1 << 30)\n    return data[1]\n"
+
+
+@pytest.mark.e2e
+def test_through_the_service_a_folders_eval_is_held_to_the_workers_memory_limit():
+    judge = _service_judge(memory_limit_mib=256)
+    try:
+        reply = judge.judge(_official_candidate("hoards", HOARDS_MEMORY))
+        case = reply["document"]["cases"][0]
+        assert case["status"] == "crash" and "SIGKILL" in case["message"], reply
+        passed = judge.judge(_official_candidate("next", CORRECT.read_text()))
+        assert passed["exit_status"] == EXIT_PASS, passed
+    finally:
+        judge.close()

@@ -118,7 +118,9 @@ def run(mode: str, cases: list, options, listener: RunListener = RunListener(), 
         began = time.monotonic()
         with _laid_out(options, cases) as folder, listener.case_progress(f"{mode}: {options.problem.eval_main}") as on_progress:
             on_progress("the folder's eval, run whole")
-            sandbox = Sandbox(options.device)
+            # The eval's process is held to the memory limit of the workers the run was given (the
+            # service's), as each of them is.
+            sandbox = Sandbox(options.device, memory_bytes=workers.memory_limit_bytes if workers is not None else None)
             try:
                 for refused in sandbox.refused:
                     listener.warning(f"the workers' sandbox lacks a layer: {refused}")
