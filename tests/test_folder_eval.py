@@ -6,6 +6,7 @@ runs themselves (a sandboxed process each) are e2e tests, on tests/fixtures/refe
 practice folder, whose small eval runs on the CPU."""
 
 import base64
+import functools
 import math
 import os
 import shutil
@@ -207,6 +208,70 @@ def test_a_line_a_read_makes_its_times_in_linear_time():
     ends = folder_eval._case_ends(reader, "test", 0.0)
     assert time.monotonic() - began < 5
     assert set(ends) == {-1, 0, 1} and ends[0] <= ends[1]
+
+
+@functools.lru_cache
+def _prepared_once(mode: str):
+    return _prepared(mode, CORRECT)
+
+
+def _run_with_sinks(mode: str, lines: str, output: str, ended: folder_eval.Ended) -> tuple[list, str, str, dict]:
+    """folder_eval.run on an eval's `lines` (one read each), its `output` and how it `ended`, with
+    the sinks a run's record goes to: the report, the POPCORN lines, the --json document and, in a
+    timed mode, the store and its CSV. (the cases, the report, the POPCORN lines, the document)."""
+    import io
+    import json
+    import tempfile
+
+    from rich.console import Console
+
+    from harness.judge.record import Listeners
+    from harness.results.console import Reporter
+    from harness.results.document import run_document
+    from harness.results.popcorn import PopcornLines, PopcornLog
+    from harness.results.recording import Recording, keep_run
+
+    class NoSandbox:
+        refused, layers = [], {}
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def close(self):
+            pass
+
+    reader = _drained([line.encode("utf-8", "surrogateescape") for line in lines.splitlines(keepends=True)])
+    cases, options = _prepared_once(mode)
+    report = io.StringIO()
+    with pytest.MonkeyPatch.context() as monkeypatch, tempfile.TemporaryDirectory() as folder, \
+            open(f"{folder}/popcorn", "w+") as popcorn:
+        monkeypatch.setattr(folder_eval, "Sandbox", NoSandbox)
+        monkeypatch.setattr(folder_eval, "protect_the_judge", lambda: [])
+        monkeypatch.setattr(folder_eval, "_run_eval", lambda *args: (reader, output, ended))
+        record = api.run(mode, cases, options, Listeners(PopcornLines(PopcornLog(os.dup(popcorn.fileno()))),
+                                                         Reporter(console=Console(file=report, width=120))))
+        document = json.loads(json.dumps(run_document(record), allow_nan=False))
+        if mode in ("benchmark", "leaderboard"):  # the timed modes keep their rows
+            keep_run(Recording(Path(folder, "verdicts.sqlite"), Path(folder, "runs.csv")), record, None, {}, "fixed", document)
+        popcorn.seek(0)
+        return cases, report.getvalue(), popcorn.read(), document
+
+
+@settings(max_examples=100, deadline=None)
+@example(["test.0.error: \x1bc\x1b[2J"], "test", "\x1bc", folder_eval.Ended(1))  # a lone ESC passed the report's stripping
+@example(["benchmark.0.report: \u00e9"], "profile", "", folder_eval.Ended(0))
+@example([f"test.{'9' * 5000}.status: pass"], "test", "", folder_eval.Ended(0))
+@given(st.lists(st.one_of(st.tuples(LINE_KEYS, VALUES).map(lambda pair: f"{pair[0]}: {pair[1]}"), st.text(max_size=60)),
+                max_size=20),
+       st.sampled_from(["test", "benchmark", "leaderboard", "profile"]), st.text(max_size=200),
+       st.sampled_from([folder_eval.Ended(0), folder_eval.Ended(1), folder_eval.Ended(-9), folder_eval.Ended(None, timed_out=True)]))
+def test_whatever_the_eval_writes_every_sink_takes_the_runs_record(lines, mode, output, ended):
+    cases, report, popcorn, document = _run_with_sinks(mode, "\n".join(lines) + "\n", output, ended)
+    assert len(document["cases"]) == len(cases) and "\x1b" not in report
+    kind = "test" if mode == "test" else "benchmark"
+    popcorn_lines = popcorn.splitlines()
+    assert popcorn_lines[0] == f"{kind}-count: {len(cases)}"
+    assert all(line.partition(": ")[0].startswith((f"{kind}.", "check")) for line in popcorn_lines[1:]), popcorn
 
 
 # ---- what --official hands the eval ---------------------------------------------------------------
