@@ -374,6 +374,21 @@ def test_a_process_that_ends_before_the_eval_begins_is_the_machines_failure(monk
     assert stopped.value.status == EXIT_INFRASTRUCTURE and "ended before it began (exit status 3)" in stopped.value.message
 
 
+@pytest.mark.e2e
+def test_an_eval_the_system_cannot_start_is_the_machines_failure_and_leaves_no_descriptor(monkeypatch):
+    def refused(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    _run("test", CORRECT)  # the sandbox's check, made once per process, holds none after it
+    cases, options = _prepared("test", CORRECT)
+    before = set(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(folder_eval.subprocess, "Popen", refused)
+    with pytest.raises(api.Stopped) as stopped:
+        api.run("test", cases, options)
+    assert stopped.value.status == EXIT_INFRASTRUCTURE and "could not start" in stopped.value.message
+    assert set(os.listdir("/proc/self/fd")) <= before
+
+
 # An eval as pmpp_v2's measures: in a spawned pool, whose result is a class of the eval's __main__.
 # Its figure tells how it ran: no new privileges (1000), the system-call filter (200), its own
 # cases file read from its folder (the file's length).

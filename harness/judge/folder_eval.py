@@ -172,6 +172,8 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
                                        stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
                                        env=environment, start_new_session=True)
         except OSError as error:
+            for fd in (lines_read, output_read):  # no reader took them
+                os.close(fd)
             raise WorkerNotStarted(f"the folder's eval could not start ({error})") from None
         finally:
             launch.close()
