@@ -375,6 +375,23 @@ def test_a_process_that_ends_before_the_eval_begins_is_the_machines_failure(monk
 
 
 @pytest.mark.e2e
+def test_the_evals_time_limit_counts_from_its_word_that_it_began(monkeypatch):
+    # A sandbox slow to start (a loaded machine) spends none of the file's time: nothing of it runs before.
+    monkeypatch.setattr(folder_eval.runner, "PROGRAM", "import time; time.sleep(4); " + folder_eval.runner.PROGRAM)
+    record = _run("test", CORRECT, timeout_s=3)
+    assert record.exit_status == EXIT_PASS, [result.message for result in record.results]
+
+
+@pytest.mark.e2e
+def test_an_eval_that_never_begins_is_the_machines_failure_whatever_its_time_limit(monkeypatch):
+    monkeypatch.setattr(folder_eval, "STARTED_LIMIT_S", 3)
+    monkeypatch.setattr(folder_eval.runner, "PROGRAM", "import time; time.sleep(600)")
+    with pytest.raises(api.Stopped) as stopped:
+        _run("test", CORRECT, timeout_s=1)
+    assert stopped.value.status == EXIT_INFRASTRUCTURE
+
+
+@pytest.mark.e2e
 def test_an_eval_the_system_cannot_start_is_the_machines_failure_and_leaves_no_descriptor(monkeypatch):
     def refused(*args, **kwargs):
         raise OSError(24, "Too many open files")

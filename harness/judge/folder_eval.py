@@ -15,8 +15,9 @@ most `LINES_BYTES` of it through one gate (harness/judge/claims.py `eval_lines`,
 which makes each case's result and never raises. A case its lines leave open takes its status from
 how the process ended: past the time limit, killed by a signal, or ended with no verdict (an
 exception the eval did not catch, `RunRecord.eval_stopped`); the cases after it are not run. A
-process that ends before it started the eval is the machine's failure (WorkerNotStarted), never
-the file's.
+process that ends before it started the eval, or is silent for STARTED_LIMIT_S, is the machine's
+failure (WorkerNotStarted), never the file's; the mode's time limit counts from that start, as
+nothing of the submission runs before it.
 """
 
 import array
@@ -200,17 +201,16 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
 
 
 def _wait(process: subprocess.Popen, started: int, options, began: float) -> Ended | None:
-    """How the process ended, held to the mode's time limit (the whole eval's, as the runner's) and
-    the run's wall limit from its start; None where it ended, or ran out of STARTED_LIMIT_S, before
-    it said it started."""
-    limit_s = options.timeout_s
-    if options.wall_limit_s:
-        limit_s = min(limit_s, options.wall_limit_s - (began - (options.wall_clock_from or began)))
-    deadline = began + limit_s
-    if not _started(process, started, min(deadline, time.monotonic() + STARTED_LIMIT_S)):
-        if process.poll() is None and time.monotonic() >= deadline:
+    """How the process ended, held to the run's wall limit from its start and, from its word that
+    the eval begins, to the mode's time limit (the whole eval's, as the runner's: nothing of the
+    submission runs before that word, so the sandbox's start is none of its time); None where it
+    ended, or ran out of STARTED_LIMIT_S, before it said it started."""
+    wall_deadline = (options.wall_clock_from or began) + options.wall_limit_s if options.wall_limit_s else float("inf")
+    if not _started(process, started, min(wall_deadline, time.monotonic() + STARTED_LIMIT_S)):
+        if process.poll() is None and time.monotonic() >= wall_deadline:
             return Ended(None, timed_out=True)
         return None
+    deadline = min(wall_deadline, time.monotonic() + options.timeout_s)
     while True:
         try:
             return Ended(process.wait(timeout=POLL_S))
