@@ -15,9 +15,8 @@ most `LINES_BYTES` of it through one gate (harness/judge/claims.py `eval_lines`,
 which makes each case's result and never raises. A case its lines leave open takes its status from
 how the process ended: past the time limit, killed by a signal, or ended with no verdict (an
 exception the eval did not catch, `RunRecord.eval_stopped`); the cases after it are not run. A
-process that ends before it started the eval, or is silent for STARTED_LIMIT_S, is the machine's
-failure (WorkerNotStarted), never the file's; the mode's time limit counts from that start, as
-nothing of the submission runs before it.
+process that ends before it started the eval is the machine's failure (WorkerNotStarted), never
+the file's.
 """
 
 import array
@@ -97,12 +96,13 @@ class _Drained(threading.Thread):
 
 @dataclasses.dataclass(frozen=True)
 class Ended:
-    """How the eval's process ended: its exit status (None: killed while it ran, past its time
-    limit or cancelled), and when."""
+    """How the eval's process ended: its exit status (None: killed, past its time limit, cancelled,
+    or the run's wall limit spent before the eval began), and when."""
 
     status: int | None
     timed_out: bool = False
     cancelled: bool = False
+    wall_spent: bool = False  # the run's wall limit ran out before the eval began
     at: float = dataclasses.field(default_factory=time.monotonic)
 
 
@@ -182,9 +182,13 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
                 os.close(fd)
         lines.start()
         output.start()
+        ended = None
         try:
             ended = _wait(process, started_read, options, began)
         finally:
+            if ended is None:  # its exit status, where it is ending of itself, before the kill
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=ENDED_LIMIT_S)
             launch.cgroup.kill()
             if process.poll() is None:
                 process.kill()
@@ -201,16 +205,18 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
 
 
 def _wait(process: subprocess.Popen, started: int, options, began: float) -> Ended | None:
-    """How the process ended, held to the run's wall limit from its start and, from its word that
-    the eval begins, to the mode's time limit (the whole eval's, as the runner's: nothing of the
-    submission runs before that word, so the sandbox's start is none of its time); None where it
-    ended, or ran out of STARTED_LIMIT_S, before it said it started."""
-    wall_deadline = (options.wall_clock_from or began) + options.wall_limit_s if options.wall_limit_s else float("inf")
+    """How the process ended, held to the mode's time limit from the eval's start (the whole
+    eval's, as the runner holds it: the sandbox's start is bounded apart, by STARTED_LIMIT_S) and
+    to what the run's wall limit leaves; None where it ended, or ran out of STARTED_LIMIT_S, before
+    it said the eval began."""
+    wall_deadline = float("inf")
+    if options.wall_limit_s:
+        wall_deadline = (options.wall_clock_from or began) + options.wall_limit_s
     if not _started(process, started, min(wall_deadline, time.monotonic() + STARTED_LIMIT_S)):
         if process.poll() is None and time.monotonic() >= wall_deadline:
-            return Ended(None, timed_out=True)
+            return Ended(None, wall_spent=True)
         return None
-    deadline = min(wall_deadline, time.monotonic() + options.timeout_s)
+    deadline = min(time.monotonic() + options.timeout_s, wall_deadline)
     while True:
         try:
             return Ended(process.wait(timeout=POLL_S))
@@ -278,7 +284,7 @@ def _claimed_result(claimed: dict, kind: str, index: int, mode: str) -> CaseResu
         if kind == "benchmark" and f"{prefix}.mean" in claimed:
             stats = claims.eval_stats(claimed, prefix)
             return CaseResult(PASS, stats=stats)
-    except (UntrustedMessageError, ValueError) as error:  # base64's errors, a character past ASCII's among them
+    except (UntrustedMessageError, ValueError) as error:  # base64's errors are ValueErrors
         return CaseResult(FAIL, f"the judge could not read the eval's figures: {error}")
     if claimed.get(f"{prefix}.status") == "pass":
         return CaseResult(PASS)
@@ -290,6 +296,8 @@ def _stopped_result(ended: Ended, options, output: str) -> CaseResult:
     an error's message the last line it printed (a traceback's exception)."""
     if ended.cancelled:
         return CaseResult(NOT_RUN, "not run: the run was cancelled")
+    if ended.wall_spent:
+        return CaseResult(NOT_RUN, "not run: the run's wall-time limit was spent before the eval began")
     if ended.timed_out:
         return CaseResult(TIMEOUT, f"the folder's eval ran past its time limit ({options.timeout_s:g} s for the whole "
                                    "run, as the competition's runner holds it) and was killed")

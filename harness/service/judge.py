@@ -142,13 +142,16 @@ class Judge:
             except ValueError:
                 error_class = REJECTED
                 raise
-            cases, run_options = api.prepare(mode, tests_file, submission, problem, self.device,
-                                             secret=self._secret_for(problem, extra), kernelguard=self.pool.kernelguard.take,
-                                             shown_as=name, **extra)
+            cases, run_options = api.prepare(mode, tests_file, submission, problem, self.device, secret=self.secret,
+                                             kernelguard=self.pool.kernelguard.take, shown_as=name, **extra)
             if run_options.wall_limit_s:  # the static check's time is the candidate's too
                 spent = time.monotonic() - started
                 run_options = dataclasses.replace(run_options, wall_limit_s=max(run_options.wall_limit_s - spent, MINIMUM_RUN_S))
             run_options = dataclasses.replace(run_options, cancelled=cancelled, code_watch=self.code_watches.watch(problem))
+            if run_options.eval_seed is not None:
+                # A folder's own eval under --official is handed its seed as the runner hands it,
+                # where the candidate can read it: a seed of its own, never the judge's secret.
+                run_options = dataclasses.replace(run_options, eval_seed=secrets.randbits(32))
             record = api.run(mode, cases, run_options, reporter, workers=self.pool.workers())
             status, document = record.exit_status, run_document(record)
             if mode in TIMED_MODES:
@@ -190,15 +193,6 @@ class Judge:
             self._cancel.set()
             cancel = self._cancel
         self._cancels.put(cancel)
-
-    def _secret_for(self, problem, options: dict) -> int | None:
-        """The run's secret seed: the judge's, but where a folder's own eval runs under --official,
-        which hands its seed to the submission's process (POPCORN_SEED, as the competition's runner
-        does), one drawn for that run alone: what a candidate reads there tells it nothing of the
-        seeds of the judge's other runs."""
-        if self.secret is not None and options.get("official") and problem.eval_main:
-            return secrets.randbelow(2**31)
-        return self.secret
 
     def _begin(self, candidate_id: str | None) -> threading.Event:
         """The run of `candidate_id` begins: its cancel, set already where the front sent it first."""
