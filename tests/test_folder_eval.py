@@ -383,6 +383,30 @@ def test_an_eval_that_never_begins_is_the_machines_failure_whatever_its_time_lim
     assert stopped.value.status == EXIT_INFRASTRUCTURE
 
 
+ORPHAN = """import os, signal, time
+def custom_kernel(data):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(600)
+        os._exit(0)
+    os._exit(0)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("layers_off", ["", "bubblewrap,cgroup"])
+def test_an_orphan_holding_the_evals_pipes_keeps_the_judge_no_longer_than_the_eval(monkeypatch, tmp_path, layers_off):
+    from harness.judge.layers import LAYERS_OFF_ENV
+
+    monkeypatch.setenv(LAYERS_OFF_ENV, layers_off)
+    began = time.monotonic()
+    record = _run("test", _submission(tmp_path, ORPHAN))
+    assert record.results[0].status == ERROR and "exit status 0" in record.results[0].message
+    assert time.monotonic() - began < folder_eval.ENDED_LIMIT_S
+
+
 @pytest.mark.e2e
 def test_an_eval_the_system_cannot_start_is_the_machines_failure_and_leaves_no_descriptor(monkeypatch):
     def refused(*args, **kwargs):

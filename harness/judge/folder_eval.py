@@ -127,10 +127,10 @@ def run(mode: str, cases: list, options, listener: RunListener = RunListener(), 
                     listener.warning(f"the workers' sandbox lacks a layer: {refused}")
                 record.sandbox = sandbox.layers
                 record.runner_copies = re.compile(re.escape(f"{folder}/submission.py"))
-                lines, output, ended = _run_eval(sandbox, folder, mode, options, began)
+                lines, output, ended = _run_eval(sandbox, folder, mode, options, began,
+                                                 set(workers.pids) if workers is not None else set())
             finally:
                 sandbox.close()
-                end_strays(set(workers.pids) if workers is not None else set())
         kind = "test" if mode == "test" else "benchmark"
         settle(record, lines.text, _case_ends(lines, kind, began), output, ended, lines_cut=lines.cut)
     for index, (case, result) in enumerate(zip(cases, record.results)):
@@ -156,8 +156,10 @@ def _laid_out(options, cases: list):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
-    """(the eval's lines, with when each arrived; what it printed; how it ended)."""
+def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float, kept: set[int]):
+    """(the eval's lines, with when each arrived; what it printed; how it ended). Once it ended,
+    whatever it left behind is ended, but the judge's `kept` processes, before its pipes are read
+    to their end: where the system grants it no cgroup or pid namespace, its orphans hold them."""
     started_read, started_write = os.pipe()
     lines_read, lines_write = os.pipe()
     output_read, output_write = os.pipe()
@@ -193,6 +195,7 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
             if process.poll() is None:
                 process.kill()
             process.wait()
+            end_strays(kept)
             for reader in (lines, output):
                 reader.join(ENDED_LIMIT_S)
         if ended is None:
