@@ -248,8 +248,9 @@ def _run_with_sinks(mode: str, lines: str, output: str, ended: folder_eval.Ended
         monkeypatch.setattr(folder_eval, "Sandbox", NoSandbox)
         monkeypatch.setattr(folder_eval, "protect_the_judge", lambda: [])
         monkeypatch.setattr(folder_eval, "_run_eval", lambda *args: (reader, output, ended))
+        console = Console(file=report, highlight=False, width=132)  # as the service's judge makes it
         record = api.run(mode, cases, options, Listeners(PopcornLines(PopcornLog(os.dup(popcorn.fileno()))),
-                                                         Reporter(console=Console(file=report, width=120))))
+                                                         Reporter(console=console)))
         document = json.loads(json.dumps(run_document(record), allow_nan=False))
         if mode in ("benchmark", "leaderboard"):  # the timed modes keep their rows
             keep_run(Recording(Path(folder, "verdicts.sqlite"), Path(folder, "runs.csv")), record, None, {}, "fixed", document)
