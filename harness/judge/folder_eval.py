@@ -19,9 +19,7 @@ process that ends before it started the eval is the machine's failure (WorkerNot
 the file's.
 """
 
-import array
 import base64
-import bisect
 import contextlib
 import dataclasses
 import os
@@ -32,6 +30,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from array import array
+from bisect import bisect_left
 from pathlib import Path
 
 from harness.judge import claims
@@ -66,8 +66,8 @@ class _Drained(threading.Thread):
         super().__init__(daemon=True)
         self._fd, self._keep, self._head = fd, keep, head
         self._data = bytearray()
-        self._read_ends = array.array("q")  # the kept bytes' length after each read
-        self._read_times = array.array("d")  # when that read arrived, in step with _read_ends
+        self._read_ends = array("q")  # the kept bytes' length after each read
+        self._read_times = array("d")  # when that read arrived, in step with _read_ends
         self.cut = False  # more came than was kept
 
     def run(self) -> None:
@@ -91,7 +91,7 @@ class _Drained(threading.Thread):
         """When the kept bytes up to `line_end` had all arrived (the first read's time that reached
         them, else the last read's)."""
         reads = len(self._read_ends)
-        return self._read_times[min(bisect.bisect_left(self._read_ends, line_end), reads - 1)]
+        return self._read_times[min(bisect_left(self._read_ends, line_end), reads - 1)]
 
 
 @dataclasses.dataclass(frozen=True)
