@@ -5,16 +5,20 @@ eval's lines is tested here on lines as an eval, or a submission forging them, c
 runs themselves (a sandboxed process each) are e2e tests, on tests/fixtures/reference_kernels'
 practice folder, whose small eval runs on the CPU."""
 
+import base64
+import functools
 import math
+import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
 
 import click
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from harness import api
@@ -162,6 +166,116 @@ def test_whatever_the_eval_writes_every_case_gets_one_known_status(lines, mode, 
     assert record.eval_stopped is None or record.eval_stopped.status == ERROR
 
 
+@settings(max_examples=200, deadline=None)
+@example("\u00e9" * 4)  # past ASCII: base64's ValueError, not binascii.Error, ended the judge with a traceback
+@example("aGVsbG8=")
+@given(st.one_of(st.text(max_size=80), st.binary(max_size=60).map(lambda raw: base64.b64encode(raw).decode())))
+def test_a_profiles_report_of_any_text_is_its_table_or_fails_its_case(report):
+    record = _settled(f"benchmark.0.report: {report}\ncheck: pass\n", mode="profile", cases=1)
+    result = record.results[0]
+    assert result.status == PASS and isinstance(result.report, str) or \
+        result.status == FAIL and result.message.startswith("the judge could not read the eval's figures")
+
+
+def _drained(records: list[bytes]) -> folder_eval._Drained:
+    """The judge's reader of the eval's lines, given `records` one read each (a packet socket's
+    reads end at each record, as a pipe's do where the writer pauses between writes)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reader = folder_eval._Drained(ours.detach(), folder_eval.LINES_BYTES, head=True)
+    reader.start()
+    with theirs:
+        for record in records:
+            theirs.send(record)
+    reader.join()
+    return reader
+
+
+@settings(max_examples=50, deadline=None)
+@example("1" * 5000)  # past int()'s 4300 digits: a ValueError ended the judge with a traceback
+@given(st.text(alphabet="0123456789\u0663\U0001d7d9", min_size=1, max_size=6000))
+def test_a_case_index_of_any_digits_never_stops_the_judge(digits):
+    reader = _drained([f"test.{digits}.status: pass\n".encode(), b"test.1.status: pass\n"])
+    ends = folder_eval._case_ends(reader, "test", 0.0)
+    assert set(ends) <= {-1, 1} | ({int(digits)} if digits.isascii() and len(digits) <= 9 else set())
+    assert ends[1] >= ends[-1]
+
+
+def test_a_line_a_read_makes_its_times_in_linear_time():
+    # One line a read, as a writer that pauses between lines makes them: a scan of every read per
+    # line took the judge minutes past the eval's end for a megabyte of them.
+    records = [b"test.0.a\n"] * 30000 + [b"test.1.status: pass\n"]
+    reader = _drained(records)
+    began = time.monotonic()
+    ends = folder_eval._case_ends(reader, "test", 0.0)
+    assert time.monotonic() - began < 5
+    assert set(ends) == {-1, 0, 1} and ends[0] <= ends[1]
+
+
+@functools.lru_cache
+def _prepared_once(mode: str):
+    return _prepared(mode, CORRECT)
+
+
+def _run_with_sinks(mode: str, lines: str, output: str, ended: folder_eval.Ended) -> tuple[list, str, str, dict]:
+    """folder_eval.run on an eval's `lines` (one read each), its `output` and how it `ended`, with
+    the sinks a run's record goes to: the report, the POPCORN lines, the --json document and, in a
+    timed mode, the store and its CSV. (the cases, the report, the POPCORN lines, the document)."""
+    import io
+    import json
+    import tempfile
+
+    from rich.console import Console
+
+    from harness.judge.record import Listeners
+    from harness.results.console import Reporter
+    from harness.results.document import run_document
+    from harness.results.popcorn import PopcornLines, PopcornLog
+    from harness.results.recording import Recording, keep_run
+
+    class NoSandbox:
+        refused, layers = [], {}
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def close(self):
+            pass
+
+    reader = _drained([line.encode("utf-8", "surrogateescape") for line in lines.splitlines(keepends=True)])
+    cases, options = _prepared_once(mode)
+    report = io.StringIO()
+    with pytest.MonkeyPatch.context() as monkeypatch, tempfile.TemporaryDirectory() as folder, \
+            open(f"{folder}/popcorn", "w+") as popcorn:
+        monkeypatch.setattr(folder_eval, "Sandbox", NoSandbox)
+        monkeypatch.setattr(folder_eval, "protect_the_judge", lambda: [])
+        monkeypatch.setattr(folder_eval, "_run_eval", lambda *args: (reader, output, ended))
+        console = Console(file=report, highlight=False, width=132)  # as the service's judge makes it
+        record = api.run(mode, cases, options, Listeners(PopcornLines(PopcornLog(os.dup(popcorn.fileno()))),
+                                                         Reporter(console=console)))
+        document = json.loads(json.dumps(run_document(record), allow_nan=False))
+        if mode in ("benchmark", "leaderboard"):  # the timed modes keep their rows
+            keep_run(Recording(Path(folder, "verdicts.sqlite"), Path(folder, "runs.csv")), record, None, {}, "fixed", document)
+        popcorn.seek(0)
+        return cases, report.getvalue(), popcorn.read(), document
+
+
+@settings(max_examples=100, deadline=None)
+@example(["test.0.error: \x1bc\x1b[2J"], "test", "\x1bc", folder_eval.Ended(1))  # a lone ESC passed the report's stripping
+@example(["benchmark.0.report: \u00e9"], "profile", "", folder_eval.Ended(0))
+@example([f"test.{'9' * 5000}.status: pass"], "test", "", folder_eval.Ended(0))
+@given(st.lists(st.one_of(st.tuples(LINE_KEYS, VALUES).map(lambda pair: f"{pair[0]}: {pair[1]}"), st.text(max_size=60)),
+                max_size=20),
+       st.sampled_from(["test", "benchmark", "leaderboard", "profile"]), st.text(max_size=200),
+       st.sampled_from([folder_eval.Ended(0), folder_eval.Ended(1), folder_eval.Ended(-9), folder_eval.Ended(None, timed_out=True)]))
+def test_whatever_the_eval_writes_every_sink_takes_the_runs_record(lines, mode, output, ended):
+    cases, report, popcorn, document = _run_with_sinks(mode, "\n".join(lines) + "\n", output, ended)
+    assert len(document["cases"]) == len(cases) and "\x1b" not in report
+    kind = "test" if mode == "test" else "benchmark"
+    popcorn_lines = popcorn.splitlines()
+    assert popcorn_lines[0] == f"{kind}-count: {len(cases)}"
+    assert all(line.partition(": ")[0].startswith((f"{kind}.", "check")) for line in popcorn_lines[1:]), popcorn
+
+
 # ---- what --official hands the eval ---------------------------------------------------------------
 
 def test_under_official_the_eval_gets_the_cases_as_written_and_the_secret_as_its_seed():
@@ -270,6 +384,54 @@ def test_a_process_that_ends_before_the_eval_begins_is_the_machines_failure(monk
     assert stopped.value.status == EXIT_INFRASTRUCTURE and "ended before it began (exit status 3)" in stopped.value.message
 
 
+@pytest.mark.e2e
+def test_an_eval_that_never_begins_is_the_machines_failure_whatever_its_time_limit(monkeypatch):
+    monkeypatch.setattr(folder_eval, "STARTED_LIMIT_S", 3)
+    monkeypatch.setattr(folder_eval.runner, "PROGRAM", "import time; time.sleep(600)")
+    with pytest.raises(api.Stopped) as stopped:
+        _run("test", CORRECT, timeout_s=1)
+    assert stopped.value.status == EXIT_INFRASTRUCTURE
+
+
+ORPHAN = """import os, signal, time
+def custom_kernel(data):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(600)
+        os._exit(0)
+    os._exit(0)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("layers_off", ["", "bubblewrap,cgroup"])
+def test_an_orphan_holding_the_evals_pipes_keeps_the_judge_no_longer_than_the_eval(monkeypatch, tmp_path, layers_off):
+    from harness.judge.layers import LAYERS_OFF_ENV
+
+    monkeypatch.setenv(LAYERS_OFF_ENV, layers_off)
+    began = time.monotonic()
+    record = _run("test", _submission(tmp_path, ORPHAN))
+    assert record.results[0].status == ERROR and "exit status 0" in record.results[0].message
+    assert time.monotonic() - began < folder_eval.ENDED_LIMIT_S
+
+
+@pytest.mark.e2e
+def test_an_eval_the_system_cannot_start_is_the_machines_failure_and_leaves_no_descriptor(monkeypatch):
+    def refused(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    _run("test", CORRECT)  # the sandbox's check, made once per process, holds none after it
+    cases, options = _prepared("test", CORRECT)
+    before = set(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(folder_eval.subprocess, "Popen", refused)
+    with pytest.raises(api.Stopped) as stopped:
+        api.run("test", cases, options)
+    assert stopped.value.status == EXIT_INFRASTRUCTURE and "could not start" in stopped.value.message
+    assert set(os.listdir("/proc/self/fd")) <= before
+
+
 # An eval as pmpp_v2's measures: in a spawned pool, whose result is a class of the eval's __main__.
 # Its figure tells how it ran: no new privileges (1000), the system-call filter (200), its own
 # cases file read from its folder (the file's length).
@@ -315,3 +477,28 @@ def test_the_eval_runs_confined_and_its_spawned_pool_answers(monkeypatch, tmp_pa
     written = len(cases_as_tests_file([case.args for case in cases]))
     assert record.exit_status == EXIT_PASS and record.results[0].stats.mean == 1000 + seccomp_mode * 100 + written, \
         record.results[0].output
+
+
+# ---- through the service --------------------------------------------------------------------------
+
+def _official_candidate(candidate_id: str, source: str) -> dict:
+    return {"id": candidate_id, "source": source, "mode": "test", "problem": str(FOLDER), "options": {"official": True}}
+
+
+HOARDS_MEMORY = "def custom_kernel(data):\n    hoard = b'x' * (1 << 30)\n    return data[1]\n"
+
+
+@pytest.mark.e2e
+def test_through_the_service_a_folders_eval_is_held_to_the_workers_memory_limit():
+    from harness.service.judges import LocalJudge
+
+    judge = LocalJudge("cpu", memory_limit_mib=256)
+    judge.start()
+    try:
+        reply = judge.judge(_official_candidate("hoards", HOARDS_MEMORY))
+        case = reply["document"]["cases"][0]
+        assert case["status"] == "crash" and "SIGKILL" in case["message"], reply
+        passed = judge.judge(_official_candidate("next", CORRECT.read_text()))
+        assert passed["exit_status"] == EXIT_PASS, passed
+    finally:
+        judge.close()

@@ -30,6 +30,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from array import array
+from bisect import bisect_left
 from pathlib import Path
 
 from harness.judge import claims
@@ -49,18 +51,23 @@ REPORT_BYTES = 1 << 20  # a profile's table, decoded
 STARTED_LIMIT_S = 120  # from its start to the sandboxed process's word that the eval begins
 ENDED_LIMIT_S = 10  # for its pipes to close once the process has ended and its cgroup is killed
 POLL_S = 0.2  # how often the wait looks at the run's cancel
-FIELD = re.compile(r"(test|benchmark)\.(\d+)\.")
+# A case's field: its index in ASCII digits, at most 9 (no run has a billion cases; a line can hold
+# more digits than the 4300 int() reads).
+FIELD = re.compile(r"(test|benchmark)\.([0-9]{1,9})\.")
 
 
 class _Drained(threading.Thread):
     """Reads a pipe to its end, keeping its first `keep` bytes (`head`) or its last, and the time
-    at which each of the kept lines arrived."""
+    at which each read of the kept bytes arrived. A writer chooses how many reads its bytes take
+    (one a byte, at most `keep` of them): they are kept in two flat arrays and searched by
+    bisection."""
 
     def __init__(self, fd: int, keep: int, head: bool):
         super().__init__(daemon=True)
         self._fd, self._keep, self._head = fd, keep, head
         self._data = bytearray()
-        self.arrivals: list[tuple[int, float]] = []  # (the kept bytes' length at a read, when it arrived)
+        self._read_ends = array("q")  # the kept bytes' length after each read
+        self._read_times = array("d")  # when that read arrived, in step with _read_ends
         self.cut = False  # more came than was kept
 
     def run(self) -> None:
@@ -69,9 +76,10 @@ class _Drained(threading.Thread):
                 self.cut = self.cut or len(self._data) + len(chunk) > self._keep
                 if self._head:
                     chunk = chunk[:self._keep - len(self._data)]
-                    if chunk:
+                    if chunk:  # its read recorded before its bytes show in `text`, its time before its end
+                        self._read_times.append(time.monotonic())
+                        self._read_ends.append(len(self._data) + len(chunk))
                         self._data += chunk
-                        self.arrivals.append((len(self._data), time.monotonic()))
                 else:
                     self._data = (self._data + chunk)[-self._keep:]
 
@@ -80,8 +88,10 @@ class _Drained(threading.Thread):
         return self._data.decode("utf-8", errors="replace")
 
     def arrived(self, line_end: int) -> float:
-        """When the kept bytes up to `line_end` had all arrived (the last read's time past them)."""
-        return next((when for length, when in self.arrivals if length >= line_end), self.arrivals[-1][1])
+        """When the kept bytes up to `line_end` had all arrived (the first read's time that reached
+        them, else the last read's)."""
+        reads = len(self._read_ends)
+        return self._read_times[min(bisect_left(self._read_ends, line_end), reads - 1)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,16 +119,18 @@ def run(mode: str, cases: list, options, listener: RunListener = RunListener(), 
         began = time.monotonic()
         with _laid_out(options, cases) as folder, listener.case_progress(f"{mode}: {options.problem.eval_main}") as on_progress:
             on_progress("the folder's eval, run whole")
-            sandbox = Sandbox(options.device)
+            # The eval's process is held to the memory limit of the workers the run was given (the
+            # service's), as each of them is.
+            sandbox = Sandbox(options.device, memory_bytes=workers.memory_limit_bytes if workers is not None else None)
             try:
                 for refused in sandbox.refused:
                     listener.warning(f"the workers' sandbox lacks a layer: {refused}")
                 record.sandbox = sandbox.layers
                 record.runner_copies = re.compile(re.escape(f"{folder}/submission.py"))
-                lines, output, ended = _run_eval(sandbox, folder, mode, options, began)
+                lines, output, ended = _run_eval(sandbox, folder, mode, options, began,
+                                                 set(workers.pids) if workers is not None else set())
             finally:
                 sandbox.close()
-                end_strays(set(workers.pids) if workers is not None else set())
         kind = "test" if mode == "test" else "benchmark"
         settle(record, lines.text, _case_ends(lines, kind, began), output, ended, lines_cut=lines.cut)
     for index, (case, result) in enumerate(zip(cases, record.results)):
@@ -144,8 +156,10 @@ def _laid_out(options, cases: list):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
-    """(the eval's lines, with when each arrived; what it printed; how it ended)."""
+def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float, kept: set[int]):
+    """(the eval's lines, with when each arrived; what it printed; how it ended). Once it ended,
+    whatever it left behind is ended, but the judge's `kept` processes, before its pipes are read
+    to their end: where the system grants it no cgroup or pid namespace, its orphans hold them."""
     started_read, started_write = os.pipe()
     lines_read, lines_write = os.pipe()
     output_read, output_write = os.pipe()
@@ -161,6 +175,8 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
                                        stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
                                        env=environment, start_new_session=True)
         except OSError as error:
+            for fd in (lines_read, output_read):  # no reader took them
+                os.close(fd)
             raise WorkerNotStarted(f"the folder's eval could not start ({error})") from None
         finally:
             launch.close()
@@ -179,6 +195,7 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float):
             if process.poll() is None:
                 process.kill()
             process.wait()
+            end_strays(kept)
             for reader in (lines, output):
                 reader.join(ENDED_LIMIT_S)
         if ended is None:

@@ -104,6 +104,7 @@ class FreshWorkers:
 
     pids: frozenset[int] = frozenset()
     folders_root: str | None = None  # where the workers' folders are, other than the run's logs folder
+    memory_limit_bytes: int | None = None  # the most memory a worker's cgroup holds (a folder's eval's too); None: no limit
 
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options: "RunOptions", describe,
                echo: bool = False) -> WorkerProcess:

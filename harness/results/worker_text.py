@@ -11,8 +11,10 @@ from pathlib import Path
 import harness
 
 # Terminal control sequences (CSI colours and cursor moves, OSC titles and links, two-byte
-# escapes): CuTeDSL colours its messages, and inside a panel they show as raw bytes.
-ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# escapes): CuTeDSL colours its messages, and inside a panel they show as raw bytes. An escape
+# byte that starts none of these goes alone: followed by another byte it is still a command to a
+# terminal (ESC c resets it).
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])?")
 # Frames of the harness's own code and of the import machinery say nothing about the user's file.
 HIDDEN_FRAME_FILES = (str(Path(harness.__file__).resolve().parent) + "/", str(Path(importlib.__file__).resolve().parent) + "/",
                       "<frozen importlib.")

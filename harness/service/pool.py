@@ -266,6 +266,10 @@ class PooledWorkers:
     def folders_root(self) -> str:
         return self._pool.folders_root
 
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        return self._pool.memory_limit_bytes
+
     def worker(self, sandbox: Sandbox, log_dir: str, files: dict[str, Path], options, describe,
                echo: bool = False) -> WorkerProcess:
         if options.device != self._pool.device or options.rng_seed != self._pool.rng_seed:
