@@ -66,18 +66,27 @@ def _require_runnable_reference(problem, case, device: str) -> None:
                       "nothing was judged") from None
 
 
+def _as_given(path) -> str:
+    """A path as a command line would name it from here: relative where it was made absolute."""
+    return os.path.relpath(path) if os.path.isabs(str(path)) else str(path)
+
+
 # The make target that runs each mode (Makefile): its options go in ARGS.
 MAKE_TARGETS = {"test": "check", "benchmark": "bench", "leaderboard": "leaderboard", "profile": "profile"}
 
 
-def _require_device(device: str, mode: str, submission: str = "FILE") -> None:
+def _require_device(device: str, mode: str, submission: str = "FILE", problem: str | None = None) -> None:
+    """Stopped where `device` is a CUDA device this machine lacks; the hint names the make target
+    with the run's file and, where it is not the default one, its problem (`problem`: its selector)."""
     if device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
-            raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one for a CUDA file; without one, `lint` and `compile --arch sm_100a` "
+            problem_part = f"PROBLEM={problem} " if problem and problem != "nvfp4_gemm" else ""
+            raise Stopped(EXIT_NO_GPU, ("no CUDA device: this command needs one; without one, `lint` and `compile --arch sm_100a` "
                                        "check any file, and `--device cpu` runs a file whose custom_kernel runs on torch alone "
-                                       f"(through make: `make {MAKE_TARGETS[mode]} SUBMISSION={submission} ARGS=\"--device cpu\"`)"))
+                                       f"(through make: `make {MAKE_TARGETS[mode]} {problem_part}SUBMISSION={submission} "
+                                       "ARGS=\"--device cpu\"`)"))
         index, count = torch.device(device).index, torch.cuda.device_count()
         if index is not None and index >= count:
             raise Stopped(EXIT_NO_GPU, f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})")
@@ -106,7 +115,7 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
     # A folder's own eval draws its inputs itself, from the cases as written and POPCORN_SEED.
     own_eval = official and bool(problem.eval_main)
     cases = load_cases(tests_file, DEFAULT_SETS[mode], None if own_eval else secret, problem, device)
-    _require_device(device, mode, os.path.relpath(submission) if os.path.isabs(str(submission)) else str(submission))
+    _require_device(device, mode, _as_given(submission), problem.name if problem.builtin else _as_given(problem.folder))
     _require_runnable_reference(problem, cases[0], device)
     try:
         options = modes.RunOptions(

@@ -199,6 +199,9 @@ def test_without_a_gpu_the_hint_gives_the_flag_and_its_make_form(monkeypatch, mo
     assert stopped.value.status == EXIT_NO_GPU
     assert "`--device cpu` runs a file" in stopped.value.message
     assert f'(through make: `make {target} SUBMISSION=mine.py ARGS="--device cpu"`)' in stopped.value.message
+    with pytest.raises(Stopped) as stopped:  # another problem's run keeps it in the hint
+        _require_device("cuda", mode, "mine.py", "problems/running_sum_py")
+    assert f'`make {target} PROBLEM=problems/running_sum_py SUBMISSION=mine.py ARGS="--device cpu"`' in stopped.value.message
 
 
 def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():

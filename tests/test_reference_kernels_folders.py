@@ -141,6 +141,13 @@ def test_a_check_that_raises_on_the_output_is_the_outputs_failure():
     assert not good and "check_implementation raised" in message
 
 
+def test_loading_a_folder_again_writes_no_new_cases_files():
+    first, again = load_problem(FOLDER), load_problem(FOLDER)
+    assert (first.tests_file, first.benchmarks_file) == (again.tests_file, again.benchmarks_file)
+    assert len(list(first.tests_file.parent.glob(f"{FOLDER.name}-*"))) == 2
+    assert first.cases("tests")[1].args == {"size": 3000, "seed": 4102, "spread": "wide"}
+
+
 # ---- the eval's flavour -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flavour", [flavour for flavour in FLAVOURS if flavour.markers], ids=lambda flavour: flavour.name)

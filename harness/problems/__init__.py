@@ -8,9 +8,13 @@ from one problem to the next lives here. `load_problem("nvfp4_gemv")` gives a bu
 used as it is.
 """
 
+import atexit
 import dataclasses
+import hashlib
 import inspect
+import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -375,6 +379,24 @@ def _tolerance(check_implementation) -> tuple[float, float]:
     return 1e-05, 1e-08
 
 
+_CASES_FOLDER: Path | None = None  # this process's folder of folders' cases files, removed at its exit
+
+
+def _cases_file(problem: str, which: str, text: str) -> Path:
+    """A file holding `text`, a folder's `which` cases in the tests-file format, named by its
+    content: a judge that loads a folder for every candidate (the service's) writes it once."""
+    global _CASES_FOLDER
+    if _CASES_FOLDER is None:
+        _CASES_FOLDER = Path(tempfile.mkdtemp(prefix="nvfp4-folder-cases-"))
+        atexit.register(shutil.rmtree, _CASES_FOLDER, True)
+    path = _CASES_FOLDER / f"{problem}-{which}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
+    if not path.is_file():  # written whole under another name, then moved: a reader never sees half of it
+        with tempfile.NamedTemporaryFile("w", dir=_CASES_FOLDER, delete=False) as written:
+            written.write(text)
+        os.replace(written.name, path)
+    return path
+
+
 def _folder_problem(folder: Path) -> Problem:
     """A problem from a folder laid out as reference-kernels': task.yml names the runner's files
     (sources resolved from the folder), the eval and the cases, which are written out in the
@@ -389,11 +411,8 @@ def _folder_problem(folder: Path) -> Problem:
     if missing:
         raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}, which its task.yml's files do not name either")
     flavour = flavour_of(task.eval_file)
-    cases_folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-cases-"))
-    case_files = {}
-    for which, cases in (("tests", task.tests), ("benchmarks", task.benchmarks)):
-        case_files[which] = cases_folder / f"{which}.txt"
-        case_files[which].write_text(cases_as_tests_file(cases))
+    case_files = {which: _cases_file(folder.name, which, cases_as_tests_file(cases))
+                  for which, cases in (("tests", task.tests), ("benchmarks", task.benchmarks))}
     keys, optional, words = task.case_keys()
     cases = task.tests + task.benchmarks
     problem = Problem(
