@@ -104,13 +104,16 @@ def _run(mode: str, tests_file, submission, problem, device, official, timeout_s
 
 def _cpu_benchmarks_note(reporter: Reporter, problem, cases: list, tests_file, wall_limit_s: float | None) -> None:
     """A timed run on the CPU: what stands in for the benchmarks without a tests file, and up
-    front, the named cases whose work is the official benchmarks' (hours a case there)."""
+    front, the named cases whose work is a built-in problem's official benchmarks' (hours a case
+    there)."""
     if not tests_file:
+        official = (os.path.relpath(problem.benchmarks_file) if problem.builtin
+                    else f"{os.path.relpath(problem.folder / 'task.yml')}'s `benchmarks`, a line each in a tests file")
         reporter.console.print(f"on the CPU without a tests file, {problem.name}'s official test of least work stands in for its "
-                               f"benchmarks, which take hours a case there; name a tests file to time others "
-                               f"({os.path.relpath(problem.benchmarks_file)}: the official ones)")
+                               f"benchmarks, {'which take hours a case there' if problem.builtin else 'sized for a GPU'}; "
+                               f"name a tests file to time others ({official}: the official ones)")
         return
-    heavy = problem.benchmark_sized(cases)
+    heavy = problem.benchmark_sized(cases) if problem.builtin else []  # a folder's sizes say nothing of its cost here
     if not heavy:
         return
     limit = (f"; --wall-limit {wall_limit_s:g} is checked before each case and bounds its calls, counted once its "

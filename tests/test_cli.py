@@ -230,6 +230,12 @@ def test_a_named_case_of_the_benchmarks_work_is_warned_of_up_front_on_the_cpu():
     assert "--wall-limit 60 is checked before each case" in note(small + official.splitlines()[2], wall_limit_s=60)
     assert note(small) == ""  # a case of the tests' size: no warning
     assert note(small, tests_file=None).startswith("on the CPU without a tests file")
+    from harness.problems import load_problem
+    folder = load_problem(Path(__file__).parent / "fixtures" / "reference_kernels" / "practice" / "running_sum_py")
+    console = Console(file=io.StringIO(), width=400, color_system=None)
+    _cpu_benchmarks_note(Reporter(console=console), folder, folder.cases("benchmarks"), None, None)
+    said = console.file.getvalue()
+    assert "sized for a GPU" in said and "task.yml's `benchmarks`" in said and "hours" not in said
 
 
 def test_a_worker_that_did_not_start_ends_the_run_without_a_verdict(monkeypatch):

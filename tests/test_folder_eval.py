@@ -66,10 +66,11 @@ STATS_LINES = "".join(f"benchmark.{index}.{field}: {value}\n" for index in range
 
 def test_a_tests_verdicts_and_messages_are_the_evals():
     record = _settled("test-count: 3\ntest.0.status: pass\ntest.1.status: fail\ntest.1.error: mismatch at 7: 1.0 2.0\n"
-                      "test.2.status: pass\ncheck: fail\n")
+                      "test.2.status: pass\ncheck: fail\n", output="printed by the file\n")
     assert [(result.status, result.message) for result in record.results] == [
         (PASS, ""), (FAIL, "mismatch at 7: 1.0 2.0"), (PASS, "")]
     assert not record.passed and record.eval_stopped is None
+    assert [result.output for result in record.results] == ["", "printed by the file\n", ""]  # beside the failure
 
 
 def test_a_benchmarks_figures_are_the_ones_the_eval_wrote():
@@ -114,6 +115,8 @@ def test_a_case_the_eval_left_out_before_its_check_is_not_run():
     record = _settled("benchmark.0.status: fail\nbenchmark.0.error: wrong\ncheck: fail\n", mode="leaderboard", cases=2)
     assert [result.status for result in record.results] == [FAIL, NOT_RUN]
     assert record.results[1].message == "not run: the folder's eval wrote no verdict for benchmark 1"
+    silent = _settled("leaderboard.0.status: pass\ncheck: pass\n", mode="leaderboard", cases=1)  # an eval without the mode
+    assert silent.results[0].status == NOT_RUN and "does it run mode `leaderboard`?" in silent.results[0].message
 
 
 def test_lines_past_what_the_judge_reads_fail_the_open_case():

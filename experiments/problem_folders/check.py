@@ -238,7 +238,7 @@ def helion_import_error() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--root", type=Path, default=ROOT / ".reference-kernels" / "problems")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--jobs", type=int, default=4, help="test-mode comparisons run side by side")
@@ -249,7 +249,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     arguments = parser.parse_args()
     if not arguments.root.is_dir():
-        sys.exit(f"{arguments.root} is not there: stage the folders first (experiments/problem_folders/stage.sh)")
+        sys.exit(f"{arguments.root} is not there: stage reference-kernels' folders first (`make check-folders "
+                 "FOLDERS=path/to/reference-kernels`, a clone of github.com/gpu-mode/reference-kernels; their evals need a "
+                 "GPU), or judge the practice family the kit ships, on the CPU too: `make check-folders "
+                 "ARGS=\"--root tests/fixtures/reference_kernels --device cpu\"`")
     found, skipped = submissions(arguments.root, helion_import_error())
     found = [submission for submission in found if re.search(arguments.only, submission.label)]
     skipped = [reason for reason in skipped if re.search(arguments.only, reason)]

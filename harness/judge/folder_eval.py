@@ -262,7 +262,10 @@ def settle(record: RunRecord, text: str, ends: dict[int, float], output: str, en
                 if result.status == ERROR:
                     record.eval_stopped = result
             elif result is None:
-                result = CaseResult(NOT_RUN, f"not run: the folder's eval wrote no verdict for {kind} {index}")
+                none_at_all = not any(key.startswith(f"{kind}.") for key in claimed)
+                result = CaseResult(NOT_RUN, f"not run: the folder's eval wrote no verdict for {kind} {index}"
+                                             + (f" (nor a line of any {kind} case: does it run mode `{record.mode}`?)"
+                                                if none_at_all else ""))
         result.device_name = device_name(options.device)
         # From the end of the last case before it the eval wrote of, to its own last line, or to
         # the process's end for the case it stopped at.
@@ -271,6 +274,9 @@ def settle(record: RunRecord, text: str, ends: dict[int, float], output: str, en
             result.wall_s = max(0.0, end - max(when for earlier, when in ends.items() if earlier < index))
         record.results.append(result)
     _hold_to_the_evals_check(record, claimed, ended, output)
+    failed = next((result for result in record.results if result.status in (FAIL, ERROR, CRASH, TIMEOUT)), None)
+    if failed is not None and not failed.output:  # what the eval printed, shown beside the first failure
+        failed.output = output
     if record.mode in ("benchmark", "leaderboard"):
         set_speed_of_light(record)
 
