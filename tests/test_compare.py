@@ -443,3 +443,20 @@ def test_an_80_column_terminal_keeps_every_figure_whole_and_names_the_runs_left_
     joined = " ".join(text.split())
     assert "left out to fit 80 columns: #0 yours, #2 yours, #3 reference (a wider terminal or a pipe shows them)" in joined
     assert "% SOL of every run at 989 TFLOP/s and 3.35 TB/s: run #" in joined
+
+
+def test_an_official_run_is_compared_only_with_the_files_official_runs(tmp_path):
+    """The judge's figures, then --official's (the competition's, other clocks), then the judge's
+    again: no change is set across the two kinds, and the label says which a run is."""
+    path = tmp_path / "verdicts.sqlite"
+    for means, time, official in (([120e3, 60e3], "2026-11-20T10:00:00+00:00", False),
+                                  ([30e3, 15e3], "2026-11-20T11:00:00+00:00", True),
+                                  ([100e3, 66e3], "2026-11-20T12:00:00+00:00", False),
+                                  ([33e3, 15e3], "2026-11-20T13:00:00+00:00", True)):
+        store_rows(path, [{**row, "official": official} for row in run_rows(H100, means, time)])
+    h100 = by_device(path)[H100]
+    first, official_first, second, official_second = h100.runs
+    assert math.isnan(h100.change.loc[BIG, official_first])
+    assert h100.change.loc[BIG, second] == pytest.approx(100 / 120 - 1)
+    assert h100.change.loc[BIG, official_second] == pytest.approx(33 / 30 - 1)
+    assert "benchmark --official" in h100.run_label(official_first) and "--official" not in h100.run_label(first)

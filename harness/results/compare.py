@@ -7,7 +7,7 @@ set of rows one benchmark or leaderboard command recorded (same time, commit, su
 problem and device); a run of yours also in the reference file is shown once, as reference. Times from different problems or devices are never set
 against each other: each (problem, device) gets its own table, the device of your latest run's
 first, and "change" is always against the previous run there of the same file (its name as the
-run recorded it, else its content hash). Rows written before runs named their problem are
+run recorded it, else its content hash) timed the same way (`--official` or the judge's own). Rows written before runs named their problem are
 nvfp4_gemm's.
 """
 
@@ -121,6 +121,12 @@ def file_of(row) -> str:
     return Path(name).name if isinstance(name, str) and name else str(row["submission_sha256"])[:8]
 
 
+def is_official(row) -> bool:
+    """Whether a run's figures are the competition's (`--official`) rather than the judge's own;
+    rows written before runs recorded it are the judge's."""
+    return str(row.get("official", "")).strip().lower() in ("true", "1", "1.0")
+
+
 def _run_ids(table: pandas.DataFrame) -> pandas.Series:
     """Each row's run, whichever source holds it."""
     return table[RUN_KEYS[1:]].astype(str).agg("|".join, axis=1)
@@ -162,6 +168,8 @@ class DeviceHistory:
         self.mean, self.pct_sol, self.status = grid("passed_mean"), grid("pct_sol"), grid("status")
         self.relative_error = grid("passed_err") / self.mean
         self.file = {run: file_of(self.run_info(run)) for run in all_runs}
+        # What a run's figures are compared with: the same file's earlier runs timed the same way.
+        self._compared_as = {run: (self.file[run], is_official(self.run_info(run))) for run in all_runs}
         # Changes over the whole history, so the oldest run shown still has its predecessor.
         per_file = self._runs_per_file(all_runs)
         self.change = pandas.concat([self._changes(self.mean[runs]) for runs in per_file], axis=1).reindex(columns=all_runs)
@@ -177,9 +185,9 @@ class DeviceHistory:
             )
 
     def _runs_per_file(self, runs) -> list[list]:
-        by_file: dict[str, list] = {}
+        by_file: dict[tuple, list] = {}
         for run in runs:
-            by_file.setdefault(self.file[run], []).append(run)
+            by_file.setdefault(self._compared_as[run], []).append(run)
         return list(by_file.values())
 
     @staticmethod
@@ -208,11 +216,11 @@ class DeviceHistory:
             score[run] = geomean(measured.tolist())
             shapes = tuple(measured.index)
             error = math.sqrt((self.relative_error[run].loc[list(shapes)] ** 2).sum(skipna=False)) / len(shapes)
-            before = previous.get(self.file[run])
+            before = previous.get(self._compared_as[run])
             if before is not None and before[0] == shapes:
                 change[run] = score[run] / before[1] - 1
                 band[run] = float(noise_band(error, before[2]))
-            previous[self.file[run]] = (shapes, score[run], error)
+            previous[self._compared_as[run]] = (shapes, score[run], error)
         return score, change, band
 
     def run_info(self, run) -> pandas.Series:
@@ -221,7 +229,8 @@ class DeviceHistory:
     def run_label(self, run, separator: str = "\n") -> str:
         info = self.run_info(run)
         when = pandas.Timestamp(info["when"]).strftime("%m-%d %H:%M")
-        parts = [f"#{run} {info['source']}", when, short_commit(info["commit"]), info["mode"],
+        parts = [f"#{run} {info['source']}", when, short_commit(info["commit"]),
+                 info["mode"] + (" --official" if is_official(info) else ""),
                  f"{self.file[run]} {str(info['submission_sha256'])[:8]}"]
         return separator.join(parts)
 

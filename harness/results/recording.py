@@ -27,7 +27,7 @@ def run_rows(record: RunRecord) -> list[dict]:
         return []
     options = record.options
     return rows_for_run(record.cases, record.results, record.works, record.mode, options.submission, record.ceilings, record.ceilings_note,
-                        record.floor, options.problem)
+                        record.floor, options.problem, options.official)
 
 
 def keep_run(recording: Recording, record: RunRecord, tests_file: Path | None, asked: dict, seed_policy: str,

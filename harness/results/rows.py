@@ -24,7 +24,8 @@ def _size_column(value) -> int | str:
     return value if isinstance(value, int) else " ".join(map(str, value))
 
 
-def rows_for_run(cases, results, works: list, mode: str, submission: Path, ceilings, ceilings_note: str, floor, problem) -> list[dict]:
+def rows_for_run(cases, results, works: list, mode: str, submission: Path, ceilings, ceilings_note: str, floor, problem,
+                 official: bool = False) -> list[dict]:
     """One row per case; stats are empty for a case that did not pass. Each row names its problem
     and carries its case's work (flops, DRAM bytes), so that `compare` can keep problems apart
     and judge % SOL without the problem's definition. `works`: each case's (flops, DRAM bytes),
@@ -36,6 +37,7 @@ def rows_for_run(cases, results, works: list, mode: str, submission: Path, ceili
         "submission": str(submission),
         "submission_sha256": file_sha256(submission),
         "mode": mode,
+        "official": official,  # the competition's figures (--official), set apart from the judge's own by `compare`
         "problem": problem.name,
         "ceilings": ceilings_note if ceilings else "",
         "peak_flops": ceilings.peak_flops if ceilings else None,
