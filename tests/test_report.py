@@ -259,3 +259,24 @@ def test_the_stop_line_says_what_was_seen_and_no_lint_for_a_runtime_error():
     assert "every case" not in after and "lint" not in after and "test 1 and test 2 raised the same error" in after
     failed = CaseResult(FAIL, "output dtype torch.float32, expected torch.float16")
     assert RepeatedFailure("test", 0, failed, "alike").seen(str(USER_FILE)) == "test 0 and test 1 failed alike"
+
+
+def test_a_failure_repeated_by_the_last_two_cases_claims_no_cases_after_them():
+    import io
+
+    from rich.console import Console
+
+    from harness.judge.record import RunRecord
+    from harness.results.console import Reporter
+
+    error = CaseResult(ERROR, "ValueError: no tile for 256", origin="ValueError at submission.py:9")
+    options = RunOptions(submission=USER_FILE, device="cpu")
+    for results, claims_more in (([CaseResult(FAIL, "mismatch"), CaseResult(PASS), error, error], False),
+                                 ([CaseResult(PASS), error, error, CaseResult(NOT_RUN, "not run")], True)):
+        repeated = RepeatedError("test", CASES, options)
+        for index, result in enumerate(results[:3] if claims_more else results):
+            repeated.judged(index, result)
+        console = Console(file=io.StringIO(), width=200, color_system=None)
+        Reporter(console=console).run_ended(RunRecord("test", CASES, options, results=results, repeated=repeated.found))
+        said = console.file.getvalue()
+        assert "raised the same error" in said and ("the cases after them would meet it too" in said) == claims_more

@@ -343,5 +343,6 @@ def _instead(record: RunRecord) -> list[str]:
             f"[bold]{submission} does not import[/bold]: every case would raise what {first} raised; fix that and run again "
             f"(`python -m harness lint --submission {submission}` reads the file without importing it)",
         ]
+    stopped = any(result.status == NOT_RUN for result in record.results)  # found at the last case, it stopped none
     return [f"[bold]{escape(found.seen(options.submission_name))}[/bold] on different shapes: the file's doing, not a shape's; "
-            "fix that and run again (the cases after them would meet it too)"]
+            "fix that and run again" + (" (the cases after them would meet it too)" if stopped else "")]
