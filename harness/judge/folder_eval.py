@@ -135,7 +135,8 @@ def run(mode: str, cases: list, options, listener: RunListener = RunListener(), 
         settle(record, lines.text, _case_ends(lines, kind, began), output, ended, lines_cut=lines.cut)
     for index, (case, result) in enumerate(zip(cases, record.results)):
         listener.case_started(index, case)
-        listener.case_judged(index, case, result)
+        if result is not record.eval_stopped:  # that one the run's end tells, as the built-in problems' eval stopping
+            listener.case_judged(index, case, result)
     record.exit_status = EXIT_EVAL_STOPPED if record.eval_stopped else EXIT_PASS if record.passed else EXIT_FAIL
     listener.run_ended(record)
     return record
