@@ -1,7 +1,8 @@
-"""Why `benchmark --official` and a problem folder's own eval.py time one file apart: the folder's
-eval run alone, then under each condition in which --official's worker differs from the eval's
-process, one at a time, then --official itself; one line per variant, the eval's mean per call of
-each benchmark case timed and its difference from the eval alone.
+"""What moves a problem folder's own eval.py's figure for one file: the eval run alone, then
+under each condition a judge's machine can put around it (other CUDA contexts, the worker's
+environment and sandbox, the driver's way of waiting, work between rounds), one at a time, then
+`benchmark --official`, which runs the eval whole in a worker's sandbox; one line per variant, the
+eval's mean per call of each benchmark case timed and its difference from the eval alone.
 
 A file whose calls wait on the GPU (pmpp_v2/grayscale_py's ref.py makes its weights with
 `torch.tensor(..., device=cuda)`, a synchronous copy from pageable memory, in every call) has its
