@@ -11,8 +11,10 @@ import threading
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from harness.judge.isolation import end_strays, is_running, protect_the_judge
+from harness.judge.isolation import end_strays, is_running, output_tail, protect_the_judge
 from harness.judge.layers import LAYERS_OFF_ENV
 
 LINUX = sys.platform.startswith("linux")
@@ -754,3 +756,14 @@ def test_a_worker_that_ends_in_its_start_is_no_verdict_and_after_it_a_crash(tmp_
         assert stopped.value.result.status == "crash"
     finally:
         worker.close()
+
+
+@given(st.text(max_size=300), st.integers(1, 200), st.booleans())
+def test_an_outputs_tail_says_what_it_left_out_and_starts_on_a_whole_line(text, characters, left_out):
+    shown = output_tail(text, characters, left_out)
+    cut = left_out or len(text) > characters
+    assert shown.startswith("(its earlier output left out)\n") == cut
+    body = shown.removeprefix("(its earlier output left out)\n") if cut else shown
+    assert text.endswith(body) and len(body) <= max(characters, len(text) if not cut else characters)
+    if cut and "\n" in text[-characters:]:
+        assert text[-characters:].partition("\n")[2] == body  # from the first whole line on

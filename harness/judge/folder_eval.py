@@ -36,7 +36,7 @@ from pathlib import Path
 
 from harness.judge import claims
 from harness.judge.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_PASS
-from harness.judge.isolation import WorkerNotStarted, exit_description, end_strays, protect_the_judge
+from harness.judge.isolation import WorkerNotStarted, end_strays, exit_description, output_tail, protect_the_judge
 from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
 from harness.judge.modes import device_name, set_speed_of_light
 from harness.judge.record import RunListener, RunRecord
@@ -202,7 +202,7 @@ def _run_eval(sandbox: Sandbox, folder: Path, mode: str, options, began: float, 
         if ended is None:
             raise WorkerNotStarted(f"the folder's eval ended before it began ({exit_description(process.returncode)}): "
                                    f"{output.text[-2000:].strip()}")
-        return lines, output.text, ended
+        return lines, output_tail(output.text, OUTPUT_BYTES, left_out=output.cut), ended
     finally:
         os.close(started_read)
         launch.remove()

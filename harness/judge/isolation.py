@@ -59,6 +59,17 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def output_tail(text: str, characters: int, left_out: bool = False) -> str:
+    """The last `characters` of what a process printed, from its first whole line where anything
+    before was left out (`left_out`, or the text longer than that), said so on a line of its own."""
+    if len(text) > characters:
+        text, left_out = text[-characters:], True
+    if not left_out:
+        return text
+    _, newline, whole_lines = text.partition("\n")
+    return "(its earlier output left out)\n" + (whole_lines if newline else text)
+
+
 def protect_the_judge() -> list[str]:
     """Close this process's /proc files to its workers and adopt the processes they orphan; on a
     GPU (where `dev_shm.own_dev_shm` and `judge_user.drop_root` ran), say whether its /dev/shm is its
@@ -554,7 +565,7 @@ class WorkerProcess:
                 text = log.read(8 * OUTPUT_TAIL_CHARS).decode("utf-8", errors="replace")
         except OSError as error:
             return f"(the worker's output cannot be read: {error})"
-        return text[-OUTPUT_TAIL_CHARS:]
+        return output_tail(text, OUTPUT_TAIL_CHARS, left_out=size - 4 * OUTPUT_TAIL_CHARS > self._log_start)
 
     def kill(self) -> None:
         if self._current is not None:
