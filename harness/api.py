@@ -112,7 +112,8 @@ def prepare(mode: str, tests_file, submission, problem, device: str, official: b
             raise Stopped(EXIT_INFRASTRUCTURE, f"no verdict: {error}") from None
     if official and problem.official_refused:
         raise click.UsageError(problem.official_refused)
-    # A folder's own eval draws its inputs itself, from the cases as written and POPCORN_SEED.
+    # A folder's own eval draws its inputs itself, from the cases as written and POPCORN_SEED
+    # (RunOptions.runs_the_folders_eval, decided here before the options exist).
     own_eval = official and bool(problem.eval_main)
     cases = load_cases(tests_file, DEFAULT_SETS[mode], None if own_eval else secret, problem, device)
     _require_device(device, mode, _as_given(submission), problem.name if problem.builtin else _as_given(problem.folder))
@@ -138,7 +139,7 @@ def run(mode: str, cases: list, options: "modes.RunOptions", listener: RunListen
     runs whole instead: harness/judge/folder_eval.py); the run's record, its exit status set, or
     Stopped where a worker did not start (the judge's machine, not the file: EXIT_INFRASTRUCTURE)."""
     try:
-        if options.official and options.problem.eval_main:
+        if options.runs_the_folders_eval:
             return folder_eval.run(mode, cases, options, listener, workers)
         if mode == "test":
             return modes.run_tests(cases, options, listener, workers)

@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from harness.judge.folder_eval import lay_out  # noqa: E402
+from harness.runner.folder_eval import CASES_FILE  # noqa: E402
 from harness.problems import load_problem  # noqa: E402
 from harness.problems.folder_task import read_task, cases_as_tests_file  # noqa: E402
 from harness.shared.paths import git_commit, short_commit  # noqa: E402
@@ -103,14 +105,11 @@ def submissions(root: Path, helion_error: str) -> tuple[list[Submission], list[s
 
 
 def eval_folder(submission: Submission, cases: list[dict]) -> Path:
-    """A folder as the competition's runner lays it out: task.yml's files, the submission as
-    submission.py, and the cases as cases.txt."""
-    task = read_task(submission.folder)
+    """A folder as the competition's runner lays it out, as --official lays it out for the eval
+    (harness/judge/folder_eval.py `lay_out`): task.yml's files, the submission as submission.py,
+    and the cases as CASES_FILE."""
     folder = Path(tempfile.mkdtemp(prefix="eval-"))
-    for name, source in task.files.items():
-        shutil.copyfile(source, folder / name)
-    shutil.copyfile(submission.file, folder / "submission.py")
-    (folder / "cases.txt").write_text(cases_as_tests_file(cases))
+    lay_out(folder, read_task(submission.folder).files.items(), submission.file, cases)
     return folder
 
 
@@ -126,7 +125,7 @@ def run_eval(submission: Submission, mode: str, cases: list[dict], log, environm
     try:
         with tempfile.TemporaryFile("w+") as popcorn:
             environment = {**(os.environ if environment is None else environment), "POPCORN_FD": str(popcorn.fileno())}
-            completed = subprocess.run([*prefix, sys.executable, "eval.py", mode, "cases.txt"], cwd=folder, env=environment,
+            completed = subprocess.run([*prefix, sys.executable, "eval.py", mode, CASES_FILE], cwd=folder, env=environment,
                                        pass_fds=(popcorn.fileno(),), capture_output=True, text=True, timeout=LIMIT_S)
             popcorn.seek(0)
             lines = popcorn_lines(popcorn.read())
@@ -192,12 +191,13 @@ def compare_means(row: Row, count: int, device: str, log, repeats: int = 1) -> N
     of percent between two runs of the eval alone), and the note says so."""
     cases = read_task(row.submission.folder).benchmarks[:count]
     theirs_runs, ours_runs = [], []
+    timed = (("eval", theirs_runs, lambda: run_eval(row.submission, "benchmark", cases, log)),
+             ("--official", ours_runs, lambda: run_ours(row.submission, "benchmark", cases, device, True, log)))
     for _ in range(repeats):
-        for runs, run in ((theirs_runs, lambda: run_eval(row.submission, "benchmark", cases, log)),
-                          (ours_runs, lambda: run_ours(row.submission, "benchmark", cases, device, True, log))):
+        for who, runs, run in timed:
             verdict, means = run()
             if len(means) != len(cases):
-                row.means, row.agrees = f"{'eval' if runs is theirs_runs else '--official'} {verdict}", False
+                row.means, row.agrees = f"{who} {verdict}", False
                 return
             runs.append(means)
     figures, notes = [], []

@@ -38,7 +38,7 @@ from harness.judge import claims
 from harness.judge.exits import EXIT_EVAL_STOPPED, EXIT_FAIL, EXIT_PASS
 from harness.judge.isolation import WorkerNotStarted, end_strays, exit_description, output_tail, protect_the_judge
 from harness.judge.jobs import CRASH, ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult
-from harness.judge.modes import device_name, set_speed_of_light
+from harness.judge.modes import FreshWorkers, device_name, set_speed_of_light
 from harness.judge.record import RunListener, RunRecord
 from harness.judge.sandbox import Sandbox
 from harness.problems.folder_task import cases_as_tests_file
@@ -106,9 +106,12 @@ class Ended:
     at: float = dataclasses.field(default_factory=time.monotonic)
 
 
-def run(mode: str, cases: list, options, listener: RunListener = RunListener(), workers=None) -> RunRecord:
+def run(mode: str, cases: list, options, listener: RunListener = RunListener(), workers: FreshWorkers | None = None) -> RunRecord:
     """The folder's eval run on `cases` in `mode`; the run's record, its exit status set.
-    WorkerNotStarted where the sandboxed process ended before the eval began."""
+    WorkerNotStarted where the sandboxed process ended before the eval began. `workers`: where the
+    run's workers would come from, whose memory limit the eval is held to and whose waiting
+    processes are kept."""
+    workers = workers or FreshWorkers()
     record = RunRecord(mode, cases, options)
     listener.run_started(record)
     if options.refused:
@@ -121,14 +124,13 @@ def run(mode: str, cases: list, options, listener: RunListener = RunListener(), 
             on_progress("the folder's eval, run whole")
             # The eval's process is held to the memory limit of the workers the run was given (the
             # service's), as each of them is.
-            sandbox = Sandbox(options.device, memory_bytes=workers.memory_limit_bytes if workers is not None else None)
+            sandbox = Sandbox(options.device, memory_bytes=workers.memory_limit_bytes)
             try:
                 for refused in sandbox.refused:
                     listener.warning(f"the workers' sandbox lacks a layer: {refused}")
                 record.sandbox = sandbox.layers
                 record.runner_copies = re.compile(re.escape(f"{folder}/submission.py"))
-                lines, output, ended = _run_eval(sandbox, folder, mode, options, began,
-                                                 set(workers.pids) if workers is not None else set())
+                lines, output, ended = _run_eval(sandbox, folder, mode, options, began, set(workers.pids))
             finally:
                 sandbox.close()
         kind = "test" if mode == "test" else "benchmark"
@@ -142,16 +144,21 @@ def run(mode: str, cases: list, options, listener: RunListener = RunListener(), 
     return record
 
 
+def lay_out(folder: Path, files, submission: Path, cases: list[dict]) -> None:
+    """`folder` laid out as the runner lays a problem out: `files` ((name, source) pairs, task.yml's),
+    the submission as submission.py, the cases as `runner.CASES_FILE`."""
+    for name, source in files:
+        shutil.copyfile(source, folder / name)
+    shutil.copyfile(submission, folder / "submission.py")
+    (folder / runner.CASES_FILE).write_text(cases_as_tests_file(cases))
+
+
 @contextlib.contextmanager
 def _laid_out(options, cases: list):
-    """A folder laid out as the runner lays the problem out: task.yml's files, the submission as
-    submission.py, the cases as `runner.CASES_FILE`; the worker's own folder is a copy of it."""
+    """A folder of the judge's laid out for the run (`lay_out`); the worker's own folder is a copy of it."""
     folder = Path(tempfile.mkdtemp(prefix="runner-"))
     try:
-        for name, source in options.problem.eval_files:
-            shutil.copyfile(source, folder / name)
-        shutil.copyfile(options.submission, folder / "submission.py")
-        (folder / runner.CASES_FILE).write_text(cases_as_tests_file([case.args for case in cases]))
+        lay_out(folder, options.problem.eval_files, options.submission, [case.args for case in cases])
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)

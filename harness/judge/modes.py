@@ -81,6 +81,11 @@ class RunOptions:
         return self.strict and self.precheck is not None and bool(self.precheck.refusal)
 
     @property
+    def runs_the_folders_eval(self) -> bool:
+        """--official on a problem folder: its own eval runs whole (harness/judge/folder_eval.py)."""
+        return self.official and bool(self.problem.eval_main)
+
+    @property
     def rules(self) -> Rules:
         return Rules(strict=not self.official)
 

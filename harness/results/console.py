@@ -120,7 +120,7 @@ class Reporter(RunListener):
         self._record = record
         options, what = record.options, record.mode
         self._precheck(options)
-        if options.official and options.problem.eval_main:
+        if options.runs_the_folders_eval:
             rules = f"the folder's own {options.problem.eval_main}, run whole in a worker's sandbox"
         elif options.official:
             rules = "competition verdicts only, one shared worker"
@@ -217,7 +217,7 @@ class Reporter(RunListener):
         """--official: what the submission raised is not an OpError, which the competition's eval
         does not catch: it stops there with a traceback and logs no verdict."""
         self._show_failure("the competition's eval stops here", result)
-        if self._record.options.problem.eval_main:
+        if self._record.options.runs_the_folders_eval:
             self.console.print("[bold red]eval stopped[/bold red]: the folder's eval ended there and logged no `check` line")
         else:
             self.console.print("[bold red]eval stopped[/bold red]: the competition's eval catches only CuTeDSL's OpError; "
