@@ -164,3 +164,26 @@ def test_each_cases_work_is_computed_once_a_run(monkeypatch, tmp_path):
     assert len(computed) == len(GEMM_CASES)
     assert [(row["flops"], row["dram_bytes"]) for row in rows] == [GEMM.work(case.args) for case in GEMM_CASES]
     assert "128x7168x16384" in console.file.getvalue()
+
+
+@pytest.mark.parametrize("ranking_by", ["geom", "mean", "last"])
+def test_the_tables_bold_row_is_the_score_the_problem_ranks_by(ranking_by):
+    """The last row aggregates the means and the SOLs by task.yml's `ranking_by`, named so, and
+    its mean is the score the verdict line prints."""
+    import dataclasses
+    import statistics
+
+    from harness.shared.stats import geomean
+
+    problem = dataclasses.replace(GEMM, ranking_by=ranking_by)
+    means = (1_234_567.891, 98_765.4321, 45_678.9)
+    text = render(250, problem, GEMM_CASES, [passed(mean) for mean in means], DEVICES["H100"])
+    headers, rows = table_cells(text, "benchmark on")
+    last = dict(zip(headers, rows[-1]))
+    score_ns = {"geom": geomean(means), "mean": statistics.fmean(means), "last": means[-1]}[ranking_by]
+    sols = [DEVICES["H100"].seconds(GEMM.work(case.args)) * 1e9 for case in GEMM_CASES]
+    sol_ns = {"geom": geomean(sols), "mean": statistics.fmean(sols), "last": sols[-1]}[ranking_by]
+    assert last["shape"] == {"geom": "geomean", "mean": "mean", "last": "last"}[ranking_by]
+    assert last["mean µs"] == us(score_ns) and last["SOL µs"] == us(sol_ns)
+    assert last["% SOL"] == f"{100 * sol_ns / score_ns:.1f}"
+    assert f"{us(score_ns)} µs" in text.split("score (")[1].splitlines()[0]
