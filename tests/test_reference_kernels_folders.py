@@ -236,6 +236,17 @@ def test_the_eval_runs_in_a_folder_laid_out_as_the_runner_lays_it_out():
     assert '"test.0.status": "fail"' in logged[0] and '"test.1.spec": "size: 3000; seed: 4102; spread: wide"' in logged[0]
 
 
+@pytest.mark.parametrize("exit_status, passed, said", [(0, True, "pass"), (1, False, "fail"), (116, False, "no verdict (exit 116)"),
+                                                         (2, None, "no verdict (exit 2)")])
+def test_the_judges_infrastructure_failure_is_no_fail_in_the_table(monkeypatch, exit_status, passed, said):
+    """A run whose judge's machine failed (exit 116, its document still saying passed: false) is
+    no verdict on the file: the row cannot agree or disagree on it."""
+    document = json.dumps({"passed": passed, "cases": []} if passed is not None else {"cases": []})
+    monkeypatch.setattr(check.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, exit_status, document, ""))
+    submission = check.Submission(FOLDER, FOLDER / "solutions" / "correct" / "fp32_cumsum.py", "pass")
+    assert check.run_ours(submission, "test", [{"size": 1000, "seed": 4101}], "cpu", False, lambda text: None) == (said, [])
+
+
 @pytest.mark.parametrize("theirs, ours, official, fault, agrees", [
     ("pass", "pass", "pass", None, True), ("pass", "fail", "pass", None, False), ("pass", "pass", "fail", None, False),
     ("fail", "fail", "fail", None, False),  # all alike, but not what the folder files the solution under

@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from harness.judge.exits import EXIT_INFRASTRUCTURE  # noqa: E402
 from harness.judge.folder_eval import lay_out  # noqa: E402
 from harness.runner.folder_eval import CASES_FILE  # noqa: E402
 from harness.problems import load_problem  # noqa: E402
@@ -159,7 +160,9 @@ def run_ours(submission: Submission, mode: str, cases: list[dict], device: str, 
         return f"no verdict (exit {completed.returncode}: {completed.stderr.strip().splitlines()[-1:] or ''})", []
     means = [case["stats"]["mean_ns"] for case in document.get("cases", []) if case.get("stats")]
     passed = document.get("passed")
-    return ("pass" if passed else "fail") if passed is not None else f"no verdict (exit {completed.returncode})", means
+    if passed is None or completed.returncode == EXIT_INFRASTRUCTURE:  # the judge's machine failed: nothing said of the file
+        return f"no verdict (exit {completed.returncode})", means
+    return "pass" if passed else "fail", means
 
 
 def compare_tests(submission: Submission, device: str, log) -> Row:
