@@ -199,14 +199,14 @@ def sol_command(tests_file, problem, gpu):
     published = {tuple(spec.items()): microseconds for spec, microseconds in problem.speed_of_light.rows()} if gpu == "B200" else {}
     click.echo(f"{problem.name} on {gpu}: {ceilings.peak_flops / 1e12:.0f} TFLOP/s, {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source})")
     width = max(len(case.label) for case in cases)
-    click.echo(f"{'shape':<{width}} {'SOL[us]':>9} {'published':>9}  bound")
+    click.echo(f"{'shape':<{width}} {'SOL µs':>9} {'published':>9}  bound")
     times = []
     for case in cases:
         work = problem.work(case.args)
         times.append(ceilings.seconds(work))
         listed = published.get(tuple((key, case.args[key]) for key in problem.spec_keys))
         click.echo(f"{case.label:<{width}} {times[-1] * 1e6:>9.3f} {'-' if listed is None else f'{listed:.3f}':>9}  {ceilings.bound_of(work)}")
-    click.echo(f"geomean {geomean(times) * 1e6:.3f} us")
+    click.echo(f"geomean {geomean(times) * 1e6:.3f} µs")
 
 
 @cli.command("task-yml")

@@ -17,7 +17,8 @@ from harness.judge.jobs import CaseResult
 from harness.problems import PROBLEMS
 from harness.problems.shapes import parse_cases
 from harness.problems.sol import DEVICES
-from harness.results.compare import NOISE_FRACTION, NOISE_SIGMAS, DeviceHistory, compare_command, histories, load_history, noise_band, runs_table, stored_runs
+from harness.results.compare import (CPU_NOISE_FRACTION, NOISE_FRACTION, NOISE_SIGMAS, DeviceHistory, compare_command, histories,
+                                     load_history, noise_band, repeat_scatter, runs_table, stored_runs)
 from harness.results.rows import append_rows, rows_for_run
 from harness.results.store import Store, verdict_key
 from harness.shared.stats import Stats
@@ -329,6 +330,10 @@ def store_rows(path: Path, rows: list[dict]) -> None:
     store.close()
 
 
+def at_commit(rows: list[dict], commit: str) -> list[dict]:
+    return [{**row, "commit": commit} for row in rows]
+
+
 def of_file(rows: list[dict], name: str, sha: str) -> list[dict]:
     return [{**row, "submission": name, "submission_sha256": sha} for row in rows]
 
@@ -355,13 +360,13 @@ def test_change_is_against_the_previous_run_of_the_same_file(tmp_path):
 
 
 def test_a_change_within_the_runs_own_errors_reads_as_noise_and_one_beyond_them_as_a_change(tmp_path):
-    """A CPU's runs scatter by several per cent (their err_ns says so): a 15 % difference between
-    two of them, each 6 % uncertain, is within two standard errors of the difference (17 %); the
-    same difference between two runs 0.1 % uncertain is a speed-up. Each device gets its own band."""
+    """Runs whose err_ns says they scatter by several per cent: a 15 % difference between two of
+    them, each 6 % uncertain, is within two standard errors of the difference (17 %); the same
+    difference between two runs 0.1 % uncertain is a speed-up. Each device gets its own band."""
     path = tmp_path / "verdicts.sqlite"
     for device, error in ((H100, 1e-3), (B200, 0.06)):
-        for means, time in (([100e3, 60e3], "2026-11-20T10:00:00+00:00"), ([85e3, 51e3], "2026-11-20T11:00:00+00:00")):
-            store_rows(path, run_rows(device, means, time, relative_error=error))
+        for means, time, sha in (([100e3, 60e3], "2026-11-20T10:00:00+00:00", "a" * 64), ([85e3, 51e3], "2026-11-20T11:00:00+00:00", "b" * 64)):
+            store_rows(path, of_file(run_rows(device, means, time, relative_error=error), "mine.py", sha))
     devices = by_device(path)
     noisy, steady = devices[B200], devices[H100]
     assert noisy.band.loc[BIG].iloc[1] == pytest.approx(2 * math.hypot(0.06, 0.06))
@@ -374,6 +379,78 @@ def test_a_change_within_the_runs_own_errors_reads_as_noise_and_one_beyond_them_
     tables = {device: output[start:end] for (start, device), (end, _) in zip(starts, starts[1:] + [(len(output), None)])}
     assert "-15.0% ±17%" in tables[B200]
     assert "-15.0%" in tables[H100] and "±" not in tables[H100]
+
+
+def cpu_rows(means, time: str, relative_error: float) -> list[dict]:
+    """A CPU run's rows as the benchmark command records them there: no ceilings, no SOL."""
+    return [{**row, "device": "cpu", "ceilings": "", "peak_flops": None, "bandwidth": None, "pct_sol": None, "sol_ns": None}
+            for row in run_rows(H100, means, time, relative_error=relative_error)]
+
+
+def test_a_cpus_scatter_between_runs_of_one_file_reads_as_noise_though_each_run_is_sure_of_itself(tmp_path):
+    """The same file benchmarked three times on a CPU: 1173, 1401 and 1207 µs, each within 1 to
+    2.4 % by its own error. Those errors say nothing of the scatter between runs (the machine's
+    load moves every call of a run alike), so the changes (+19 %, -14 %) are noise: no green, no red."""
+    path = tmp_path / "verdicts.sqlite"
+    for mean, error, time in ((1173.5e3, 0.012, "2026-12-03T03:54:09+00:00"), (1400.6e3, 0.024, "2026-12-03T03:55:06+00:00"),
+                              (1207.3e3, 0.014, "2026-12-03T03:56:23+00:00")):
+        store_rows(path, cpu_rows([mean, mean / 2], time, error))
+    cpu = by_device(path)["cpu"]
+    assert cpu.noise_floor >= CPU_NOISE_FRACTION
+    output = run_compare("--store", str(path)).output
+    assert "+19.4%" in output and "-13.8%" in output
+    assert "[green]" not in run_compare_markup(path) and "[red]" not in run_compare_markup(path)
+    assert "is noise here" in output
+
+
+def run_compare_markup(path: Path) -> str:
+    """The change cells as compare marks them up (colour names, not terminal codes)."""
+    from harness.results.compare import _change_text
+    history = by_device(path)["cpu"]
+    return " ".join(_change_text(history.change.at[shape, run], history.band.at[shape, run])
+                    for shape in history.shapes for run in history.runs)
+
+
+def test_a_devices_own_repeated_runs_widen_its_band_to_their_scatter(tmp_path):
+    """A GPU whose runs of one file, by one kit, scatter by 5 % (a shared or throttled card): a
+    later 8 % change of another file there is within that noise, not a change."""
+    path = tmp_path / "verdicts.sqlite"
+    same = ("tests/fixtures/torch_submission.py", "f" * 64)
+    for means, time in (([100e3, 60e3], "2026-11-20T10:00:00+00:00"), ([105e3, 63e3], "2026-11-20T10:10:00+00:00"),
+                        ([95e3, 57e3], "2026-11-20T10:20:00+00:00")):
+        store_rows(path, at_commit(of_file(run_rows(H100, means, time), *same), "0123abc"))
+    # The same file again with a kit being edited: its scatter may be the edit's, so it is not counted.
+    store_rows(path, at_commit(of_file(run_rows(H100, [150e3, 90e3], "2026-11-20T10:30:00+00:00"), *same), "0123abc-dirty"))
+    store_rows(path, at_commit(of_file(run_rows(H100, [50e3, 30e3], "2026-11-20T10:40:00+00:00"), *same), "0123abc-dirty"))
+    for means, time, sha in (([100e3, 60e3], "2026-11-20T11:00:00+00:00", "a" * 64), ([92e3, 55.2e3], "2026-11-20T11:10:00+00:00", "b" * 64)):
+        store_rows(path, at_commit(of_file(run_rows(H100, means, time), "/home/me/mine.py", sha), "0123abc"))
+    h100 = by_device(path)[H100]
+    logs = [math.log(m) for m in (100, 105, 95)]
+    sample_std = math.sqrt(sum((x - sum(logs) / 3) ** 2 for x in logs) / 2)
+    assert h100.repeat_scatter == pytest.approx(sample_std)
+    assert h100.noise_floor == pytest.approx(NOISE_SIGMAS * math.sqrt(2) * sample_std)
+    assert h100.band.loc[BIG, h100.runs[-1]] == pytest.approx(h100.noise_floor) and h100.noise_floor > 0.08
+    assert "scatter by 5%" in run_compare("--store", str(path)).output
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(1.0, 1e6), min_size=1, max_size=5), min_size=1, max_size=4))
+def test_repeat_scatter_is_the_pooled_standard_deviation_of_log_means(sets):
+    """Sets of repeated runs of one shape: the pooled sample deviation of their log means, each
+    set about its own centre (a set of one adds nothing); none where nothing ran twice."""
+    columns = [value for values in sets for value in values]
+    mean = pandas.DataFrame([columns], columns=range(len(columns)))
+    repeats, start = [], 0
+    for values in sets:
+        repeats.append(list(range(start, start + len(values))))
+        start += len(values)
+    squares = sum(sum((math.log(v) - sum(map(math.log, values)) / len(values)) ** 2 for v in values) for values in sets)
+    freedom = sum(len(values) - 1 for values in sets)
+    found = repeat_scatter(mean, repeats)
+    if freedom == 0:
+        assert math.isnan(found)
+    else:
+        assert found == pytest.approx(math.sqrt(squares / freedom), abs=1e-12)
 
 
 # A shape's runs, each its mean (None: the run did not measure it) and its relative error.

@@ -156,7 +156,7 @@ def test_a_kernel_that_writes_only_the_first_groups_output_fails_on_the_refill(t
         """))
     status, (entry,) = run_tests("nvfp4_group_gemm", submission)
     assert entry["status"] == FAIL, entry
-    assert entry["message"].startswith(MISMATCH + "group 1: Number of mismatched elements: 16384\n"), entry
+    assert entry["message"].startswith(MISMATCH + "group 1 (counting from 0): Number of mismatched elements: 16384\n"), entry
     assert entry["competition_message"].startswith(MISMATCH + "1 ['Number of mismatched elements: 16384'"), entry
     assert "-32768" in entry["message"]  # group 1's c as the judge filled it
 

@@ -190,7 +190,7 @@ def test_the_grouped_checks_group_is_named_and_its_reasons_read_as_the_others():
     message = ("mismatch found! custom implementation doesn't match reference: 1 ['Number of mismatched elements: 7', "
                "'ERROR AT (0, 3, 0): -32768.0 15.5', 'ERROR AT (5, 7, 0): 1.0 2.0', '... and 5 more mismatched elements.']")
     assert labelled_mismatches(message).splitlines() == [
-        "mismatch found! custom implementation doesn't match reference: group 1: Number of mismatched elements: 7",
+        "mismatch found! custom implementation doesn't match reference: group 1 (counting from 0): Number of mismatched elements: 7",
         "ERROR AT (0, 3, 0): got -32768.0, expected 15.5",
         "ERROR AT (5, 7, 0): got 1.0, expected 2.0 ... and 5 more mismatched elements."]
 
@@ -207,7 +207,7 @@ def test_a_grouped_message_of_any_reasons_is_named_or_left_as_it_is(group, reaso
     assume(not any("ERROR AT" in text for text in (*reasons, tail)))
     prefix = "mismatch found! custom implementation doesn't match reference: "
     message = f"{prefix}{group} {reasons!r}"
-    assert labelled_mismatches(message) == f"{prefix}group {group}: " + " ".join(reasons)
+    assert labelled_mismatches(message) == f"{prefix}group {group} (counting from 0): " + " ".join(reasons)
     untouched = f"{message} {tail}!"
     assert labelled_mismatches(untouched) == untouched
 

@@ -120,7 +120,7 @@ def test_make_test_leaves_out_exactly_the_tests_make_test_e2e_runs():
     assert "make test ||" in ci and "make test-e2e ||" in ci
 
 
-def test_pytest_hides_only_cutedsls_notices_that_names_of_cutlass_utils_moved():
+def test_pytest_hides_only_cutedsls_notices_that_names_of_cutlass_utils_moved_and_starlettes_of_httpx():
     import warnings
 
     from _pytest.config import parse_warning_filter
@@ -139,4 +139,7 @@ def test_pytest_hides_only_cutedsls_notices_that_names_of_cutlass_utils_moved():
         warnings.warn("cutlass.cute.foo is deprecated; use cutlass.cute.bar instead", DeprecationWarning)
         warnings.warn(moved, UserWarning)
         warnings.warn("torch.cuda.amp.autocast is deprecated", FutureWarning)
-    assert [str(warning.message)[:24] for warning in caught] == ["cutlass.cute.foo is depr", moved[:24], "torch.cuda.amp.autocast "]
+        warnings.warn("Using `httpx` with `starlette.testclient` is deprecated; install `httpx2` instead.", DeprecationWarning)
+        warnings.warn("Using `requests` with `starlette.testclient` is deprecated", DeprecationWarning)
+    assert [str(warning.message)[:24] for warning in caught] == ["cutlass.cute.foo is depr", moved[:24], "torch.cuda.amp.autocast ",
+                                                                 "Using `requests` with `s"]

@@ -40,11 +40,15 @@ GEMM = "nvfp4_gemm"
 YOURS, REFERENCE = "yours", "reference"
 DEFAULT_LAST_RUNS = 6
 # A change is read as noise (shown without colour) within its band: NOISE_SIGMAS standard errors
-# of the difference of the two means, from the two runs' own errors (each mean's err_ns), so that a
-# device whose timing scatters (a CPU) gets a band as wide as its scatter; never narrower than
-# NOISE_FRACTION, the run-to-run noise of event timing on a GPU.
+# of the difference of the two means, from the two runs' own errors (each mean's err_ns); never
+# narrower than the device's run-to-run noise (`DeviceHistory.noise_floor`): NOISE_FRACTION for
+# event timing on a GPU, CPU_NOISE_FRACTION on a CPU, whose runs of one file scatter between runs
+# far beyond each run's own error (docs/figures.md, "a CPU's runs of one file, run again"), or
+# wider where the device's own repeated runs of one file scattered more.
 NOISE_SIGMAS = 2.0
 NOISE_FRACTION = 0.01
+CPU_NOISE_FRACTION = 0.30
+CPU_DEVICE = "cpu"
 
 
 def shape_label(row) -> str:
@@ -136,11 +140,29 @@ def _passed(rows: pandas.DataFrame, column: str) -> pandas.Series:
     return rows[column].where(rows["status"] == "pass") if column in rows else pandas.Series(math.nan, index=rows.index)
 
 
-def noise_band(relative_error, other_relative_error):
+def noise_band(relative_error, other_relative_error, floor: float = NOISE_FRACTION):
     """The fraction within which a change between two figures is noise: NOISE_SIGMAS standard
-    errors of their difference, from each figure's relative standard error; NOISE_FRACTION at least
-    (and where an error is unknown). Numbers or tables of them alike."""
-    return numpy.fmax(NOISE_SIGMAS * numpy.hypot(relative_error, other_relative_error), NOISE_FRACTION)
+    errors of their difference, from each figure's relative standard error; `floor` at least (and
+    where an error is unknown). Numbers or tables of them alike."""
+    return numpy.fmax(NOISE_SIGMAS * numpy.hypot(relative_error, other_relative_error), floor)
+
+
+def repeat_scatter(mean: pandas.DataFrame, repeats: list[list]) -> float:
+    """The relative standard deviation of a shape's mean between runs of the very same file, kit
+    and timing (each list of `repeats` is such a set of runs, columns of `mean`), pooled over
+    shapes and sets; NaN where nothing ran twice. Their differences are noise by construction."""
+    squares, freedom = 0.0, 0
+    for runs in repeats:
+        logs = numpy.log(mean[runs])
+        counts = logs.notna().sum(axis=1)
+        squares += float((logs.sub(logs.mean(axis=1), axis=0) ** 2).sum().sum())
+        freedom += int((counts - 1).clip(lower=0).sum())
+    return math.sqrt(squares / freedom) if freedom else math.nan
+
+
+def device_noise_fraction(device: str) -> float:
+    """The run-to-run noise of a device's timing before any of its runs are seen."""
+    return CPU_NOISE_FRACTION if device == CPU_DEVICE else NOISE_FRACTION
 
 
 def _in_previous_run(values: pandas.DataFrame, mean: pandas.DataFrame) -> pandas.DataFrame:
@@ -152,7 +174,8 @@ def _in_previous_run(values: pandas.DataFrame, mean: pandas.DataFrame) -> pandas
 class DeviceHistory:
     """One problem's runs on one device: mean and % SOL per (shape, run), and each mean's change
     against the same shape's mean in the previous run there of the same file that measured it,
-    with the band within which that change is noise (`noise_band` of the two means' errors)."""
+    with the band within which that change is noise (`noise_band` of the two means' errors, at
+    least the device's `noise_floor`)."""
 
     def __init__(self, rows: pandas.DataFrame, last: int | None = None):
         self.device = rows["device"].iloc[0]
@@ -172,9 +195,12 @@ class DeviceHistory:
         self._compared_as = {run: (self.file[run], is_official(self.run_info(run))) for run in all_runs}
         # Changes over the whole history, so the oldest run shown still has its predecessor.
         per_file = self._runs_per_file(all_runs)
+        self.repeat_scatter = repeat_scatter(self.mean, self._repeats(all_runs))
+        self.noise_floor = float(numpy.fmax(device_noise_fraction(self.device),
+                                            NOISE_SIGMAS * math.sqrt(2) * self.repeat_scatter))
         self.change = pandas.concat([self._changes(self.mean[runs]) for runs in per_file], axis=1).reindex(columns=all_runs)
-        self.band = pandas.concat([self._bands(self.mean[runs], self.relative_error[runs]) for runs in per_file],
-                                  axis=1).reindex(columns=all_runs)
+        self.band = pandas.concat([self._bands(self.mean[runs], self.relative_error[runs], self.noise_floor)
+                                   for runs in per_file], axis=1).reindex(columns=all_runs)
         self.runs = all_runs
         self.score, self.score_change, self.score_band = self._scores()
         if last is not None:
@@ -190,17 +216,28 @@ class DeviceHistory:
             by_file.setdefault(self._compared_as[run], []).append(run)
         return list(by_file.values())
 
+    def _repeats(self, runs) -> list[list]:
+        """Sets of runs of the very same file (its content) by the same kit, timed the same way. A
+        kit is the same only at a clean commit: a dirty one's timing may have changed in between."""
+        by_content: dict[tuple, list] = {}
+        for run in runs:
+            info = self.run_info(run)
+            if str(info["commit"]).endswith("-dirty"):
+                continue
+            by_content.setdefault((info["submission_sha256"], str(info["commit"]), is_official(info)), []).append(run)
+        return [runs for runs in by_content.values() if len(runs) > 1]
+
     @staticmethod
     def _changes(mean: pandas.DataFrame) -> pandas.DataFrame:
         """Each mean against the same shape's in the previous run (column) that measured it."""
         return mean / _in_previous_run(mean, mean) - 1
 
     @staticmethod
-    def _bands(mean: pandas.DataFrame, relative_error: pandas.DataFrame) -> pandas.DataFrame:
+    def _bands(mean: pandas.DataFrame, relative_error: pandas.DataFrame, floor: float = NOISE_FRACTION) -> pandas.DataFrame:
         """Each change's noise band, from the relative errors of the two means `_changes` sets
-        against each other (NaN where there is no change)."""
+        against each other, `floor` at least (NaN where there is no change)."""
         had_one = _in_previous_run(mean, mean).notna() & mean.notna()
-        return noise_band(relative_error, _in_previous_run(relative_error, mean)).where(had_one)
+        return noise_band(relative_error, _in_previous_run(relative_error, mean), floor).where(had_one)
 
     def _scores(self) -> tuple[dict, dict, dict]:
         """Geomean of the means for runs where every shape passed; its change only against the
@@ -219,7 +256,7 @@ class DeviceHistory:
             before = previous.get(self._compared_as[run])
             if before is not None and before[0] == shapes:
                 change[run] = score[run] / before[1] - 1
-                band[run] = float(noise_band(error, before[2]))
+                band[run] = float(noise_band(error, before[2], self.noise_floor))
             previous[self._compared_as[run]] = (shapes, score[run], error)
         return score, change, band
 
@@ -294,7 +331,17 @@ def history_table(history: DeviceHistory) -> Group:
     runs = {run: column.header for run, column in zip(history.runs, table.columns[1:])}
     left_out_first = sorted(runs, key=lambda run: (history.run_info(run)["source"] == YOURS, run))[:-1]
     fitted = Fitted(table, [runs[run] for run in left_out_first])
-    return Group(fitted, f"[dim italic]{ceilings_caption(ceilings)}[/]") if ceilings is not None else Group(fitted)
+    captions = ([ceilings_caption(ceilings)] if ceilings is not None else []) + (
+        [noise_caption(history)] if history.noise_floor > NOISE_FRACTION else [])
+    return Group(fitted, *(f"[dim italic]{caption}[/]" for caption in captions))
+
+
+def noise_caption(history: DeviceHistory) -> str:
+    """Why a panel's changes need more than its runs' own errors to count: the device's noise."""
+    why = (f"this device's repeated runs of one file scatter by {100 * history.repeat_scatter:.0f}% between runs"
+           if history.noise_floor > device_noise_fraction(history.device)
+           else "a CPU's runs of one file scatter that far between runs (docs/figures.md)")
+    return f"a change within ±{100 * history.noise_floor:.0f}% is noise here: {why}"
 
 
 def common_ceilings(history: DeviceHistory) -> Ceilings | None:
@@ -447,7 +494,7 @@ def compare_command(store_path: Path, results_path: Path | None, export_path: Pa
         f"[dim]runs headed `yours` are from {yours_from}, `reference` from {reference_path}; "
         "each cell: mean per call, % of SOL, change of the mean against the previous run of the same file "
         "on the same device (green faster, red slower, dim within noise: two standard errors of the difference from the two runs' own errors, "
-        "at least 1%, shown as ±band where wider); % SOL: against the ceilings named under "
+        "at least the device's run-to-run noise, 1% on a GPU, shown as ±band where wider); % SOL: against the ceilings named under "
         "each table; geomean: the ranking score, over runs where every shape passed[/dim]"
     )
     if plot_path:

@@ -89,7 +89,7 @@ def _group_named(message: str) -> str:
         return message
     if not isinstance(reasons, list) or not all(isinstance(reason, str) for reason in reasons):
         return message
-    return f"{found[1]}group {found[2]}: " + " ".join(reasons)
+    return f"{found[1]}group {found[2]} (counting from 0): " + " ".join(reasons)
 
 
 def labelled_mismatches(message: str) -> str:
