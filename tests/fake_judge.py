@@ -8,6 +8,9 @@ until the front cancels it (its reply then says `cancelled`); `ignores cancel` m
 hold through a cancel;
 `no worker` makes its first case end in the worker's start (an environment fault, not the
 file's). Each judged id is appended, with this process's id, to the file FAKE_JUDGE_LOG names, with its mode and when its run began and ended.
+With `--replenished`, each run takes one of its `--waiting-workers` and a `replenish` request
+starts them all again in FAKE_REPLENISH_S seconds (0.2 by default), logged as a run whose id is
+`replenish`.
 """
 
 import argparse
@@ -80,7 +83,9 @@ def main() -> None:
     parser.add_argument("--front-fd", type=int, default=None)
     parser.add_argument("--test-only", action="store_true")
     parser.add_argument("--waiting-workers", type=int, default=None)
+    parser.add_argument("--replenished", action="store_true")
     arguments = parser.parse_args()
+    ready = arguments.waiting_workers or 1
     if arguments.front_fd is not None:
         watch_the_front(arguments.front_fd, CANCELS.cancel)
     log = os.environ.get("FAKE_JUDGE_LOG")
@@ -89,6 +94,16 @@ def main() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         started = time.time()
+        if request.get("replenish"):
+            time.sleep(float(os.environ.get("FAKE_REPLENISH_S", "0.2")))
+            ready = arguments.waiting_workers or 1
+            if log:
+                with open(log, "a") as out:
+                    out.write(f"replenish {os.getpid()} replenish {started} {time.time()}\n")
+            print(json.dumps({"replenished": True, "workers_ready": ready}), flush=True)
+            continue
+        if arguments.replenished:
+            ready = max(ready - 1, 0)
         running = os.environ.get("FAKE_JUDGE_RUNNING")
         if running:
             open(os.path.join(running, str(request.get("id"))), "w").close()
@@ -100,7 +115,7 @@ def main() -> None:
         if log:
             with open(log, "a") as out:
                 out.write(f"{request.get('id')} {os.getpid()} {request.get('mode')} {started} {time.time()}\n")
-        print(json.dumps({"id": request.get("id"), **reply}), flush=True)
+        print(json.dumps({"id": request.get("id"), **reply, "judge": {"workers_ready": ready}}), flush=True)
 
 
 if __name__ == "__main__":

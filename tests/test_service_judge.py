@@ -91,6 +91,34 @@ def test_the_workers_waiting_for_the_next_candidate_are_frozen_while_a_case_is_m
         pool.close()
 
 
+def test_a_lanes_pool_starts_no_worker_beside_a_run_and_replenishes_when_asked_each_worker_ready(tmp_path):
+    """A pool of one of several lanes (`replaces_on_take` off): a run's take starts nothing;
+    `replenish` starts the workers up to the pool's depth and returns once each has said it is
+    ready (its first message, which a run's first request then reads past)."""
+    from types import SimpleNamespace
+
+    from harness.service.pool import WorkerPool
+
+    pool = WorkerPool("cpu", 42, depth=2, replaces_on_take=False)
+    try:
+        pool.prime()
+        taken = pool.take(echo=False)
+        assert len(pool.waiting()) == 1 and pool.started == 2
+        assert pool.replenish(60.0) == 2 and pool.ready_waiting() == 2 and pool.started == 3
+        worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", rng_seed=42), None)
+        worker.begin_case(60.0, lambda text: None)
+        assert worker._current.connection.poll(0)  # its word that it is ready, unread
+        worker._current.kill()  # gone before its first reply: still its start, the machine's fault
+        from harness.judge.isolation import WorkerNotStarted
+
+        with pytest.raises(WorkerNotStarted):
+            worker.request("release", 1)
+        worker.close()
+        taken.close()
+    finally:
+        pool.close()
+
+
 def test_a_benchmark_case_is_measured_inside_the_scope_that_freezes_them(monkeypatch):
     """run_benchmark checks the first batch (the candidate's import and compile, beside which
     the waiting workers may start), then measures the rest with the judge's other processes frozen."""

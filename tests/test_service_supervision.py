@@ -248,6 +248,34 @@ def test_each_lane_of_a_gpu_starts_its_judge_with_its_share_of_the_waiting_worke
     assert told[0] < told[-1]
 
 
+def test_a_gpus_lanes_start_their_workers_together_between_runs_and_every_candidate_passes(tmp_path):
+    """Three lanes of one GPU, each judge keeping its share of waiting workers, a run taking one:
+    the lanes replenish only between runs (no replenish beside any run), together (a lane's
+    replenish beside another's), and every candidate gets its verdict."""
+    log = tmp_path / "judged.log"
+    lanes = [LocalJudge("cuda", visible_devices="0", lane=lane, lanes=3, program=FAKE_JUDGE,
+                        environment={**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log)}) for lane in range(3)]
+    assert all(judge.replenished for judge in lanes)
+    service = Service(lanes, None, commit="fake")
+    service.start()
+    try:
+        ids = service.submit_batch([{"source": f"# {index}\n# sleep 0.05\n"} for index in range(8 * waiting_workers("cuda", 3))])
+        assert all(service.get(identifier, wait_s=120)["passed"] for identifier in ids)
+    finally:
+        service.close()
+    spans = [(identifier, pid, float(start), float(end))
+             for identifier, pid, _, start, end in (line.split() for line in log.read_text().splitlines())]
+    replenishes = [span for span in spans if span[0] == "replenish"]
+    runs = [span for span in spans if span[0] != "replenish"]
+    assert len(runs) == len(ids) and len({pid for _, pid, _, _ in replenishes}) == 3
+
+    def overlap(first, second):
+        return first[2] < second[3] and second[2] < first[3]
+
+    assert not any(overlap(replenish, run) for replenish in replenishes for run in runs)
+    assert any(overlap(first, second) for first in replenishes for second in replenishes if first[1] != second[1])
+
+
 def three_tests_a_timed_run_and_three_tests_share_lanes_as_they_should(service, log: Path) -> None:
     """Three test-mode candidates, a benchmark, three more, all passed: the first three ran side
     by side (the fake judge logs each run's mode, start and end), none overlapping the timed run."""

@@ -451,13 +451,16 @@ class WorkerProcess:
 
     def _message(self) -> tuple[bool, object]:
         """The worker's next message, read within the case's time limit: (True, its reply), or
-        (False, None) for a progress line, shown; its error, its end, or anything else stops the case."""
+        (False, None) for a progress line, shown, or its word that its context is made; its error,
+        its end, or anything else stops the case."""
         try:
             message = self._receive(self._remaining_s())
         except (BrokenPipeError, EOFError, ConnectionResetError, OSError):
             raise CaseStopped(self._crashed()) from None
-        self._started()
         kind = message[0] if isinstance(message, tuple) and message else None
+        if kind == wire.READY and len(message) == 1:  # its context made: its start goes on to its first reply
+            return False, None
+        self._started()
         if kind == wire.REPLY and len(message) == 2:
             return True, message[1]
         if kind == wire.RAISED and len(message) == 5:

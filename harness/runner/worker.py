@@ -69,6 +69,8 @@ def serve(settings: dict) -> None:
         # device that fails here fails again in the first request, whose error the judge reads.
         with contextlib.suppress(Exception):
             torch.cuda.synchronize(torch.device(settings["device"]))
+    # Said at once: a pool sees which of its waiting workers have their context (WorkerPool.replenish).
+    wire.send(connection, (wire.READY,))
     calls = None
     while True:
         try:

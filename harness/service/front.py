@@ -283,6 +283,20 @@ class Service:
             if not settled:  # a test-mode run that failed beside another: its verdict is the one alone
                 with gate.held(candidate["mode"], alone=True) as hold:
                     self._judge_one(judge, candidate, hold)
+            self._replenish(judge, gate)
+
+    def _replenish(self, judge, gate: DeviceGate) -> None:
+        """A lane whose waiting workers start between runs (harness/service/lanes.py) starts them
+        where it has none left ready, or where another lane of its device is starting its own."""
+        if not getattr(judge, "replenished", False) or not judge.alive:
+            return
+        if judge.workers_ready >= judge.waiting or (judge.workers_ready > 0 and not gate.replenish_wanted()):
+            return
+        with gate.replenishing():
+            try:
+                judge.replenish()
+            except JudgeEnded as error:  # started again by its dispatching thread, with workers of its own
+                print(f"front: {error}", file=sys.stderr, flush=True)
 
     def _judge_one(self, judge, candidate: dict, hold) -> bool:
         """Judge `candidate` and end it; or, where it did not pass while the device was shared

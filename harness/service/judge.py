@@ -42,7 +42,7 @@ from pathlib import Path
 from harness.judge import dev_shm, given_up, judge_user  # the standard library alone: imported before torch
 from harness.judge.exits import (EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED, EXIT_INFRASTRUCTURE,
                                  EXIT_SANDBOX_REFUSED)
-from harness.service.lanes import TIMED_MODES, waiting_workers  # the standard library alone
+from harness.service.lanes import REPLENISH_LIMIT_S, TIMED_MODES, waiting_workers  # the standard library alone
 from harness.service.names import checked_name  # the standard library alone
 
 FILES_CHANGED = "the judge's own files changed while the submission ran"
@@ -58,10 +58,11 @@ MINIMUM_RUN_S = 0.001
 
 class Judge:
     def __init__(self, device: str, memory_limit_bytes: int | None = None, test_only: bool = False,
-                 waiting: int | None = None):
+                 waiting: int | None = None, replenished: bool = False):
         """`test_only`: a lane that takes test-mode candidates alone (harness/service/lanes.py),
         which starts no calibration partner ahead (a test-mode run has none). `waiting`: workers
-        kept waiting (lanes.waiting_workers of a lone judge by default)."""
+        kept waiting (lanes.waiting_workers of a lone judge by default). `replenished`: a lane
+        whose waiting workers start when the front asks (`replenish`), never beside a run."""
         if device.startswith("cuda"):
             dev_shm.own_dev_shm()  # before torch's import starts a thread, and before CUDA starts
             judge_user.drop_root()  # after its /dev/shm (a mount), before CUDA starts: its workers' uid
@@ -87,7 +88,7 @@ class Judge:
         self.code_watches = modes.KeptCodeWatches()
         self.pool = WorkerPool(device, shapes.worker_rng_seed(self.secret),
                                depth=waiting if waiting is not None else waiting_workers(device),
-                               memory_limit_bytes=memory_limit_bytes)
+                               memory_limit_bytes=memory_limit_bytes, replaces_on_take=not replenished)
         self.pool.prime()
         if not test_only:
             self.pool.prime(echo=True)  # the timed modes' calibration partner
@@ -179,7 +180,15 @@ class Judge:
         return {"id": request.get("id"), "exit_status": status, "document": document, "report": report.getvalue(), "rows": rows,
                 **({"error_class": error_class} if error_class else {}),
                 "judge": {"device": self.device, "commit": self.commit, "pid": os.getpid(), "wall_s": time.monotonic() - started,
-                          "references_kept": self.references.hits, "workers_started": self.pool.started}}
+                          "references_kept": self.references.hits, "workers_started": self.pool.started,
+                          "workers_ready": self.pool.ready_waiting()}}
+
+    def replenish(self) -> dict:
+        """The reply to the front's `replenish` request: the waiting workers started again up to
+        their count, each waited for until it has made its context (REPLENISH_LIMIT_S at most)."""
+        started = time.monotonic()
+        ready = self.pool.replenish(REPLENISH_LIMIT_S)
+        return {"replenished": True, "workers_ready": ready, "wall_s": time.monotonic() - started}
 
     def cancel(self, candidate_id: str) -> None:
         """End the run of `candidate_id`, now or as it begins (the front's cancel may come before
@@ -284,13 +293,14 @@ def _changed_the_judge(reply: dict) -> bool:
 
 
 def serve(device: str, memory_limit_bytes: int | None, made: list | None = None, test_only: bool = False,
-          waiting: int | None = None) -> int:
-    """Judge requests until stdin ends; `made` gets the judge once it is made (the front's
+          waiting: int | None = None, replenished: bool = False) -> int:
+    """Judge requests until stdin ends (a request `{"replenish": true}` starts the waiting
+    workers instead: Judge.replenish); `made` gets the judge once it is made (the front's
     cancels go to it)."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what anything else prints stays off the replies
     try:
-        judge = Judge(device, memory_limit_bytes, test_only, waiting)
+        judge = Judge(device, memory_limit_bytes, test_only, waiting, replenished)
     except judge_user.JudgeCannotStart as error:
         print(f"judge on {device}: cannot start: {error}", file=sys.stderr, flush=True)
         return EXIT_INFRASTRUCTURE
@@ -310,7 +320,11 @@ def serve(device: str, memory_limit_bytes: int | None, made: list | None = None,
         for line in sys.stdin:
             if not line.strip():
                 continue
-            reply = judge.run(json.loads(line))
+            request = json.loads(line)
+            if request.get("replenish"):
+                print(json.dumps(judge.replenish()), file=replies, flush=True)
+                continue
+            reply = judge.run(request)
             print(json.dumps(reply, default=str), file=replies, flush=True)
             if _changed_the_judge(reply):
                 print(f"judge on {device}: a candidate changed the judge's files; this judge ends", file=sys.stderr, flush=True)
@@ -338,13 +352,15 @@ def main() -> None:
     parser.add_argument("--test-only", action="store_true", help="a lane the front gives test-mode candidates alone")
     parser.add_argument("--waiting-workers", type=int, default=None,
                         help="workers kept waiting [harness/service/lanes.py waiting_workers, one lane]")
+    parser.add_argument("--replenished", action="store_true",
+                        help="a lane whose waiting workers start only on a `replenish` request, never beside a run")
     arguments = parser.parse_args()
     made: list[Judge] = []  # the judge, once made: where the front's cancels go
     if arguments.front_fd is not None:
         watch_the_front(arguments.front_fd, lambda candidate_id: [judge.cancel(candidate_id) for judge in made])
     limit = arguments.memory_limit_mib * 2**20 if arguments.memory_limit_mib else None
     try:
-        status = serve(arguments.device, limit, made, arguments.test_only, arguments.waiting_workers)
+        status = serve(arguments.device, limit, made, arguments.test_only, arguments.waiting_workers, arguments.replenished)
     except Exception:
         given_up.end_on_own_error()
         raise

@@ -16,7 +16,7 @@ import threading
 import time
 
 from harness.judge.exits import EXIT_DEV_SHM_FULL, EXIT_DEVICE_LOST, EXIT_FILES_CHANGED
-from harness.service.lanes import waiting_workers
+from harness.service.lanes import REPLENISH_LIMIT_S, replenished_lanes, waiting_workers
 from harness.shared.paths import REPO_ROOT
 
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
@@ -33,6 +33,11 @@ ENDS_AFTER_A_REPLY = (EXIT_DEVICE_LOST, EXIT_DEV_SHM_FULL)
 
 class JudgeEnded(Exception):
     pass
+
+
+def workers_ready_after(reply: dict) -> int:
+    """The judge's waiting workers ready once a run of it ended, as its reply counts them."""
+    return int((reply.get("judge") or {}).get("workers_ready", 0))
 
 
 JUDGE_PROGRAM = (sys.executable, "-m", "harness.service.judge")
@@ -52,6 +57,8 @@ class LocalJudge:
         self.device, self.visible_devices, self.memory_limit_mib = device, visible_devices, memory_limit_mib
         self.slot, self.program, self.lane = slot, tuple(program), lane
         self.waiting = waiting_workers(device, lanes)  # its share of the workers its device's lanes keep waiting
+        self.replenished = replenished_lanes(device, lanes)  # its workers start on `replenish` only
+        self.workers_ready = self.waiting  # as its last reply counted them
         self.modes = None if lane == 0 else ("test",)
         self._environment = dict(environment if environment is not None else os.environ)
         if visible_devices is not None:
@@ -89,6 +96,8 @@ class LocalJudge:
             command += ["--memory-limit-mib", str(self.memory_limit_mib)]
         if self.modes == ("test",):
             command.append("--test-only")
+        if self.replenished:
+            command.append("--replenished")
         try:
             self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=self._environment, stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, text=True, bufsize=1, pass_fds=(watched,))
@@ -101,6 +110,7 @@ class LocalJudge:
             self.last_exit = self._process.returncode
             raise JudgeEnded(f"the judge on {self.name} ended before it was ready (exit status {self._process.returncode})")
         self._ready = True
+        self.workers_ready = self.waiting
         ready = json.loads(line)
         self.sandbox = ready.get("sandbox")
         return ready
@@ -172,9 +182,17 @@ class LocalJudge:
                                  "check the checkout (git status) and start the service again")
             self.start()
 
-    def _exchange(self, request: dict) -> dict:
+    def replenish(self) -> None:
+        """Its waiting workers started again and ready (harness/service/judge.py Judge.replenish);
+        nothing where the judge is not running (a judge started again starts its own)."""
+        with self._lock:
+            if self.alive:
+                reply = self._exchange({"replenish": True}, REPLENISH_LIMIT_S + REPLY_GRACE_S)
+                self.workers_ready = int(reply.get("workers_ready", 0))
+
+    def _exchange(self, request: dict, limit_s: float | None = None) -> dict:
         options = request.get("options", {})
-        limit_s = (options.get("wall_limit_s") or UNLIMITED_RUN_S) + REPLY_GRACE_S
+        limit_s = limit_s or (options.get("wall_limit_s") or UNLIMITED_RUN_S) + REPLY_GRACE_S
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()
         reply = {}
@@ -193,8 +211,11 @@ class LocalJudge:
                    else f"no reply within {time.monotonic() - started:.0f} s" if reader.is_alive()
                    else f"the judge process ended (exit status {self._process.returncode})")
             raise JudgeEnded(f"the judge on {self.name} gave no verdict: {why}; it starts again for the next candidate")
-        self.judged += 1
-        return json.loads(line)
+        reply = json.loads(line)
+        if "replenished" not in reply:
+            self.judged += 1
+            self.workers_ready = workers_ready_after(reply)
+        return reply
 
     def _end(self) -> None:
         if self._process is not None and self._process.poll() is None:

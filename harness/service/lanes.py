@@ -4,7 +4,14 @@ alone, from the moment the earlier test-mode runs on it end to its own end. A ti
 waiting for the device lets no new test-mode run start on it (it would wait forever behind a
 stream of them). A test-mode run that did not pass while another ran beside it is judged again
 alone (harness/service/front.py), since what the runs shared (the device's memory, its time) may
-have failed it: its verdict is the run alone's."""
+have failed it: its verdict is the run alone's.
+
+A lane's waiting workers are started between runs, never beside one: a context made on a GPU
+slows every run on it while it is made (docs/service.md, Throughput). A lane whose waiting
+workers have run out asks for a replenish; from then no new test-mode run starts on the device,
+the runs on it end (REPLENISH_DRAIN_S at most), and every lane that ends a run meanwhile, or
+lacks workers, starts its replacements together with the first (contexts made at once cost far
+less each than made one by one); then the runs go on."""
 
 import contextlib
 import threading
@@ -21,6 +28,17 @@ TIMED_MODES = ("benchmark", "leaderboard")
 WAITING_A_JUDGE = 10
 WAITING_A_GPU = 20
 WAITING_A_LANE_LEAST = 3
+# How long a replenish waits for the runs on its device to end before it starts beside them (a
+# candidate that runs for minutes holds up no other lane's workers).
+REPLENISH_DRAIN_S = 5.0
+# How long a replenish waits for its workers' contexts: a worker started afresh (no template)
+# imports torch first (docs/figures.md, "a worker's start").
+REPLENISH_LIMIT_S = 30.0
+
+
+def replenished_lanes(device: str, lanes: int) -> bool:
+    """Whether the lanes of one `device` start their workers together between runs."""
+    return lanes > 1 and device.startswith("cuda")
 
 
 def waiting_workers(device: str, lanes: int = 1) -> int:
@@ -38,11 +56,14 @@ class Held:
 
 
 class DeviceGate:
-    def __init__(self):
+    def __init__(self, drain_s: float = REPLENISH_DRAIN_S):
         self._changed = threading.Condition()
         self._holders: set[Held] = set()  # the test-mode runs holding the device now
         self._alone = False
         self._waiting_alone = 0
+        self._replenishing = 0  # lanes starting their workers now
+        self._waiting_replenish = 0
+        self._drain_s = drain_s
 
     @contextlib.contextmanager
     def held(self, mode: str, alone: bool = False):
@@ -53,11 +74,12 @@ class DeviceGate:
         with self._changed:
             if alone:
                 self._waiting_alone += 1
-                self._changed.wait_for(lambda: not self._alone and not self._holders)
+                self._changed.wait_for(lambda: not self._alone and not self._holders and not self._replenishing)
                 self._waiting_alone -= 1
                 self._alone = True
             else:
-                self._changed.wait_for(lambda: not self._alone and self._waiting_alone == 0)
+                self._changed.wait_for(lambda: not self._alone and self._waiting_alone == 0
+                                       and not self._replenishing and not self._waiting_replenish)
                 for other in self._holders:
                     other.shared = hold.shared = True
                 self._holders.add(hold)
@@ -71,6 +93,30 @@ class DeviceGate:
                     self._holders.discard(hold)
                 self._changed.notify_all()
 
+    @contextlib.contextmanager
+    def replenishing(self):
+        """The device held for a lane's workers to start: beside other lanes' starts, once the
+        test-mode runs on it have ended or `drain_s` has passed, never beside a timed run; no
+        test-mode run starts from the call to the block's end."""
+        with self._changed:
+            self._waiting_replenish += 1
+            self._changed.wait_for(lambda: not self._alone and not self._holders, timeout=self._drain_s)
+            self._changed.wait_for(lambda: not self._alone)
+            self._waiting_replenish -= 1
+            self._replenishing += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._replenishing -= 1
+                self._changed.notify_all()
+
+    def replenish_wanted(self) -> bool:
+        """Whether a lane is starting its workers, or waiting to: every lane tops its own up then."""
+        with self._changed:
+            return bool(self._replenishing or self._waiting_replenish)
+
     def state(self) -> dict:
         with self._changed:
-            return {"test_runs": len(self._holders), "timed_run": self._alone, "timed_waiting": self._waiting_alone}
+            return {"test_runs": len(self._holders), "timed_run": self._alone, "timed_waiting": self._waiting_alone,
+                    "replenishing": self._replenishing, "replenish_waiting": self._waiting_replenish}

@@ -2,11 +2,15 @@
 and the next candidate's kernelguard process (harness/judge/precheck.py ReaderAhead).
 
 A pre-started worker is a sandboxed process with a folder of its own and nothing of a
-candidate in it: it starts Python, makes its device's context (on a GPU) and waits for its first
-request. When a run asks for a worker, the pool hands one over; the run copies the candidate's
-file and the problem's files into its folder (harness/judge/isolation.py WorkerProcess), and the
-pool starts the next one at once, so that its start overlaps the run. A worker serves one run at
-most: the run closes it, and it is never handed out again.
+candidate in it: it starts Python, makes its device's context (on a GPU), says it is ready and
+waits for its first request. When a run asks for a worker, the pool hands one over; the run
+copies the candidate's file and the problem's files into its folder (harness/judge/isolation.py
+WorkerProcess), and the pool starts the next one at once, so that its start overlaps the run. A
+worker serves one run at most: the run closes it, and it is never handed out again.
+
+A pool of one of several lanes on a GPU (harness/service/lanes.py) starts no replacement beside
+its run (`replaces_on_take` off): a context made on a GPU slows every run on it while it is made,
+so the lanes' front has each lane's pool `replenish`ed together, between runs.
 
 Where the system allows one (harness/judge/sandbox.py `template_refused`), the workers are forked
 from a template (harness/judge/templates.py): a sandboxed process that imported torch once, so
@@ -35,6 +39,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from harness.judge import worker_root
@@ -45,6 +50,7 @@ from harness.judge.sandbox import Sandbox
 from harness.judge.templates import COMPARED, Template, TemplateFailed
 
 WATCH_EVERY_S = 0.1
+READY_POLL_S = 0.02
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -61,8 +67,10 @@ class WorkerPool:
     """Pre-started workers: `depth` submission workers kept waiting, and one calibration partner
     (a run takes one at most)."""
 
-    def __init__(self, device: str, rng_seed: int, depth: int = 1, memory_limit_bytes: int | None = None):
+    def __init__(self, device: str, rng_seed: int, depth: int = 1, memory_limit_bytes: int | None = None,
+                 replaces_on_take: bool = True):
         self.device, self.rng_seed, self.depth = device, rng_seed, depth
+        self.replaces_on_take = replaces_on_take
         self.memory_limit_bytes = memory_limit_bytes
         self.sandbox = Sandbox(device, memory_bytes=memory_limit_bytes)
         self._scratch = tempfile.TemporaryDirectory(prefix="nvfp4-pool-")
@@ -138,8 +146,26 @@ class WorkerPool:
             self._waiting.setdefault(echo, []).append(spawned)
             self.started += 1
 
+    def ready_waiting(self) -> int:
+        """Submission workers waiting that have made their context (said they are ready)."""
+        with self._lock:
+            waiting = list(self._waiting.get(False, []))
+        return sum(spawned.alive and spawned.connection.poll(0) for spawned in waiting)
+
+    def replenish(self, limit_s: float) -> int:
+        """The submission workers started up to `depth`, and waited for until each has made its
+        context (or `limit_s` has passed): the ready ones' count."""
+        self.prime()
+        deadline = time.monotonic() + limit_s
+        while self.ready_waiting() < len([spawned for spawned in self.waiting() if spawned.alive]):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(READY_POLL_S)
+        return self.ready_waiting()
+
     def take(self, echo: bool) -> _Spawned:
-        """A started worker of the kind, never handed out before; its replacement starts now."""
+        """A started worker of the kind, never handed out before; its replacement starts now
+        (where `replaces_on_take`: else at the next `replenish`)."""
         with self._lock:
             waiting = self._waiting.get(echo, [])
             ended = [spawned for spawned in waiting if not spawned.alive]
@@ -154,7 +180,8 @@ class WorkerPool:
         with self._lock:
             self._handed_out[spawned.process.pid] = spawned
             self.handed_out += 1
-        self.prime(echo)
+        if self.replaces_on_take or echo:
+            self.prime(echo)
         return spawned
 
     def _watch_memory(self) -> None:

@@ -13,7 +13,8 @@ import threading
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from harness.service.judges import JUDGE_PROGRAM, JudgeEnded, LocalJudge
+from harness.service.judges import JUDGE_PROGRAM, JudgeEnded, LocalJudge, workers_ready_after
+from harness.service.lanes import replenished_lanes, waiting_workers
 
 HEARTBEAT_TIMEOUT_S = 5.0
 
@@ -38,6 +39,10 @@ class JudgeActor:
 
     def judge(self, request: dict, lane: int = 0) -> dict:
         return self._judges[lane].judge(request)
+
+    def replenish(self, lane: int = 0) -> int:
+        self._judges[lane].replenish()
+        return self._judges[lane].workers_ready
 
     def heartbeat(self, lane: int = 0) -> bool:
         return self._judges[lane].alive
@@ -91,11 +96,13 @@ class RayJudge:
     and each lane's judge started in it, and the front queues their candidates again. Lane 0
     judges every mode; the others test mode only, beside it (harness/service/lanes.py)."""
 
-    def __init__(self, actor: SharedActor, node_id: str, slot: int, device: str, lane: int = 0):
+    def __init__(self, actor: SharedActor, node_id: str, slot: int, device: str, lane: int = 0, lanes: int = 1):
         self._shared, self.device, self.lane = actor, device, lane
         self.shares = f"{device} #{slot} on node {node_id[:8]}"
         self.name = self.shares if lane == 0 else f"{self.shares} lane {lane}"
         self.modes = None if lane == 0 else ("test",)
+        self.waiting, self.replenished = waiting_workers(device, lanes), replenished_lanes(device, lanes)
+        self.workers_ready = self.waiting
         self._alive = False
         self._lock = threading.Lock()
 
@@ -115,11 +122,21 @@ class RayJudge:
         ready = ray.get(self._actor.start.remote(self.lane))
         self.name = f"{ready['name']} on node {ready['node'][:8]}" if ready.get("name") else self.name
         self._alive = True
+        self.workers_ready = self.waiting
         return ready
 
     def judge(self, request: dict) -> dict:
+        reply = self._call("judge", request)
+        self.workers_ready = workers_ready_after(reply)
+        return reply
+
+    def replenish(self) -> None:
+        self.workers_ready = self._call("replenish")
+
+    def _call(self, method: str, *arguments):
+        """The actor's `method` for this lane, its failures as a local judge's."""
         try:
-            return ray.get(self._actor.judge.remote(request, self.lane))
+            return ray.get(getattr(self._actor, method).remote(*arguments, self.lane))
         except ray.exceptions.RayActorError as error:
             self._alive = False
             raise JudgeEnded(f"the judge actor {self.name} died: {error}") from None
@@ -199,7 +216,7 @@ def cluster_judges(device: str, per_node: int = 1, memory_limit_mib: int | None 
                 ).remote("cuda" if device.startswith("cuda") else device, memory_limit_mib, environment or {}, slot, program, lanes)
 
             actor = SharedActor(make_actor, lanes)
-            judges += [RayJudge(actor, node["NodeID"], slot, device, lane) for lane in range(lanes)]
+            judges += [RayJudge(actor, node["NodeID"], slot, device, lane, lanes) for lane in range(lanes)]
     if not judges:
         raise RuntimeError(f"the Ray cluster has no node with a {'GPU' if device.startswith('cuda') else 'CPU'} for a judge")
     return judges

@@ -32,6 +32,7 @@ import torch
 from harness.shared import cuda_ipc
 from harness.shared.host_memory import MappedArenas
 
+READY = "ready"  # worker -> judge, its first message: (READY,), its start over (its device's context made)
 PROGRESS = "progress"  # worker -> judge, any number before a reply: a line for the progress display
 REPLY = "reply"  # worker -> judge: (REPLY, value)
 RAISED = "raised"  # worker -> judge: (RAISED, description, str(exception), caught by the competition?, (type, file, line))
