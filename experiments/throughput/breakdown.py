@@ -168,7 +168,7 @@ def judged_set(device: str, visible: str | None, lanes: int, count: int, tests_t
     program = (sys.executable, str(Path(__file__).resolve()), "--instrumented-judge")
     environment = {**os.environ, SPANS_ENV: str(spans_dir), **({HOLD_ENV: "1"} if hold else {})}
     store = spans_dir / "verdicts.sqlite"  # the queue and the verdicts in SQLite, as `serve` keeps them
-    service = Service([LocalJudge(device, visible_devices=visible, lane=lane, program=program, environment=environment)
+    service = Service([LocalJudge(device, visible_devices=visible, lane=lane, lanes=lanes, program=program, environment=environment)
                        for lane in range(lanes)], Store(store), candidates=Candidates(store), candidate_dirs=[ROOT])
     service.start()
     try:

@@ -180,7 +180,7 @@ def test_mode_rates(device: str, visible: str | None, lanes: int, copies: int, s
     wanted = (expected["exit_status"], verdict(expected["document"], mode))
     figures = {}
     for count in (1, lanes):
-        judges = [LocalJudge(device, visible_devices=visible, lane=lane) for lane in range(count)]
+        judges = [LocalJudge(device, visible_devices=visible, lane=lane, lanes=count) for lane in range(count)]
         service = Service(judges, candidate_dirs=[ROOT])
         service.start()
         # Whether the judges' workers come from a template (harness/judge/templates.py), as their ready lines say.
