@@ -255,6 +255,28 @@ def test_a_gpus_lanes_start_their_workers_together_between_runs_and_every_candid
     log = tmp_path / "judged.log"
     lanes = [LocalJudge("cuda", visible_devices="0", lane=lane, lanes=3, program=FAKE_JUDGE,
                         environment={**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log)}) for lane in range(3)]
+    lanes_replenish_together_between_runs(lanes, log)
+
+
+@pytest.mark.e2e  # a local Ray cluster started: the e2e suite's
+def test_a_ray_actors_gpu_lanes_start_their_workers_together_between_runs(tmp_path):
+    """The same through a Ray actor's lanes: its judge processes on "cuda" (the fake judge needs
+    no GPU), each lane's replenish the actor's call."""
+    ray = pytest.importorskip("ray", reason="the Ray mode needs the `cluster` extra (pip install '.[cluster]')")
+    from harness.service.ray_judges import JudgeActor, RayJudge, SharedActor
+
+    log = tmp_path / "judged.log"
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        actor = SharedActor(lambda: JudgeActor.options(num_cpus=0, max_concurrency=7).remote(
+            "cuda", None, {"FAKE_JUDGE_LOG": str(log)}, 0, FAKE_JUDGE, 3), lanes=3)
+        node = ray.get_runtime_context().get_node_id()
+        lanes_replenish_together_between_runs([RayJudge(actor, node, 0, "cuda", lane, 3) for lane in range(3)], log)
+    finally:
+        ray.shutdown()
+
+
+def lanes_replenish_together_between_runs(lanes: list, log: Path) -> None:
     assert all(judge.replenished for judge in lanes)
     service = Service(lanes, None, commit="fake")
     service.start()
