@@ -422,6 +422,33 @@ def test_the_judge_goes_on_once_its_own_event_behind_a_batch_has_happened(tmp_pa
         worker.close()
 
 
+def test_a_word_of_being_ready_once_the_worker_has_started_is_no_reply_and_stops_the_case(tmp_path):
+    """A worker says it is ready once, as its start ends; the submission, which can reach the
+    worker's pipe, saying it again after a message of the worker's is a message no reply is."""
+    from harness.judge.isolation import CaseStopped
+
+    submission = tmp_path / "ready_again.py"
+    submission.write_text(textwrap.dedent("""
+        import gc, multiprocessing.connection
+        from harness.shared import wire
+
+        pipe = next(o for o in gc.get_objects() if isinstance(o, multiprocessing.connection.Connection))
+        wire.send(pipe, (wire.PROGRESS, "importing"))
+        wire.send(pipe, (wire.READY,))
+
+        def custom_kernel(data):
+            return data
+    """))
+    worker = _worker(tmp_path, submission=submission)
+    try:
+        worker.begin_case(60, lambda text: None)
+        with pytest.raises(CaseStopped) as stopped:
+            worker.request("load")
+        assert stopped.value.result.status == "error" and "no reply" in stopped.value.result.message
+    finally:
+        worker.close()
+
+
 @pytest.mark.parametrize("held", ["in the launch", "on the GPU"])
 def test_gpu_work_that_never_ends_times_the_case_out_and_kills_the_worker(tmp_path, held):
     """A worker's queue that never reaches its done event (a spin queued behind its last call) holds

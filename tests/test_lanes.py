@@ -90,3 +90,24 @@ def test_a_long_run_holds_up_a_replenish_no_longer_than_the_drain_bound_and_a_ti
 def test_only_a_gpus_several_lanes_replenish_between_runs():
     assert replenished_lanes("cuda", 2) and replenished_lanes("cuda:1", 6)
     assert not replenished_lanes("cuda", 1) and not replenished_lanes("cpu", 4)
+
+
+def test_a_run_a_replenish_did_not_wait_for_shares_the_device_with_it():
+    """Past the drain bound the contexts are made beside a run, which may fail for it (its
+    memory, its time): the run is marked shared, so that a failure is judged again alone."""
+    gate = DeviceGate(drain_s=0.05)
+    release, marked = threading.Event(), []
+
+    def long_run():
+        with gate.held("test") as hold:
+            release.wait(10)
+            marked.append(hold.shared)
+
+    runner = threading.Thread(target=long_run)
+    runner.start()
+    wait_until(lambda: gate.state()["test_runs"] == 1)
+    with gate.replenishing():
+        pass
+    release.set()
+    runner.join(10)
+    assert marked == [True]

@@ -102,9 +102,14 @@ def test_a_lanes_pool_starts_no_worker_beside_a_run_and_replenishes_when_asked_e
     pool = WorkerPool("cpu", 42, depth=2, replaces_on_take=False)
     try:
         pool.prime()
+        pool.prime(echo=True)  # lane 0's calibration partner waits beside them, and is no submission worker
         taken = pool.take(echo=False)
-        assert len(pool.waiting()) == 1 and pool.started == 2
-        assert pool.replenish(60.0) == 2 and pool.ready_waiting() == 2 and pool.started == 3
+        assert len(pool.waiting()) == 2 and pool.started == 3
+        began = time.monotonic()
+        assert pool.replenish(60.0) == 2 and pool.ready_waiting() == 2 and pool.started == 4
+        assert time.monotonic() - began < 30  # done once its workers are ready, not at its limit
+        pool.waiting()[0].kill()
+        assert pool.replenish(60.0) == 2 and pool.started == 5  # one that ended is replaced
         worker = pool.workers().worker(pool.sandbox, str(tmp_path), {}, SimpleNamespace(device="cpu", rng_seed=42), None)
         worker.begin_case(60.0, lambda text: None)
         assert worker._current.connection.poll(0)  # its word that it is ready, unread

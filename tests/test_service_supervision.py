@@ -276,6 +276,39 @@ def test_a_ray_actors_gpu_lanes_start_their_workers_together_between_runs(tmp_pa
         ray.shutdown()
 
 
+class BrokenPipeOnReplenish(LocalJudge):
+    """A lane whose judge went away as its replenish was written: the pipe's own error."""
+
+    def replenish(self):
+        raise BrokenPipeError("the judge's stdin")
+
+
+def test_a_replenish_that_fails_or_hangs_leaves_every_lane_judging(tmp_path, monkeypatch):
+    """A replenish that raises what no judge's end is (a broken pipe, Ray's own error) leaves the
+    lane's dispatching thread judging; a judge that hangs in one is ended soon after the
+    replenish's own limit and started again, while the GPU's other lanes wait for it; every
+    candidate gets its verdict."""
+    from harness.service import judges as judges_module
+
+    monkeypatch.setattr(judges_module, "REPLENISH_LIMIT_S", 0.5)
+    monkeypatch.setattr(judges_module, "REPLENISH_REPLY_GRACE_S", 0.5)
+    environment = {**ENVIRONMENT, "FAKE_REPLENISH_S": "60"}
+    lanes = [BrokenPipeOnReplenish("cuda", visible_devices="0", lane=0, lanes=2, program=FAKE_JUDGE, environment=environment),
+             LocalJudge("cuda", visible_devices="0", lane=1, lanes=2, program=FAKE_JUDGE, environment=environment)]
+    service = Service(lanes, None, commit="fake")
+    service.start()
+    try:
+        began = time.monotonic()
+        ids = service.submit_batch([{"source": f"# {index}\n"} for index in range(4 * waiting_workers("cuda", 2))]
+                                   + [{"source": "# timed\n", "mode": "benchmark"}])
+        assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+        assert time.monotonic() - began < 45
+        assert all(thread.is_alive() for thread in service._threads)
+        assert lanes[1].starts >= 2  # ended in its hung replenish, and started again
+    finally:
+        service.close()
+
+
 def lanes_replenish_together_between_runs(lanes: list, log: Path) -> None:
     assert all(judge.replenished for judge in lanes)
     service = Service(lanes, None, commit="fake")

@@ -458,8 +458,8 @@ class WorkerProcess:
         except (BrokenPipeError, EOFError, ConnectionResetError, OSError):
             raise CaseStopped(self._crashed()) from None
         kind = message[0] if isinstance(message, tuple) and message else None
-        if kind == wire.READY and len(message) == 1:  # its context made: its start goes on to its first reply
-            return False, None
+        if kind == wire.READY and len(message) == 1 and self._starting:
+            return False, None  # its context made: its start goes on to its first reply
         self._started()
         if kind == wire.REPLY and len(message) == 2:
             return True, message[1]

@@ -281,6 +281,7 @@ class Service:
             with gate.held(candidate["mode"]) as hold:
                 settled = self._judge_one(judge, candidate, hold)
             if not settled:  # a test-mode run that failed beside another: its verdict is the one alone
+                self._replenish(judge, gate)  # its cases' fresh workers waiting, not started while it has the GPU alone
                 with gate.held(candidate["mode"], alone=True) as hold:
                     self._judge_one(judge, candidate, hold)
             self._replenish(judge, gate)
@@ -297,6 +298,8 @@ class Service:
                 judge.replenish()
             except JudgeEnded as error:  # started again by its dispatching thread, with workers of its own
                 print(f"front: {error}", file=sys.stderr, flush=True)
+            except Exception:  # noqa: BLE001 - a judge gone mid-request (a broken pipe, Ray's own error): as above
+                traceback.print_exc()
 
     def _judge_one(self, judge, candidate: dict, hold) -> bool:
         """Judge `candidate` and end it; or, where it did not pass while the device was shared

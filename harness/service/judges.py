@@ -21,6 +21,9 @@ from harness.shared.paths import REPO_ROOT
 
 # Beyond a run's own wall-time limit, how long a judge may take to reply before it is ended.
 REPLY_GRACE_S = 120.0
+# Beyond a replenish's own limit: the GPU's other lanes wait for it, so a judge that hangs in one
+# is ended soon (and started again, with workers of its own).
+REPLENISH_REPLY_GRACE_S = 10.0
 UNLIMITED_RUN_S = 3600.0
 # How long a judge has to reply once its candidate is cancelled (it ends the run's workers, then
 # replies) before it is ended and started again.
@@ -187,7 +190,7 @@ class LocalJudge:
         nothing where the judge is not running (a judge started again starts its own)."""
         with self._lock:
             if self.alive:
-                reply = self._exchange({"replenish": True}, REPLENISH_LIMIT_S + REPLY_GRACE_S)
+                reply = self._exchange({"replenish": True}, REPLENISH_LIMIT_S + REPLENISH_REPLY_GRACE_S)
                 self.workers_ready = int(reply.get("workers_ready", 0))
 
     def _exchange(self, request: dict, limit_s: float | None = None) -> dict:

@@ -104,6 +104,8 @@ class DeviceGate:
             self._changed.wait_for(lambda: not self._alone)
             self._waiting_replenish -= 1
             self._replenishing += 1
+            for hold in self._holders:  # a run the drain did not wait for shares the device with the new contexts
+                hold.shared = True
         try:
             yield
         finally:

@@ -153,15 +153,25 @@ class WorkerPool:
         return sum(spawned.alive and spawned.connection.poll(0) for spawned in waiting)
 
     def replenish(self, limit_s: float) -> int:
-        """The submission workers started up to `depth`, and waited for until each has made its
-        context (or `limit_s` has passed): the ready ones' count."""
-        self.prime()
+        """The submission workers that ended dropped, the others started up to `depth`, and all
+        waited for until each has made its context, `limit_s` in all at most (no start begins
+        after it): the ready ones' count."""
         deadline = time.monotonic() + limit_s
-        while self.ready_waiting() < len([spawned for spawned in self.waiting() if spawned.alive]):
-            if time.monotonic() >= deadline:
-                break
+        with self._lock:
+            waiting = self._waiting.get(False, [])
+            ended = [spawned for spawned in waiting if not spawned.alive]
+            self._waiting[False] = [spawned for spawned in waiting if spawned.alive]
+        for gone in ended:
+            gone.close()
+        while len(self._waiting[False]) < self.depth and time.monotonic() < deadline:
+            self._start(False)
+        while time.monotonic() < deadline and self.ready_waiting() < self._alive_waiting():
             time.sleep(READY_POLL_S)
         return self.ready_waiting()
+
+    def _alive_waiting(self) -> int:
+        with self._lock:
+            return sum(spawned.alive for spawned in self._waiting.get(False, []))
 
     def take(self, echo: bool) -> _Spawned:
         """A started worker of the kind, never handed out before; its replacement starts now
