@@ -64,7 +64,7 @@ def test_a_replenish_waits_for_the_runs_and_holds_up_new_ones_and_other_lanes_re
 
 def test_a_long_run_holds_up_a_replenish_no_longer_than_the_drain_bound_and_a_timed_run_never_shares_it():
     gate, timeline = DeviceGate(drain_s=0.2), Timeline()
-    long_run = timeline.hold(gate, "long run", 1.5)
+    long_run = timeline.hold(gate, "long run", 0.8)
     wait_until(lambda: gate.state()["test_runs"] == 1)
     began = time.monotonic()
     replenish = timeline.hold(gate, "replenish", 0.2, replenish=True)
@@ -73,7 +73,7 @@ def test_a_long_run_holds_up_a_replenish_no_longer_than_the_drain_bound_and_a_ti
     long_run.join(10)
     assert timeline.overlap("replenish", "long run")
 
-    timed = timeline.hold(gate, "timed", 0.4, mode="benchmark")
+    timed = timeline.hold(gate, "timed", 0.2, mode="benchmark")
     wait_until(lambda: gate.state()["timed_run"])
     beside_timed = timeline.hold(gate, "replenish beside timed", 0.1, replenish=True)
     beside_timed.join(10)

@@ -227,7 +227,8 @@ def main() -> None:
     parser.add_argument("--settle-max-s", type=float, default=120.0,
                         help="test-mode phase: seconds at most, waiting past --settle-s for the machine to be quiet [120]")
     parser.add_argument("--test-lanes", type=int, default=6, help="judges on one GPU for the test-mode phase [6]")
-    parser.add_argument("--test-copies", type=int, default=24, help="the fast torch file's tests in the test-mode phase [24]")
+    parser.add_argument("--test-copies", type=int, default=60,
+                        help="the fast torch file's tests in the test-mode phase, enough that the lanes replenish their workers [60]")
     parser.add_argument("--test-mode-only", action="store_true", help="the test-mode phase alone")
     parser.add_argument("--unsafe-sandbox", action="store_true",
                         help="the service's judges serve where the workers' sandbox lacks a layer, as `serve --unsafe-sandbox` "
