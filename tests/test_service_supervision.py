@@ -419,6 +419,33 @@ def test_a_test_mode_run_that_failed_beside_another_is_judged_again_alone_and_th
                        for other_start, other_end in spans)
 
 
+def test_a_gpu_lane_that_ran_out_of_workers_replenishes_before_its_rerun_alone(tmp_path):
+    """Two lanes of a GPU, one waiting worker each: a file that fails beside another run uses its
+    lane's worker up; the lane starts its workers again before the rerun alone (never one at a
+    time while it holds the GPU alone), and the rerun's verdict stands."""
+    log, running = tmp_path / "judged.log", tmp_path / "running"
+    running.mkdir()
+    environment = {**ENVIRONMENT, "FAKE_JUDGE_LOG": str(log), "FAKE_JUDGE_RUNNING": str(running)}
+    lanes = [LocalJudge("cuda", visible_devices="0", lane=lane, lanes=2, program=FAKE_JUDGE, environment=environment)
+             for lane in range(2)]
+    for judge in lanes:
+        judge.waiting = 1  # the fake judge's `--waiting-workers`: each run uses the lane's workers up
+    service = Service(lanes, None, commit="fake")
+    service.start()
+    try:
+        ids = service.submit_batch([{"source": f"# {index} wrong beside others\n# sleep 0.3\n"} for index in range(6)])
+        assert all(service.get(identifier, wait_s=60)["passed"] for identifier in ids)
+    finally:
+        service.close()
+    by_pid: dict[str, list[str]] = {}
+    for identifier, pid, _, _, _ in (line.split() for line in log.read_text().splitlines()):
+        by_pid.setdefault(pid, []).append(identifier)
+    reruns = [(sequence, sequence.index(identifier), len(sequence) - 1 - sequence[::-1].index(identifier))
+              for sequence in by_pid.values() for identifier in set(sequence) - {"replenish"} if sequence.count(identifier) == 2]
+    assert reruns and service.judged_again_alone == len(reruns)
+    assert all("replenish" in sequence[first + 1:second] for sequence, first, second in reruns)
+
+
 @pytest.mark.parametrize("every_s", [0.05, 0.4])
 def test_cancels_in_a_row_do_not_put_off_the_restart_of_a_judge_that_ignores_them(monkeypatch, every_s):
     """A client cancels a candidate again and again, each within CANCEL_REPLY_S of the last: the
