@@ -92,7 +92,7 @@ def test_the_torch_fixture_passes_and_the_wrong_one_fails_with_the_problems_mess
     assert (status, entry["status"]) == (modes.EXIT_PASS, PASS), entry
     status, (entry,) = run_tests(name, FIXTURES / f"{name}_wrong.py")
     assert status != modes.EXIT_PASS and entry["status"] == FAIL, entry
-    assert entry["message"].startswith(MISMATCH + ("group 0: Number of mismatched elements: " if name == "nvfp4_group_gemm"
+    assert entry["message"].startswith(MISMATCH + ("group 0 (counting from 0): Number of mismatched elements: " if name == "nvfp4_group_gemm"
                                                    else "Number of mismatched elements: ")), entry
 
 
