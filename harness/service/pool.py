@@ -157,12 +157,7 @@ class WorkerPool:
         waited for until each has made its context, `limit_s` in all at most (no start begins
         after it): the ready ones' count."""
         deadline = time.monotonic() + limit_s
-        with self._lock:
-            waiting = self._waiting.get(False, [])
-            ended = [spawned for spawned in waiting if not spawned.alive]
-            self._waiting[False] = [spawned for spawned in waiting if spawned.alive]
-        for gone in ended:
-            gone.close()
+        self._drop_ended(False)
         while len(self._waiting[False]) < self.depth and time.monotonic() < deadline:
             self._start(False)
         while time.monotonic() < deadline and self.ready_waiting() < self._alive_waiting():
@@ -173,17 +168,22 @@ class WorkerPool:
         with self._lock:
             return sum(spawned.alive for spawned in self._waiting.get(False, []))
 
-    def take(self, echo: bool) -> _Spawned:
-        """A started worker of the kind, never handed out before; its replacement starts now
-        (where `replaces_on_take`: else at the next `replenish`)."""
+    def _drop_ended(self, echo: bool) -> None:
+        """The waiting workers of the kind that ended closed and dropped."""
         with self._lock:
             waiting = self._waiting.get(echo, [])
             ended = [spawned for spawned in waiting if not spawned.alive]
-            waiting = [spawned for spawned in waiting if spawned.alive]
-            spawned = waiting.pop(0) if waiting else None
-            self._waiting[echo] = waiting
+            self._waiting[echo] = [spawned for spawned in waiting if spawned.alive]
         for gone in ended:
             gone.close()
+
+    def take(self, echo: bool) -> _Spawned:
+        """A started worker of the kind, never handed out before; its replacement starts now
+        (where `replaces_on_take`: else at the next `replenish`)."""
+        self._drop_ended(echo)
+        with self._lock:
+            waiting = self._waiting.get(echo, [])
+            spawned = waiting.pop(0) if waiting else None
         if spawned is None:
             spawned = self._spawn(echo)
             self.started += 1
