@@ -100,7 +100,7 @@ def main() -> None:
             if log:
                 with open(log, "a") as out:
                     out.write(f"replenish {os.getpid()} replenish {started} {time.time()}\n")
-            print(json.dumps({"replenished": True, "workers_ready": ready}), flush=True)
+            print(json.dumps({"replenished": True, "judge": {"workers_ready": ready}}), flush=True)
             continue
         if arguments.replenished:
             ready = max(ready - 1, 0)

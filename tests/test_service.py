@@ -35,6 +35,7 @@ class RecordingJudge:
 
     name = device = shares = "recording"
     modes = None
+    replenished = False
 
     def __init__(self):
         self.requests = []

@@ -62,8 +62,9 @@ class Service:
                  candidates: Candidates | None = None, attempts: int = ATTEMPTS, max_source_bytes: int = MAX_SOURCE_BYTES,
                  default_wall_limit_s: dict | None = None, candidate_dirs=()):
         """`judges`: objects with start(), judge(request), cancel(id), status(), close(), end(),
-        heartbeat(), revive(), `alive`, `name`, `modes` (those it takes, None for all) and
-        `shares` (the device its lanes share: harness/service/lanes.py), as
+        heartbeat(), revive(), `alive`, `name`, `modes` (those it takes, None for all),
+        `shares` (the device its lanes share: harness/service/lanes.py) and `replenished` (where
+        true, with replenish(), `waiting` and `workers_ready`: its workers start between runs), as
         harness/service/judges.py LocalJudge. `candidates`: the table (kept in memory without
         one: nothing outlives the front). `candidate_dirs`: the folders whose files a request may
         name by `path` (harness/service/candidate_files.py); none, no path is read."""
@@ -289,7 +290,7 @@ class Service:
     def _replenish(self, judge, gate: DeviceGate) -> None:
         """A lane whose waiting workers start between runs (harness/service/lanes.py) starts them
         where it has none left ready, or where another lane of its device is starting its own."""
-        if not getattr(judge, "replenished", False) or not judge.alive:
+        if not judge.replenished or not judge.alive:
             return
         if judge.workers_ready >= judge.waiting or (judge.workers_ready > 0 and not gate.replenish_wanted()):
             return

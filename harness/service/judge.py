@@ -188,7 +188,7 @@ class Judge:
         their count, each waited for until it has made its context (REPLENISH_LIMIT_S at most)."""
         started = time.monotonic()
         ready = self.pool.replenish(REPLENISH_LIMIT_S)
-        return {"replenished": True, "workers_ready": ready, "wall_s": time.monotonic() - started}
+        return {"replenished": True, "judge": {"workers_ready": ready, "wall_s": time.monotonic() - started}}
 
     def cancel(self, candidate_id: str) -> None:
         """End the run of `candidate_id`, now or as it begins (the front's cancel may come before

@@ -39,7 +39,7 @@ class JudgeEnded(Exception):
 
 
 def workers_ready_after(reply: dict) -> int:
-    """The judge's waiting workers ready once a run of it ended, as its reply counts them."""
+    """The judge's waiting workers ready once a run or a replenish of it ended, as its reply counts them."""
     return int((reply.get("judge") or {}).get("workers_ready", 0))
 
 
@@ -190,8 +190,7 @@ class LocalJudge:
         nothing where the judge is not running (a judge started again starts its own)."""
         with self._lock:
             if self.alive:
-                reply = self._exchange({"replenish": True}, REPLENISH_LIMIT_S + REPLENISH_REPLY_GRACE_S)
-                self.workers_ready = int(reply.get("workers_ready", 0))
+                self._exchange({"replenish": True}, REPLENISH_LIMIT_S + REPLENISH_REPLY_GRACE_S)
 
     def _exchange(self, request: dict, limit_s: float | None = None) -> dict:
         options = request.get("options", {})
@@ -217,7 +216,7 @@ class LocalJudge:
         reply = json.loads(line)
         if "replenished" not in reply:
             self.judged += 1
-            self.workers_ready = workers_ready_after(reply)
+        self.workers_ready = workers_ready_after(reply)
         return reply
 
     def _end(self) -> None:
