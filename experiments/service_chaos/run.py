@@ -7,6 +7,7 @@ never another's, and each verdict judged stored once.
 
     python experiments/service_chaos/run.py                 # `serve --device cpu`, real judges
     python experiments/service_chaos/run.py --fake          # tests/fake_front.py: judges without torch, many candidates
+    python experiments/service_chaos/run.py --fake --lanes 3   # the same, each judge a GPU's three lanes
 """
 
 import argparse
@@ -35,10 +36,10 @@ def free_port() -> int:
 
 
 class Front:
-    def __init__(self, fake: bool, store: Path, judges: int):
+    def __init__(self, fake: bool, store: Path, judges: int, lanes: int = 1):
         self.port = free_port()
         if fake:
-            command = [sys.executable, str(ROOT / "tests" / "fake_front.py"), str(store), str(self.port), str(judges)]
+            command = [sys.executable, str(ROOT / "tests" / "fake_front.py"), str(store), str(self.port), str(judges), str(lanes)]
         else:
             command = [sys.executable, "-m", "harness", "serve", "--device", "cpu", "--judges", str(judges), "--store", str(store),
                        "--port", str(self.port), "--candidates-dir", str(FIXTURES)]
@@ -84,12 +85,15 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=None, help="[400 with --fake, 40 without]")
     parser.add_argument("--judges", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--lanes", type=int, default=1, help="with --fake: each judge a GPU's lanes, replenished together [1]")
     arguments = parser.parse_args()
+    if arguments.lanes > 1 and not arguments.fake:
+        parser.error("--lanes needs --fake: a CPU's real judges do not replenish together")
     count = arguments.candidates or (400 if arguments.fake else 40)
     store = Path(tempfile.mkdtemp(prefix="service-chaos-")) / "verdicts.sqlite"
     requests = [candidate(arguments.fake, index) for index in range(count)]
     started = time.monotonic()
-    front = Front(arguments.fake, store, arguments.judges)
+    front = Front(arguments.fake, store, arguments.judges, arguments.lanes)
     ids: dict[int, str] = {}
     events = {"front_killed": 0, "front_terminated": 0, "judges_killed": 0, "cancels_sent": 0, "cancels_of_running": 0, "batches_sent_again": 0}
     pending = list(range(count))
@@ -120,11 +124,11 @@ def main() -> None:
         if not events["front_killed"] and progress > 0.5 and busy:
             front.kill()
             events["front_killed"] += 1
-            front = Front(arguments.fake, store, arguments.judges)
+            front = Front(arguments.fake, store, arguments.judges, arguments.lanes)
         if not events["front_terminated"] and progress > 0.8 and busy:
             front.kill(signal.SIGTERM)
             events["front_terminated"] += 1
-            front = Front(arguments.fake, store, arguments.judges)
+            front = Front(arguments.fake, store, arguments.judges, arguments.lanes)
         time.sleep(0.2 if arguments.fake else 1.0)
     while True:
         views = {index: front.http.get(f"/candidates/{identifier}").json() for index, identifier in ids.items()}
